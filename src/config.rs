@@ -1,0 +1,121 @@
+//! Typed settings: command-line flags with environment fallbacks. Every limit, interval and
+//! size is named once here, with its default, so tests can shrink them instead of sleeping.
+
+use clap::{Args, Parser, Subcommand};
+use std::net::SocketAddr;
+use std::time::Duration;
+
+pub const DEFAULT_DATABASE_URL: &str = "postgres://postgres@127.0.0.1:5432/wallet_ledger";
+pub const DEFAULT_LISTEN_ADDR: &str = "127.0.0.1:8080";
+/// Enough connections for a 2-core PostgreSQL to stay busy, few enough not to thrash it.
+pub const DEFAULT_POOL_MAX_CONNECTIONS: u32 = 16;
+/// Generous on purpose: requests for one hot wallet queue on its row lock while holding a
+/// connection, and the ones behind them must wait for a connection rather than fail.
+pub const DEFAULT_POOL_ACQUIRE_TIMEOUT_MS: u64 = 10_000;
+/// Longer than the acquire timeout, so a saturated pool answers 503 before the request times out.
+pub const DEFAULT_REQUEST_TIMEOUT_MS: u64 = 30_000;
+pub const DEFAULT_BODY_LIMIT_BYTES: usize = 256 * 1024;
+pub const DEFAULT_CHECKPOINT_INTERVAL_MS: u64 = 5_000;
+/// Most legs one transaction may have.
+pub const MAX_LEGS: usize = 100;
+/// Page sizes of every list (`?limit=`), per the contract.
+pub const DEFAULT_PAGE_SIZE: i64 = 50;
+pub const MAX_PAGE_SIZE: i64 = 500;
+/// `Retry-After` seconds of a 503.
+pub const RETRY_AFTER_SECONDS: u64 = 1;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "wallet-ledger",
+    version,
+    about = "A double-entry wallet ledger built on natural idempotency"
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Serve the REST API and its background workers.
+    Serve(ServeArgs),
+    /// Create the database if missing and apply migrations, then exit.
+    Migrate(MigrateArgs),
+    /// Print the OpenAPI document (the committed `openapi/openapi.json` is this output).
+    Openapi,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct DatabaseConfig {
+    /// PostgreSQL URL; the database is created if missing.
+    #[arg(long = "database-url", env = "DATABASE_URL", default_value = DEFAULT_DATABASE_URL)]
+    pub url: String,
+    /// Most connections in the pool.
+    #[arg(long, env = "DB_POOL_MAX_CONNECTIONS", default_value_t = DEFAULT_POOL_MAX_CONNECTIONS)]
+    pub pool_max_connections: u32,
+    /// How long a request waits for a free connection before answering 503.
+    #[arg(long, env = "DB_POOL_ACQUIRE_TIMEOUT_MS", default_value_t = DEFAULT_POOL_ACQUIRE_TIMEOUT_MS)]
+    pub pool_acquire_timeout_ms: u64,
+}
+
+impl DatabaseConfig {
+    pub fn with_url(url: impl Into<String>) -> DatabaseConfig {
+        DatabaseConfig {
+            url: url.into(),
+            pool_max_connections: DEFAULT_POOL_MAX_CONNECTIONS,
+            pool_acquire_timeout_ms: DEFAULT_POOL_ACQUIRE_TIMEOUT_MS,
+        }
+    }
+
+    pub fn acquire_timeout(&self) -> Duration {
+        Duration::from_millis(self.pool_acquire_timeout_ms)
+    }
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct HttpConfig {
+    /// Address the API listens on.
+    #[arg(long, env = "LISTEN_ADDR", default_value = DEFAULT_LISTEN_ADDR)]
+    pub listen_addr: SocketAddr,
+    /// A request still running after this answers 503 (its transaction is rolled back).
+    #[arg(long, env = "REQUEST_TIMEOUT_MS", default_value_t = DEFAULT_REQUEST_TIMEOUT_MS)]
+    pub request_timeout_ms: u64,
+    /// Largest request body; larger ones answer 413.
+    #[arg(long, env = "BODY_LIMIT_BYTES", default_value_t = DEFAULT_BODY_LIMIT_BYTES)]
+    pub body_limit_bytes: usize,
+}
+
+impl Default for HttpConfig {
+    fn default() -> HttpConfig {
+        HttpConfig {
+            listen_addr: DEFAULT_LISTEN_ADDR
+                .parse()
+                .expect("the default address parses"),
+            request_timeout_ms: DEFAULT_REQUEST_TIMEOUT_MS,
+            body_limit_bytes: DEFAULT_BODY_LIMIT_BYTES,
+        }
+    }
+}
+
+impl HttpConfig {
+    pub fn request_timeout(&self) -> Duration {
+        Duration::from_millis(self.request_timeout_ms)
+    }
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct ServeArgs {
+    #[command(flatten)]
+    pub database: DatabaseConfig,
+    #[command(flatten)]
+    pub http: HttpConfig,
+    /// How often system-account balance checkpoints advance.
+    #[arg(long, env = "CHECKPOINT_INTERVAL_MS", default_value_t = DEFAULT_CHECKPOINT_INTERVAL_MS)]
+    pub checkpoint_interval_ms: u64,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct MigrateArgs {
+    #[command(flatten)]
+    pub database: DatabaseConfig,
+}

@@ -1,0 +1,54 @@
+//! The database: create it if missing, open the pool, apply migrations, and say clearly what
+//! is wrong when PostgreSQL cannot be reached.
+
+use crate::config::DatabaseConfig;
+use anyhow::{Context, anyhow};
+use sqlx::Postgres;
+use sqlx::migrate::{MigrateDatabase, Migrator};
+use sqlx::postgres::{PgPool, PgPoolOptions};
+
+pub static MIGRATOR: Migrator = sqlx::migrate!();
+
+/// Creates the database if missing, applies pending migrations and returns the pool.
+pub async fn connect_and_migrate(config: &DatabaseConfig) -> anyhow::Result<PgPool> {
+    let shown = redact(&config.url);
+    let exists = Postgres::database_exists(&config.url)
+        .await
+        .map_err(|e| unreachable(&shown, e))?;
+    if !exists {
+        Postgres::create_database(&config.url)
+            .await
+            .with_context(|| format!("creating database {shown}"))?;
+        tracing::info!(database = %shown, "created database");
+    }
+    let pool = PgPoolOptions::new()
+        .max_connections(config.pool_max_connections)
+        .acquire_timeout(config.acquire_timeout())
+        .connect(&config.url)
+        .await
+        .map_err(|e| unreachable(&shown, e))?;
+    MIGRATOR
+        .run(&pool)
+        .await
+        .with_context(|| format!("applying migrations to {shown}"))?;
+    Ok(pool)
+}
+
+fn unreachable(shown: &str, error: sqlx::Error) -> anyhow::Error {
+    anyhow!(
+        "cannot reach PostgreSQL at {shown}: {error}\n\
+         Is PostgreSQL running? `bash scripts/services.sh` starts the local one \
+         (or set DATABASE_URL to a server you have)."
+    )
+}
+
+/// The URL without its password, for logs and error messages.
+pub fn redact(url: &str) -> String {
+    match url::Url::parse(url) {
+        Ok(mut parsed) if parsed.password().is_some() => {
+            let _ = parsed.set_password(Some("***"));
+            parsed.to_string()
+        }
+        _ => url.to_owned(),
+    }
+}

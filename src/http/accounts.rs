@@ -1,0 +1,279 @@
+//! `/v1/accounts`: create (idempotent on the caller's id), read with balances, metadata
+//! versioning, entries, and the lifecycle transitions.
+
+use super::AppState;
+use super::error::{ApiError, Result};
+use super::extract::{IdempotencyKey, JsonBody, PathParam, QueryParams};
+use super::responses::{created, json};
+use super::validate;
+use crate::config::{DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE};
+use crate::ledger::accounts::{self, Account, AccountType, NewAccount, Transition};
+use crate::ledger::ids::AccountId;
+use crate::ledger::money::Currency;
+use crate::ledger::transactions;
+use crate::ledger::views::{AccountView, EntryView, Page};
+use crate::problem::Problem;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::Response;
+use chrono::{DateTime, Utc};
+use serde::Deserialize;
+use serde_json::{Map, Value};
+use sqlx::PgConnection;
+use utoipa::{IntoParams, ToSchema};
+use validator::Validate;
+
+#[derive(Debug, Clone, Copy, Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum AccountTypeRequest {
+    Wallet,
+    System,
+}
+
+#[derive(Debug, Deserialize, Validate, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CreateAccountRequest {
+    /// The caller's id, `[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}`. Without it, an
+    /// `Idempotency-Key` header derives one (a UUID).
+    #[validate(custom(function = "validate::account_id"))]
+    pub id: Option<String>,
+    /// ISO 4217 code.
+    #[validate(custom(function = "validate::currency"))]
+    pub currency: String,
+    #[serde(rename = "type")]
+    pub kind: AccountTypeRequest,
+    /// Wallets only: how far below zero the wallet may go, in minor units (default 0).
+    #[validate(custom(function = "validate::non_negative"))]
+    pub overdraft_limit: Option<i64>,
+    #[schema(value_type = Option<Object>)]
+    pub metadata: Option<Map<String, Value>>,
+}
+
+#[utoipa::path(post, path = "/v1/accounts", tag = "accounts", request_body = CreateAccountRequest,
+    params(("Idempotency-Key" = Option<String>, Header, description = "derives the id when the body has none")),
+    responses(
+        (status = 201, description = "created", body = AccountView),
+        (status = 200, description = "replay of the creation response (`Idempotent-Replayed: true`)", body = AccountView),
+        (status = 400, body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "validation_failed, idempotency_mismatch", body = Problem, content_type = "application/problem+json"),
+    ))]
+pub async fn create(
+    State(state): State<AppState>,
+    key: IdempotencyKey,
+    JsonBody(req): JsonBody<CreateAccountRequest>,
+) -> Result<Response> {
+    let id = match req.id {
+        Some(id) => id,
+        None => key.resolve(None)?.to_string(),
+    };
+    let id = AccountId::parse(&id)
+        .ok_or_else(|| ApiError::validation("/id", "account_id", "invalid account id"))?;
+    let currency = Currency::parse(&req.currency)
+        .ok_or_else(|| ApiError::validation("/currency", "currency", "unknown currency"))?;
+    let kind = match req.kind {
+        AccountTypeRequest::Wallet => AccountType::Wallet,
+        AccountTypeRequest::System => AccountType::System,
+    };
+    let overdraft_limit = req.overdraft_limit.unwrap_or(0);
+    if kind == AccountType::System && overdraft_limit != 0 {
+        return Err(ApiError::validation(
+            "/overdraft_limit",
+            "not_applicable",
+            "system accounts are never balance-checked; an overdraft limit applies to wallets only",
+        ));
+    }
+    let new = NewAccount {
+        id,
+        currency,
+        kind,
+        overdraft_limit,
+        metadata: req.metadata.unwrap_or_default(),
+    };
+    let mut conn = state.pool.acquire().await?;
+    created(accounts::create(&mut conn, &new).await?)
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+pub struct AccountQuery {
+    /// RFC 3339: the balances at that moment instead of now.
+    pub as_of: Option<DateTime<Utc>>,
+}
+
+#[utoipa::path(get, path = "/v1/accounts/{id}", tag = "accounts", params(("id" = String, Path), AccountQuery),
+    responses((status = 200, body = AccountView), (status = 404, body = Problem, content_type = "application/problem+json")))]
+pub async fn get(
+    State(state): State<AppState>,
+    PathParam(id): PathParam,
+    QueryParams(query): QueryParams<AccountQuery>,
+) -> Result<Response> {
+    let mut conn = state.pool.acquire().await?;
+    let account = find(&mut conn, &id).await?;
+    let view = match query.as_of {
+        None => {
+            let balances = accounts::balances(&mut conn, &account).await?;
+            account.view(balances, None)
+        }
+        Some(as_of) => {
+            // Holds are not part of the history yet: a past moment shows posted money only.
+            let posted = accounts::posted_balance_as_of(&mut conn, &account, as_of).await?;
+            account.view(
+                crate::ledger::views::Balances {
+                    posted,
+                    pending_in: 0,
+                    pending_out: 0,
+                },
+                Some(as_of),
+            )
+        }
+    };
+    json(StatusCode::OK, &view)
+}
+
+async fn find(conn: &mut PgConnection, id: &str) -> Result<Account> {
+    accounts::find(conn, id)
+        .await?
+        .ok_or_else(|| ApiError::NotFound(format!("account {id}")))
+}
+
+#[derive(Debug, Deserialize, Validate, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PatchAccountRequest {
+    /// Applied only when newer than the stored version.
+    #[validate(custom(function = "validate::non_negative"))]
+    pub version: i64,
+    #[schema(value_type = Object)]
+    pub metadata: Map<String, Value>,
+}
+
+#[utoipa::path(patch, path = "/v1/accounts/{id}", tag = "accounts", params(("id" = String, Path)),
+    request_body = PatchAccountRequest,
+    responses((status = 200, description = "the account after the update, or unchanged when the version was not newer", body = AccountView),
+        (status = 404, body = Problem, content_type = "application/problem+json")))]
+pub async fn patch(
+    State(state): State<AppState>,
+    PathParam(id): PathParam,
+    JsonBody(req): JsonBody<PatchAccountRequest>,
+) -> Result<Response> {
+    let mut conn = state.pool.acquire().await?;
+    if !accounts::update_metadata(&mut conn, &id, req.version, &req.metadata).await? {
+        return Err(ApiError::NotFound(format!("account {id}")));
+    }
+    current(&mut conn, &id).await
+}
+
+async fn current(conn: &mut PgConnection, id: &str) -> Result<Response> {
+    let account = find(conn, id).await?;
+    let balances = accounts::balances(conn, &account).await?;
+    json(StatusCode::OK, &account.view(balances, None))
+}
+
+async fn transition(
+    state: AppState,
+    id: String,
+    action: &str,
+    from: &str,
+    to: &str,
+) -> Result<Response> {
+    let mut conn = state.pool.acquire().await?;
+    let outcome = if to == "closed" {
+        let mut tx = sqlx::Connection::begin(&mut *conn).await?;
+        let outcome = accounts::close(&mut tx, &id).await?;
+        tx.commit().await?;
+        outcome
+    } else {
+        accounts::set_status(&mut conn, &id, from, to).await?
+    };
+    match outcome {
+        Transition::Done => current(&mut conn, &id).await,
+        Transition::NotFound => Err(ApiError::NotFound(format!("account {id}"))),
+        Transition::Invalid { current } => Err(ApiError::InvalidTransition {
+            detail: format!("cannot {action} account {id}: it is {current}"),
+            current,
+        }),
+        Transition::NotEmpty { posted } => Err(ApiError::AccountNotEmpty(format!(
+            "account {id} cannot close with a posted balance of {posted} minor units or open holds"
+        ))),
+    }
+}
+
+#[utoipa::path(post, path = "/v1/accounts/{id}/freeze", tag = "accounts", params(("id" = String, Path)),
+    responses((status = 200, description = "frozen (or already frozen)", body = AccountView),
+        (status = 404, body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "invalid_transition: the account is closed", body = Problem, content_type = "application/problem+json")))]
+pub async fn freeze(State(state): State<AppState>, PathParam(id): PathParam) -> Result<Response> {
+    transition(state, id, "freeze", "active", "frozen").await
+}
+
+#[utoipa::path(post, path = "/v1/accounts/{id}/unfreeze", tag = "accounts", params(("id" = String, Path)),
+    responses((status = 200, description = "active (or already active)", body = AccountView),
+        (status = 404, body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "invalid_transition: the account is closed", body = Problem, content_type = "application/problem+json")))]
+pub async fn unfreeze(State(state): State<AppState>, PathParam(id): PathParam) -> Result<Response> {
+    transition(state, id, "unfreeze", "frozen", "active").await
+}
+
+#[utoipa::path(post, path = "/v1/accounts/{id}/close", tag = "accounts", params(("id" = String, Path)),
+    responses((status = 200, description = "closed (or already closed)", body = AccountView),
+        (status = 404, body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "account_not_empty", body = Problem, content_type = "application/problem+json")))]
+pub async fn close(State(state): State<AppState>, PathParam(id): PathParam) -> Result<Response> {
+    transition(state, id, "close", "", "closed").await
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+pub struct PageQuery {
+    /// 1-500, default 50.
+    pub limit: Option<i64>,
+    /// The `next_cursor` of the previous page.
+    pub cursor: Option<String>,
+}
+
+impl PageQuery {
+    pub fn limit(&self) -> Result<i64> {
+        let limit = self.limit.unwrap_or(DEFAULT_PAGE_SIZE);
+        if !(1..=MAX_PAGE_SIZE).contains(&limit) {
+            return Err(ApiError::validation(
+                "/limit",
+                "range",
+                format!("must be between 1 and {MAX_PAGE_SIZE}"),
+            ));
+        }
+        Ok(limit)
+    }
+
+    /// Cursors are opaque to callers; today they are the position of the last row returned.
+    pub fn cursor(&self) -> Result<Option<i64>> {
+        self.cursor
+            .as_deref()
+            .map(|c| {
+                c.parse::<i64>().map_err(|_| {
+                    ApiError::validation("/cursor", "cursor", "not a cursor this API returned")
+                })
+            })
+            .transpose()
+    }
+}
+
+#[utoipa::path(get, path = "/v1/accounts/{id}/entries", tag = "accounts", params(("id" = String, Path), PageQuery),
+    responses((status = 200, description = "newest first, each with its running balance (wallets)", body = Page<EntryView>),
+        (status = 404, body = Problem, content_type = "application/problem+json")))]
+pub async fn entries(
+    State(state): State<AppState>,
+    PathParam(id): PathParam,
+    QueryParams(query): QueryParams<PageQuery>,
+) -> Result<Response> {
+    let (limit, cursor) = (query.limit()?, query.cursor()?);
+    let mut conn = state.pool.acquire().await?;
+    let account = find(&mut conn, &id).await?;
+    let (data, next) =
+        transactions::entries(&mut conn, &account.id, account.currency(), cursor, limit).await?;
+    json(
+        StatusCode::OK,
+        &Page {
+            data,
+            next_cursor: next.map(|n| n.to_string()),
+        },
+    )
+}

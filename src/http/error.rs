@@ -1,0 +1,214 @@
+//! The one error type at the HTTP edge, mapped to `application/problem+json` in one place.
+//! 5xx bodies say nothing of internals; their cause is logged once, here.
+
+use crate::config::RETRY_AFTER_SECONDS;
+use crate::ledger::transactions::WriteError;
+use crate::problem::{FieldError, Problem};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+
+pub type Result<T, E = ApiError> = std::result::Result<T, E>;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    #[error("malformed JSON: {0}")]
+    MalformedJson(String),
+    #[error("unsupported media type")]
+    UnsupportedMediaType,
+    #[error("payload too large")]
+    PayloadTooLarge,
+    #[error("neither an id nor an Idempotency-Key")]
+    IdRequired,
+    #[error("validation failed")]
+    Validation(Vec<FieldError>),
+    #[error("unknown accounts {0:?}")]
+    UnknownAccounts(Vec<String>),
+    #[error("idempotency mismatch")]
+    IdempotencyMismatch(Vec<String>),
+    #[error("{0} not found")]
+    NotFound(String),
+    #[error("method not allowed")]
+    MethodNotAllowed,
+    #[error("invalid transition from {current}")]
+    InvalidTransition { current: String, detail: String },
+    #[error("account not empty")]
+    AccountNotEmpty(String),
+    #[error("unavailable: {0}")]
+    Unavailable(String),
+    #[error(transparent)]
+    Internal(anyhow::Error),
+}
+
+impl ApiError {
+    pub fn validation(
+        field: impl Into<String>,
+        code: &str,
+        message: impl Into<String>,
+    ) -> ApiError {
+        ApiError::Validation(vec![FieldError::new(field, code, message)])
+    }
+
+    fn problem(&self) -> Problem {
+        match self {
+            ApiError::MalformedJson(detail) => {
+                Problem::new(400, "malformed_json", "Malformed JSON", detail.clone())
+            }
+            ApiError::UnsupportedMediaType => Problem::new(
+                415,
+                "unsupported_media_type",
+                "Unsupported media type",
+                "send the body as application/json",
+            ),
+            ApiError::PayloadTooLarge => Problem::new(
+                413,
+                "payload_too_large",
+                "Payload too large",
+                "the request body exceeds the configured limit",
+            ),
+            ApiError::IdRequired => Problem::new(
+                400,
+                "id_required",
+                "Id required",
+                "send an `id` in the body or an Idempotency-Key header, so that a retry cannot apply twice",
+            ),
+            ApiError::Validation(errors) => {
+                let mut p = Problem::new(
+                    422,
+                    "validation_failed",
+                    "Validation failed",
+                    summary(errors),
+                );
+                p.errors = errors.clone();
+                p
+            }
+            ApiError::UnknownAccounts(ids) => Problem::new(
+                422,
+                "unknown_account",
+                "Unknown account",
+                format!(
+                    "no account {}: create it, then retry with the same id",
+                    ids.join(", ")
+                ),
+            ),
+            ApiError::IdempotencyMismatch(fields) => {
+                let mut p = Problem::new(
+                    422,
+                    "idempotency_mismatch",
+                    "Idempotency mismatch",
+                    format!(
+                        "this id was first used with a different request ({}); a new request needs a new id",
+                        fields.join(", ")
+                    ),
+                );
+                p.differing_fields = fields.clone();
+                p
+            }
+            ApiError::NotFound(what) => {
+                Problem::new(404, "not_found", "Not found", format!("{what} not found"))
+            }
+            ApiError::MethodNotAllowed => Problem::new(
+                405,
+                "method_not_allowed",
+                "Method not allowed",
+                "this path does not take that method",
+            ),
+            ApiError::InvalidTransition { detail, .. } => Problem::new(
+                409,
+                "invalid_transition",
+                "Invalid transition",
+                detail.clone(),
+            ),
+            ApiError::AccountNotEmpty(detail) => Problem::new(
+                409,
+                "account_not_empty",
+                "Account not empty",
+                detail.clone(),
+            ),
+            ApiError::Unavailable(_) => Problem::new(
+                503,
+                "unavailable",
+                "Service unavailable",
+                "the ledger cannot serve this request right now; retry with the same id",
+            ),
+            ApiError::Internal(_) => Problem::new(
+                500,
+                "internal",
+                "Internal error",
+                "an unexpected error occurred; retry with the same id",
+            ),
+        }
+    }
+}
+
+fn summary(errors: &[FieldError]) -> String {
+    match errors {
+        [one] => format!("{}: {}", one.field, one.message),
+        many => format!("{} fields are invalid", many.len()),
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        match &self {
+            ApiError::Internal(cause) => tracing::error!(error = ?cause, "internal error"),
+            ApiError::Unavailable(cause) => tracing::warn!(%cause, "unavailable"),
+            _ => {}
+        }
+        let problem = self.problem();
+        let mut response = problem_response(
+            problem.status,
+            serde_json::to_string(&problem).unwrap_or_default(),
+        );
+        if matches!(self, ApiError::Unavailable(_)) {
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from(RETRY_AFTER_SECONDS));
+        }
+        response
+    }
+}
+
+/// A response whose body is an already rendered problem (also used to replay stored refusals).
+pub fn problem_response(status: u16, body: String) -> Response {
+    let status = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    (
+        status,
+        [(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/problem+json"),
+        )],
+        body,
+    )
+        .into_response()
+}
+
+impl From<sqlx::Error> for ApiError {
+    fn from(error: sqlx::Error) -> ApiError {
+        match &error {
+            sqlx::Error::PoolTimedOut
+            | sqlx::Error::PoolClosed
+            | sqlx::Error::Io(_)
+            | sqlx::Error::Tls(_) => ApiError::Unavailable(error.to_string()),
+            // Class 08 (connection exception), 53 (insufficient resources), 57P (operator
+            // intervention: shutdown, terminated session): the database, not the request.
+            sqlx::Error::Database(db)
+                if db.code().is_some_and(|c| {
+                    c.starts_with("08") || c.starts_with("53") || c.starts_with("57P")
+                }) =>
+            {
+                ApiError::Unavailable(error.to_string())
+            }
+            _ => ApiError::Internal(error.into()),
+        }
+    }
+}
+
+impl From<WriteError> for ApiError {
+    fn from(error: WriteError) -> ApiError {
+        match error {
+            WriteError::UnknownAccounts(ids) => ApiError::UnknownAccounts(ids),
+            WriteError::Invalid(errors) => ApiError::Validation(errors),
+            WriteError::Database(e) => e.into(),
+        }
+    }
+}

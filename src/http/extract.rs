@@ -1,0 +1,219 @@
+//! Extractors that turn a request into validated input, answering problem+json on any fault:
+//! body (content type, size, JSON syntax, shape), path and query parameters, and the
+//! `Idempotency-Key` header.
+
+use super::error::ApiError;
+use crate::ledger::ids::{id_from_idempotency_key, parse_idempotency_key};
+use crate::problem::FieldError;
+use axum::body::Bytes;
+use axum::extract::{FromRequest, FromRequestParts, Path, Request};
+use axum::http::{header, request::Parts};
+use serde::de::DeserializeOwned;
+use uuid::Uuid;
+use validator::{Validate, ValidationErrors, ValidationErrorsKind};
+
+/// A JSON body, deserialized strictly (unknown fields are refused by the request types) and
+/// then validated field by field. Every error names its field as a JSON pointer.
+pub struct JsonBody<T>(pub T);
+
+impl<S: Send + Sync, T: DeserializeOwned + Validate> FromRequest<S> for JsonBody<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
+        if !is_json(req.headers().get(header::CONTENT_TYPE)) {
+            return Err(ApiError::UnsupportedMediaType);
+        }
+        let bytes = Bytes::from_request(req, state).await.map_err(|rejection| {
+            if rejection.status() == axum::http::StatusCode::PAYLOAD_TOO_LARGE {
+                ApiError::PayloadTooLarge
+            } else {
+                ApiError::MalformedJson(rejection.body_text())
+            }
+        })?;
+        let value: T = parse_json(&bytes)?;
+        value
+            .validate()
+            .map_err(|e| ApiError::Validation(field_errors(&e)))?;
+        Ok(JsonBody(value))
+    }
+}
+
+fn is_json(content_type: Option<&header::HeaderValue>) -> bool {
+    let Some(essence) = content_type
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+    else {
+        return false;
+    };
+    let essence = essence.trim().to_ascii_lowercase();
+    essence == "application/json"
+        || (essence.starts_with("application/") && essence.ends_with("+json"))
+}
+
+/// Syntax errors are 400 `malformed_json`; a well-formed document of the wrong shape is 422
+/// with the pointer of the offending field.
+pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
+    let mut de = serde_json::Deserializer::from_slice(bytes);
+    let value = serde_path_to_error::deserialize(&mut de).map_err(|error| {
+        let pointer = pointer_of(error.path());
+        let inner = error.into_inner();
+        match inner.classify() {
+            serde_json::error::Category::Data => {
+                ApiError::Validation(vec![data_error(&pointer, &inner.to_string())])
+            }
+            _ => ApiError::MalformedJson(inner.to_string()),
+        }
+    })?;
+    // Trailing characters after the document are a syntax error, not something to ignore.
+    de.end()
+        .map_err(|e| ApiError::MalformedJson(e.to_string()))?;
+    Ok(value)
+}
+
+fn pointer_of(path: &serde_path_to_error::Path) -> String {
+    use serde_path_to_error::Segment;
+    let mut pointer = String::new();
+    for segment in path.iter() {
+        match segment {
+            Segment::Seq { index } => pointer.push_str(&format!("/{index}")),
+            Segment::Map { key } => {
+                pointer.push('/');
+                pointer.push_str(&key.replace('~', "~0").replace('/', "~1"));
+            }
+            Segment::Enum { .. } | Segment::Unknown => {}
+        }
+    }
+    pointer
+}
+
+/// serde names a missing or unknown field only in its message (`missing field \`amount\``);
+/// point at that field rather than at the object that lacks it.
+fn data_error(pointer: &str, message: &str) -> FieldError {
+    let message = message
+        .split(" at line ")
+        .next()
+        .unwrap_or(message)
+        .to_owned();
+    let named = |prefix: &str| {
+        message
+            .strip_prefix(prefix)
+            .and_then(|rest| rest.strip_prefix('`'))
+            .and_then(|rest| rest.split('`').next())
+    };
+    if let Some(field) = named("missing field ") {
+        return FieldError::new(format!("{pointer}/{field}"), "required", message.clone());
+    }
+    if let Some(field) = named("unknown field ") {
+        return FieldError::new(
+            format!("{pointer}/{field}"),
+            "unknown_field",
+            message.clone(),
+        );
+    }
+    FieldError::new(pointer, "invalid_type", message)
+}
+
+/// Flattens validator's nested errors into JSON pointers, sorted for stable answers.
+pub fn field_errors(errors: &ValidationErrors) -> Vec<FieldError> {
+    let mut out = Vec::new();
+    flatten(errors, "", &mut out);
+    out.sort_by(|a, b| a.field.cmp(&b.field));
+    out
+}
+
+fn flatten(errors: &ValidationErrors, prefix: &str, out: &mut Vec<FieldError>) {
+    for (field, kind) in errors.errors() {
+        let path = format!("{prefix}/{field}");
+        match kind {
+            ValidationErrorsKind::Field(list) => out.extend(list.iter().map(|e| {
+                let message = e
+                    .message
+                    .as_ref()
+                    .map(|m| m.to_string())
+                    .unwrap_or_else(|| e.code.to_string());
+                FieldError::new(path.clone(), &e.code, message)
+            })),
+            ValidationErrorsKind::Struct(inner) => flatten(inner, &path, out),
+            ValidationErrorsKind::List(items) => {
+                for (index, inner) in items {
+                    flatten(inner, &format!("{path}/{index}"), out);
+                }
+            }
+        }
+    }
+}
+
+/// The `Idempotency-Key` header, if sent and valid.
+pub struct IdempotencyKey(pub Option<String>);
+
+impl<S: Send + Sync> FromRequestParts<S> for IdempotencyKey {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
+        let Some(raw) = parts.headers.get("idempotency-key") else {
+            return Ok(IdempotencyKey(None));
+        };
+        raw.to_str()
+            .ok()
+            .and_then(parse_idempotency_key)
+            .map(|key| IdempotencyKey(Some(key)))
+            .ok_or_else(|| {
+                ApiError::validation(
+                    "Idempotency-Key",
+                    "invalid_header",
+                    "must be 1-255 printable ASCII characters, bare or quoted",
+                )
+            })
+    }
+}
+
+/// Until API keys exist every caller is the owner `default` (contract: Idempotency-Key).
+pub const DEFAULT_OWNER: &str = "default";
+
+impl IdempotencyKey {
+    /// The request's id: the body's when given (it wins), else derived from the header, else
+    /// 400 `id_required`.
+    pub fn resolve(&self, body_id: Option<Uuid>) -> Result<Uuid, ApiError> {
+        match (body_id, &self.0) {
+            (Some(id), _) => Ok(id),
+            (None, Some(key)) => Ok(id_from_idempotency_key(DEFAULT_OWNER, key)),
+            (None, None) => Err(ApiError::IdRequired),
+        }
+    }
+}
+
+/// One path parameter; a malformed one is simply a resource that does not exist.
+pub struct PathParam(pub String);
+
+impl<S: Send + Sync> FromRequestParts<S> for PathParam {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        Path::<String>::from_request_parts(parts, state)
+            .await
+            .map(|Path(p)| PathParam(p))
+            .map_err(|_| ApiError::NotFound("resource".into()))
+    }
+}
+
+/// Query parameters, strictly typed; errors are 422 naming the parameter.
+pub struct QueryParams<T>(pub T);
+
+impl<S: Send + Sync, T: DeserializeOwned> FromRequestParts<S> for QueryParams<T> {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
+        let query = parts.uri.query().unwrap_or_default();
+        let de = serde_urlencoded::Deserializer::new(form_urlencoded_parse(query));
+        serde_path_to_error::deserialize(de)
+            .map(QueryParams)
+            .map_err(|error| {
+                let pointer = pointer_of(error.path());
+                ApiError::Validation(vec![data_error(&pointer, &error.into_inner().to_string())])
+            })
+    }
+}
+
+fn form_urlencoded_parse(query: &str) -> form_urlencoded::Parse<'_> {
+    form_urlencoded::parse(query.as_bytes())
+}

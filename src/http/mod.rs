@@ -1,0 +1,121 @@
+//! The REST API: the router (`app`, which tests drive without a socket) and `serve`, which
+//! binds, runs the background workers and shuts down gracefully.
+
+pub mod accounts;
+pub mod error;
+pub mod extract;
+pub mod health;
+pub mod openapi;
+pub mod responses;
+pub mod transactions;
+pub mod validate;
+
+use crate::config::{HttpConfig, ServeArgs};
+use crate::ledger::checkpoints;
+use anyhow::Context;
+use axum::Router;
+use axum::extract::{DefaultBodyLimit, Request, State};
+use axum::http::HeaderName;
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use error::ApiError;
+use sqlx::PgPool;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::watch;
+use tower_http::catch_panic::CatchPanicLayer;
+use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
+use tower_http::trace::TraceLayer;
+
+#[derive(Clone)]
+pub struct AppState {
+    pub pool: PgPool,
+    pub config: Arc<HttpConfig>,
+}
+
+const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
+
+/// The whole API as a `Router`, with every layer: body limit, request timeout, request ids,
+/// tracing, and a panic guard that still answers problem+json.
+pub fn app(state: AppState) -> Router {
+    let body_limit = state.config.body_limit_bytes;
+    Router::new()
+        .route("/v1/accounts", post(accounts::create))
+        .route("/v1/accounts/{id}", get(accounts::get).patch(accounts::patch))
+        .route("/v1/accounts/{id}/entries", get(accounts::entries))
+        .route("/v1/accounts/{id}/freeze", post(accounts::freeze))
+        .route("/v1/accounts/{id}/unfreeze", post(accounts::unfreeze))
+        .route("/v1/accounts/{id}/close", post(accounts::close))
+        .route("/v1/transactions", post(transactions::create).get(transactions::list))
+        .route("/v1/transactions/{id}", get(transactions::get))
+        .route("/v1/transfers", post(transactions::transfer))
+        .route("/v1/payments", post(transactions::payment))
+        .route("/healthz", get(health::healthz))
+        .route("/readyz", get(health::readyz))
+        .route("/openapi.json", get(health::openapi))
+        .fallback(|| async { ApiError::NotFound("path".into()) })
+        .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed })
+        .layer(DefaultBodyLimit::max(body_limit))
+        .layer(middleware::from_fn_with_state(state.clone(), request_timeout))
+        .layer(CatchPanicLayer::custom(|_| ApiError::Internal(anyhow::anyhow!("handler panicked")).into_response()))
+        .layer(TraceLayer::new_for_http().make_span_with(|req: &Request| {
+            let id = req.headers().get(&REQUEST_ID).and_then(|v| v.to_str().ok()).unwrap_or("");
+            tracing::info_span!("request", method = %req.method(), path = %req.uri().path(), request_id = %id)
+        }))
+        .layer(PropagateRequestIdLayer::new(REQUEST_ID))
+        .layer(SetRequestIdLayer::new(REQUEST_ID, MakeRequestUuid))
+        .with_state(state)
+}
+
+/// A request still running after the configured time answers 503; dropping its future rolls
+/// its database transaction back, and a retry with the same id is safe either way.
+async fn request_timeout(State(state): State<AppState>, req: Request, next: Next) -> Response {
+    match tokio::time::timeout(state.config.request_timeout(), next.run(req)).await {
+        Ok(response) => response,
+        Err(_) => ApiError::Unavailable("request timed out".into()).into_response(),
+    }
+}
+
+pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
+    let pool = crate::db::connect_and_migrate(&args.database).await?;
+    let listener = tokio::net::TcpListener::bind(args.http.listen_addr)
+        .await
+        .with_context(|| format!("binding {}", args.http.listen_addr))?;
+    let (stop, stopped) = watch::channel(false);
+    let checkpointer = tokio::spawn(checkpoint_loop(
+        pool.clone(),
+        Duration::from_millis(args.checkpoint_interval_ms),
+        stopped,
+    ));
+    tracing::info!(addr = %args.http.listen_addr, "serving");
+    let state = AppState {
+        pool: pool.clone(),
+        config: Arc::new(args.http),
+    };
+    axum::serve(listener, app(state))
+        .with_graceful_shutdown(crate::shutdown_signal())
+        .await?;
+    let _ = stop.send(true);
+    let _ = checkpointer.await;
+    pool.close().await;
+    tracing::info!("stopped: in-flight requests finished, pool closed");
+    Ok(())
+}
+
+/// Advances system-account checkpoints until told to stop.
+async fn checkpoint_loop(pool: PgPool, every: Duration, mut stop: watch::Receiver<bool>) {
+    let mut ticker = tokio::time::interval(every);
+    loop {
+        tokio::select! {
+            _ = ticker.tick() => {}
+            _ = stop.changed() => return,
+        }
+        let result = async { checkpoints::advance(&mut *pool.acquire().await?).await }.await;
+        match result {
+            Ok(0) => {}
+            Ok(n) => tracing::debug!(checkpoints = n, "advanced system-account checkpoints"),
+            Err(e) => tracing::warn!(error = %e, "checkpoint failed; will retry"),
+        }
+    }
+}

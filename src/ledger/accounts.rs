@@ -1,0 +1,343 @@
+//! Accounts: creation (naturally idempotent on the caller's id), reads with derived balances,
+//! metadata versioning and the status lifecycle. Every status change is a conditional UPDATE.
+
+use super::ids::AccountId;
+use super::money::Currency;
+use super::views::{AccountView, Balances, BalancesView};
+use super::{Created, now_micros};
+use chrono::{DateTime, Utc};
+use serde_json::{Map, Value, json};
+use sqlx::PgConnection;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AccountType {
+    Wallet,
+    System,
+}
+
+impl AccountType {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AccountType::Wallet => "wallet",
+            AccountType::System => "system",
+        }
+    }
+}
+
+/// A validated create request; `request` is its canonical form (defaults applied, no id).
+#[derive(Debug, Clone)]
+pub struct NewAccount {
+    pub id: AccountId,
+    pub currency: Currency,
+    pub kind: AccountType,
+    pub overdraft_limit: i64,
+    pub metadata: Map<String, Value>,
+}
+
+impl NewAccount {
+    pub fn canonical_request(&self) -> Value {
+        json!({
+            "currency": self.currency.code(),
+            "type": self.kind.as_str(),
+            "overdraft_limit": self.overdraft_limit,
+            "metadata": self.metadata,
+        })
+    }
+}
+
+/// An account row as stored.
+#[derive(Debug, Clone)]
+pub struct Account {
+    pub id: String,
+    pub currency: String,
+    pub kind: String,
+    pub status: String,
+    pub overdraft_limit: i64,
+    pub metadata: Value,
+    pub version: i64,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+impl Account {
+    pub fn currency(&self) -> Currency {
+        // Only validated currencies are ever written through the ledger; a row made by hand
+        // with another code is formatted with two decimals and logged, never a panic.
+        Currency::parse(&self.currency).unwrap_or_else(|| {
+            tracing::error!(account = %self.id, currency = %self.currency, "unknown currency in database");
+            Currency::parse("USD").expect("USD is in the currency table")
+        })
+    }
+
+    pub fn is_wallet(&self) -> bool {
+        self.kind == AccountType::Wallet.as_str()
+    }
+
+    pub fn view(&self, balances: Balances, as_of: Option<DateTime<Utc>>) -> AccountView {
+        let currency = self.currency();
+        AccountView {
+            id: self.id.clone(),
+            currency: self.currency.clone(),
+            kind: self.kind.clone(),
+            status: self.status.clone(),
+            overdraft_limit: self.overdraft_limit,
+            overdraft_limit_decimal: currency.format(self.overdraft_limit),
+            metadata: match &self.metadata {
+                Value::Object(map) => map.clone(),
+                _ => Map::new(),
+            },
+            version: self.version,
+            balances: BalancesView::new(balances, currency),
+            as_of,
+            created_at: self.created_at,
+            updated_at: self.updated_at,
+        }
+    }
+}
+
+/// Creates the account, or answers a replay: the primary key decides, so two concurrent
+/// creates of one id give one row, and the second waits for the first to commit.
+pub async fn create(conn: &mut PgConnection, new: &NewAccount) -> Result<Created, sqlx::Error> {
+    let request = new.canonical_request();
+    let now = now_micros();
+    let account = Account {
+        id: new.id.to_string(),
+        currency: new.currency.code().to_owned(),
+        kind: new.kind.as_str().to_owned(),
+        status: "active".to_owned(),
+        overdraft_limit: new.overdraft_limit,
+        metadata: Value::Object(new.metadata.clone()),
+        version: 0,
+        created_at: now,
+        updated_at: now,
+    };
+    let body = serde_json::to_string(&account.view(Balances::default(), None))
+        .expect("an account view always serializes");
+    let inserted = sqlx::query!(
+        r#"insert into accounts (id, currency, type, overdraft_limit, metadata,
+                                 creation_request, creation_response, created_at, updated_at)
+           values ($1, $2, $3, $4, $5, $6, $7, $8, $8)
+           on conflict (id) do nothing"#,
+        account.id,
+        account.currency,
+        account.kind,
+        account.overdraft_limit,
+        account.metadata,
+        request,
+        body,
+        now,
+    )
+    .execute(&mut *conn)
+    .await?
+    .rows_affected()
+        == 1;
+    if inserted {
+        return Ok(Created::New { body });
+    }
+    let stored = sqlx::query!(
+        "select creation_request, creation_response from accounts where id = $1",
+        account.id
+    )
+    .fetch_one(&mut *conn)
+    .await?;
+    Ok(Created::replay_or_mismatch(
+        &stored.creation_request,
+        &request,
+        201,
+        stored.creation_response,
+    ))
+}
+
+/// The system account `id` in `currency`, created if missing (provider clearing accounts
+/// come into being with their first payment). Its canonical request is what an explicit
+/// `POST /v1/accounts` of it would store, so such a later call replays.
+pub async fn ensure_system_account(
+    conn: &mut PgConnection,
+    id: &AccountId,
+    currency: Currency,
+) -> Result<(), sqlx::Error> {
+    let new = NewAccount {
+        id: id.clone(),
+        currency,
+        kind: AccountType::System,
+        overdraft_limit: 0,
+        metadata: Map::new(),
+    };
+    create(conn, &new).await.map(|_| ())
+}
+
+pub async fn find(conn: &mut PgConnection, id: &str) -> Result<Option<Account>, sqlx::Error> {
+    sqlx::query_as!(
+        Account,
+        r#"select id, currency, type as kind, status, overdraft_limit, metadata, version,
+                  created_at, updated_at
+           from accounts where id = $1"#,
+        id
+    )
+    .fetch_optional(conn)
+    .await
+}
+
+/// The account's balances now, without scanning its history: a wallet's posted balance is
+/// its last entry's running balance (one index lookup); a system account's is its latest
+/// checkpoint plus the entries written since.
+pub async fn balances(conn: &mut PgConnection, account: &Account) -> Result<Balances, sqlx::Error> {
+    let posted = if account.is_wallet() {
+        wallet_posted_balance(conn, &account.id).await?
+    } else {
+        super::checkpoints::system_posted_balance(conn, &account.id).await?
+    };
+    // Holds (issue #3) will add pending_in / pending_out from open holds; no transaction can
+    // be pending yet, so both are zero by construction.
+    Ok(Balances {
+        posted,
+        pending_in: 0,
+        pending_out: 0,
+    })
+}
+
+pub async fn wallet_posted_balance(
+    conn: &mut PgConnection,
+    account: &str,
+) -> Result<i64, sqlx::Error> {
+    let last = sqlx::query_scalar!(
+        r#"select balance_after as "balance_after!" from entries
+           where account_id = $1 and sequence is not null
+           order by sequence desc limit 1"#,
+        account
+    )
+    .fetch_optional(conn)
+    .await?;
+    Ok(last.unwrap_or(0))
+}
+
+/// The posted balance at `as_of`: a wallet's last entry with ledger time ≤ `as_of`; a system
+/// account's sum of entries up to then (an audit read, allowed to scan).
+pub async fn posted_balance_as_of(
+    conn: &mut PgConnection,
+    account: &Account,
+    as_of: DateTime<Utc>,
+) -> Result<i64, sqlx::Error> {
+    if account.is_wallet() {
+        let last = sqlx::query_scalar!(
+            r#"select balance_after as "balance_after!" from entries
+               where account_id = $1 and sequence is not null and ledger_time <= $2
+               order by sequence desc limit 1"#,
+            account.id,
+            as_of
+        )
+        .fetch_optional(conn)
+        .await?;
+        Ok(last.unwrap_or(0))
+    } else {
+        sqlx::query_scalar!(
+            r#"select coalesce(sum(amount), 0)::bigint as "sum!" from entries
+               where account_id = $1 and ledger_time <= $2"#,
+            account.id,
+            as_of
+        )
+        .fetch_one(conn)
+        .await
+    }
+}
+
+/// Applies `metadata` only when `version` is newer than the stored one. Returns `false`
+/// when the account does not exist; an older or equal version changes nothing.
+pub async fn update_metadata(
+    conn: &mut PgConnection,
+    id: &str,
+    version: i64,
+    metadata: &Map<String, Value>,
+) -> Result<bool, sqlx::Error> {
+    let metadata = Value::Object(metadata.clone());
+    let row = sqlx::query_scalar!(
+        r#"with upd as (
+               update accounts set metadata = $3, version = $2, updated_at = now()
+               where id = $1 and version < $2
+               returning id)
+           select exists (select 1 from accounts where id = $1) as "exists!""#,
+        id,
+        version,
+        metadata
+    )
+    .fetch_one(conn)
+    .await?;
+    Ok(row)
+}
+
+/// Outcome of a lifecycle transition.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Transition {
+    /// The transition happened, or the account was already in the target state.
+    Done,
+    NotFound,
+    /// The account is in a state the transition cannot leave (`closed`).
+    Invalid {
+        current: String,
+    },
+    /// Close refused: the account still holds money.
+    NotEmpty {
+        posted: i64,
+    },
+}
+
+/// `active → frozen`, `frozen → active`: `UPDATE ... WHERE status = prior`; zero rows means
+/// a repeat (already there: answered as done) or a state the transition cannot leave.
+pub async fn set_status(
+    conn: &mut PgConnection,
+    id: &str,
+    from: &str,
+    to: &str,
+) -> Result<Transition, sqlx::Error> {
+    let changed = sqlx::query!(
+        "update accounts set status = $3, updated_at = now() where id = $1 and status = $2",
+        id,
+        from,
+        to
+    )
+    .execute(&mut *conn)
+    .await?
+    .rows_affected();
+    if changed == 1 {
+        return Ok(Transition::Done);
+    }
+    Ok(match find(conn, id).await? {
+        None => Transition::NotFound,
+        Some(a) if a.status == to => Transition::Done,
+        Some(a) => Transition::Invalid { current: a.status },
+    })
+}
+
+/// `active | frozen → closed`, only with a zero balance. The row lock excludes concurrent
+/// postings (wallet postings lock `FOR UPDATE`, system ones `FOR SHARE`), so the balance
+/// checked is the balance closed.
+pub async fn close(conn: &mut PgConnection, id: &str) -> Result<Transition, sqlx::Error> {
+    let Some(account) = sqlx::query_as!(
+        Account,
+        r#"select id, currency, type as kind, status, overdraft_limit, metadata, version,
+                  created_at, updated_at
+           from accounts where id = $1 for update"#,
+        id
+    )
+    .fetch_optional(&mut *conn)
+    .await?
+    else {
+        return Ok(Transition::NotFound);
+    };
+    if account.status == "closed" {
+        return Ok(Transition::Done);
+    }
+    let balances = balances(conn, &account).await?;
+    if balances.posted != 0 || balances.pending_in != 0 || balances.pending_out != 0 {
+        return Ok(Transition::NotEmpty {
+            posted: balances.posted,
+        });
+    }
+    sqlx::query!(
+        "update accounts set status = 'closed', updated_at = now() where id = $1 and status <> 'closed'",
+        id
+    )
+    .execute(&mut *conn)
+    .await?;
+    Ok(Transition::Done)
+}

@@ -1,0 +1,57 @@
+//! Balances of system accounts without a per-entry chain.
+//!
+//! A provider clearing account takes one entry per top-up; chaining those entries would make
+//! every payment wait for the previous one's commit. Instead its entries carry no sequence and
+//! its balance is `checkpoint.posted + sum(entries with xid >= checkpoint.below_xid)`. A
+//! checkpoint sums exactly the entries of transactions that had *finished* when it was taken
+//! (xid below its snapshot's xmin), so no entry can later commit beneath it, none is counted
+//! twice, and reading the balance touches only the entries since the latest checkpoint.
+//! `serve` advances checkpoints on an interval (`--checkpoint-interval-ms`).
+
+use sqlx::PgConnection;
+
+pub async fn system_posted_balance(
+    conn: &mut PgConnection,
+    account: &str,
+) -> Result<i64, sqlx::Error> {
+    sqlx::query_scalar!(
+        r#"with cp as (
+               select posted, below_xid from account_checkpoints
+               where account_id = $1 order by below_xid desc limit 1)
+           select (coalesce((select posted from cp), 0)
+                   + coalesce((select sum(amount) from entries
+                               where account_id = $1 and sequence is null
+                                 and xid >= coalesce((select below_xid from cp), '0'::xid8)), 0)
+                  )::bigint as "posted!""#,
+        account
+    )
+    .fetch_one(conn)
+    .await
+}
+
+/// Takes a new checkpoint of every system account that has entries since its last one.
+/// Returns how many checkpoints were written. Safe to run concurrently with writers and
+/// with itself (a second run in the same snapshot horizon conflicts on the primary key and
+/// writes nothing for that account).
+pub async fn advance(conn: &mut PgConnection) -> Result<u64, sqlx::Error> {
+    let written = sqlx::query!(
+        r#"insert into account_checkpoints (account_id, below_xid, posted, entry_count)
+           select a.id, s.horizon,
+                  coalesce(cp.posted, 0) + sum(e.amount),
+                  coalesce(cp.entry_count, 0) + count(*)
+           from accounts a
+           cross join (select pg_snapshot_xmin(pg_current_snapshot()) as horizon) s
+           left join lateral (
+               select posted, below_xid, entry_count from account_checkpoints c
+               where c.account_id = a.id order by below_xid desc limit 1) cp on true
+           join entries e on e.account_id = a.id and e.sequence is null
+                         and e.xid >= coalesce(cp.below_xid, '0'::xid8) and e.xid < s.horizon
+           where a.type = 'system'
+           group by a.id, s.horizon, cp.posted, cp.entry_count
+           on conflict do nothing"#
+    )
+    .execute(conn)
+    .await?
+    .rows_affected();
+    Ok(written)
+}

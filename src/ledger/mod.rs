@@ -1,0 +1,50 @@
+//! The ledger core: money, ids, journal rules and the SQL that writes and reads the ledger.
+//! It knows nothing of HTTP, Redis or reports; every way in goes through these functions.
+
+pub mod accounts;
+pub mod checkpoints;
+pub mod compare;
+pub mod ids;
+pub mod journal;
+pub mod money;
+pub mod transactions;
+pub mod views;
+
+use chrono::{DateTime, Utc};
+use serde_json::Value;
+
+/// The answer to a naturally idempotent create.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Created {
+    /// First request with this id: 201 with `body`.
+    New { body: String },
+    /// First request with this id, refused for a business reason and stored: 422 with `body`.
+    Refused { body: String },
+    /// The id was seen before with the same request: the stored answer again.
+    Replayed { status: u16, body: String },
+    /// The id was seen before with a different request.
+    Mismatch { differing_fields: Vec<String> },
+}
+
+impl Created {
+    pub fn replay_or_mismatch(
+        stored_request: &Value,
+        request: &Value,
+        status: u16,
+        body: String,
+    ) -> Created {
+        let differing_fields = compare::differing_fields(stored_request, request);
+        if differing_fields.is_empty() {
+            Created::Replayed { status, body }
+        } else {
+            Created::Mismatch { differing_fields }
+        }
+    }
+}
+
+/// Now, truncated to PostgreSQL's microsecond precision, so that a time rendered into a
+/// stored response equals the time stored in its row.
+pub fn now_micros() -> DateTime<Utc> {
+    let now = Utc::now();
+    DateTime::from_timestamp_micros(now.timestamp_micros()).unwrap_or(now)
+}

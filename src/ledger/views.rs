@@ -1,0 +1,129 @@
+//! The JSON representations of ledger resources, shared by every way out of the ledger (API
+//! answers, stored creation responses, later events). Every amount `x` has a sibling
+//! `x_decimal` formatted exactly from the currency's exponent.
+
+use super::money::Currency;
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use utoipa::ToSchema;
+use uuid::Uuid;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Balances {
+    pub posted: i64,
+    pub pending_in: i64,
+    pub pending_out: i64,
+}
+
+impl Balances {
+    /// What a debit or a hold may draw on: posted money not already promised to open holds.
+    pub fn available(self) -> i64 {
+        self.posted - self.pending_out
+    }
+}
+
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct BalancesView {
+    pub posted: i64,
+    pub posted_decimal: String,
+    pub pending_in: i64,
+    pub pending_in_decimal: String,
+    pub pending_out: i64,
+    pub pending_out_decimal: String,
+    pub available: i64,
+    pub available_decimal: String,
+}
+
+impl BalancesView {
+    pub fn new(b: Balances, currency: Currency) -> BalancesView {
+        BalancesView {
+            posted: b.posted,
+            posted_decimal: currency.format(b.posted),
+            pending_in: b.pending_in,
+            pending_in_decimal: currency.format(b.pending_in),
+            pending_out: b.pending_out,
+            pending_out_decimal: currency.format(b.pending_out),
+            available: b.available(),
+            available_decimal: currency.format(b.available()),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct AccountView {
+    pub id: String,
+    pub currency: String,
+    /// `wallet` or `system`.
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// `active`, `frozen` or `closed`.
+    pub status: String,
+    pub overdraft_limit: i64,
+    pub overdraft_limit_decimal: String,
+    #[schema(value_type = Object)]
+    pub metadata: Map<String, Value>,
+    pub version: i64,
+    pub balances: BalancesView,
+    /// The moment these balances describe: now, or the `as_of` asked for.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub as_of: Option<DateTime<Utc>>,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct LegView {
+    pub account: String,
+    pub amount: i64,
+    pub amount_decimal: String,
+}
+
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct RefusalView {
+    /// `insufficient_funds`, `account_frozen` or `account_closed`.
+    pub code: String,
+    pub detail: String,
+}
+
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct TransactionView {
+    pub id: Uuid,
+    /// Which endpoint created it: `transaction`, `transfer` or `payment`.
+    pub kind: String,
+    /// `posted` or `rejected` (holds add `pending`, `voided`, `expired`).
+    pub status: String,
+    pub currency: String,
+    /// The legs: for a posted transaction its entries, for a rejected one what was refused.
+    pub entries: Vec<LegView>,
+    pub external_ref: Option<String>,
+    #[schema(value_type = Object)]
+    pub metadata: Map<String, Value>,
+    pub refusal: Option<RefusalView>,
+    pub created_at: DateTime<Utc>,
+    /// Ledger time: when the entries took effect.
+    pub posted_at: Option<DateTime<Utc>>,
+}
+
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct EntryView {
+    pub id: i64,
+    pub transaction_id: Uuid,
+    pub account: String,
+    pub currency: String,
+    pub amount: i64,
+    pub amount_decimal: String,
+    /// Wallets only: the entry's place in the account's gap-free chain.
+    pub sequence: Option<i64>,
+    /// Wallets only: the posted balance right after this entry.
+    pub balance_after: Option<i64>,
+    pub balance_after_decimal: Option<String>,
+    pub ledger_time: DateTime<Utc>,
+}
+
+/// A page of a list: `next_cursor` is opaque; pass it back as `?cursor=` for the next page.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct Page<T> {
+    pub data: Vec<T>,
+    pub next_cursor: Option<String>,
+}

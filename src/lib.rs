@@ -1,0 +1,36 @@
+//! wallet-ledger: a double-entry wallet ledger built on natural idempotency.
+//!
+//! Dependencies point one way: `http` uses `ledger`; the ledger core knows nothing of HTTP.
+
+/// Typed settings: flags with environment fallbacks, every limit named once.
+pub mod config;
+/// Creating, connecting to and migrating the database.
+pub mod db;
+/// The REST API: router, handlers, the one error type, extractors.
+pub mod http;
+/// Money, ids, journal rules and the SQL that writes and reads the ledger.
+pub mod ledger;
+/// The problem+json shape shared by API errors and stored refusals.
+pub mod problem;
+
+/// Resolves on SIGINT or SIGTERM: every long-running subcommand stops on either.
+pub async fn shutdown_signal() {
+    let interrupt = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        _ = interrupt => tracing::info!("SIGINT received, shutting down"),
+        _ = terminate => tracing::info!("SIGTERM received, shutting down"),
+    }
+}

@@ -1,0 +1,57 @@
+//! The `wallet-ledger` binary: parse the command line, set up logging, run one subcommand.
+//! Exit codes: 0 success, 2 error (with a one-paragraph reason, never a stack trace).
+
+use clap::Parser;
+use std::process::ExitCode;
+use tracing_subscriber::EnvFilter;
+use wallet_ledger::config::{Cli, Command};
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_logging();
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    match runtime.block_on(run(cli.command)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+async fn run(command: Command) -> anyhow::Result<()> {
+    match command {
+        Command::Serve(args) => wallet_ledger::http::serve(args).await,
+        Command::Migrate(args) => {
+            wallet_ledger::db::connect_and_migrate(&args.database)
+                .await?
+                .close()
+                .await;
+            tracing::info!("migrations applied");
+            Ok(())
+        }
+        Command::Openapi => {
+            print!("{}", wallet_ledger::http::openapi::document());
+            Ok(())
+        }
+    }
+}
+
+/// `RUST_LOG` filters (default `info`); `LOG_FORMAT=json` switches to one JSON object a line.
+fn init_logging() {
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    if std::env::var("LOG_FORMAT").is_ok_and(|f| f == "json") {
+        builder.json().init();
+    } else {
+        builder.init();
+    }
+}

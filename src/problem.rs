@@ -1,0 +1,62 @@
+//! The shape of every error answer: RFC 9457 problem details with a stable `code`.
+//!
+//! It lives outside `http/` because the ledger stores refusals in this shape (a retry of a
+//! refused payment gets the very same body back), while `http::error` decides which problem
+//! an error becomes.
+
+use serde::Serialize;
+use utoipa::ToSchema;
+
+/// One invalid field of a request: `field` is a JSON pointer into the request body
+/// (`/entries/1/amount`), or a header or query parameter name.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, ToSchema)]
+pub struct FieldError {
+    pub field: String,
+    pub code: String,
+    pub message: String,
+}
+
+impl FieldError {
+    pub fn new(field: impl Into<String>, code: &str, message: impl Into<String>) -> FieldError {
+        FieldError {
+            field: field.into(),
+            code: code.to_owned(),
+            message: message.into(),
+        }
+    }
+}
+
+/// `application/problem+json` body.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct Problem {
+    /// A URI naming the kind of problem: `/problems/{code}`, documented in `docs/api.md`.
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub title: String,
+    pub status: u16,
+    pub detail: String,
+    /// Stable machine-readable code (`insufficient_funds`, `validation_failed`, ...).
+    pub code: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub instance: Option<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub errors: Vec<FieldError>,
+    /// For `idempotency_mismatch`: JSON pointers of the fields that differ from the stored request.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub differing_fields: Vec<String>,
+}
+
+impl Problem {
+    pub fn new(status: u16, code: &str, title: &str, detail: impl Into<String>) -> Problem {
+        Problem {
+            kind: format!("/problems/{code}"),
+            title: title.to_owned(),
+            status,
+            detail: detail.into(),
+            code: code.to_owned(),
+            instance: None,
+            errors: Vec::new(),
+            differing_fields: Vec::new(),
+        }
+    }
+}
