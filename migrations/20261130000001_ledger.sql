@@ -118,9 +118,10 @@ create trigger checkpoints_immutable before update or delete on account_checkpoi
 -- a bug in the application cannot post an unbalanced or a broken chain:
 --   * every transaction's entries sum to zero per currency, and all of them arrive in this
 --     one statement (nothing is appended to an existing transaction later);
---   * an entry's currency is its account's; wallet entries have a sequence, system ones not;
---   * a wallet entry continues its chain: sequence = previous + 1 and
---     balance_after = previous balance_after + amount.
+--   * entries belong to a posted transaction and are in its currency and their account's;
+--     wallet entries have a sequence, system ones not;
+--   * a wallet entry continues its chain: sequence = previous + 1,
+--     balance_after = previous balance_after + amount, and ledger time does not go back.
 create function check_new_entries() returns trigger language plpgsql as $$
 begin
     if exists (select 1 from new_entries
@@ -134,16 +135,20 @@ begin
         raise exception 'entries of a transaction must all be written in one statement'
             using errcode = 'check_violation';
     end if;
-    if exists (select 1 from new_entries n join accounts a on a.id = n.account_id
-               where a.currency <> n.currency
+    if exists (select 1 from new_entries n
+               join accounts a on a.id = n.account_id
+               join transactions t on t.id = n.transaction_id
+               where a.currency <> n.currency or t.currency <> n.currency
+                  or t.status <> 'posted'
                   or (a.type = 'wallet') <> (n.sequence is not null)) then
-        raise exception 'entry does not fit its account (currency or wallet chain)'
+        raise exception 'entry does not fit its account or transaction (currency, status, wallet chain)'
             using errcode = 'check_violation';
     end if;
     if exists (select 1 from new_entries n
                left join entries p on p.account_id = n.account_id and p.sequence = n.sequence - 1
                where n.sequence is not null
                  and (coalesce(p.balance_after, 0) + n.amount <> n.balance_after
+                      or n.ledger_time < p.ledger_time
                       or (p.id is null and n.sequence <> 1))) then
         raise exception 'broken wallet chain: sequence or running balance does not follow'
             using errcode = 'check_violation';
@@ -154,11 +159,14 @@ create trigger entries_journal_rules after insert on entries
     referencing new table as new_entries
     for each statement execute function check_new_entries();
 
--- What a transaction was created from, and the answer it got, never change: replays compare
--- against the first and return the second.
+-- What a transaction was created from, what it moves, and the answer it got never change:
+-- replays compare against the request and return the answer; only its status moves on.
 create function refuse_creation_change() returns trigger language plpgsql as $$
 begin
-    if new.id <> old.id or new.creation_request <> old.creation_request
+    if new.id <> old.id or new.kind <> old.kind or new.currency <> old.currency
+       or new.legs <> old.legs or new.account_ids <> old.account_ids
+       or new.created_at <> old.created_at
+       or new.creation_request <> old.creation_request
        or new.creation_response <> old.creation_response
        or new.creation_status <> old.creation_status then
         raise exception 'the creation record of % is immutable', old.id

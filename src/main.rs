@@ -45,7 +45,8 @@ async fn run(command: Command) -> anyhow::Result<()> {
 
 /// `RUST_LOG` filters (default `info`); `LOG_FORMAT=json` switches to one JSON object a line.
 fn init_logging() {
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    let filter =
+        EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info,sqlx=warn"));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr);

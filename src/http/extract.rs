@@ -67,7 +67,37 @@ pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
     // Trailing characters after the document are a syntax error, not something to ignore.
     de.end()
         .map_err(|e| ApiError::MalformedJson(e.to_string()))?;
+    require_named_fields(bytes)?;
     Ok(value)
+}
+
+/// serde also accepts a struct written as a positional array (`["id", "w1", "w2", 100]`);
+/// every field of a request must be named, so the body must be an object, and so must the
+/// items of its arrays of sub-requests (`entries`). Request types have no top-level field
+/// that is an array of arrays, so any such array is a positional struct.
+fn require_named_fields(bytes: &[u8]) -> Result<(), ApiError> {
+    let document: serde_json::Value =
+        serde_json::from_slice(bytes).map_err(|e| ApiError::MalformedJson(e.to_string()))?;
+    let Some(fields) = document.as_object() else {
+        return Err(ApiError::validation(
+            "",
+            "invalid_type",
+            "the body must be a JSON object",
+        ));
+    };
+    for (name, value) in fields {
+        if let Some(index) = value
+            .as_array()
+            .and_then(|items| items.iter().position(|i| i.is_array()))
+        {
+            return Err(ApiError::validation(
+                format!("/{name}/{index}"),
+                "invalid_type",
+                "must be an object with named fields",
+            ));
+        }
+    }
+    Ok(())
 }
 
 fn pointer_of(path: &serde_path_to_error::Path) -> String {
@@ -100,15 +130,23 @@ fn data_error(pointer: &str, message: &str) -> FieldError {
             .and_then(|rest| rest.strip_prefix('`'))
             .and_then(|rest| rest.split('`').next())
     };
-    if let Some(field) = named("missing field ") {
-        return FieldError::new(format!("{pointer}/{field}"), "required", message.clone());
-    }
-    if let Some(field) = named("unknown field ") {
-        return FieldError::new(
-            format!("{pointer}/{field}"),
-            "unknown_field",
-            message.clone(),
-        );
+    // The path ends at the object for a missing field and at the key itself for an unknown
+    // or duplicate one; either way, point at the field.
+    let at = |field: &str| {
+        if pointer.ends_with(&format!("/{field}")) {
+            pointer.to_owned()
+        } else {
+            format!("{pointer}/{field}")
+        }
+    };
+    for (prefix, code) in [
+        ("missing field ", "required"),
+        ("unknown field ", "unknown_field"),
+        ("duplicate field ", "duplicate_field"),
+    ] {
+        if let Some(field) = named(prefix) {
+            return FieldError::new(at(field), code, message.clone());
+        }
     }
     FieldError::new(pointer, "invalid_type", message)
 }

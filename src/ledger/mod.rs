@@ -27,14 +27,21 @@ pub enum Created {
 }
 
 impl Created {
+    /// `creation_status` is what the first request was answered (201, or a stored 422): a
+    /// replay of a 201 is a 200, a replay of a refusal is the same refusal.
     pub fn replay_or_mismatch(
         stored_request: &Value,
         request: &Value,
-        status: u16,
+        creation_status: u16,
         body: String,
     ) -> Created {
         let differing_fields = compare::differing_fields(stored_request, request);
         if differing_fields.is_empty() {
+            let status = if creation_status == 201 {
+                200
+            } else {
+                creation_status
+            };
             Created::Replayed { status, body }
         } else {
             Created::Mismatch { differing_fields }

@@ -239,15 +239,10 @@ async fn replay(
     .fetch_optional(conn)
     .await?;
     Ok(stored.map(|s| {
-        let status = if s.creation_status == 201 {
-            200
-        } else {
-            s.creation_status as u16
-        };
         Created::replay_or_mismatch(
             &s.creation_request,
             &new.request,
-            status,
+            s.creation_status as u16,
             s.creation_response,
         )
     }))

@@ -1,0 +1,130 @@
+//! The binary itself: `migrate` creates the database, `serve` answers and stops cleanly on
+//! SIGTERM, and an unreachable database is a clear message with exit code 2.
+
+use super::common::server_url;
+use std::process::Stdio;
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::process::Command;
+
+const BIN: &str = env!("CARGO_BIN_EXE_wallet-ledger");
+
+fn database_url(name: &str) -> String {
+    let mut url = url::Url::parse(&server_url()).unwrap();
+    url.set_path(name);
+    url.to_string()
+}
+
+async fn http_get(addr: &str, path: &str) -> Option<String> {
+    let mut stream = tokio::net::TcpStream::connect(addr).await.ok()?;
+    let request = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
+    stream.write_all(request.as_bytes()).await.ok()?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response).await.ok()?;
+    Some(response)
+}
+
+#[tokio::test]
+async fn migrate_creates_the_database_and_serve_stops_cleanly_on_sigterm() {
+    let name = format!("wl_test_{}_cli", std::process::id());
+    let url = database_url(&name);
+
+    let migrate = Command::new(BIN)
+        .args(["migrate", "--database-url", &url])
+        .output()
+        .await
+        .unwrap();
+    assert!(
+        migrate.status.success(),
+        "{}",
+        String::from_utf8_lossy(&migrate.stderr)
+    );
+    // Idempotent: a second run finds nothing to do.
+    assert!(
+        Command::new(BIN)
+            .args(["migrate", "--database-url", &url])
+            .status()
+            .await
+            .unwrap()
+            .success()
+    );
+
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let addr = format!("127.0.0.1:{port}");
+    let mut server = Command::new(BIN)
+        .args(["serve", "--database-url", &url, "--listen-addr", &addr])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut ready = None;
+    for _ in 0..100 {
+        if let Some(r) = http_get(&addr, "/readyz").await {
+            ready = Some(r);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let ready = ready.expect("serve answered within 10 s");
+    assert!(ready.starts_with("HTTP/1.1 200"), "{ready}");
+
+    let pid = server.id().unwrap().to_string();
+    assert!(
+        Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .await
+            .unwrap()
+            .success()
+    );
+    let status = tokio::time::timeout(Duration::from_secs(10), server.wait())
+        .await
+        .expect("stopped in time")
+        .unwrap();
+    let mut log = String::new();
+    server
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut log)
+        .await
+        .unwrap();
+    assert!(status.success(), "exit {status:?}\n{log}");
+    assert!(
+        log.contains("SIGTERM received") && log.contains("stopped"),
+        "{log}"
+    );
+
+    let mut admin = <sqlx::PgConnection as sqlx::Connection>::connect(&server_url())
+        .await
+        .unwrap();
+    sqlx::query(sqlx::AssertSqlSafe(format!(
+        "drop database {name} with (force)"
+    )))
+    .execute(&mut admin)
+    .await
+    .unwrap();
+}
+
+#[tokio::test]
+async fn an_unreachable_database_is_a_clear_error_with_exit_code_2() {
+    let out = Command::new(BIN)
+        .args([
+            "migrate",
+            "--database-url",
+            "postgres://postgres@127.0.0.1:1/nowhere",
+        ])
+        .output()
+        .await
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("cannot reach PostgreSQL at postgres://postgres@127.0.0.1:1/nowhere"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}

@@ -1,0 +1,263 @@
+//! Test harness: a fresh PostgreSQL database per test (created from `TEST_DATABASE_URL`'s
+//! server, migrated with the app's own migrations, dropped by `finish`), the real router
+//! driven in-process with `tower::ServiceExt::oneshot`, and typed helpers.
+
+use axum::Router;
+use axum::body::Body;
+use axum::http::{HeaderMap, Method, Request, StatusCode};
+use http_body_util::BodyExt;
+use serde_json::{Value, json};
+use sqlx::postgres::{PgPool, PgPoolOptions};
+use sqlx::{Connection, PgConnection};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+use tower::ServiceExt;
+use uuid::Uuid;
+use wallet_ledger::config::HttpConfig;
+use wallet_ledger::http::{AppState, app};
+
+/// The server that hosts test databases; any database on it to connect to first.
+pub fn server_url() -> String {
+    std::env::var("TEST_DATABASE_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into())
+}
+
+fn url_for(database: &str) -> String {
+    let mut url = url::Url::parse(&server_url()).expect("TEST_DATABASE_URL is a URL");
+    url.set_path(database);
+    url.to_string()
+}
+
+static NEXT: AtomicU32 = AtomicU32::new(0);
+
+pub struct TestApp {
+    pub router: Router,
+    pub pool: PgPool,
+    pub database: String,
+}
+
+pub struct TestResponse {
+    pub status: StatusCode,
+    pub headers: HeaderMap,
+    pub text: String,
+    pub body: Value,
+}
+
+impl TestResponse {
+    pub fn code(&self) -> &str {
+        self.body["code"].as_str().unwrap_or("")
+    }
+
+    pub fn replayed(&self) -> bool {
+        self.headers
+            .get("idempotent-replayed")
+            .is_some_and(|v| v == "true")
+    }
+
+    pub fn content_type(&self) -> &str {
+        self.headers
+            .get("content-type")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+    }
+}
+
+impl TestApp {
+    pub async fn new() -> TestApp {
+        TestApp::with_config(HttpConfig::default()).await
+    }
+
+    pub async fn with_config(config: HttpConfig) -> TestApp {
+        sweep_abandoned_databases().await;
+        let database = format!(
+            "wl_test_{}_{}",
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        );
+        let mut admin = PgConnection::connect(&server_url())
+            .await
+            .expect("test PostgreSQL reachable");
+        sqlx::query(sqlx::AssertSqlSafe(format!("create database {database}")))
+            .execute(&mut admin)
+            .await
+            .unwrap();
+        let database_url = url_for(&database);
+        let pool = PgPoolOptions::new()
+            .max_connections(20)
+            .acquire_timeout(Duration::from_secs(30))
+            .connect(&database_url)
+            .await
+            .unwrap();
+        wallet_ledger::db::MIGRATOR.run(&pool).await.unwrap();
+        let router = app(AppState {
+            pool: pool.clone(),
+            config: Arc::new(config),
+        });
+        TestApp {
+            router,
+            pool,
+            database,
+        }
+    }
+
+    /// Drops the test database (a failed test leaves its database for inspection; the next
+    /// run sweeps it).
+    pub async fn finish(self) {
+        self.pool.close().await;
+        let mut admin = PgConnection::connect(&server_url()).await.unwrap();
+        sqlx::query(sqlx::AssertSqlSafe(format!(
+            "drop database if exists {} with (force)",
+            self.database
+        )))
+        .execute(&mut admin)
+        .await
+        .unwrap();
+    }
+
+    pub async fn send(&self, request: Request<Body>) -> TestResponse {
+        let response = self.router.clone().oneshot(request).await.unwrap();
+        let status = response.status();
+        let headers = response.headers().clone();
+        let bytes = response.into_body().collect().await.unwrap().to_bytes();
+        let text = String::from_utf8(bytes.to_vec()).unwrap();
+        let body = serde_json::from_str(&text).unwrap_or(Value::Null);
+        TestResponse {
+            status,
+            headers,
+            text,
+            body,
+        }
+    }
+
+    /// A raw request: any method, headers and body bytes.
+    pub async fn raw(
+        &self,
+        method: Method,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: impl Into<Body>,
+    ) -> TestResponse {
+        let mut builder = Request::builder().method(method).uri(path);
+        for (name, value) in headers {
+            builder = builder.header(*name, *value);
+        }
+        self.send(builder.body(body.into()).unwrap()).await
+    }
+
+    pub async fn post(&self, path: &str, body: &Value) -> TestResponse {
+        self.raw(
+            Method::POST,
+            path,
+            &[("content-type", "application/json")],
+            body.to_string(),
+        )
+        .await
+    }
+
+    pub async fn post_with_key(&self, path: &str, key: &str, body: &Value) -> TestResponse {
+        let headers = [
+            ("content-type", "application/json"),
+            ("idempotency-key", key),
+        ];
+        self.raw(Method::POST, path, &headers, body.to_string())
+            .await
+    }
+
+    /// A POST without a body (the lifecycle actions take none).
+    pub async fn post_empty(&self, path: &str) -> TestResponse {
+        self.raw(Method::POST, path, &[], Body::empty()).await
+    }
+
+    pub async fn get(&self, path: &str) -> TestResponse {
+        self.raw(Method::GET, path, &[], Body::empty()).await
+    }
+
+    pub async fn create_account(&self, id: &str, currency: &str, kind: &str) -> TestResponse {
+        let r = self
+            .post(
+                "/v1/accounts",
+                &json!({"id": id, "currency": currency, "type": kind}),
+            )
+            .await;
+        assert_eq!(
+            r.status,
+            StatusCode::CREATED,
+            "create account {id}: {}",
+            r.text
+        );
+        r
+    }
+
+    pub async fn create_wallet(&self, id: &str) {
+        self.create_account(id, "SAR", "wallet").await;
+    }
+
+    /// Tops a wallet up through the provider `test` and returns the payment's response.
+    pub async fn fund(&self, wallet: &str, amount: i64) -> TestResponse {
+        let r = self
+            .post(
+                "/v1/payments",
+                &json!({"id": Uuid::new_v4(), "account": wallet, "amount": amount, "currency": "SAR", "provider": "test"}),
+            )
+            .await;
+        assert_eq!(r.status, StatusCode::CREATED, "fund {wallet}: {}", r.text);
+        r
+    }
+
+    pub async fn transfer(&self, id: Uuid, from: &str, to: &str, amount: i64) -> TestResponse {
+        self.post(
+            "/v1/transfers",
+            &json!({"id": id, "from": from, "to": to, "amount": amount}),
+        )
+        .await
+    }
+
+    pub async fn posted_balance(&self, account: &str) -> i64 {
+        let r = self.get(&format!("/v1/accounts/{account}")).await;
+        assert_eq!(r.status, StatusCode::OK, "{}", r.text);
+        r.body["balances"]["posted"].as_i64().unwrap()
+    }
+
+    /// Row counts of every ledger table: what a refused or invalid request must leave alone.
+    pub async fn row_counts(&self) -> (i64, i64, i64) {
+        let row: (i64, i64, i64) = sqlx::query_as(
+            "select (select count(*) from accounts), (select count(*) from transactions), (select count(*) from entries)",
+        )
+        .fetch_one(&self.pool)
+        .await
+        .unwrap();
+        row
+    }
+}
+
+/// Drops test databases left by earlier runs whose process is gone (a failed test keeps its
+/// database until then, for inspection).
+async fn sweep_abandoned_databases() {
+    static SWEPT: tokio::sync::OnceCell<()> = tokio::sync::OnceCell::const_new();
+    SWEPT
+        .get_or_init(|| async {
+            let Ok(mut admin) = PgConnection::connect(&server_url()).await else {
+                return;
+            };
+            let names: Vec<String> = sqlx::query_scalar(
+                "select datname from pg_database where datname like 'wl\\_test\\_%'",
+            )
+            .fetch_all(&mut admin)
+            .await
+            .unwrap_or_default();
+            for name in names {
+                let pid: Option<i32> = name.split('_').nth(2).and_then(|p| p.parse().ok());
+                let alive =
+                    pid.is_some_and(|p| std::path::Path::new(&format!("/proc/{p}")).exists());
+                if !alive {
+                    let _ = sqlx::query(sqlx::AssertSqlSafe(format!(
+                        "drop database if exists {name} with (force)"
+                    )))
+                    .execute(&mut admin)
+                    .await;
+                }
+            }
+        })
+        .await;
+}

@@ -1,0 +1,13 @@
+//! Integration tests against the real PostgreSQL: one crate root (one test binary, one link)
+//! with a module per capability. Each test gets a fresh database.
+
+mod common;
+
+mod accounts;
+mod bad_input;
+mod balances;
+mod cli;
+mod idempotency;
+mod openapi;
+mod schema;
+mod transactions;

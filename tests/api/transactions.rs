@@ -1,0 +1,118 @@
+//! Transactions: multi-leg posting, reads, filters and pagination.
+
+use super::common::TestApp;
+use axum::http::StatusCode;
+use serde_json::json;
+use uuid::Uuid;
+
+#[tokio::test]
+async fn a_multi_leg_transaction_posts_every_leg_atomically() {
+    let app = TestApp::new().await;
+    for w in ["buyer", "merchant"] {
+        app.create_wallet(w).await;
+    }
+    app.create_account("fees", "SAR", "system").await;
+    app.fund("buyer", 10_000).await;
+    let id = Uuid::new_v4();
+    let r = app
+        .post(
+            "/v1/transactions",
+            &json!({"id": id, "external_ref": "order-9", "metadata": {"order": 9}, "entries": [
+                {"account": "buyer", "amount": -5_000},
+                {"account": "merchant", "amount": 4_850},
+                {"account": "fees", "amount": 150}]}),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::CREATED, "{}", r.text);
+    assert_eq!(r.body["kind"], "transaction");
+    assert_eq!(r.body["currency"], "SAR");
+    assert_eq!(r.body["posted_at"], r.body["created_at"]);
+    assert_eq!(
+        (
+            app.posted_balance("buyer").await,
+            app.posted_balance("merchant").await
+        ),
+        (5_000, 4_850)
+    );
+    assert_eq!(app.posted_balance("fees").await, 150);
+
+    let got = app.get(&format!("/v1/transactions/{id}")).await;
+    assert_eq!(got.status, StatusCode::OK);
+    assert_eq!(got.body["entries"], r.body["entries"]);
+    assert_eq!(got.body["external_ref"], "order-9");
+
+    // One leg refused refuses them all: nothing moves.
+    let r = app
+        .post(
+            "/v1/transactions",
+            &json!({"id": Uuid::new_v4(), "entries": [
+                {"account": "buyer", "amount": -5_001}, {"account": "merchant", "amount": 5_001}]}),
+        )
+        .await;
+    assert_eq!(r.code(), "insufficient_funds");
+    assert_eq!(app.posted_balance("merchant").await, 4_850);
+    app.finish().await;
+}
+
+#[tokio::test]
+async fn transactions_filter_by_account_status_and_external_ref_with_cursors() {
+    let app = TestApp::new().await;
+    for w in ["a", "b", "c"] {
+        app.create_wallet(w).await;
+    }
+    app.fund("a", 1_000).await;
+    let mut ids = Vec::new();
+    for _ in 0..5 {
+        let id = Uuid::new_v4();
+        assert_eq!(
+            app.transfer(id, "a", "b", 100).await.status,
+            StatusCode::CREATED
+        );
+        ids.push(id);
+    }
+    let refused = Uuid::new_v4();
+    assert_eq!(
+        app.transfer(refused, "c", "b", 1).await.code(),
+        "insufficient_funds"
+    );
+    app.post(
+        "/v1/payments",
+        &json!({"id": Uuid::new_v4(), "account": "c", "amount": 5, "currency": "SAR",
+        "provider": "test", "external_ref": "psp-123"}),
+    )
+    .await;
+
+    // Newest first, two by two.
+    let mut seen = Vec::new();
+    let mut path = "/v1/transactions?account=a&status=posted&limit=2".to_owned();
+    loop {
+        let page = app.get(&path).await;
+        assert_eq!(page.status, StatusCode::OK, "{}", page.text);
+        seen.extend(
+            page.body["data"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|t| t["id"].as_str().unwrap().to_owned()),
+        );
+        match page.body["next_cursor"].as_str() {
+            Some(c) => {
+                path = format!("/v1/transactions?account=a&status=posted&limit=2&cursor={c}")
+            }
+            None => break,
+        }
+    }
+    let mut expected: Vec<String> = ids.iter().rev().map(Uuid::to_string).collect();
+    expected.push(seen.last().unwrap().clone()); // the funding payment came first
+    assert_eq!(seen, expected);
+
+    let rejected = app.get("/v1/transactions?status=rejected").await;
+    assert_eq!(rejected.body["data"].as_array().unwrap().len(), 1);
+    assert_eq!(rejected.body["data"][0]["id"], refused.to_string());
+    let by_ref = app.get("/v1/transactions?external_ref=psp-123").await;
+    assert_eq!(by_ref.body["data"][0]["kind"], "payment");
+    assert_eq!(by_ref.body["data"].as_array().unwrap().len(), 1);
+    let all = app.get("/v1/transactions").await;
+    assert_eq!(all.body["data"].as_array().unwrap().len(), 8);
+    app.finish().await;
+}
