@@ -51,10 +51,12 @@ pub struct DatabaseConfig {
     #[arg(long = "database-url", env = "DATABASE_URL", default_value = DEFAULT_DATABASE_URL)]
     pub url: String,
     /// Most connections in the pool.
-    #[arg(long, env = "DB_POOL_MAX_CONNECTIONS", default_value_t = DEFAULT_POOL_MAX_CONNECTIONS)]
+    #[arg(long, env = "DB_POOL_MAX_CONNECTIONS", default_value_t = DEFAULT_POOL_MAX_CONNECTIONS,
+        value_parser = clap::value_parser!(u32).range(1..))]
     pub pool_max_connections: u32,
     /// How long a request waits for a free connection before answering 503.
-    #[arg(long, env = "DB_POOL_ACQUIRE_TIMEOUT_MS", default_value_t = DEFAULT_POOL_ACQUIRE_TIMEOUT_MS)]
+    #[arg(long, env = "DB_POOL_ACQUIRE_TIMEOUT_MS", default_value_t = DEFAULT_POOL_ACQUIRE_TIMEOUT_MS,
+        value_parser = clap::value_parser!(u64).range(1..))]
     pub pool_acquire_timeout_ms: u64,
 }
 
@@ -78,10 +80,12 @@ pub struct HttpConfig {
     #[arg(long, env = "LISTEN_ADDR", default_value = DEFAULT_LISTEN_ADDR)]
     pub listen_addr: SocketAddr,
     /// A request still running after this answers 503 (its transaction is rolled back).
-    #[arg(long, env = "REQUEST_TIMEOUT_MS", default_value_t = DEFAULT_REQUEST_TIMEOUT_MS)]
+    #[arg(long, env = "REQUEST_TIMEOUT_MS", default_value_t = DEFAULT_REQUEST_TIMEOUT_MS,
+        value_parser = clap::value_parser!(u64).range(1..))]
     pub request_timeout_ms: u64,
     /// Largest request body; larger ones answer 413.
-    #[arg(long, env = "BODY_LIMIT_BYTES", default_value_t = DEFAULT_BODY_LIMIT_BYTES)]
+    #[arg(long, env = "BODY_LIMIT_BYTES", default_value_t = DEFAULT_BODY_LIMIT_BYTES,
+        value_parser = positive_usize)]
     pub body_limit_bytes: usize,
 }
 
@@ -110,7 +114,8 @@ pub struct ServeArgs {
     #[command(flatten)]
     pub http: HttpConfig,
     /// How often system-account balance checkpoints advance.
-    #[arg(long, env = "CHECKPOINT_INTERVAL_MS", default_value_t = DEFAULT_CHECKPOINT_INTERVAL_MS)]
+    #[arg(long, env = "CHECKPOINT_INTERVAL_MS", default_value_t = DEFAULT_CHECKPOINT_INTERVAL_MS,
+        value_parser = clap::value_parser!(u64).range(1..))]
     pub checkpoint_interval_ms: u64,
 }
 
@@ -118,4 +123,12 @@ pub struct ServeArgs {
 pub struct MigrateArgs {
     #[command(flatten)]
     pub database: DatabaseConfig,
+}
+
+/// Limits of zero would stop the service from doing anything; refuse them at start.
+fn positive_usize(value: &str) -> Result<usize, String> {
+    match value.parse::<usize>() {
+        Ok(n) if n > 0 => Ok(n),
+        _ => Err("must be a whole number above 0".to_owned()),
+    }
 }

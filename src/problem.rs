@@ -8,7 +8,8 @@ use serde::Serialize;
 use utoipa::ToSchema;
 
 /// One invalid field of a request: `field` is a JSON pointer into the request body
-/// (`/entries/1/amount`), or a header or query parameter name.
+/// (`/entries/1/amount`) or into its query parameters (`/limit`), or the name of a header
+/// (`Idempotency-Key`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, ToSchema)]
 pub struct FieldError {
     pub field: String,
@@ -44,6 +45,9 @@ pub struct Problem {
     /// For `idempotency_mismatch`: JSON pointers of the fields that differ from the stored request.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub differing_fields: Vec<String>,
+    /// For `invalid_transition`: the status the resource is in.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub current_status: Option<String>,
 }
 
 impl Problem {
@@ -57,6 +61,7 @@ impl Problem {
             instance: None,
             errors: Vec::new(),
             differing_fields: Vec::new(),
+            current_status: None,
         }
     }
 }

@@ -112,12 +112,16 @@ impl ApiError {
                 "Method not allowed",
                 "this path does not take that method",
             ),
-            ApiError::InvalidTransition { detail, .. } => Problem::new(
-                409,
-                "invalid_transition",
-                "Invalid transition",
-                detail.clone(),
-            ),
+            ApiError::InvalidTransition { current, detail } => {
+                let mut p = Problem::new(
+                    409,
+                    "invalid_transition",
+                    "Invalid transition",
+                    detail.clone(),
+                );
+                p.current_status = Some(current.clone());
+                p
+            }
             ApiError::AccountNotEmpty(detail) => Problem::new(
                 409,
                 "account_not_empty",

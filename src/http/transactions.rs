@@ -338,6 +338,18 @@ pub enum StatusFilter {
     Expired,
 }
 
+impl StatusFilter {
+    fn as_str(self) -> &'static str {
+        match self {
+            StatusFilter::Pending => "pending",
+            StatusFilter::Posted => "posted",
+            StatusFilter::Rejected => "rejected",
+            StatusFilter::Voided => "voided",
+            StatusFilter::Expired => "expired",
+        }
+    }
+}
+
 #[derive(Debug, Deserialize, IntoParams)]
 #[serde(deny_unknown_fields)]
 pub struct TransactionQuery {
@@ -364,12 +376,7 @@ pub async fn list(
     };
     let filter = TransactionFilter {
         account: q.account,
-        status: q.status.map(|s| {
-            serde_json::to_value(s)
-                .ok()
-                .and_then(|v| v.as_str().map(str::to_owned))
-                .unwrap_or_default()
-        }),
+        status: q.status.map(|s| s.as_str().to_owned()),
         external_ref: q.external_ref,
         before_seq: page.cursor()?,
         limit: page.limit()?,

@@ -67,7 +67,7 @@ pub fn non_negative(value: i64) -> Result<(), ValidationError> {
 }
 
 pub fn external_ref(value: &str) -> Result<(), ValidationError> {
-    if value.is_empty() || value.len() > 255 || value.chars().any(char::is_control) {
+    if value.is_empty() || value.chars().count() > 255 || value.chars().any(char::is_control) {
         return Err(error(
             "external_ref",
             "must be 1-255 characters without control characters",

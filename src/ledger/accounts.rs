@@ -149,7 +149,7 @@ pub async fn create(conn: &mut PgConnection, new: &NewAccount) -> Result<Created
 }
 
 /// The system account `id` in `currency`, created if missing (provider clearing accounts
-/// come into being with their first payment). Its canonical request is what an explicit
+/// come into being with their first posted payment). Its canonical request is what an explicit
 /// `POST /v1/accounts` of it would store, so such a later call replays.
 pub async fn ensure_system_account(
     conn: &mut PgConnection,

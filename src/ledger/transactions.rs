@@ -10,7 +10,8 @@
 //! 4. the decision (post or refuse) is pure Rust over those rows;
 //! 5. the transaction row is inserted `ON CONFLICT DO NOTHING`: if a concurrent request with
 //!    the same id won, it waited for that commit and now answers a replay;
-//! 6. the entries go in with one statement, which the journal trigger checks; COMMIT.
+//! 6. the entries go in with one statement, which the journal trigger checks (a payment's
+//!    clearing account is created just before, by its first posted payment); COMMIT.
 
 use super::accounts::{self, AccountType};
 use super::ids::AccountId;
@@ -117,10 +118,8 @@ pub async fn create(pool: &PgPool, new: &NewTransaction) -> Result<Created, Writ
         return Ok(replay);
     }
     let mut tx = sqlx::Connection::begin(&mut *conn).await?;
-    if let Some((clearing, currency)) = &new.clearing_account {
-        accounts::ensure_system_account(&mut tx, clearing, *currency).await?;
-    }
-    let locked = lock_accounts(&mut tx, &new.journal.sorted_accounts()).await?;
+    let mut locked = lock_accounts(&mut tx, &new.journal.sorted_accounts()).await?;
+    let create_clearing = missing_clearing_account(new, &mut locked)?;
     let unknown: Vec<String> = new
         .journal
         .legs()
@@ -217,6 +216,9 @@ pub async fn create(pool: &PgPool, new: &NewTransaction) -> Result<Created, Writ
         ledger_time,
     } = &decision
     {
+        if let Some((clearing, currency)) = &create_clearing {
+            accounts::ensure_system_account(&mut tx, clearing, *currency).await?;
+        }
         insert_entries(&mut tx, new.id, *currency, *ledger_time, entries).await?;
     }
     tx.commit().await?;
@@ -225,6 +227,40 @@ pub async fn create(pool: &PgPool, new: &NewTransaction) -> Result<Created, Writ
     } else {
         Created::Refused { body }
     })
+}
+
+/// A provider's clearing account comes into being with its first *posted* payment. Until then
+/// the decision treats it as the active system account it will be (so a refused payment
+/// writes nothing but its refusal); returns it when it must be created. An existing account
+/// of that id must be a system account in the payment's currency.
+fn missing_clearing_account(
+    new: &NewTransaction,
+    locked: &mut HashMap<String, LockedAccount>,
+) -> Result<Option<(AccountId, Currency)>, WriteError> {
+    let Some((clearing, currency)) = &new.clearing_account else {
+        return Ok(None);
+    };
+    match locked.get(clearing.as_str()) {
+        Some(existing) if existing.kind != AccountType::System.as_str() => {
+            Err(WriteError::Invalid(vec![FieldError::new(
+                "/provider",
+                "not_a_system_account",
+                format!("account {clearing} exists but is not a system account"),
+            )]))
+        }
+        Some(_) => Ok(None),
+        None => {
+            let virtual_account = LockedAccount {
+                id: clearing.to_string(),
+                currency: currency.code().to_owned(),
+                kind: AccountType::System.as_str().to_owned(),
+                status: "active".to_owned(),
+                overdraft_limit: 0,
+            };
+            locked.insert(clearing.to_string(), virtual_account);
+            Ok(Some((clearing.clone(), *currency)))
+        }
+    }
 }
 
 /// The stored answer for `new.id`, if the id was seen before.
@@ -387,34 +423,41 @@ fn decide(
         }
     }
 
-    let mut entries = Vec::with_capacity(legs.len());
-    let mut ledger_time = now;
-    for leg in legs {
-        let a = account(leg);
-        let Some(head) = heads.get(a.id.as_str()) else {
-            // System account: no chain, no balance check (it may go negative by design).
-            entries.push(NewEntry {
-                account: a.id.clone(),
-                amount: leg.amount.minor_units(),
-                sequence: None,
-                balance_after: None,
-            });
-            continue;
-        };
-        let before = Amount::new(head.balance).unwrap_or(Amount::ZERO);
-        let Some(after) = before.checked_add(leg.amount) else {
+    // Each wallet leg's balance after it; `None` when it would leave the safe range.
+    let afters: Vec<Option<Amount>> = legs
+        .iter()
+        .map(|leg| {
+            let head = heads.get(account(leg).id.as_str())?;
+            // The schema keeps every running balance in range, so `before` always parses.
+            Amount::new(head.balance).and_then(|before| before.checked_add(leg.amount))
+        })
+        .collect();
+    // A credit past the range is a request no ledger could apply: invalid, nothing stored.
+    for (leg, after) in legs.iter().zip(&afters) {
+        let is_wallet = heads.contains_key(account(leg).id.as_str());
+        if is_wallet && after.is_none() && !leg.amount.is_negative() {
             errors.push(FieldError::new(
                 leg.amount_field.clone(),
                 "balance_overflow",
                 format!(
-                    "the balance of {} would leave the range ±9007199254740991",
-                    a.id
+                    "the balance of {} would exceed 9007199254740991",
+                    leg.account
                 ),
             ));
+        }
+    }
+    if !errors.is_empty() {
+        return Err(errors);
+    }
+    // A debit must stay within the overdraft limit (a debit past the range is past any limit).
+    // Holds (issue #3) will subtract pending_out here; available = posted for now.
+    for (leg, after) in legs.iter().zip(&afters) {
+        let a = account(leg);
+        let Some(head) = heads.get(a.id.as_str()) else {
             continue;
         };
-        // Holds (issue #3) will subtract pending_out here; available = posted for now.
-        if leg.amount.is_negative() && after.minor_units() < -a.overdraft_limit {
+        let covered = after.is_some_and(|after| after.minor_units() >= -a.overdraft_limit);
+        if leg.amount.is_negative() && !covered {
             return Ok(Decision::Refuse {
                 currency,
                 code: "insufficient_funds",
@@ -427,20 +470,27 @@ fn decide(
                 ),
             });
         }
-        // Ledger time never decreases along an account's chain, whatever the clocks say.
-        if let Some(t) = head.ledger_time {
-            ledger_time = ledger_time.max(t);
-        }
-        entries.push(NewEntry {
-            account: a.id.clone(),
-            amount: leg.amount.minor_units(),
-            sequence: Some(head.sequence + 1),
-            balance_after: Some(after.minor_units()),
-        });
     }
-    if !errors.is_empty() {
-        return Err(errors);
-    }
+
+    let mut ledger_time = now;
+    let entries = legs
+        .iter()
+        .zip(afters)
+        .map(|(leg, after)| {
+            let head = heads.get(account(leg).id.as_str());
+            // Ledger time never decreases along an account's chain, whatever the clocks say.
+            if let Some(t) = head.and_then(|h| h.ledger_time) {
+                ledger_time = ledger_time.max(t);
+            }
+            // System accounts have no chain and no balance check: they may go negative.
+            NewEntry {
+                account: leg.account.to_string(),
+                amount: leg.amount.minor_units(),
+                sequence: head.map(|h| h.sequence + 1),
+                balance_after: after.map(Amount::minor_units),
+            }
+        })
+        .collect();
     Ok(Decision::Post {
         currency,
         entries,

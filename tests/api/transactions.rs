@@ -116,3 +116,96 @@ async fn transactions_filter_by_account_status_and_external_ref_with_cursors() {
     assert_eq!(all.body["data"].as_array().unwrap().len(), 8);
     app.finish().await;
 }
+
+#[tokio::test]
+async fn a_database_outage_answers_503_with_retry_after_and_says_nothing_of_internals() {
+    // A pool whose server never answers: every request fails to get a connection.
+    let pool = sqlx::postgres::PgPoolOptions::new()
+        .acquire_timeout(std::time::Duration::from_millis(300))
+        .connect_lazy("postgres://postgres@127.0.0.1:1/nowhere")
+        .unwrap();
+    let state = wallet_ledger::http::AppState {
+        pool,
+        config: std::sync::Arc::new(wallet_ledger::config::HttpConfig::default()),
+    };
+    let router = wallet_ledger::http::app(state);
+    let transfer = json!({"id": Uuid::new_v4(), "from": "a", "to": "b", "amount": 1}).to_string();
+    for (method, path, body) in [
+        ("POST", "/v1/transfers", transfer.as_str()),
+        ("GET", "/v1/accounts/a", ""),
+        ("GET", "/readyz", ""),
+    ] {
+        let request = axum::http::Request::builder()
+            .method(method)
+            .uri(path)
+            .header("content-type", "application/json")
+            .body(axum::body::Body::from(body.to_owned()))
+            .unwrap();
+        let response = tower::ServiceExt::oneshot(router.clone(), request)
+            .await
+            .unwrap();
+        assert_eq!(
+            response.status(),
+            StatusCode::SERVICE_UNAVAILABLE,
+            "{method} {path}"
+        );
+        assert_eq!(response.headers()["retry-after"], "1");
+        assert_eq!(
+            response.headers()["content-type"],
+            "application/problem+json"
+        );
+        let bytes = http_body_util::BodyExt::collect(response.into_body())
+            .await
+            .unwrap()
+            .to_bytes();
+        let body: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+        assert_eq!(body["code"], "unavailable");
+        let text = body.to_string();
+        assert!(
+            !text.contains("127.0.0.1") && !text.contains("pool"),
+            "opaque: {text}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_clearing_account_is_created_by_the_first_posted_payment_only() {
+    let app = TestApp::new().await;
+    app.create_wallet("w").await;
+    app.post_empty("/v1/accounts/w/freeze").await;
+    let payment = |provider: &str| json!({"id": Uuid::new_v4(), "account": "w", "amount": 100, "currency": "SAR", "provider": provider});
+    let before = app.row_counts().await;
+    let refused = app.post("/v1/payments", &payment("psp1")).await;
+    assert_eq!(refused.code(), "account_frozen");
+    let after = app.row_counts().await;
+    assert_eq!(
+        (after.0, after.1, after.2),
+        (before.0, before.1 + 1, before.2),
+        "a refusal writes only its refusal record"
+    );
+    assert_eq!(
+        app.get("/v1/accounts/clearing:psp1:SAR").await.status,
+        StatusCode::NOT_FOUND
+    );
+
+    app.post_empty("/v1/accounts/w/unfreeze").await;
+    assert_eq!(
+        app.post("/v1/payments", &payment("psp1")).await.status,
+        StatusCode::CREATED
+    );
+    let clearing = app.get("/v1/accounts/clearing:psp1:SAR").await;
+    assert_eq!(
+        (&clearing.body["type"], &clearing.body["balances"]["posted"]),
+        (&json!("system"), &json!(-100))
+    );
+
+    // An id that looks like a clearing account but is a wallet is never debited as one.
+    app.create_wallet("clearing:psp2:SAR").await;
+    let r = app.post("/v1/payments", &payment("psp2")).await;
+    assert_eq!(
+        (r.status, r.code()),
+        (StatusCode::UNPROCESSABLE_ENTITY, "validation_failed")
+    );
+    assert_eq!(r.body["errors"][0]["code"], "not_a_system_account");
+    app.finish().await;
+}
