@@ -15,7 +15,15 @@ pub const DEFAULT_POOL_ACQUIRE_TIMEOUT_MS: u64 = 10_000;
 /// Longer than the acquire timeout, so a saturated pool answers 503 before the request times out.
 pub const DEFAULT_REQUEST_TIMEOUT_MS: u64 = 30_000;
 pub const DEFAULT_BODY_LIMIT_BYTES: usize = 256 * 1024;
+pub const DEFAULT_BATCH_BODY_LIMIT_BYTES: usize = 4 * 1024 * 1024;
 pub const DEFAULT_CHECKPOINT_INTERVAL_MS: u64 = 5_000;
+/// A hold without `expires_at` expires after this long (7 days).
+pub const DEFAULT_HOLD_EXPIRY_MS: u64 = 7 * 24 * 60 * 60 * 1000;
+pub const DEFAULT_HOLD_SWEEP_INTERVAL_MS: u64 = 1_000;
+/// Most overdue holds one sweeper step expires (one short transaction each step).
+pub const HOLD_SWEEP_BATCH: i64 = 1_000;
+/// Most items in `POST /v1/transactions/batch`.
+pub const MAX_BATCH_ITEMS: usize = 1_000;
 /// Most legs one transaction may have.
 pub const MAX_LEGS: usize = 100;
 /// Page sizes of every list (`?limit=`), per the contract.
@@ -87,6 +95,14 @@ pub struct HttpConfig {
     #[arg(long, env = "BODY_LIMIT_BYTES", default_value_t = DEFAULT_BODY_LIMIT_BYTES,
         value_parser = positive_usize)]
     pub body_limit_bytes: usize,
+    /// Largest body of `POST /v1/transactions/batch`.
+    #[arg(long, env = "BATCH_BODY_LIMIT_BYTES", default_value_t = DEFAULT_BATCH_BODY_LIMIT_BYTES,
+        value_parser = positive_usize)]
+    pub batch_body_limit_bytes: usize,
+    /// How long a hold created without `expires_at` lasts.
+    #[arg(long, env = "HOLD_EXPIRY_MS", default_value_t = DEFAULT_HOLD_EXPIRY_MS,
+        value_parser = clap::value_parser!(u64).range(1..))]
+    pub hold_expiry_ms: u64,
 }
 
 impl Default for HttpConfig {
@@ -97,6 +113,8 @@ impl Default for HttpConfig {
                 .expect("the default address parses"),
             request_timeout_ms: DEFAULT_REQUEST_TIMEOUT_MS,
             body_limit_bytes: DEFAULT_BODY_LIMIT_BYTES,
+            batch_body_limit_bytes: DEFAULT_BATCH_BODY_LIMIT_BYTES,
+            hold_expiry_ms: DEFAULT_HOLD_EXPIRY_MS,
         }
     }
 }
@@ -104,6 +122,10 @@ impl Default for HttpConfig {
 impl HttpConfig {
     pub fn request_timeout(&self) -> Duration {
         Duration::from_millis(self.request_timeout_ms)
+    }
+
+    pub fn hold_expiry(&self) -> chrono::TimeDelta {
+        chrono::TimeDelta::milliseconds(i64::try_from(self.hold_expiry_ms).unwrap_or(i64::MAX))
     }
 }
 
@@ -117,6 +139,10 @@ pub struct ServeArgs {
     #[arg(long, env = "CHECKPOINT_INTERVAL_MS", default_value_t = DEFAULT_CHECKPOINT_INTERVAL_MS,
         value_parser = clap::value_parser!(u64).range(1..))]
     pub checkpoint_interval_ms: u64,
+    /// How often overdue holds are marked `expired`.
+    #[arg(long, env = "HOLD_SWEEP_INTERVAL_MS", default_value_t = DEFAULT_HOLD_SWEEP_INTERVAL_MS,
+        value_parser = clap::value_parser!(u64).range(1..))]
+    pub hold_sweep_interval_ms: u64,
 }
 
 #[derive(Debug, Clone, Args)]

@@ -48,6 +48,13 @@ pub struct Problem {
     /// For `invalid_transition`: the status the resource is in.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub current_status: Option<String>,
+    /// For `batch_failed`: the index of the first item that could not be created...
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub index: Option<usize>,
+    /// ...and the problem its single call would have answered.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub problem: Option<serde_json::Value>,
 }
 
 impl Problem {
@@ -62,6 +69,8 @@ impl Problem {
             errors: Vec::new(),
             differing_fields: Vec::new(),
             current_status: None,
+            index: None,
+            problem: None,
         }
     }
 }

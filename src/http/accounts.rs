@@ -11,7 +11,7 @@ use crate::ledger::accounts::{self, Account, AccountType, NewAccount, Transition
 use crate::ledger::ids::AccountId;
 use crate::ledger::money::Currency;
 use crate::ledger::transactions;
-use crate::ledger::views::{AccountView, EntryView, Page};
+use crate::ledger::views::{AccountView, BalancesView, EntryView, HoldsPage, Page};
 use crate::problem::Problem;
 use axum::extract::State;
 use axum::http::StatusCode;
@@ -276,4 +276,31 @@ pub async fn entries(
             next_cursor: next.map(|n| n.to_string()),
         },
     )
+}
+
+#[utoipa::path(get, path = "/v1/accounts/{id}/holds", tag = "holds", params(("id" = String, Path), PageQuery),
+    responses((status = 200, description = "open holds, newest first, and the balances, read in one snapshot", body = HoldsPage),
+        (status = 404, body = Problem, content_type = "application/problem+json")))]
+pub async fn holds(
+    State(state): State<AppState>,
+    PathParam(id): PathParam,
+    QueryParams(query): QueryParams<PageQuery>,
+) -> Result<Response> {
+    let (limit, cursor) = (query.limit()?, query.cursor()?);
+    let mut conn = state.pool.acquire().await?;
+    // One snapshot for the balances and the holds they include.
+    let mut tx = sqlx::Connection::begin(&mut *conn).await?;
+    sqlx::query("set transaction isolation level repeatable read, read only")
+        .execute(&mut *tx)
+        .await?;
+    let account = find(&mut tx, &id).await?;
+    let balances = accounts::balances(&mut tx, &account).await?;
+    let (data, next) = crate::ledger::holds::list_open(&mut tx, &account.id, cursor, limit).await?;
+    tx.commit().await?;
+    let page = HoldsPage {
+        balances: BalancesView::new(balances, account.currency()),
+        data,
+        next_cursor: next.map(|n| n.to_string()),
+    };
+    json(StatusCode::OK, &page)
 }

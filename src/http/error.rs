@@ -2,7 +2,7 @@
 //! 5xx bodies say nothing of internals; their cause is logged once, here.
 
 use crate::config::RETRY_AFTER_SECONDS;
-use crate::ledger::transactions::WriteError;
+use crate::ledger::transactions::{ItemError, WriteError};
 use crate::problem::{FieldError, Problem};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -33,6 +33,11 @@ pub enum ApiError {
     InvalidTransition { current: String, detail: String },
     #[error("account not empty")]
     AccountNotEmpty(String),
+    #[error("batch item {index} failed")]
+    BatchFailed {
+        index: usize,
+        problem: serde_json::Value,
+    },
     #[error("unavailable: {0}")]
     Unavailable(String),
     #[error(transparent)]
@@ -48,7 +53,7 @@ impl ApiError {
         ApiError::Validation(vec![FieldError::new(field, code, message)])
     }
 
-    fn problem(&self) -> Problem {
+    pub fn problem(&self) -> Problem {
         match self {
             ApiError::MalformedJson(detail) => {
                 Problem::new(400, "malformed_json", "Malformed JSON", detail.clone())
@@ -128,6 +133,19 @@ impl ApiError {
                 "Account not empty",
                 detail.clone(),
             ),
+            ApiError::BatchFailed { index, problem } => {
+                let mut p = Problem::new(
+                    422,
+                    "batch_failed",
+                    "Batch failed",
+                    format!(
+                        "item {index} could not be created, so nothing in this atomic batch was"
+                    ),
+                );
+                p.index = Some(*index);
+                p.problem = Some(problem.clone());
+                p
+            }
             ApiError::Unavailable(_) => Problem::new(
                 503,
                 "unavailable",
@@ -210,9 +228,20 @@ impl From<sqlx::Error> for ApiError {
 impl From<WriteError> for ApiError {
     fn from(error: WriteError) -> ApiError {
         match error {
-            WriteError::UnknownAccounts(ids) => ApiError::UnknownAccounts(ids),
-            WriteError::Invalid(errors) => ApiError::Validation(errors),
+            WriteError::Item(item) => item.into(),
             WriteError::Database(e) => e.into(),
+            WriteError::Contention => {
+                ApiError::Unavailable("ids kept being taken concurrently".into())
+            }
+        }
+    }
+}
+
+impl From<ItemError> for ApiError {
+    fn from(error: ItemError) -> ApiError {
+        match error {
+            ItemError::UnknownAccounts(ids) => ApiError::UnknownAccounts(ids),
+            ItemError::Invalid(errors) => ApiError::Validation(errors),
         }
     }
 }

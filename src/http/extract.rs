@@ -38,6 +38,58 @@ impl<S: Send + Sync, T: DeserializeOwned + Validate> FromRequest<S> for JsonBody
     }
 }
 
+/// A JSON body that may be left out (an empty body is `T::default()`), for actions such as
+/// `/post` and `/void` whose body is optional; a body that is sent follows [`JsonBody`]'s rules.
+pub struct OptionalJsonBody<T>(pub T);
+
+impl<S: Send + Sync, T: DeserializeOwned + Validate + Default> FromRequest<S>
+    for OptionalJsonBody<T>
+{
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
+        let declared_empty = req
+            .headers()
+            .get(header::CONTENT_LENGTH)
+            .is_some_and(|v| v.as_bytes() == b"0");
+        let has_type = req.headers().contains_key(header::CONTENT_TYPE);
+        if declared_empty && !has_type {
+            return Ok(OptionalJsonBody(T::default()));
+        }
+        if !has_type {
+            // No content type: accept only an empty body.
+            let bytes = Bytes::from_request(req, state).await.map_err(|rejection| {
+                if rejection.status() == axum::http::StatusCode::PAYLOAD_TOO_LARGE {
+                    ApiError::PayloadTooLarge
+                } else {
+                    ApiError::MalformedJson(rejection.body_text())
+                }
+            })?;
+            return if bytes.is_empty() {
+                Ok(OptionalJsonBody(T::default()))
+            } else {
+                Err(ApiError::UnsupportedMediaType)
+            };
+        }
+        JsonBody::<T>::from_request(req, state)
+            .await
+            .map(|JsonBody(v)| OptionalJsonBody(v))
+    }
+}
+
+/// Parses one already-decoded JSON value (an item of a batch) exactly as [`JsonBody`] parses
+/// a body: named fields only, field errors as pointers relative to the value.
+pub fn parse_value<T: DeserializeOwned + Validate>(
+    value: serde_json::Value,
+) -> Result<T, ApiError> {
+    let bytes = serde_json::to_vec(&value).map_err(|e| ApiError::MalformedJson(e.to_string()))?;
+    let parsed: T = parse_json(&bytes)?;
+    parsed
+        .validate()
+        .map_err(|e| ApiError::Validation(field_errors(&e)))?;
+    Ok(parsed)
+}
+
 fn is_json(content_type: Option<&header::HeaderValue>) -> bool {
     let Some(essence) = content_type
         .and_then(|v| v.to_str().ok())

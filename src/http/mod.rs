@@ -2,16 +2,18 @@
 //! binds, runs the background workers and shuts down gracefully.
 
 pub mod accounts;
+pub mod batch;
 pub mod error;
 pub mod extract;
 pub mod health;
 pub mod openapi;
+pub mod requests;
 pub mod responses;
 pub mod transactions;
 pub mod validate;
 
-use crate::config::{HttpConfig, ServeArgs};
-use crate::ledger::checkpoints;
+use crate::config::{HOLD_SWEEP_BATCH, HttpConfig, ServeArgs};
+use crate::ledger::{checkpoints, holds};
 use anyhow::Context;
 use axum::Router;
 use axum::extract::{DefaultBodyLimit, Request, State};
@@ -47,8 +49,16 @@ pub fn app(state: AppState) -> Router {
         .route("/v1/accounts/{id}/freeze", post(accounts::freeze))
         .route("/v1/accounts/{id}/unfreeze", post(accounts::unfreeze))
         .route("/v1/accounts/{id}/close", post(accounts::close))
+        .route("/v1/accounts/{id}/holds", get(accounts::holds))
         .route("/v1/transactions", post(transactions::create).get(transactions::list))
+        .route(
+            "/v1/transactions/batch",
+            post(batch::batch).layer(DefaultBodyLimit::max(state.config.batch_body_limit_bytes)),
+        )
         .route("/v1/transactions/{id}", get(transactions::get))
+        .route("/v1/transactions/{id}/post", post(transactions::post))
+        .route("/v1/transactions/{id}/void", post(transactions::void))
+        .route("/v1/transactions/{id}/reverse", post(transactions::reverse))
         .route("/v1/transfers", post(transactions::transfer))
         .route("/v1/payments", post(transactions::payment))
         .route("/healthz", get(health::healthz))
@@ -83,10 +93,33 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         .await
         .with_context(|| format!("binding {}", args.http.listen_addr))?;
     let (stop, stopped) = watch::channel(false);
-    let checkpointer = tokio::spawn(checkpoint_loop(
-        pool.clone(),
+    let checkpointer = tokio::spawn(periodically(
+        "advance system-account checkpoints",
         Duration::from_millis(args.checkpoint_interval_ms),
+        stopped.clone(),
+        {
+            let pool = pool.clone();
+            move || {
+                let pool = pool.clone();
+                async move {
+                    checkpoints::advance(&mut *pool.acquire().await?)
+                        .await
+                        .map(|n| n as i64)
+                }
+            }
+        },
+    ));
+    let sweeper = tokio::spawn(periodically(
+        "expire overdue holds",
+        Duration::from_millis(args.hold_sweep_interval_ms),
         stopped,
+        {
+            let pool = pool.clone();
+            move || {
+                let pool = pool.clone();
+                async move { holds::sweep(&mut *pool.acquire().await?, HOLD_SWEEP_BATCH).await }
+            }
+        },
     ));
     tracing::info!(addr = %args.http.listen_addr, "serving");
     let state = AppState {
@@ -97,25 +130,33 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         .with_graceful_shutdown(crate::shutdown_signal())
         .await?;
     let _ = stop.send(true);
-    let _ = checkpointer.await;
+    let _ = tokio::join!(checkpointer, sweeper);
     pool.close().await;
     tracing::info!("stopped: in-flight requests finished, pool closed");
     Ok(())
 }
 
-/// Advances system-account checkpoints until told to stop.
-async fn checkpoint_loop(pool: PgPool, every: Duration, mut stop: watch::Receiver<bool>) {
+/// Runs `step` every `every` until told to stop; a failed step is logged and retried at the
+/// next tick (the database decides every step's effect, so a retry is always safe).
+async fn periodically<F, Fut>(
+    name: &'static str,
+    every: Duration,
+    mut stop: watch::Receiver<bool>,
+    mut step: F,
+) where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<i64, sqlx::Error>>,
+{
     let mut ticker = tokio::time::interval(every);
     loop {
         tokio::select! {
             _ = ticker.tick() => {}
             _ = stop.changed() => return,
         }
-        let result = async { checkpoints::advance(&mut *pool.acquire().await?).await }.await;
-        match result {
+        match step().await {
             Ok(0) => {}
-            Ok(n) => tracing::debug!(checkpoints = n, "advanced system-account checkpoints"),
-            Err(e) => tracing::warn!(error = %e, "checkpoint failed; will retry"),
+            Ok(n) => tracing::debug!(task = name, rows = n, "background step"),
+            Err(e) => tracing::warn!(task = name, error = %e, "background step failed; will retry"),
         }
     }
 }

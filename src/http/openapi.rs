@@ -2,7 +2,7 @@
 //! `openapi/openapi.json` must equal [`document`] (a test checks it); regenerate it with
 //! `cargo run -- openapi > openapi/openapi.json`.
 
-use super::{accounts, health, transactions};
+use super::{accounts, batch, health, transactions};
 use utoipa::OpenApi;
 
 #[derive(OpenApi)]
@@ -12,16 +12,18 @@ use utoipa::OpenApi;
         description = "A double-entry wallet ledger built on natural idempotency. Every create is keyed by its id: a retry replays the stored answer (`Idempotent-Replayed: true`), a different payload under the same id is `idempotency_mismatch`. Errors are `application/problem+json` with a stable `code`."
     ),
     paths(
-        accounts::create, accounts::get, accounts::patch, accounts::entries,
+        accounts::create, accounts::get, accounts::patch, accounts::entries, accounts::holds,
         accounts::freeze, accounts::unfreeze, accounts::close,
         transactions::create, transactions::list, transactions::get,
-        transactions::transfer, transactions::payment,
+        transactions::transfer, transactions::payment, batch::batch,
+        transactions::post, transactions::void, transactions::reverse,
         health::healthz, health::readyz, health::openapi,
     ),
     components(schemas(crate::problem::Problem, crate::problem::FieldError)),
     tags(
         (name = "accounts", description = "wallets and system accounts, with derived balances"),
         (name = "transactions", description = "moving money, exactly once per id"),
+        (name = "holds", description = "reserving money, then capturing or releasing it exactly once"),
         (name = "operations", description = "health, readiness, this document"),
     )
 )]

@@ -180,19 +180,22 @@ pub async fn find(conn: &mut PgConnection, id: &str) -> Result<Option<Account>, 
 
 /// The account's balances now, without scanning its history: a wallet's posted balance is
 /// its last entry's running balance (one index lookup); a system account's is its latest
-/// checkpoint plus the entries written since.
+/// checkpoint plus the entries written since; pending amounts are summed over its open,
+/// unexpired holds only.
 pub async fn balances(conn: &mut PgConnection, account: &Account) -> Result<Balances, sqlx::Error> {
     let posted = if account.is_wallet() {
         wallet_posted_balance(conn, &account.id).await?
     } else {
         super::checkpoints::system_posted_balance(conn, &account.id).await?
     };
-    // Holds (issue #3) will add pending_in / pending_out from open holds; no transaction can
-    // be pending yet, so both are zero by construction.
+    let pending = super::holds::pending_totals(conn, std::slice::from_ref(&account.id))
+        .await?
+        .remove(&account.id)
+        .unwrap_or_default();
     Ok(Balances {
         posted,
-        pending_in: 0,
-        pending_out: 0,
+        pending_in: pending.pending_in,
+        pending_out: pending.pending_out,
     })
 }
 

@@ -4,9 +4,12 @@
 pub mod accounts;
 pub mod checkpoints;
 pub mod compare;
+pub mod holds;
 pub mod ids;
 pub mod journal;
 pub mod money;
+pub mod posting;
+pub mod reversals;
 pub mod transactions;
 pub mod views;
 

@@ -91,7 +91,7 @@ pub struct TransactionView {
     pub id: Uuid,
     /// Which endpoint created it: `transaction`, `transfer` or `payment`.
     pub kind: String,
-    /// `posted` or `rejected` (holds add `pending`, `voided`, `expired`).
+    /// `pending` (a hold), `posted`, `rejected`, `voided` or `expired`.
     pub status: String,
     pub currency: String,
     /// The legs: for a posted transaction its entries, for a rejected one what was refused.
@@ -103,6 +103,13 @@ pub struct TransactionView {
     pub created_at: DateTime<Utc>,
     /// Ledger time: when the entries took effect.
     pub posted_at: Option<DateTime<Utc>>,
+    /// Holds: when an uncaptured hold stops counting and becomes `expired`.
+    pub expires_at: Option<DateTime<Utc>>,
+    /// Reversals: the transaction this one gives money back for.
+    pub reverses: Option<Uuid>,
+    /// Captured holds: how much was captured (the rest was released).
+    pub captured_amount: Option<i64>,
+    pub captured_amount_decimal: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, ToSchema)]
@@ -125,5 +132,13 @@ pub struct EntryView {
 #[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct Page<T> {
     pub data: Vec<T>,
+    pub next_cursor: Option<String>,
+}
+
+/// The open holds of an account and its balances, read in one snapshot.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct HoldsPage {
+    pub balances: BalancesView,
+    pub data: Vec<TransactionView>,
     pub next_cursor: Option<String>,
 }

@@ -268,8 +268,9 @@ fn cases() -> Vec<Case> {
             .invalid("Idempotency-Key"),
         Case::post("body over the 256 KiB limit", "/v1/transfers", big_metadata).expect(413, "payload_too_large"),
         Case::post("metadata is a string", "/v1/transfers", with(ok_transfer(), "metadata", json!("note"))).invalid("/metadata"),
-        Case::post("status pending (holds are not supported yet)", "/v1/transfers", with(ok_transfer(), "status", json!("pending")))
-            .invalid("/status"),
+        Case::post("a hold expiring in the past", "/v1/transfers",
+            with(with(ok_transfer(), "status", json!("pending")), "expires_at", json!("2020-01-01T00:00:00Z")))
+            .invalid("/expires_at"),
         Case::post("status bogus", "/v1/transfers", with(ok_transfer(), "status", json!("bogus"))).invalid("/status"),
         Case::post("expires_at on a posted transfer", "/v1/transfers",
             with(with(ok_transfer(), "status", json!("posted")), "expires_at", json!("2030-01-01T00:00:00Z")))

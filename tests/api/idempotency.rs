@@ -269,7 +269,8 @@ async fn frozen_and_closed_accounts_refuse_and_the_refusal_is_stored() {
     }
     app.fund("w1", 10_000).await;
 
-    let frozen = app.post("/v1/accounts/w2/freeze", &json!({})).await;
+    // A frozen account refuses debits (and takes credits: money can still arrive).
+    let frozen = app.post("/v1/accounts/w1/freeze", &json!({})).await;
     assert_eq!(
         (frozen.status, &frozen.body["status"]),
         (StatusCode::OK, &json!("frozen"))
@@ -280,8 +281,9 @@ async fn frozen_and_closed_accounts_refuse_and_the_refusal_is_stored() {
         (r.status, r.code()),
         (StatusCode::UNPROCESSABLE_ENTITY, "account_frozen")
     );
+    assert_eq!(app.fund("w1", 1).await.status, StatusCode::CREATED);
     assert_eq!(
-        app.post("/v1/accounts/w2/unfreeze", &json!({})).await.body["status"],
+        app.post("/v1/accounts/w1/unfreeze", &json!({})).await.body["status"],
         "active"
     );
     let retry = app.transfer(id, "w1", "w2", 100).await;
@@ -311,7 +313,7 @@ async fn frozen_and_closed_accounts_refuse_and_the_refusal_is_stored() {
         (retry.code(), retry.replayed(), &retry.text),
         ("account_closed", true, &r.text)
     );
-    assert_eq!(app.posted_balance("w1").await, 10_000);
+    assert_eq!(app.posted_balance("w1").await, 10_001);
     app.finish().await;
 }
 

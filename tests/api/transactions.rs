@@ -172,11 +172,12 @@ async fn a_database_outage_answers_503_with_retry_after_and_says_nothing_of_inte
 async fn a_clearing_account_is_created_by_the_first_posted_payment_only() {
     let app = TestApp::new().await;
     app.create_wallet("w").await;
-    app.post_empty("/v1/accounts/w/freeze").await;
-    let payment = |provider: &str| json!({"id": Uuid::new_v4(), "account": "w", "amount": 100, "currency": "SAR", "provider": provider});
+    app.create_wallet("gone").await;
+    app.post_empty("/v1/accounts/gone/close").await;
+    let payment = |wallet: &str, provider: &str| json!({"id": Uuid::new_v4(), "account": wallet, "amount": 100, "currency": "SAR", "provider": provider});
     let before = app.row_counts().await;
-    let refused = app.post("/v1/payments", &payment("psp1")).await;
-    assert_eq!(refused.code(), "account_frozen");
+    let refused = app.post("/v1/payments", &payment("gone", "psp1")).await;
+    assert_eq!(refused.code(), "account_closed");
     let after = app.row_counts().await;
     assert_eq!(
         (after.0, after.1, after.2),
@@ -188,9 +189,8 @@ async fn a_clearing_account_is_created_by_the_first_posted_payment_only() {
         StatusCode::NOT_FOUND
     );
 
-    app.post_empty("/v1/accounts/w/unfreeze").await;
     assert_eq!(
-        app.post("/v1/payments", &payment("psp1")).await.status,
+        app.post("/v1/payments", &payment("w", "psp1")).await.status,
         StatusCode::CREATED
     );
     let clearing = app.get("/v1/accounts/clearing:psp1:SAR").await;
@@ -201,7 +201,7 @@ async fn a_clearing_account_is_created_by_the_first_posted_payment_only() {
 
     // An id that looks like a clearing account but is a wallet is never debited as one.
     app.create_wallet("clearing:psp2:SAR").await;
-    let r = app.post("/v1/payments", &payment("psp2")).await;
+    let r = app.post("/v1/payments", &payment("w", "psp2")).await;
     assert_eq!(
         (r.status, r.code()),
         (StatusCode::UNPROCESSABLE_ENTITY, "validation_failed")

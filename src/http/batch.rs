@@ -1,0 +1,144 @@
+//! `POST /v1/transactions/batch`: up to `MAX_BATCH_ITEMS` creates in one database commit.
+//! `atomic`: all or nothing (`batch_failed` names the first item that would not be created).
+//! `independent`: every item answered exactly as its single `POST /v1/transactions` would be.
+
+use super::AppState;
+use super::error::{ApiError, Result};
+use super::extract::{IdempotencyKey, JsonBody, parse_value};
+use super::requests::CreateTransactionRequest;
+use super::responses::json;
+use crate::config::MAX_BATCH_ITEMS;
+use crate::ledger::Created;
+use crate::ledger::posting::{self, BatchResult, ItemOutcome, Mode};
+use crate::ledger::transactions::NewTransaction;
+use crate::problem::Problem;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::Response;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use utoipa::ToSchema;
+use validator::Validate;
+
+#[derive(Debug, Clone, Copy, Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum BatchMode {
+    Atomic,
+    Independent,
+}
+
+#[derive(Debug, Deserialize, Validate, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct BatchRequest {
+    pub mode: BatchMode,
+    /// 1 to 1,000 bodies of `POST /v1/transactions`, each with its own `id`.
+    #[validate(length(min = 1, max = 1000, message = "a batch has 1 to 1000 items"))]
+    #[schema(value_type = Vec<CreateTransactionRequest>)]
+    pub items: Vec<Value>,
+}
+
+/// What one item's single call would have answered.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ItemResult {
+    pub status: u16,
+    /// `true` when the answer is a stored one replayed (`Idempotent-Replayed` of a single call).
+    pub replayed: bool,
+    #[schema(value_type = Object)]
+    pub body: Value,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct BatchResponse {
+    pub results: Vec<ItemResult>,
+}
+
+#[utoipa::path(post, path = "/v1/transactions/batch", tag = "transactions", request_body = BatchRequest,
+    responses(
+        (status = 200, description = "every item's answer, in request order; a retried batch replays", body = BatchResponse),
+        (status = 422, description = "validation_failed (the batch itself), batch_failed (atomic: `index` and `problem` of the first failing item; nothing was stored)", body = Problem, content_type = "application/problem+json"),
+    ))]
+pub async fn batch(
+    State(state): State<AppState>,
+    JsonBody(req): JsonBody<BatchRequest>,
+) -> Result<Response> {
+    debug_assert!(req.items.len() <= MAX_BATCH_ITEMS);
+    let mode = match req.mode {
+        BatchMode::Atomic => Mode::Atomic,
+        BatchMode::Independent => Mode::Independent,
+    };
+    // Items are parsed one by one, so that in independent mode a bad item answers like its
+    // single call (400/422) and the others still go through.
+    let no_key = IdempotencyKey(None);
+    let parsed: Vec<Result<NewTransaction>> = req
+        .items
+        .into_iter()
+        .map(|item| {
+            parse_value::<CreateTransactionRequest>(item)?
+                .into_new(&no_key, state.config.hold_expiry())
+        })
+        .collect();
+    if mode == Mode::Atomic
+        && let Some((index, Err(e))) = parsed.iter().enumerate().find(|(_, p)| p.is_err())
+    {
+        return Err(ApiError::BatchFailed {
+            index,
+            problem: problem_value(e.problem()),
+        });
+    }
+    let valid: Vec<NewTransaction> = parsed
+        .iter()
+        .filter_map(|p| p.as_ref().ok().cloned())
+        .collect();
+    let outcomes = match posting::create_many(&state.pool, &valid, mode).await? {
+        BatchResult::Done(outcomes) => outcomes,
+        BatchResult::Failed { index, outcome } => {
+            let (_, _, body) = item_answer(outcome);
+            return Err(ApiError::BatchFailed {
+                index,
+                problem: body,
+            });
+        }
+    };
+    // One outcome per valid item, in order; invalid items answer their own problem.
+    let mut outcomes = outcomes.into_iter();
+    let mut results = Vec::with_capacity(parsed.len());
+    for p in parsed {
+        let (status, replayed, body) = match p {
+            Ok(_) => {
+                let outcome = outcomes
+                    .next()
+                    .ok_or_else(|| ApiError::Internal(anyhow::anyhow!("batch outcome missing")))?;
+                item_answer(outcome)
+            }
+            Err(e) => (e.problem().status, false, problem_value(e.problem())),
+        };
+        results.push(ItemResult {
+            status,
+            replayed,
+            body,
+        });
+    }
+    json(StatusCode::OK, &BatchResponse { results })
+}
+
+fn problem_value(problem: Problem) -> Value {
+    serde_json::to_value(problem).unwrap_or(Value::Null)
+}
+
+/// An item's status, whether it is a replay, and its body, as its single call would answer.
+fn item_answer(outcome: ItemOutcome) -> (u16, bool, Value) {
+    let parse = |body: &str| serde_json::from_str(body).unwrap_or(Value::Null);
+    match outcome {
+        Ok(Created::New { body }) => (201, false, parse(&body)),
+        Ok(Created::Refused { body }) => (422, false, parse(&body)),
+        Ok(Created::Replayed { status, body }) => (status, true, parse(&body)),
+        Ok(Created::Mismatch { differing_fields }) => {
+            let problem = ApiError::IdempotencyMismatch(differing_fields).problem();
+            (problem.status, false, problem_value(problem))
+        }
+        Err(e) => {
+            let problem = ApiError::from(e).problem();
+            (problem.status, false, problem_value(problem))
+        }
+    }
+}

@@ -1,0 +1,299 @@
+//! The request bodies that create transactions, and how each becomes a
+//! [`NewTransaction`]: its legs, its canonical form (what a replay is compared with), and
+//! its requested status. Shared by the single endpoints and by the batch.
+
+use super::error::{ApiError, Result};
+use super::extract::IdempotencyKey;
+use super::validate;
+use crate::ledger::ids::AccountId;
+use crate::ledger::journal::{Journal, Leg};
+use crate::ledger::money::{Amount, Currency};
+use crate::ledger::transactions::{Kind, NewTransaction, Requested};
+use chrono::{DateTime, TimeDelta, Utc};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value, json};
+use utoipa::ToSchema;
+use uuid::Uuid;
+use validator::Validate;
+
+/// `posted` (default): the money moves now. `pending`: a hold, captured later with
+/// `/post` or released with `/void`, expiring at `expires_at`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum RequestedStatus {
+    #[default]
+    Posted,
+    Pending,
+}
+
+#[derive(Debug, Deserialize, Validate, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct EntryRequest {
+    #[validate(custom(function = "validate::account_id"))]
+    pub account: String,
+    /// Signed minor units: positive credits the account, negative debits it.
+    #[validate(custom(function = "validate::signed_amount"))]
+    pub amount: i64,
+}
+
+#[derive(Debug, Deserialize, Validate, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CreateTransactionRequest {
+    /// The idempotency key. Without it, an `Idempotency-Key` header derives one.
+    pub id: Option<Uuid>,
+    /// Two or more legs on distinct accounts of one currency, summing to zero.
+    #[validate(nested)]
+    pub entries: Vec<EntryRequest>,
+    pub status: Option<RequestedStatus>,
+    /// Holds only: when the hold expires (default: the server's hold expiry from now).
+    pub expires_at: Option<DateTime<Utc>>,
+    #[validate(custom(function = "validate::external_ref"))]
+    pub external_ref: Option<String>,
+    #[schema(value_type = Option<Object>)]
+    pub metadata: Option<Map<String, Value>>,
+}
+
+#[derive(Debug, Deserialize, Validate, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TransferRequest {
+    pub id: Option<Uuid>,
+    #[validate(custom(function = "validate::account_id"))]
+    pub from: String,
+    #[validate(custom(function = "validate::account_id"))]
+    pub to: String,
+    /// Positive minor units moved from `from` to `to`.
+    #[validate(custom(function = "validate::positive_amount"))]
+    pub amount: i64,
+    pub status: Option<RequestedStatus>,
+    /// Holds only: when the hold expires (default: the server's hold expiry from now).
+    pub expires_at: Option<DateTime<Utc>>,
+    #[validate(custom(function = "validate::external_ref"))]
+    pub external_ref: Option<String>,
+    #[schema(value_type = Option<Object>)]
+    pub metadata: Option<Map<String, Value>>,
+}
+
+#[derive(Debug, Deserialize, Validate, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PaymentRequest {
+    pub id: Option<Uuid>,
+    /// The wallet credited.
+    #[validate(custom(function = "validate::account_id"))]
+    pub account: String,
+    /// Positive minor units.
+    #[validate(custom(function = "validate::positive_amount"))]
+    pub amount: i64,
+    /// Must be the wallet's currency.
+    #[validate(custom(function = "validate::currency"))]
+    pub currency: String,
+    /// The payment provider; its clearing account `clearing:{provider}:{currency}` is debited.
+    #[validate(custom(function = "validate::provider"))]
+    pub provider: String,
+    /// The provider's reference of the payment.
+    #[validate(custom(function = "validate::external_ref"))]
+    pub external_ref: Option<String>,
+    #[schema(value_type = Option<Object>)]
+    pub metadata: Option<Map<String, Value>>,
+}
+
+fn account(id: &str, field: &str) -> Result<AccountId> {
+    AccountId::parse(id)
+        .ok_or_else(|| ApiError::validation(field, "account_id", "invalid account id"))
+}
+
+fn amount(value: i64, field: &str) -> Result<Amount> {
+    Amount::new(value).ok_or_else(|| ApiError::validation(field, "range", "out of range"))
+}
+
+fn leg(account_id: AccountId, value: Amount, account_field: &str, amount_field: &str) -> Leg {
+    Leg {
+        account: account_id,
+        amount: value,
+        account_field: account_field.to_owned(),
+        amount_field: amount_field.to_owned(),
+        must_be_wallet: false,
+    }
+}
+
+/// Posted now, or a hold until `expires_at` (given, in the future; or the default expiry).
+/// The canonical request keeps `expires_at` as sent, so a retry of a hold with the default
+/// expiry is the same request.
+fn requested(
+    status: Option<RequestedStatus>,
+    expires_at: Option<DateTime<Utc>>,
+    default_expiry: TimeDelta,
+) -> Result<Requested> {
+    match status.unwrap_or_default() {
+        RequestedStatus::Posted => match expires_at {
+            Some(_) => Err(ApiError::validation(
+                "/expires_at",
+                "not_applicable",
+                "expires_at applies to holds only",
+            )),
+            None => Ok(Requested::Posted),
+        },
+        RequestedStatus::Pending => {
+            let now = Utc::now();
+            let expires_at = match expires_at {
+                Some(t) if t <= now => {
+                    return Err(ApiError::validation(
+                        "/expires_at",
+                        "range",
+                        "must be in the future",
+                    ));
+                }
+                Some(t) => t,
+                None => now
+                    .checked_add_signed(default_expiry)
+                    .unwrap_or(DateTime::<Utc>::MAX_UTC),
+            };
+            // PostgreSQL keeps microseconds: stored and answered times must be the same.
+            let expires_at = DateTime::from_timestamp_micros(expires_at.timestamp_micros())
+                .unwrap_or(expires_at);
+            Ok(Requested::Pending { expires_at })
+        }
+    }
+}
+
+impl CreateTransactionRequest {
+    pub fn into_new(
+        self,
+        key: &IdempotencyKey,
+        default_expiry: TimeDelta,
+    ) -> Result<NewTransaction> {
+        let id = key.resolve(self.id)?;
+        let status = requested(self.status, self.expires_at, default_expiry)?;
+        let legs = self
+            .entries
+            .iter()
+            .enumerate()
+            .map(|(i, e)| {
+                let (account_field, amount_field) = (
+                    format!("/entries/{i}/account"),
+                    format!("/entries/{i}/amount"),
+                );
+                Ok(leg(
+                    account(&e.account, &account_field)?,
+                    amount(e.amount, &amount_field)?,
+                    &account_field,
+                    &amount_field,
+                ))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let metadata = self.metadata.unwrap_or_default();
+        let request = json!({
+            "kind": Kind::Transaction.as_str(),
+            "entries": self.entries.iter().map(|e| json!({"account": e.account, "amount": e.amount})).collect::<Vec<_>>(),
+            "status": self.status.unwrap_or_default(),
+            "expires_at": self.expires_at,
+            "external_ref": self.external_ref,
+            "metadata": metadata,
+        });
+        Ok(NewTransaction {
+            id,
+            kind: Kind::Transaction,
+            status,
+            journal: Journal::new(legs).map_err(ApiError::Validation)?,
+            currency: None,
+            external_ref: self.external_ref,
+            metadata,
+            request,
+            clearing_account: None,
+            reversal: None,
+        })
+    }
+}
+
+impl TransferRequest {
+    pub fn into_new(
+        self,
+        key: &IdempotencyKey,
+        default_expiry: TimeDelta,
+    ) -> Result<NewTransaction> {
+        let id = key.resolve(self.id)?;
+        let status = requested(self.status, self.expires_at, default_expiry)?;
+        if self.from == self.to {
+            return Err(ApiError::validation(
+                "/to",
+                "same_account",
+                "from and to must be different accounts",
+            ));
+        }
+        let moved = amount(self.amount, "/amount")?;
+        let legs = vec![
+            leg(
+                account(&self.from, "/from")?,
+                moved.negate(),
+                "/from",
+                "/amount",
+            ),
+            leg(account(&self.to, "/to")?, moved, "/to", "/amount"),
+        ];
+        let metadata = self.metadata.unwrap_or_default();
+        let request = json!({
+            "kind": Kind::Transfer.as_str(),
+            "from": self.from,
+            "to": self.to,
+            "amount": self.amount,
+            "status": self.status.unwrap_or_default(),
+            "expires_at": self.expires_at,
+            "external_ref": self.external_ref,
+            "metadata": metadata,
+        });
+        Ok(NewTransaction {
+            id,
+            kind: Kind::Transfer,
+            status,
+            journal: Journal::new(legs).map_err(ApiError::Validation)?,
+            currency: None,
+            external_ref: self.external_ref,
+            metadata,
+            request,
+            clearing_account: None,
+            reversal: None,
+        })
+    }
+}
+
+impl PaymentRequest {
+    pub fn into_new(self, key: &IdempotencyKey) -> Result<NewTransaction> {
+        let id = key.resolve(self.id)?;
+        let currency = Currency::parse(&self.currency)
+            .ok_or_else(|| ApiError::validation("/currency", "currency", "unknown currency"))?;
+        let credited = amount(self.amount, "/amount")?;
+        let clearing = AccountId::clearing(&self.provider, currency.code());
+        let wallet = account(&self.account, "/account")?;
+        if wallet == clearing {
+            let message = "a payment cannot credit its own clearing account";
+            return Err(ApiError::validation("/account", "same_account", message));
+        }
+        let mut credit = leg(wallet, credited, "/account", "/amount");
+        credit.must_be_wallet = true;
+        let legs = vec![
+            credit,
+            leg(clearing.clone(), credited.negate(), "/provider", "/amount"),
+        ];
+        let metadata = self.metadata.unwrap_or_default();
+        let request = json!({
+            "kind": Kind::Payment.as_str(),
+            "account": self.account,
+            "amount": self.amount,
+            "currency": self.currency,
+            "provider": self.provider,
+            "external_ref": self.external_ref,
+            "metadata": metadata,
+        });
+        Ok(NewTransaction {
+            id,
+            kind: Kind::Payment,
+            status: Requested::Posted,
+            journal: Journal::new(legs).map_err(ApiError::Validation)?,
+            currency: Some((currency, "/currency".into())),
+            external_ref: self.external_ref,
+            metadata,
+            request,
+            clearing_account: Some((clearing, currency)),
+            reversal: None,
+        })
+    }
+}

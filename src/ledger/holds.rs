@@ -1,0 +1,431 @@
+//! Holds: money reserved by a pending transaction until it is captured (`post`), released
+//! (`void`) or expires.
+//!
+//! Every transition is `UPDATE ... WHERE id = $1 AND status = 'pending' AND expires_at > now()`
+//! under the transaction row's lock, so a hold is captured or released exactly once however
+//! many requests race for it; a repeat of the same request replays the stored answer and any
+//! other request meets the terminal status it left behind. What a hold reserves lives in
+//! `open_holds` while it is pending and goes away in the same database transaction that ends it.
+
+use super::money::{Amount, Currency};
+use super::posting::{self, NewEntry};
+use super::transactions::StoredTransaction;
+use super::views::{LegView, TransactionView};
+use super::{compare, now_micros};
+use crate::problem::FieldError;
+use chrono::{DateTime, Utc};
+use serde_json::{Value, json};
+use sqlx::{PgConnection, PgPool};
+use std::collections::HashMap;
+use uuid::Uuid;
+
+/// One leg of a pending hold, as `open_holds` keeps it.
+#[derive(Debug, Clone)]
+pub struct OpenHold {
+    pub transaction_id: Uuid,
+    pub account: String,
+    /// Signed like an entry: negative reserves money going out of the account.
+    pub amount: i64,
+    pub expires_at: DateTime<Utc>,
+}
+
+pub async fn insert_open_holds(
+    conn: &mut PgConnection,
+    holds: &[&OpenHold],
+) -> Result<(), sqlx::Error> {
+    if holds.is_empty() {
+        return Ok(());
+    }
+    let transactions: Vec<Uuid> = holds.iter().map(|h| h.transaction_id).collect();
+    let accounts: Vec<&str> = holds.iter().map(|h| h.account.as_str()).collect();
+    let amounts: Vec<i64> = holds.iter().map(|h| h.amount).collect();
+    let expiries: Vec<DateTime<Utc>> = holds.iter().map(|h| h.expires_at).collect();
+    sqlx::query!(
+        r#"insert into open_holds (transaction_id, account_id, amount, expires_at)
+           select * from unnest($1::uuid[], $2::text[], $3::bigint[], $4::timestamptz[])"#,
+        &transactions,
+        &accounts as &[&str],
+        &amounts,
+        &expiries,
+    )
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Pending {
+    pub pending_out: i64,
+    pub pending_in: i64,
+}
+
+/// What the open, unexpired holds of each account reserve: a sum over open holds only, never
+/// over the account's history.
+pub async fn pending_totals(
+    conn: &mut PgConnection,
+    accounts: &[String],
+) -> Result<HashMap<String, Pending>, sqlx::Error> {
+    let rows = sqlx::query!(
+        r#"select account_id,
+                  coalesce(sum(-amount) filter (where amount < 0), 0)::bigint as "pending_out!",
+                  coalesce(sum(amount) filter (where amount > 0), 0)::bigint as "pending_in!"
+           from open_holds
+           where account_id = any($1) and expires_at > now()
+           group by account_id"#,
+        accounts
+    )
+    .fetch_all(conn)
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(|r| {
+            (
+                r.account_id,
+                Pending {
+                    pending_out: r.pending_out,
+                    pending_in: r.pending_in,
+                },
+            )
+        })
+        .collect())
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Action {
+    Post,
+    Void,
+}
+
+impl Action {
+    fn as_str(self) -> &'static str {
+        match self {
+            Action::Post => "post",
+            Action::Void => "void",
+        }
+    }
+
+    fn target(self) -> &'static str {
+        match self {
+            Action::Post => "posted",
+            Action::Void => "voided",
+        }
+    }
+}
+
+/// How a post or void was answered.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Resolution {
+    /// It happened now: 200 with the transaction.
+    Done {
+        body: String,
+    },
+    /// The same request happened before: its stored answer, replayed.
+    Replayed {
+        body: String,
+    },
+    /// The same action happened before with another amount.
+    Mismatch {
+        differing_fields: Vec<String>,
+    },
+    NotFound,
+    /// The transaction is in a status this action cannot leave (or was never a hold).
+    InvalidTransition {
+        current: String,
+    },
+    Invalid(Vec<FieldError>),
+}
+
+struct HoldRow {
+    status: String,
+    expired: bool,
+    currency: String,
+    legs: Value,
+    resolution_request: Option<Value>,
+    resolution_response: Option<String>,
+}
+
+/// Captures (`Post`, fully or, on a two-leg hold, partially) or releases (`Void`) a hold.
+pub async fn resolve(
+    pool: &PgPool,
+    id: Uuid,
+    action: Action,
+    amount: Option<i64>,
+) -> Result<Resolution, sqlx::Error> {
+    let mut conn = pool.acquire().await?;
+    let mut tx = sqlx::Connection::begin(&mut *conn).await?;
+    // The row lock serializes every post, void and expiry of this hold.
+    let Some(hold) = sqlx::query_as!(
+        HoldRow,
+        r#"select status, coalesce(expires_at <= now(), false) as "expired!", currency, legs,
+                  resolution_request, resolution_response
+           from transactions where id = $1 for update"#,
+        id
+    )
+    .fetch_optional(&mut *tx)
+    .await?
+    else {
+        return Ok(Resolution::NotFound);
+    };
+    let legs: Vec<LegView> = serde_json::from_value(hold.legs.clone()).unwrap_or_default();
+    let held = super::transactions::credited_total(&legs);
+    // A two-leg hold's capture defaults to the whole amount, so `{}` and `{"amount": held}`
+    // are the same request; a multi-leg hold is captured whole.
+    let request = match action {
+        Action::Post => {
+            json!({"action": action.as_str(), "amount": amount.or((legs.len() == 2).then_some(held))})
+        }
+        Action::Void => json!({"action": action.as_str()}),
+    };
+
+    if hold.status != "pending" || hold.expired {
+        if hold.status == "pending" {
+            // Past its expiry: expire it now, by the same rule the sweeper applies.
+            expire(&mut tx, id).await?;
+            tx.commit().await?;
+            return Ok(Resolution::InvalidTransition {
+                current: "expired".into(),
+            });
+        }
+        tx.rollback().await?;
+        return Ok(match (hold.resolution_request, hold.resolution_response) {
+            (Some(stored), Some(body)) if hold.status == action.target() => {
+                let differing_fields = compare::differing_fields(&stored, &request);
+                if differing_fields.is_empty() {
+                    Resolution::Replayed { body }
+                } else {
+                    Resolution::Mismatch { differing_fields }
+                }
+            }
+            _ => Resolution::InvalidTransition {
+                current: hold.status,
+            },
+        });
+    }
+
+    let Some(currency) = Currency::parse(&hold.currency) else {
+        return Err(sqlx::Error::Protocol(format!(
+            "transaction {id} has an unknown currency"
+        )));
+    };
+    let captured = match (action, amount) {
+        (Action::Void, _) | (Action::Post, None) => None,
+        (Action::Post, Some(_)) if legs.len() != 2 => {
+            let message =
+                "a partial capture applies to two-leg holds; omit amount to capture in full";
+            return Ok(Resolution::Invalid(vec![FieldError::new(
+                "/amount",
+                "not_applicable",
+                message,
+            )]));
+        }
+        (Action::Post, Some(a)) if a > held => {
+            let message = format!("exceeds the held {}", currency.format(held));
+            return Ok(Resolution::Invalid(vec![FieldError::new(
+                "/amount", "range", message,
+            )]));
+        }
+        (Action::Post, Some(a)) => Some(a),
+    };
+    let now = now_micros();
+    let body = match action {
+        Action::Void => {
+            let view = resolved_view(&mut tx, id, "voided", None, None, currency).await?;
+            let body = serde_json::to_string(&view).expect("a transaction view always serializes");
+            sqlx::query!(
+                r#"update transactions set status = 'voided', resolution_request = $2,
+                          resolution_response = $3, updated_at = $4
+                   where id = $1 and status = 'pending'"#,
+                id,
+                request,
+                body,
+                now
+            )
+            .execute(&mut *tx)
+            .await?;
+            body
+        }
+        Action::Post => {
+            let capture: Vec<LegView> = legs
+                .iter()
+                .map(|l| {
+                    let amount = captured.map_or(l.amount, |c| c * l.amount.signum());
+                    LegView {
+                        account: l.account.clone(),
+                        amount,
+                        amount_decimal: currency.format(amount),
+                    }
+                })
+                .collect();
+            let Some((entries, ledger_time)) = capture_entries(&mut tx, &capture, now).await?
+            else {
+                let message = "capturing would take a balance past 9007199254740991";
+                return Ok(Resolution::Invalid(vec![FieldError::new(
+                    "/amount",
+                    "balance_overflow",
+                    message,
+                )]));
+            };
+            let view =
+                resolved_view(&mut tx, id, "posted", Some(ledger_time), captured, currency).await?;
+            let body = serde_json::to_string(&view).expect("a transaction view always serializes");
+            sqlx::query!(
+                r#"update transactions set status = 'posted', posted_at = $2, captured_amount = $3,
+                          resolution_request = $4, resolution_response = $5, updated_at = $6
+                   where id = $1 and status = 'pending'"#,
+                id,
+                ledger_time,
+                captured,
+                request,
+                body,
+                now
+            )
+            .execute(&mut *tx)
+            .await?;
+            let rows: Vec<(Uuid, &str, DateTime<Utc>, &NewEntry)> = entries
+                .iter()
+                .map(|e| (id, currency.code(), ledger_time, e))
+                .collect();
+            posting::insert_entry_rows(&mut tx, &rows).await?;
+            body
+        }
+    };
+    // Whatever was not captured is released with the rest of the hold.
+    sqlx::query!("delete from open_holds where transaction_id = $1", id)
+        .execute(&mut *tx)
+        .await?;
+    tx.commit().await?;
+    Ok(Resolution::Done { body })
+}
+
+/// Entries of a capture: the wallets are locked (sorted) and their chains continued. Funds
+/// are not checked again: the hold reserved them. `None` if a credit would overflow.
+async fn capture_entries(
+    conn: &mut PgConnection,
+    legs: &[LegView],
+    now: DateTime<Utc>,
+) -> Result<Option<(Vec<NewEntry>, DateTime<Utc>)>, sqlx::Error> {
+    let mut ids: Vec<String> = legs.iter().map(|l| l.account.clone()).collect();
+    ids.sort();
+    let locked = posting::lock_accounts(conn, &ids).await?;
+    let wallets: Vec<String> = locked
+        .values()
+        .filter(|a| a.kind == "wallet")
+        .map(|a| a.id.clone())
+        .collect();
+    let states = posting::wallet_states(conn, &wallets).await?;
+    let ledger_time = states
+        .values()
+        .filter_map(|s| s.ledger_time)
+        .fold(now, DateTime::max);
+    let mut entries = Vec::with_capacity(legs.len());
+    for leg in legs {
+        let state = states.get(&leg.account);
+        let balance_after = match state {
+            None => None,
+            Some(s) => match Amount::new(s.balance)
+                .zip(Amount::new(leg.amount))
+                .and_then(|(b, a)| b.checked_add(a))
+            {
+                Some(after) => Some(after.minor_units()),
+                None => return Ok(None),
+            },
+        };
+        entries.push(NewEntry {
+            account: leg.account.clone(),
+            amount: leg.amount,
+            sequence: state.map(|s| s.sequence + 1),
+            balance_after,
+        });
+    }
+    Ok(Some((entries, ledger_time)))
+}
+
+/// The transaction as it will read once resolved.
+async fn resolved_view(
+    conn: &mut PgConnection,
+    id: Uuid,
+    status: &str,
+    posted_at: Option<DateTime<Utc>>,
+    captured: Option<i64>,
+    currency: Currency,
+) -> Result<TransactionView, sqlx::Error> {
+    let mut view = super::transactions::find(conn, id)
+        .await?
+        .ok_or(sqlx::Error::RowNotFound)?;
+    view.status = status.to_owned();
+    view.posted_at = posted_at;
+    view.captured_amount = captured;
+    view.captured_amount_decimal = captured.map(|c| currency.format(c));
+    Ok(view)
+}
+
+/// Marks one overdue hold expired and releases what it reserved.
+async fn expire(conn: &mut PgConnection, id: Uuid) -> Result<(), sqlx::Error> {
+    sqlx::query!(
+        "update transactions set status = 'expired', updated_at = now()
+         where id = $1 and status = 'pending' and expires_at <= now()",
+        id
+    )
+    .execute(&mut *conn)
+    .await?;
+    sqlx::query!("delete from open_holds where transaction_id = $1", id)
+        .execute(conn)
+        .await?;
+    Ok(())
+}
+
+/// The sweeper's step: marks up to `limit` overdue holds `expired` and releases them. Rows
+/// being posted or voided right now are skipped (their own request decides). Returns how
+/// many holds expired.
+pub async fn sweep(conn: &mut PgConnection, limit: i64) -> Result<i64, sqlx::Error> {
+    sqlx::query_scalar!(
+        r#"with due as (
+               select id from transactions
+               where status = 'pending' and expires_at <= now()
+               order by expires_at limit $1
+               for update skip locked),
+           expired as (
+               update transactions t set status = 'expired', updated_at = now()
+               from due where t.id = due.id
+               returning t.id),
+           released as (
+               delete from open_holds where transaction_id in (select id from expired)
+               returning 1)
+           select count(*) as "expired!" from expired"#,
+        limit
+    )
+    .fetch_one(conn)
+    .await
+}
+
+/// The open, unexpired holds of an account, newest first. Call it inside the same
+/// repeatable-read transaction as the balances so both describe one moment.
+pub async fn list_open(
+    conn: &mut PgConnection,
+    account: &str,
+    before_seq: Option<i64>,
+    limit: i64,
+) -> Result<(Vec<TransactionView>, Option<i64>), sqlx::Error> {
+    let rows = sqlx::query_as!(
+        StoredTransaction,
+        r#"select t.id, t.seq, t.kind, t.status as "status!", t.currency, t.legs, t.external_ref,
+                  t.metadata, t.refusal_code, t.refusal_detail, t.created_at, t.posted_at,
+                  t.expires_at, t.reverses, t.captured_amount
+           from open_holds h join transactions t on t.id = h.transaction_id
+           where h.account_id = $1 and h.expires_at > now() and t.status = 'pending'
+             and ($2::bigint is null or t.seq < $2)
+           order by t.seq desc
+           limit $3"#,
+        account,
+        before_seq,
+        limit + 1
+    )
+    .fetch_all(conn)
+    .await?;
+    Ok(super::transactions::paginate(
+        rows,
+        limit,
+        |r| r.seq,
+        StoredTransaction::view,
+    ))
+}

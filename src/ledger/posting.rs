@@ -1,0 +1,957 @@
+//! The one write path that creates transactions: a single transfer, payment, multi-leg
+//! transaction, hold or reversal, and a batch of up to a thousand of them, all go through
+//! [`create_many`], set-based, in one database transaction.
+//!
+//! Order of work (see `docs/architecture.md`):
+//! 1. ids already stored are answered from their row (replay or mismatch), before any lock;
+//!    an id repeated inside the batch is bound to its first item;
+//! 2. the originals of reversals are locked (sorted), then every wallet of the batch
+//!    `FOR UPDATE` in sorted id order and every system account `FOR SHARE` (which excludes a
+//!    concurrent freeze or close but never another writer);
+//! 3. each wallet's last entry and open holds are read in *new* statements, after the locks, so
+//!    they include every commit that preceded the locks;
+//! 4. each item is decided in order, in Rust, against running per-wallet state (so item 7 sees
+//!    what item 3 did): post, hold, refuse, or reject as invalid;
+//! 5. all transaction rows go in with one `INSERT ... ON CONFLICT DO NOTHING RETURNING`: if a
+//!    concurrent request took one of the ids, everything rolls back and step 1 runs again (the
+//!    id is now stored, so it replays);
+//! 6. missing clearing accounts, then all entries (one statement, checked by the journal
+//!    trigger) and all open holds (one statement); COMMIT, once.
+
+use super::accounts::{self, AccountType};
+use super::holds;
+use super::ids::AccountId;
+use super::journal::Leg;
+use super::money::{Amount, Currency};
+use super::transactions::{ItemError, NewTransaction, Requested, WriteError};
+use super::views::{LegView, RefusalView, TransactionView};
+use super::{Created, now_micros};
+use crate::problem::{FieldError, Problem};
+use chrono::{DateTime, Utc};
+use serde_json::Value;
+use sqlx::{PgConnection, PgPool};
+use std::collections::{BTreeMap, HashMap};
+use uuid::Uuid;
+
+/// How often a batch is decided again after concurrent requests took some of its ids.
+const MAX_ID_RACE_RETRIES: usize = 5;
+
+/// The answer to one item: what its single call would have answered.
+pub type ItemOutcome = Result<Created, ItemError>;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// All items or none: the first item that would not be created fails the batch.
+    Atomic,
+    /// Each item on its own, as its single call would be answered.
+    Independent,
+}
+
+#[derive(Debug)]
+pub enum BatchResult {
+    Done(Vec<ItemOutcome>),
+    /// Atomic mode: item `index` would not be created, so nothing was written.
+    Failed {
+        index: usize,
+        outcome: ItemOutcome,
+    },
+}
+
+/// Creates one transaction exactly once per id.
+pub async fn create(pool: &PgPool, new: &NewTransaction) -> Result<Created, WriteError> {
+    match create_many(pool, std::slice::from_ref(new), Mode::Independent).await? {
+        BatchResult::Done(outcomes) => outcomes
+            .into_iter()
+            .next()
+            .ok_or(WriteError::Contention)?
+            .map_err(WriteError::Item),
+        BatchResult::Failed { outcome, .. } => outcome.map_err(WriteError::Item),
+    }
+}
+
+/// Creates every item exactly once per id, in one database transaction.
+pub async fn create_many(
+    pool: &PgPool,
+    items: &[NewTransaction],
+    mode: Mode,
+) -> Result<BatchResult, WriteError> {
+    let mut conn = pool.acquire().await?;
+    for _ in 0..MAX_ID_RACE_RETRIES {
+        if let Some(result) = attempt(&mut conn, items, mode).await? {
+            return Ok(result);
+        }
+    }
+    Err(WriteError::Contention)
+}
+
+/// Whether an answer means "not created" for an atomic batch.
+fn fails(outcome: &ItemOutcome) -> bool {
+    match outcome {
+        Ok(Created::New { .. }) => false,
+        Ok(Created::Replayed { status, .. }) => *status >= 400,
+        _ => true,
+    }
+}
+
+/// How an item will be answered before any lock is taken.
+enum Plan {
+    /// Its id is stored: the answer is known.
+    Known(ItemOutcome),
+    /// Its id belongs to an earlier item of this batch.
+    SameIdAs(usize),
+    /// It must be decided.
+    Fresh,
+}
+
+/// One pass: `None` when a concurrent request took one of the ids (the caller retries).
+async fn attempt(
+    conn: &mut PgConnection,
+    items: &[NewTransaction],
+    mode: Mode,
+) -> Result<Option<BatchResult>, WriteError> {
+    let ids: Vec<Uuid> = items.iter().map(|i| i.id).collect();
+    let stored = stored_creations(conn, &ids).await?;
+    let mut first_of_id: HashMap<Uuid, usize> = HashMap::new();
+    let plans: Vec<Plan> = items
+        .iter()
+        .enumerate()
+        .map(|(index, item)| {
+            if let Some(s) = stored.get(&item.id) {
+                return Plan::Known(Ok(Created::replay_or_mismatch(
+                    &s.request,
+                    &item.request,
+                    s.status,
+                    s.body.clone(),
+                )));
+            }
+            match first_of_id.get(&item.id) {
+                Some(&first) => Plan::SameIdAs(first),
+                None => {
+                    first_of_id.insert(item.id, index);
+                    Plan::Fresh
+                }
+            }
+        })
+        .collect();
+    if mode == Mode::Atomic
+        && let Some((index, Plan::Known(outcome))) = plans
+            .iter()
+            .enumerate()
+            .find(|(_, p)| matches!(p, Plan::Known(o) if fails(o)))
+    {
+        return Ok(Some(BatchResult::Failed {
+            index,
+            outcome: outcome.clone(),
+        }));
+    }
+    let fresh: Vec<usize> = plans
+        .iter()
+        .enumerate()
+        .filter(|(_, p)| matches!(p, Plan::Fresh))
+        .map(|(i, _)| i)
+        .collect();
+
+    let mut decided: HashMap<usize, Result<Rendered, ItemError>> = HashMap::new();
+    if !fresh.is_empty() {
+        let mut tx = sqlx::Connection::begin(&mut *conn).await?;
+        let fresh_items: Vec<&NewTransaction> = fresh.iter().map(|&i| &items[i]).collect();
+        let mut ledger = LockedLedger::lock(&mut tx, &fresh_items).await?;
+        let now = now_micros();
+        for &index in &fresh {
+            let outcome = ledger.decide(&items[index], now);
+            if mode == Mode::Atomic
+                && !matches!(outcome, Ok(Decision::Post { .. } | Decision::Hold { .. }))
+            {
+                tx.rollback().await?;
+                let outcome = outcome.map(|d| render(&items[index], &d, now).outcome());
+                return Ok(Some(BatchResult::Failed { index, outcome }));
+            }
+            decided.insert(index, outcome.map(|d| render(&items[index], &d, now)));
+        }
+        let rows: Vec<&Rendered> = fresh
+            .iter()
+            .filter_map(|i| decided[i].as_ref().ok())
+            .collect();
+        if !insert_transactions(&mut tx, &rows).await? {
+            tx.rollback().await?;
+            return Ok(None);
+        }
+        for (clearing, currency) in ledger.clearing_accounts_to_create(&rows) {
+            accounts::ensure_system_account(&mut tx, &clearing, currency).await?;
+        }
+        insert_entries(&mut tx, &rows).await?;
+        holds::insert_open_holds(
+            &mut tx,
+            &rows.iter().flat_map(|r| r.holds.iter()).collect::<Vec<_>>(),
+        )
+        .await?;
+        tx.commit().await?;
+    }
+
+    let mut outcomes: Vec<ItemOutcome> = Vec::with_capacity(items.len());
+    for (index, plan) in plans.into_iter().enumerate() {
+        let outcome = match plan {
+            Plan::Known(outcome) => outcome,
+            Plan::Fresh => decided[&index].clone().map(|r| r.outcome()),
+            Plan::SameIdAs(first) => same_id_as(&items[first], &outcomes[first], &items[index]),
+        };
+        outcomes.push(outcome);
+    }
+    if mode == Mode::Atomic
+        && let Some(index) = outcomes.iter().position(fails)
+    {
+        // Only a repeated id bound to a failing first item gets here: nothing new was stored
+        // for that id, and the rest is one transaction, so report it like any other failure.
+        return Ok(Some(BatchResult::Failed {
+            index,
+            outcome: outcomes[index].clone(),
+        }));
+    }
+    Ok(Some(BatchResult::Done(outcomes)))
+}
+
+/// An item whose id an earlier item of the same batch used: it is answered as a retry of
+/// that item would be.
+fn same_id_as(
+    first: &NewTransaction,
+    first_outcome: &ItemOutcome,
+    item: &NewTransaction,
+) -> ItemOutcome {
+    let (status, body) = match first_outcome {
+        Ok(Created::New { body }) => (201, body.clone()),
+        Ok(Created::Refused { body }) => (422, body.clone()),
+        Ok(Created::Replayed { status, body }) => (*status, body.clone()),
+        // Nothing was stored under the id: the same request fails the same way.
+        other => {
+            let differing_fields = super::compare::differing_fields(&first.request, &item.request);
+            return if differing_fields.is_empty() {
+                other.clone()
+            } else {
+                Ok(Created::Mismatch { differing_fields })
+            };
+        }
+    };
+    Ok(Created::replay_or_mismatch(
+        &first.request,
+        &item.request,
+        status,
+        body,
+    ))
+}
+
+struct Stored {
+    request: Value,
+    status: u16,
+    body: String,
+}
+
+async fn stored_creations(
+    conn: &mut PgConnection,
+    ids: &[Uuid],
+) -> Result<HashMap<Uuid, Stored>, sqlx::Error> {
+    let rows = sqlx::query!(
+        "select id, creation_request, creation_status, creation_response from transactions where id = any($1)",
+        ids
+    )
+    .fetch_all(conn)
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(|r| {
+            let stored = Stored {
+                request: r.creation_request,
+                status: r.creation_status as u16,
+                body: r.creation_response,
+            };
+            (r.id, stored)
+        })
+        .collect())
+}
+
+/// A locked account as decisions need it.
+#[derive(Debug, Clone)]
+pub(crate) struct LockedAccount {
+    pub id: String,
+    pub currency: String,
+    pub kind: String,
+    pub status: String,
+    pub overdraft_limit: i64,
+}
+
+/// A wallet's running state while a batch is decided: where its chain continues and what
+/// its open holds reserve.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct WalletState {
+    pub sequence: i64,
+    pub balance: i64,
+    pub pending_out: i64,
+    pub ledger_time: Option<DateTime<Utc>>,
+}
+
+/// Locks the accounts of a set of transactions: wallets exclusively, in sorted id order (the
+/// ORDER BY runs before the rows are locked one by one), system accounts shared so that they
+/// never serialize writers.
+pub(crate) async fn lock_accounts(
+    conn: &mut PgConnection,
+    sorted_ids: &[String],
+) -> Result<BTreeMap<String, LockedAccount>, sqlx::Error> {
+    let wallets = sqlx::query_as!(
+        LockedAccount,
+        r#"select id, currency, type as kind, status, overdraft_limit from accounts
+           where id = any($1) and type = 'wallet' order by id for update"#,
+        sorted_ids
+    )
+    .fetch_all(&mut *conn)
+    .await?;
+    let systems = sqlx::query_as!(
+        LockedAccount,
+        r#"select id, currency, type as kind, status, overdraft_limit from accounts
+           where id = any($1) and type = 'system' order by id for share"#,
+        sorted_ids
+    )
+    .fetch_all(&mut *conn)
+    .await?;
+    Ok(wallets
+        .into_iter()
+        .chain(systems)
+        .map(|a| (a.id.clone(), a))
+        .collect())
+}
+
+/// The last entry and the open-hold reservations of each wallet, read after its lock.
+pub(crate) async fn wallet_states(
+    conn: &mut PgConnection,
+    wallets: &[String],
+) -> Result<HashMap<String, WalletState>, sqlx::Error> {
+    if wallets.is_empty() {
+        return Ok(HashMap::new());
+    }
+    let heads = sqlx::query!(
+        r#"select w.id as "id!", h.sequence, h.balance_after, h.ledger_time
+           from unnest($1::text[]) as w(id)
+           left join lateral (
+               select sequence, balance_after, ledger_time from entries
+               where account_id = w.id and sequence is not null
+               order by sequence desc limit 1) h on true"#,
+        wallets
+    )
+    .fetch_all(&mut *conn)
+    .await?;
+    let pending = holds::pending_totals(conn, wallets).await?;
+    Ok(heads
+        .into_iter()
+        .map(|r| {
+            let state = WalletState {
+                sequence: r.sequence.unwrap_or(0),
+                balance: r.balance_after.unwrap_or(0),
+                pending_out: pending.get(&r.id).map_or(0, |p| p.pending_out),
+                ledger_time: r.ledger_time,
+            };
+            (r.id, state)
+        })
+        .collect())
+}
+
+/// The accounts and wallet states of a batch, locked, and the reversal totals of its originals.
+struct LockedLedger {
+    accounts: BTreeMap<String, LockedAccount>,
+    /// Clearing accounts that do not exist yet: decided as the active system accounts they
+    /// will be, created only if a posted or held item uses them.
+    virtual_accounts: BTreeMap<String, Currency>,
+    wallets: HashMap<String, WalletState>,
+    reversed: HashMap<Uuid, i64>,
+}
+
+impl LockedLedger {
+    async fn lock(
+        conn: &mut PgConnection,
+        items: &[&NewTransaction],
+    ) -> Result<LockedLedger, sqlx::Error> {
+        let mut originals: Vec<Uuid> = items
+            .iter()
+            .filter_map(|i| i.reversal.map(|r| r.original))
+            .collect();
+        originals.sort();
+        originals.dedup();
+        let reversed = if originals.is_empty() {
+            HashMap::new()
+        } else {
+            lock_originals(conn, &originals).await?
+        };
+
+        let mut ids: Vec<String> = items
+            .iter()
+            .flat_map(|i| i.journal.legs().iter().map(|l| l.account.to_string()))
+            .collect();
+        ids.sort();
+        ids.dedup();
+        let mut accounts = lock_accounts(conn, &ids).await?;
+        let mut virtual_accounts = BTreeMap::new();
+        for (clearing, currency) in items.iter().filter_map(|i| i.clearing_account.as_ref()) {
+            if !accounts.contains_key(clearing.as_str()) {
+                virtual_accounts.insert(clearing.to_string(), *currency);
+                accounts.insert(
+                    clearing.to_string(),
+                    LockedAccount {
+                        id: clearing.to_string(),
+                        currency: currency.code().to_owned(),
+                        kind: AccountType::System.as_str().to_owned(),
+                        status: "active".to_owned(),
+                        overdraft_limit: 0,
+                    },
+                );
+            }
+        }
+        let wallet_ids: Vec<String> = accounts
+            .values()
+            .filter(|a| a.kind == AccountType::Wallet.as_str())
+            .map(|a| a.id.clone())
+            .collect();
+        let wallets = wallet_states(conn, &wallet_ids).await?;
+        Ok(LockedLedger {
+            accounts,
+            virtual_accounts,
+            wallets,
+            reversed,
+        })
+    }
+
+    fn clearing_accounts_to_create(&self, rows: &[&Rendered]) -> Vec<(AccountId, Currency)> {
+        let used: std::collections::BTreeSet<&str> = rows
+            .iter()
+            .filter(|r| r.status != "rejected")
+            .flat_map(|r| r.view.entries.iter().map(|l| l.account.as_str()))
+            .collect();
+        self.virtual_accounts
+            .iter()
+            .filter(|(id, _)| used.contains(id.as_str()))
+            .filter_map(|(id, currency)| AccountId::parse(id).map(|a| (a, *currency)))
+            .collect()
+    }
+
+    /// Decides one item against the state left by the items before it, and applies it.
+    fn decide(&mut self, item: &NewTransaction, now: DateTime<Utc>) -> Result<Decision, ItemError> {
+        let legs = item.journal.legs();
+        let unknown: Vec<String> = legs
+            .iter()
+            .filter(|l| !self.accounts.contains_key(l.account.as_str()))
+            .map(|l| l.account.to_string())
+            .collect();
+        if !unknown.is_empty() {
+            return Err(ItemError::UnknownAccounts(unknown));
+        }
+        let account = |leg: &Leg| &self.accounts[leg.account.as_str()];
+        let currency = check_shape(item, &account)?;
+
+        // Refusals, in a fixed order: closed (any leg), frozen (debits), the reversal's
+        // remainder, funds.
+        if let Some(leg) = legs.iter().find(|l| account(l).status == "closed") {
+            return Ok(refuse(
+                currency,
+                "account_closed",
+                format!("account {} is closed", leg.account),
+            ));
+        }
+        if let Some(leg) = legs
+            .iter()
+            .find(|l| l.amount.is_negative() && account(l).status == "frozen")
+        {
+            return Ok(refuse(
+                currency,
+                "account_frozen",
+                format!("account {} is frozen: it cannot be debited", leg.account),
+            ));
+        }
+        if let Some(r) = item.reversal {
+            let already = self.reversed.get(&r.original).copied().unwrap_or(0);
+            if already + r.amount > r.original_amount {
+                let detail = format!(
+                    "{} of {} is already reversed; {} more would exceed the original",
+                    currency.format(already),
+                    currency.format(r.original_amount),
+                    currency.format(r.amount)
+                );
+                return Ok(refuse(currency, "reversal_exceeds_original", detail));
+            }
+        }
+
+        let mut afters: Vec<Option<i64>> = Vec::with_capacity(legs.len());
+        for leg in legs {
+            let Some(state) = self.wallets.get(account(leg).id.as_str()) else {
+                afters.push(None); // system account: no chain, no check, may go negative
+                continue;
+            };
+            let after = Amount::new(state.balance).and_then(|b| b.checked_add(leg.amount));
+            if after.is_none() && !leg.amount.is_negative() {
+                return Err(ItemError::Invalid(vec![FieldError::new(
+                    leg.amount_field.clone(),
+                    "balance_overflow",
+                    format!(
+                        "the balance of {} would exceed 9007199254740991",
+                        leg.account
+                    ),
+                )]));
+            }
+            afters.push(after.map(Amount::minor_units));
+        }
+        // Every debit, held or posted, must leave `available` (posted − pending_out) within
+        // the overdraft limit; a debit past the safe range is past any limit.
+        for leg in legs.iter().filter(|l| l.amount.is_negative()) {
+            let a = account(leg);
+            let Some(state) = self.wallets.get(a.id.as_str()) else {
+                continue;
+            };
+            let available = state.balance - state.pending_out;
+            let covered = available
+                .checked_add(leg.amount.minor_units())
+                .is_some_and(|left| left >= -a.overdraft_limit);
+            if !covered {
+                let detail = format!(
+                    "account {} has {} {currency} available (overdraft limit {}); the debit is {}",
+                    a.id,
+                    currency.format(available),
+                    currency.format(a.overdraft_limit),
+                    currency.format(-leg.amount.minor_units()),
+                );
+                return Ok(refuse(currency, "insufficient_funds", detail));
+            }
+        }
+
+        if let Requested::Pending { expires_at } = item.status {
+            for leg in legs.iter().filter(|l| l.amount.is_negative()) {
+                if let Some(state) = self.wallets.get_mut(leg.account.as_str()) {
+                    state.pending_out -= leg.amount.minor_units();
+                }
+            }
+            let holds = legs
+                .iter()
+                .map(|l| holds::OpenHold {
+                    transaction_id: item.id,
+                    account: l.account.to_string(),
+                    amount: l.amount.minor_units(),
+                    expires_at,
+                })
+                .collect();
+            return Ok(Decision::Hold {
+                currency,
+                holds,
+                expires_at,
+            });
+        }
+
+        // Ledger time never decreases along an account's chain, whatever the clocks say.
+        let ledger_time = legs
+            .iter()
+            .filter_map(|l| {
+                self.wallets
+                    .get(l.account.as_str())
+                    .and_then(|s| s.ledger_time)
+            })
+            .fold(now, DateTime::max);
+        let mut entries = Vec::with_capacity(legs.len());
+        for (leg, after) in legs.iter().zip(afters) {
+            let sequence = self.wallets.get_mut(leg.account.as_str()).map(|state| {
+                state.sequence += 1;
+                state.balance = after.unwrap_or(state.balance);
+                state.ledger_time = Some(ledger_time);
+                state.sequence
+            });
+            entries.push(NewEntry {
+                account: leg.account.to_string(),
+                amount: leg.amount.minor_units(),
+                sequence,
+                balance_after: after,
+            });
+        }
+        if let Some(r) = item.reversal {
+            *self.reversed.entry(r.original).or_default() += r.amount;
+        }
+        Ok(Decision::Post {
+            currency,
+            entries,
+            ledger_time,
+        })
+    }
+}
+
+/// Locks the originals of reversals (sorted) and sums what is already reversed of each,
+/// from the reversal rows themselves.
+async fn lock_originals(
+    conn: &mut PgConnection,
+    sorted: &[Uuid],
+) -> Result<HashMap<Uuid, i64>, sqlx::Error> {
+    sqlx::query!(
+        "select id from transactions where id = any($1) order by id for update",
+        sorted
+    )
+    .fetch_all(&mut *conn)
+    .await?;
+    let sums = sqlx::query!(
+        r#"select reverses as "original!", coalesce(sum(reversed_amount), 0)::bigint as "reversed!"
+           from transactions where reverses = any($1) and status = 'posted' group by reverses"#,
+        sorted
+    )
+    .fetch_all(conn)
+    .await?;
+    Ok(sums.into_iter().map(|r| (r.original, r.reversed)).collect())
+}
+
+/// Request problems found once the accounts are known: one currency per transaction (the
+/// one the caller named, else the first leg's account's), and wallets where a wallet is due.
+fn check_shape<'a>(
+    item: &NewTransaction,
+    account: &impl Fn(&Leg) -> &'a LockedAccount,
+) -> Result<Currency, ItemError> {
+    let legs = item.journal.legs();
+    let (code, field) = match &item.currency {
+        Some((c, field)) => (c.code().to_owned(), field.clone()),
+        None => (
+            account(&legs[0]).currency.clone(),
+            legs[0].account_field.clone(),
+        ),
+    };
+    let mut errors = Vec::new();
+    for leg in legs {
+        let a = account(leg);
+        if a.currency != code {
+            errors.push(FieldError::new(
+                leg.account_field.clone(),
+                "currency_mismatch",
+                format!(
+                    "account {} holds {}, but this transaction is in {code} ({field})",
+                    a.id, a.currency
+                ),
+            ));
+        }
+        if leg.must_be_wallet && a.kind != AccountType::Wallet.as_str() {
+            errors.push(FieldError::new(
+                leg.account_field.clone(),
+                "not_a_wallet",
+                format!("account {} is not a wallet", a.id),
+            ));
+        }
+    }
+    if let Some((clearing, _)) = &item.clearing_account
+        && let Some(leg) = legs.iter().find(|l| &l.account == clearing)
+        && account(leg).kind != AccountType::System.as_str()
+    {
+        errors.push(FieldError::new(
+            "/provider",
+            "not_a_system_account",
+            format!("account {clearing} exists but is not a system account"),
+        ));
+    }
+    let currency = Currency::parse(&code);
+    if currency.is_none() {
+        errors.push(FieldError::new(
+            field,
+            "unknown_currency",
+            format!("unknown currency {code}"),
+        ));
+    }
+    match currency {
+        Some(c) if errors.is_empty() => Ok(c),
+        _ => Err(ItemError::Invalid(errors)),
+    }
+}
+
+fn refuse(currency: Currency, code: &'static str, detail: String) -> Decision {
+    Decision::Refuse {
+        currency,
+        code,
+        detail,
+    }
+}
+
+/// An entry ready to insert.
+#[derive(Debug, Clone)]
+pub(crate) struct NewEntry {
+    pub account: String,
+    pub amount: i64,
+    pub sequence: Option<i64>,
+    pub balance_after: Option<i64>,
+}
+
+#[derive(Debug)]
+enum Decision {
+    Post {
+        currency: Currency,
+        entries: Vec<NewEntry>,
+        ledger_time: DateTime<Utc>,
+    },
+    Hold {
+        currency: Currency,
+        holds: Vec<holds::OpenHold>,
+        expires_at: DateTime<Utc>,
+    },
+    Refuse {
+        currency: Currency,
+        code: &'static str,
+        detail: String,
+    },
+}
+
+/// A decided item, rendered: its row, entries and holds, and the exact answer it gets.
+#[derive(Debug, Clone)]
+struct Rendered {
+    item_id: Uuid,
+    kind: &'static str,
+    status: &'static str,
+    view: TransactionView,
+    account_ids: Vec<String>,
+    request: Value,
+    refusal: Option<RefusalView>,
+    creation_status: i16,
+    body: String,
+    reverses: Option<Uuid>,
+    reversed_amount: Option<i64>,
+    entries: Vec<NewEntry>,
+    holds: Vec<holds::OpenHold>,
+}
+
+impl Rendered {
+    fn outcome(&self) -> Created {
+        if self.creation_status == 201 {
+            Created::New {
+                body: self.body.clone(),
+            }
+        } else {
+            Created::Refused {
+                body: self.body.clone(),
+            }
+        }
+    }
+}
+
+fn render(item: &NewTransaction, decision: &Decision, now: DateTime<Utc>) -> Rendered {
+    let (status, currency, posted_at, expires_at, refusal) = match decision {
+        Decision::Post {
+            currency,
+            ledger_time,
+            ..
+        } => ("posted", *currency, Some(*ledger_time), None, None),
+        Decision::Hold {
+            currency,
+            expires_at,
+            ..
+        } => ("pending", *currency, None, Some(*expires_at), None),
+        Decision::Refuse {
+            currency,
+            code,
+            detail,
+        } => (
+            "rejected",
+            *currency,
+            None,
+            None,
+            Some(RefusalView {
+                code: (*code).to_owned(),
+                detail: detail.clone(),
+            }),
+        ),
+    };
+    let view = TransactionView {
+        id: item.id,
+        kind: item.kind.as_str().to_owned(),
+        status: status.to_owned(),
+        currency: currency.code().to_owned(),
+        entries: item
+            .journal
+            .legs()
+            .iter()
+            .map(|l| LegView {
+                account: l.account.to_string(),
+                amount: l.amount.minor_units(),
+                amount_decimal: currency.format(l.amount.minor_units()),
+            })
+            .collect(),
+        external_ref: item.external_ref.clone(),
+        metadata: item.metadata.clone(),
+        refusal: refusal.clone(),
+        created_at: now,
+        posted_at,
+        expires_at,
+        reverses: item.reversal.map(|r| r.original),
+        captured_amount: None,
+        captured_amount_decimal: None,
+    };
+    let (creation_status, body) = match &refusal {
+        None => (
+            201,
+            serde_json::to_string(&view).expect("a transaction view always serializes"),
+        ),
+        Some(r) => (422, refusal_body(item.id, &r.code, &r.detail)),
+    };
+    let (entries, holds) = match decision {
+        Decision::Post { entries, .. } => (entries.clone(), Vec::new()),
+        Decision::Hold { holds, .. } => (Vec::new(), holds.clone()),
+        Decision::Refuse { .. } => (Vec::new(), Vec::new()),
+    };
+    Rendered {
+        item_id: item.id,
+        kind: item.kind.as_str(),
+        status,
+        view,
+        account_ids: item.journal.sorted_accounts(),
+        request: item.request.clone(),
+        refusal,
+        creation_status,
+        body,
+        reverses: item.reversal.map(|r| r.original),
+        reversed_amount: item.reversal.map(|r| r.amount),
+        entries,
+        holds,
+    }
+}
+
+/// The problem body of a stored refusal; a retry gets these exact bytes again.
+pub fn refusal_body(id: Uuid, code: &str, detail: &str) -> String {
+    let title = match code {
+        "insufficient_funds" => "Insufficient funds",
+        "account_frozen" => "Account frozen",
+        "account_closed" => "Account closed",
+        _ => "Reversal exceeds the original",
+    };
+    let mut problem = Problem::new(422, code, title, detail);
+    problem.instance = Some(format!("/v1/transactions/{id}"));
+    serde_json::to_string(&problem).expect("a problem always serializes")
+}
+
+/// All rows in one statement. `false` when a concurrent request took one of the ids (the
+/// insert waited for its commit and skipped the row): the caller rolls back and decides again.
+async fn insert_transactions(
+    conn: &mut PgConnection,
+    rows: &[&Rendered],
+) -> Result<bool, sqlx::Error> {
+    if rows.is_empty() {
+        return Ok(true);
+    }
+    let col = |f: fn(&Rendered) -> Value| rows.iter().map(|r| f(r)).collect::<Vec<Value>>();
+    let ids: Vec<Uuid> = rows.iter().map(|r| r.item_id).collect();
+    let kinds: Vec<&str> = rows.iter().map(|r| r.kind).collect();
+    let statuses: Vec<&str> = rows.iter().map(|r| r.status).collect();
+    let currencies: Vec<&str> = rows.iter().map(|r| r.view.currency.as_str()).collect();
+    let legs = col(|r| serde_json::to_value(&r.view.entries).expect("legs serialize"));
+    // Account ids cannot contain a comma, so each row's list travels as one joined string.
+    let account_ids: Vec<String> = rows.iter().map(|r| r.account_ids.join(",")).collect();
+    let external_refs: Vec<Option<&str>> = rows
+        .iter()
+        .map(|r| r.view.external_ref.as_deref())
+        .collect();
+    let metadata = col(|r| Value::Object(r.view.metadata.clone()));
+    let refusal_codes: Vec<Option<&str>> = rows
+        .iter()
+        .map(|r| r.refusal.as_ref().map(|x| x.code.as_str()))
+        .collect();
+    let refusal_details: Vec<Option<&str>> = rows
+        .iter()
+        .map(|r| r.refusal.as_ref().map(|x| x.detail.as_str()))
+        .collect();
+    let requests = col(|r| r.request.clone());
+    let creation_statuses: Vec<i16> = rows.iter().map(|r| r.creation_status).collect();
+    let bodies: Vec<&str> = rows.iter().map(|r| r.body.as_str()).collect();
+    let created: Vec<DateTime<Utc>> = rows.iter().map(|r| r.view.created_at).collect();
+    let posted: Vec<Option<DateTime<Utc>>> = rows.iter().map(|r| r.view.posted_at).collect();
+    let expires: Vec<Option<DateTime<Utc>>> = rows.iter().map(|r| r.view.expires_at).collect();
+    let reverses: Vec<Option<Uuid>> = rows.iter().map(|r| r.reverses).collect();
+    let reversed: Vec<Option<i64>> = rows.iter().map(|r| r.reversed_amount).collect();
+    let inserted = sqlx::query_scalar!(
+        r#"insert into transactions (id, kind, status, currency, legs, account_ids, external_ref,
+                                     metadata, refusal_code, refusal_detail, creation_request,
+                                     creation_status, creation_response, created_at, posted_at,
+                                     updated_at, expires_at, reverses, reversed_amount)
+           select id, kind, status, currency, legs, string_to_array(account_ids, ','), external_ref,
+                  metadata, refusal_code, refusal_detail, request, creation_status, body,
+                  created_at, posted_at, created_at, expires_at, reverses, reversed_amount
+           from unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::jsonb[], $6::text[],
+                       $7::text[], $8::jsonb[], $9::text[], $10::text[], $11::jsonb[],
+                       $12::int2[], $13::text[], $14::timestamptz[], $15::timestamptz[],
+                       $16::timestamptz[], $17::uuid[], $18::bigint[])
+                as r(id, kind, status, currency, legs, account_ids, external_ref, metadata,
+                     refusal_code, refusal_detail, request, creation_status, body, created_at,
+                     posted_at, expires_at, reverses, reversed_amount)
+           on conflict (id) do nothing
+           returning id"#,
+        &ids,
+        &kinds as &[&str],
+        &statuses as &[&str],
+        &currencies as &[&str],
+        &legs,
+        &account_ids,
+        &external_refs as &[Option<&str>],
+        &metadata,
+        &refusal_codes as &[Option<&str>],
+        &refusal_details as &[Option<&str>],
+        &requests,
+        &creation_statuses,
+        &bodies as &[&str],
+        &created,
+        &posted as &[Option<DateTime<Utc>>],
+        &expires as &[Option<DateTime<Utc>>],
+        &reverses as &[Option<Uuid>],
+        &reversed as &[Option<i64>],
+    )
+    .fetch_all(conn)
+    .await?;
+    Ok(inserted.len() == rows.len())
+}
+
+/// Every entry of every posted row in one statement: the journal trigger checks them as a set.
+async fn insert_entries(conn: &mut PgConnection, rows: &[&Rendered]) -> Result<(), sqlx::Error> {
+    let posted: Vec<(&Rendered, &NewEntry)> = rows
+        .iter()
+        .flat_map(|r| r.entries.iter().map(move |e| (*r, e)))
+        .collect();
+    insert_entry_rows(
+        conn,
+        &posted
+            .iter()
+            .map(|(r, e)| {
+                (
+                    r.item_id,
+                    r.view.currency.as_str(),
+                    r.view.posted_at.unwrap_or(r.view.created_at),
+                    *e,
+                )
+            })
+            .collect::<Vec<_>>(),
+    )
+    .await
+}
+
+/// Inserts entries `(transaction, currency, ledger time, entry)` in one statement.
+pub(crate) async fn insert_entry_rows(
+    conn: &mut PgConnection,
+    entries: &[(Uuid, &str, DateTime<Utc>, &NewEntry)],
+) -> Result<(), sqlx::Error> {
+    if entries.is_empty() {
+        return Ok(());
+    }
+    let transactions: Vec<Uuid> = entries.iter().map(|e| e.0).collect();
+    let currencies: Vec<&str> = entries.iter().map(|e| e.1).collect();
+    let times: Vec<DateTime<Utc>> = entries.iter().map(|e| e.2).collect();
+    let accounts: Vec<&str> = entries.iter().map(|e| e.3.account.as_str()).collect();
+    let amounts: Vec<i64> = entries.iter().map(|e| e.3.amount).collect();
+    let sequences: Vec<Option<i64>> = entries.iter().map(|e| e.3.sequence).collect();
+    let balances: Vec<Option<i64>> = entries.iter().map(|e| e.3.balance_after).collect();
+    sqlx::query!(
+        r#"insert into entries (transaction_id, account_id, currency, amount, sequence,
+                                balance_after, ledger_time)
+           select transaction_id, account, currency, amount, sequence, balance_after, ledger_time
+           from unnest($1::uuid[], $2::text[], $3::text[], $4::bigint[], $5::bigint[],
+                       $6::bigint[], $7::timestamptz[])
+                with ordinality as e(transaction_id, account, currency, amount, sequence,
+                                     balance_after, ledger_time, n)
+           order by n"#,
+        &transactions,
+        &accounts as &[&str],
+        &currencies as &[&str],
+        &amounts,
+        &sequences as &[Option<i64>],
+        &balances as &[Option<i64>],
+        &times,
+    )
+    .execute(conn)
+    .await?;
+    Ok(())
+}

@@ -1,0 +1,120 @@
+//! Reversals: a new transaction, with its own id, whose legs are the opposite of a posted
+//! original's (all of it, or part of a two-leg original). The total reversed never exceeds
+//! the original: `posting` locks the original's row and sums the reversal rows already
+//! posted against it, in the same database transaction that writes the new one.
+
+use super::ids::AccountId;
+use super::journal::{Journal, Leg};
+use super::money::Amount;
+use super::transactions::{Kind, NewTransaction, Requested, Reversal, credited_total};
+use super::views::LegView;
+use crate::problem::FieldError;
+use serde_json::{Map, Value, json};
+use sqlx::PgConnection;
+use uuid::Uuid;
+
+/// What a reverse request becomes once the original is read.
+#[derive(Debug)]
+pub enum Plan {
+    Ready(Box<NewTransaction>),
+    NotFound,
+    /// The original is not posted (a hold, a refusal, a voided or expired hold).
+    InvalidTransition {
+        current: String,
+    },
+    Invalid(Vec<FieldError>),
+}
+
+/// Builds the reversal `id` of `original`: `amount` (two-leg originals only) or all of it.
+pub async fn plan(
+    conn: &mut PgConnection,
+    original: Uuid,
+    id: Uuid,
+    amount: Option<i64>,
+    metadata: Map<String, Value>,
+) -> Result<Plan, sqlx::Error> {
+    let Some(row) = sqlx::query!(
+        r#"select (case when status = 'pending' and expires_at <= now() then 'expired'
+                        else status end) as "status!",
+                  legs, captured_amount
+           from transactions where id = $1"#,
+        original
+    )
+    .fetch_optional(conn)
+    .await?
+    else {
+        return Ok(Plan::NotFound);
+    };
+    if row.status != "posted" {
+        return Ok(Plan::InvalidTransition {
+            current: row.status,
+        });
+    }
+    let mut legs: Vec<LegView> = serde_json::from_value(row.legs).unwrap_or_default();
+    // A partially captured hold posted `captured_amount`, not what it held.
+    if let Some(captured) = row.captured_amount {
+        for leg in &mut legs {
+            leg.amount = captured * leg.amount.signum();
+        }
+    }
+    let original_amount = credited_total(&legs);
+    let reversed = match amount {
+        None => original_amount,
+        Some(_) if legs.len() != 2 => {
+            let message =
+                "a partial reversal applies to two-leg originals; omit amount to reverse in full";
+            return Ok(Plan::Invalid(vec![FieldError::new(
+                "/amount",
+                "not_applicable",
+                message,
+            )]));
+        }
+        Some(a) if a > original_amount => {
+            let message = format!("exceeds the original's {original_amount} minor units");
+            return Ok(Plan::Invalid(vec![FieldError::new(
+                "/amount", "range", message,
+            )]));
+        }
+        Some(a) => a,
+    };
+    let mut reversal_legs = Vec::with_capacity(legs.len());
+    for (index, leg) in legs.iter().enumerate() {
+        let signed = if amount.is_some() {
+            reversed * leg.amount.signum()
+        } else {
+            leg.amount
+        };
+        let (Some(account), Some(amount)) = (AccountId::parse(&leg.account), Amount::new(-signed))
+        else {
+            return Err(sqlx::Error::Protocol(format!(
+                "transaction {original} has a malformed leg {index}"
+            )));
+        };
+        reversal_legs.push(Leg {
+            account,
+            amount,
+            account_field: "/amount".into(),
+            amount_field: "/amount".into(),
+            must_be_wallet: false,
+        });
+    }
+    let journal =
+        Journal::new(reversal_legs).map_err(|e| sqlx::Error::Protocol(format!("{e:?}")))?;
+    let request = json!({"kind": Kind::Reversal.as_str(), "reverses": original, "amount": reversed, "metadata": metadata});
+    Ok(Plan::Ready(Box::new(NewTransaction {
+        id,
+        kind: Kind::Reversal,
+        status: Requested::Posted,
+        journal,
+        currency: None,
+        external_ref: None,
+        metadata,
+        request,
+        clearing_account: None,
+        reversal: Some(Reversal {
+            original,
+            amount: reversed,
+            original_amount,
+        }),
+    })))
+}
