@@ -78,11 +78,25 @@ pub async fn batch(
         })
         .collect();
     if mode == Mode::Atomic
-        && let Some((index, Err(e))) = parsed.iter().enumerate().find(|(_, p)| p.is_err())
+        && let Some(bad) = parsed.iter().position(|p| p.is_err())
     {
+        // The first failing item in request order may come before the first unparsable one.
+        let before: Vec<NewTransaction> = parsed[..bad]
+            .iter()
+            .filter_map(|p| p.as_ref().ok().cloned())
+            .collect();
+        if let Some((index, outcome)) = posting::first_failure(&state.pool, &before).await? {
+            let (_, _, problem) = item_answer(outcome);
+            return Err(ApiError::BatchFailed { index, problem });
+        }
+        let problem = parsed[bad]
+            .as_ref()
+            .err()
+            .map(|e| problem_value(e.problem()))
+            .unwrap_or(Value::Null);
         return Err(ApiError::BatchFailed {
-            index,
-            problem: problem_value(e.problem()),
+            index: bad,
+            problem,
         });
     }
     let valid: Vec<NewTransaction> = parsed

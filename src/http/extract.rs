@@ -109,8 +109,14 @@ pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
     let value = serde_path_to_error::deserialize(&mut de).map_err(|error| {
         let pointer = pointer_of(error.path());
         let inner = error.into_inner();
+        // serde_json files some type errors (a number where an enum's string is due) as
+        // syntax errors: a body that is valid JSON has only data errors.
+        let well_formed = serde_json::from_slice::<serde_json::Value>(bytes).is_ok();
         match inner.classify() {
             serde_json::error::Category::Data => {
+                ApiError::Validation(vec![data_error(&pointer, &inner.to_string())])
+            }
+            _ if well_formed => {
                 ApiError::Validation(vec![data_error(&pointer, &inner.to_string())])
             }
             _ => ApiError::MalformedJson(inner.to_string()),

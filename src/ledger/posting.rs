@@ -3,15 +3,17 @@
 //! [`create_many`], set-based, in one database transaction.
 //!
 //! Order of work (see `docs/architecture.md`):
-//! 1. ids already stored are answered from their row (replay or mismatch), before any lock;
-//!    an id repeated inside the batch is bound to its first item;
+//! 1. ids already stored are answered from their row (replay or mismatch); a batch whose ids
+//!    are all stored is answered without taking a lock;
 //! 2. the originals of reversals are locked (sorted), then every wallet of the batch
 //!    `FOR UPDATE` in sorted id order and every system account `FOR SHARE` (which excludes a
 //!    concurrent freeze or close but never another writer);
 //! 3. each wallet's last entry and open holds are read in *new* statements, after the locks, so
 //!    they include every commit that preceded the locks;
 //! 4. each item is decided in order, in Rust, against running per-wallet state (so item 7 sees
-//!    what item 3 did): post, hold, refuse, or reject as invalid;
+//!    what item 3 did): post, hold, refuse, or reject as invalid; an id repeated inside the
+//!    batch is bound to the first item that stores it (later ones replay or mismatch);
+//!    atomic mode rolls everything back at the first item that would not be created;
 //! 5. all transaction rows go in with one `INSERT ... ON CONFLICT DO NOTHING RETURNING`: if a
 //!    concurrent request took one of the ids, everything rolls back and step 1 runs again (the
 //!    id is now stored, so it replays);
@@ -77,11 +79,24 @@ pub async fn create_many(
 ) -> Result<BatchResult, WriteError> {
     let mut conn = pool.acquire().await?;
     for _ in 0..MAX_ID_RACE_RETRIES {
-        if let Some(result) = attempt(&mut conn, items, mode).await? {
-            return Ok(result);
+        match attempt(&mut conn, items, mode, true).await {
+            Ok(Some(result)) => return Ok(result),
+            Ok(None) => continue,
+            // Rows are inserted in id order and locks taken in a fixed order, so a deadlock
+            // should not happen; if PostgreSQL still picks this attempt as a victim, nothing of
+            // it was written and deciding again is safe.
+            Err(WriteError::Database(e)) if is_deadlock(&e) => continue,
+            Err(e) => return Err(e),
         }
     }
     Err(WriteError::Contention)
+}
+
+fn is_deadlock(error: &sqlx::Error) -> bool {
+    error
+        .as_database_error()
+        .and_then(|e| e.code())
+        .is_some_and(|code| code == "40P01")
 }
 
 /// Whether an answer means "not created" for an atomic batch.
@@ -93,125 +108,113 @@ fn fails(outcome: &ItemOutcome) -> bool {
     }
 }
 
-/// How an item will be answered before any lock is taken.
-enum Plan {
-    /// Its id is stored: the answer is known.
-    Known(ItemOutcome),
-    /// Its id belongs to an earlier item of this batch.
-    SameIdAs(usize),
-    /// It must be decided.
-    Fresh,
+/// Atomic mode without writing: the first item (in request order) that would not be
+/// created, if any. Used to tell which of several bad items of a batch comes first.
+pub async fn first_failure(
+    pool: &PgPool,
+    items: &[NewTransaction],
+) -> Result<Option<(usize, ItemOutcome)>, WriteError> {
+    let mut conn = pool.acquire().await?;
+    match attempt(&mut conn, items, Mode::Atomic, false).await? {
+        Some(BatchResult::Failed { index, outcome }) => Ok(Some((index, outcome))),
+        _ => Ok(None),
+    }
 }
 
-/// One pass: `None` when a concurrent request took one of the ids (the caller retries).
+fn finish(outcomes: Vec<ItemOutcome>, failure: Option<usize>) -> BatchResult {
+    match failure {
+        Some(index) => BatchResult::Failed {
+            index,
+            outcome: outcomes[index].clone(),
+        },
+        None => BatchResult::Done(outcomes),
+    }
+}
+
+/// One pass. `None` when a concurrent request took one of the ids (the caller retries);
+/// with `commit` false nothing is written whatever the outcome.
 async fn attempt(
     conn: &mut PgConnection,
     items: &[NewTransaction],
     mode: Mode,
+    commit: bool,
 ) -> Result<Option<BatchResult>, WriteError> {
     let ids: Vec<Uuid> = items.iter().map(|i| i.id).collect();
     let stored = stored_creations(conn, &ids).await?;
-    let mut first_of_id: HashMap<Uuid, usize> = HashMap::new();
-    let plans: Vec<Plan> = items
+    let replay = |item: &NewTransaction, s: &Stored| {
+        Ok(Created::replay_or_mismatch(
+            &s.request,
+            &item.request,
+            s.status,
+            s.body.clone(),
+        ))
+    };
+    let undecided: Vec<&NewTransaction> = items
         .iter()
-        .enumerate()
-        .map(|(index, item)| {
-            if let Some(s) = stored.get(&item.id) {
-                return Plan::Known(Ok(Created::replay_or_mismatch(
-                    &s.request,
-                    &item.request,
-                    s.status,
-                    s.body.clone(),
-                )));
-            }
-            match first_of_id.get(&item.id) {
-                Some(&first) => Plan::SameIdAs(first),
-                None => {
-                    first_of_id.insert(item.id, index);
-                    Plan::Fresh
-                }
-            }
-        })
+        .filter(|i| !stored.contains_key(&i.id))
         .collect();
-    if mode == Mode::Atomic
-        && let Some((index, Plan::Known(outcome))) = plans
-            .iter()
-            .enumerate()
-            .find(|(_, p)| matches!(p, Plan::Known(o) if fails(o)))
-    {
-        return Ok(Some(BatchResult::Failed {
-            index,
-            outcome: outcome.clone(),
-        }));
-    }
-    let fresh: Vec<usize> = plans
-        .iter()
-        .enumerate()
-        .filter(|(_, p)| matches!(p, Plan::Fresh))
-        .map(|(i, _)| i)
-        .collect();
-
-    let mut decided: HashMap<usize, Result<Rendered, ItemError>> = HashMap::new();
-    if !fresh.is_empty() {
-        let mut tx = sqlx::Connection::begin(&mut *conn).await?;
-        let fresh_items: Vec<&NewTransaction> = fresh.iter().map(|&i| &items[i]).collect();
-        let mut ledger = LockedLedger::lock(&mut tx, &fresh_items).await?;
-        let now = now_micros();
-        for &index in &fresh {
-            let outcome = ledger.decide(&items[index], now);
-            if mode == Mode::Atomic
-                && !matches!(outcome, Ok(Decision::Post { .. } | Decision::Hold { .. }))
-            {
-                tx.rollback().await?;
-                let outcome = outcome.map(|d| render(&items[index], &d, now).outcome());
-                return Ok(Some(BatchResult::Failed { index, outcome }));
-            }
-            decided.insert(index, outcome.map(|d| render(&items[index], &d, now)));
-        }
-        let rows: Vec<&Rendered> = fresh
-            .iter()
-            .filter_map(|i| decided[i].as_ref().ok())
-            .collect();
-        if !insert_transactions(&mut tx, &rows).await? {
-            tx.rollback().await?;
-            return Ok(None);
-        }
-        for (clearing, currency) in ledger.clearing_accounts_to_create(&rows) {
-            accounts::ensure_system_account(&mut tx, &clearing, currency).await?;
-        }
-        insert_entries(&mut tx, &rows).await?;
-        holds::insert_open_holds(
-            &mut tx,
-            &rows.iter().flat_map(|r| r.holds.iter()).collect::<Vec<_>>(),
-        )
-        .await?;
-        tx.commit().await?;
+    if undecided.is_empty() {
+        // Every id is stored: a retried batch, answered without taking a lock.
+        let outcomes: Vec<ItemOutcome> = items.iter().map(|i| replay(i, &stored[&i.id])).collect();
+        let failure = if mode == Mode::Atomic {
+            outcomes.iter().position(fails)
+        } else {
+            None
+        };
+        return Ok(Some(finish(outcomes, failure)));
     }
 
+    let mut tx = sqlx::Connection::begin(&mut *conn).await?;
+    let mut ledger = LockedLedger::lock(&mut tx, &undecided).await?;
+    let now = now_micros();
     let mut outcomes: Vec<ItemOutcome> = Vec::with_capacity(items.len());
-    for (index, plan) in plans.into_iter().enumerate() {
-        let outcome = match plan {
-            Plan::Known(outcome) => outcome,
-            Plan::Fresh => decided[&index].clone().map(|r| r.outcome()),
-            Plan::SameIdAs(first) => same_id_as(&items[first], &outcomes[first], &items[index]),
+    let mut rows: Vec<Rendered> = Vec::new();
+    // Which item stores each id. An item that stores nothing (unknown account, invalid)
+    // leaves its id free, so a later item with that id is decided afresh, as a later single
+    // call would be.
+    let mut stored_by: HashMap<Uuid, usize> = HashMap::new();
+    for (index, item) in items.iter().enumerate() {
+        let outcome = if let Some(s) = stored.get(&item.id) {
+            replay(item, s)
+        } else if let Some(&first) = stored_by.get(&item.id) {
+            same_id_as(&items[first], &outcomes[first], item)
+        } else {
+            ledger.decide(item, now).map(|decision| {
+                let row = render(item, &decision, now);
+                let outcome = row.outcome();
+                stored_by.insert(item.id, index);
+                rows.push(row);
+                outcome
+            })
         };
         outcomes.push(outcome);
     }
-    if mode == Mode::Atomic
-        && let Some(index) = outcomes.iter().position(fails)
-    {
-        // Only a repeated id bound to a failing first item gets here: nothing new was stored
-        // for that id, and the rest is one transaction, so report it like any other failure.
-        return Ok(Some(BatchResult::Failed {
-            index,
-            outcome: outcomes[index].clone(),
-        }));
+    let failure = if mode == Mode::Atomic {
+        outcomes.iter().position(fails)
+    } else {
+        None
+    };
+    if failure.is_some() || !commit {
+        tx.rollback().await?;
+        return Ok(Some(finish(outcomes, failure)));
     }
-    Ok(Some(BatchResult::Done(outcomes)))
+    let rows: Vec<&Rendered> = rows.iter().collect();
+    if !insert_transactions(&mut tx, &rows).await? {
+        tx.rollback().await?;
+        return Ok(None);
+    }
+    for (clearing, currency) in ledger.clearing_accounts_to_create(&rows) {
+        accounts::ensure_system_account(&mut tx, &clearing, currency).await?;
+    }
+    insert_entries(&mut tx, &rows).await?;
+    let open_holds: Vec<&holds::OpenHold> = rows.iter().flat_map(|r| r.holds.iter()).collect();
+    holds::insert_open_holds(&mut tx, &open_holds).await?;
+    tx.commit().await?;
+    Ok(Some(finish(outcomes, None)))
 }
 
-/// An item whose id an earlier item of the same batch used: it is answered as a retry of
-/// that item would be.
+/// An item whose id an earlier item of the same batch stored: it is answered as a retry of
+/// that item would be (a replay, or a mismatch).
 fn same_id_as(
     first: &NewTransaction,
     first_outcome: &ItemOutcome,
@@ -220,16 +223,7 @@ fn same_id_as(
     let (status, body) = match first_outcome {
         Ok(Created::New { body }) => (201, body.clone()),
         Ok(Created::Refused { body }) => (422, body.clone()),
-        Ok(Created::Replayed { status, body }) => (*status, body.clone()),
-        // Nothing was stored under the id: the same request fails the same way.
-        other => {
-            let differing_fields = super::compare::differing_fields(&first.request, &item.request);
-            return if differing_fields.is_empty() {
-                other.clone()
-            } else {
-                Ok(Created::Mismatch { differing_fields })
-            };
-        }
+        other => return other.clone(),
     };
     Ok(Created::replay_or_mismatch(
         &first.request,
@@ -817,7 +811,8 @@ pub fn refusal_body(id: Uuid, code: &str, detail: &str) -> String {
     serde_json::to_string(&problem).expect("a problem always serializes")
 }
 
-/// All rows in one statement. `false` when a concurrent request took one of the ids (the
+/// All rows in one statement, in id order (so two batches sharing ids wait on each other in
+/// one order, never in a cycle). `false` when a concurrent request took one of the ids (the
 /// insert waited for its commit and skipped the row): the caller rolls back and decides again.
 async fn insert_transactions(
     conn: &mut PgConnection,
@@ -870,6 +865,7 @@ async fn insert_transactions(
                 as r(id, kind, status, currency, legs, account_ids, external_ref, metadata,
                      refusal_code, refusal_detail, request, creation_status, body, created_at,
                      posted_at, expires_at, reverses, reversed_amount)
+           order by id
            on conflict (id) do nothing
            returning id"#,
         &ids,

@@ -219,6 +219,15 @@ impl TestApp {
         r.body["balances"]["posted"].as_i64().unwrap()
     }
 
+    /// How many entries transaction `id` wrote (0 for a hold, a refusal or a void).
+    pub async fn entries_of(&self, id: Uuid) -> i64 {
+        sqlx::query_scalar("select count(*) from entries where transaction_id = $1")
+            .bind(id)
+            .fetch_one(&self.pool)
+            .await
+            .unwrap()
+    }
+
     /// Row counts of every ledger table: what a refused or invalid request must leave alone.
     pub async fn row_counts(&self) -> (i64, i64, i64) {
         let row: (i64, i64, i64) = sqlx::query_as(

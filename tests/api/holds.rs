@@ -55,14 +55,6 @@ async fn let_expire(app: &TestApp, id: Uuid) {
     }
 }
 
-async fn entries_of(app: &TestApp, id: Uuid) -> i64 {
-    sqlx::query_scalar("select count(*) from entries where transaction_id = $1")
-        .bind(id)
-        .fetch_one(&app.pool)
-        .await
-        .unwrap()
-}
-
 #[tokio::test]
 async fn a_hold_reserves_funds_and_a_capture_posts_them_once() {
     let app = TestApp::new().await;
@@ -105,7 +97,7 @@ async fn a_hold_reserves_funds_and_a_capture_posts_them_once() {
         captured.text
     );
     assert!(!captured.replayed());
-    assert_eq!(entries_of(&app, id).await, 2);
+    assert_eq!(app.entries_of(id).await, 2);
     let b = balances(&app, "w1").await;
     assert_eq!(
         (&b["posted"], &b["pending_out"], &b["available"]),
@@ -136,7 +128,7 @@ async fn a_hold_reserves_funds_and_a_capture_posts_them_once() {
         (late.status, late.code(), &late.body["current_status"]),
         (StatusCode::CONFLICT, "invalid_transition", &json!("posted"))
     );
-    assert_eq!(entries_of(&app, id).await, 2, "still captured once");
+    assert_eq!(app.entries_of(id).await, 2, "still captured once");
     app.finish().await;
 }
 
@@ -217,7 +209,7 @@ async fn void_releases_and_nothing_leaves_a_terminal_state() {
         (post.status, &post.body["current_status"]),
         (StatusCode::CONFLICT, &json!("voided"))
     );
-    assert_eq!(entries_of(&app, id).await, 0);
+    assert_eq!(app.entries_of(id).await, 0);
 
     // A transaction that was never a hold, a refused one, an unknown one.
     let plain = Uuid::new_v4();
@@ -266,7 +258,7 @@ async fn a_capture_after_expiry_is_refused_even_before_the_sweeper_runs() {
         )
     );
     assert_eq!(void_hold(&app, id).await.body["current_status"], "expired");
-    assert_eq!(entries_of(&app, id).await, 0);
+    assert_eq!(app.entries_of(id).await, 0);
     let status: String = sqlx::query_scalar("select status from transactions where id = $1")
         .bind(id)
         .fetch_one(&app.pool)
@@ -346,7 +338,7 @@ async fn post_and_void_sent_together_one_wins_the_other_gets_409() {
         };
         assert_eq!(loser.body["current_status"], winner);
         assert_eq!(
-            entries_of(&app, id).await,
+            app.entries_of(id).await,
             if winner == "posted" { 2 } else { 0 }
         );
     }
@@ -384,7 +376,7 @@ async fn twenty_parallel_posts_of_one_hold_capture_once_and_all_answer_200() {
         "one capture, 19 replays"
     );
     assert!(answers.iter().all(|r| r.text == answers[0].text));
-    assert_eq!(entries_of(&app, id).await, 2);
+    assert_eq!(app.entries_of(id).await, 2);
     assert_eq!(
         (
             app.posted_balance("w1").await,

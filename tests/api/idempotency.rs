@@ -7,14 +7,6 @@ use std::sync::Arc;
 use uuid::Uuid;
 use wallet_ledger::ledger::ids::id_from_idempotency_key;
 
-async fn entries_of(app: &TestApp, id: Uuid) -> i64 {
-    sqlx::query_scalar("select count(*) from entries where transaction_id = $1")
-        .bind(id)
-        .fetch_one(&app.pool)
-        .await
-        .unwrap()
-}
-
 async fn transactions_with(app: &TestApp, id: Uuid) -> i64 {
     sqlx::query_scalar("select count(*) from transactions where id = $1")
         .bind(id)
@@ -48,7 +40,7 @@ async fn first_request_is_201_and_the_same_request_later_replays_the_same_body()
     }
     assert_eq!(app.posted_balance("w1").await, 7_500, "applied once");
     assert_eq!(app.posted_balance("w2").await, 2_500);
-    assert_eq!(entries_of(&app, id).await, 2);
+    assert_eq!(app.entries_of(id).await, 2);
 
     // The same holds for multi-leg transactions and payments.
     app.create_wallet("w3").await;
@@ -156,7 +148,7 @@ async fn fifty_identical_concurrent_requests_make_one_transaction() {
         "every replay is the creation response"
     );
     assert_eq!(transactions_with(&app, id).await, 1);
-    assert_eq!(entries_of(&app, id).await, 2);
+    assert_eq!(app.entries_of(id).await, 2);
     assert_eq!(app.posted_balance("w1").await, 9_300);
     assert_eq!(app.posted_balance("w2").await, 700);
     Arc::try_unwrap(app)
@@ -250,7 +242,7 @@ async fn a_refusal_is_replayed_even_after_the_money_arrives() {
     );
     assert_eq!(retry.text, first.text);
     assert_eq!(app.posted_balance("w2").await, 0, "never a late success");
-    assert_eq!(entries_of(&app, id).await, 0, "a refusal writes no entry");
+    assert_eq!(app.entries_of(id).await, 0, "a refusal writes no entry");
 
     let fresh = app.transfer(Uuid::new_v4(), "w1", "w2", 500).await;
     assert_eq!(
