@@ -43,7 +43,8 @@ create table open_holds (
 );
 create index open_holds_account on open_holds (account_id, expires_at);
 
--- A captured hold's resolution, like its creation, never changes afterwards.
+-- A captured hold's resolution, like its creation, never changes afterwards; neither does
+-- what a reversal reverses, nor a terminal status.
 create function refuse_resolution_change() returns trigger language plpgsql as $$
 begin
     if old.resolution_request is not null
@@ -51,6 +52,11 @@ begin
             or new.resolution_response is distinct from old.resolution_response
             or new.captured_amount is distinct from old.captured_amount) then
         raise exception 'the resolution of % is immutable', old.id
+            using errcode = 'integrity_constraint_violation';
+    end if;
+    if new.reverses is distinct from old.reverses
+       or new.reversed_amount is distinct from old.reversed_amount then
+        raise exception 'what reversal % reverses is immutable', old.id
             using errcode = 'integrity_constraint_violation';
     end if;
     if old.status in ('posted', 'rejected', 'voided', 'expired') and new.status <> old.status then

@@ -23,7 +23,7 @@ pub const DEFAULT_HOLD_SWEEP_INTERVAL_MS: u64 = 1_000;
 /// Most overdue holds one sweeper step expires (one short transaction each step).
 pub const HOLD_SWEEP_BATCH: i64 = 1_000;
 /// Most items in `POST /v1/transactions/batch`.
-pub const MAX_BATCH_ITEMS: usize = 1_000;
+pub const MAX_BATCH_ITEMS: u64 = 1_000;
 /// Most legs one transaction may have.
 pub const MAX_LEGS: usize = 100;
 /// Page sizes of every list (`?limit=`), per the contract.

@@ -4,7 +4,7 @@
 
 use super::AppState;
 use super::error::{ApiError, Result};
-use super::extract::{IdempotencyKey, JsonBody, parse_value};
+use super::extract::{IdempotencyKey, JsonBody, parse_valid};
 use super::requests::CreateTransactionRequest;
 use super::responses::json;
 use crate::config::MAX_BATCH_ITEMS;
@@ -17,6 +17,7 @@ use axum::http::StatusCode;
 use axum::response::Response;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use serde_json::value::RawValue;
 use utoipa::ToSchema;
 use validator::Validate;
 
@@ -32,9 +33,9 @@ pub enum BatchMode {
 pub struct BatchRequest {
     pub mode: BatchMode,
     /// 1 to 1,000 bodies of `POST /v1/transactions`, each with its own `id`.
-    #[validate(length(min = 1, max = 1000, message = "a batch has 1 to 1000 items"))]
+    #[validate(length(min = 1, max = MAX_BATCH_ITEMS, message = "a batch has 1 to 1000 items"))]
     #[schema(value_type = Vec<CreateTransactionRequest>)]
-    pub items: Vec<Value>,
+    pub items: Vec<Box<RawValue>>,
 }
 
 /// What one item's single call would have answered.
@@ -61,7 +62,6 @@ pub async fn batch(
     State(state): State<AppState>,
     JsonBody(req): JsonBody<BatchRequest>,
 ) -> Result<Response> {
-    debug_assert!(req.items.len() <= MAX_BATCH_ITEMS);
     let mode = match req.mode {
         BatchMode::Atomic => Mode::Atomic,
         BatchMode::Independent => Mode::Independent,
@@ -73,7 +73,7 @@ pub async fn batch(
         .items
         .into_iter()
         .map(|item| {
-            parse_value::<CreateTransactionRequest>(item)?
+            parse_valid::<CreateTransactionRequest>(item.get().as_bytes())?
                 .into_new(&no_key, state.config.hold_expiry())
         })
         .collect();

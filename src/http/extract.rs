@@ -30,11 +30,7 @@ impl<S: Send + Sync, T: DeserializeOwned + Validate> FromRequest<S> for JsonBody
                 ApiError::MalformedJson(rejection.body_text())
             }
         })?;
-        let value: T = parse_json(&bytes)?;
-        value
-            .validate()
-            .map_err(|e| ApiError::Validation(field_errors(&e)))?;
-        Ok(JsonBody(value))
+        parse_valid(&bytes).map(JsonBody)
     }
 }
 
@@ -77,13 +73,11 @@ impl<S: Send + Sync, T: DeserializeOwned + Validate + Default> FromRequest<S>
     }
 }
 
-/// Parses one already-decoded JSON value (an item of a batch) exactly as [`JsonBody`] parses
-/// a body: named fields only, field errors as pointers relative to the value.
-pub fn parse_value<T: DeserializeOwned + Validate>(
-    value: serde_json::Value,
-) -> Result<T, ApiError> {
-    let bytes = serde_json::to_vec(&value).map_err(|e| ApiError::MalformedJson(e.to_string()))?;
-    let parsed: T = parse_json(&bytes)?;
+/// Parses and validates one JSON document: the body of a request, or one item of a batch
+/// (kept as raw text, so an item is held to exactly the rules its single call would be,
+/// repeated keys included). Field errors are pointers relative to the document.
+pub fn parse_valid<T: DeserializeOwned + Validate>(bytes: &[u8]) -> Result<T, ApiError> {
+    let parsed: T = parse_json(bytes)?;
     parsed
         .validate()
         .map_err(|e| ApiError::Validation(field_errors(&e)))?;

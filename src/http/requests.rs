@@ -134,14 +134,9 @@ fn requested(
         },
         RequestedStatus::Pending => {
             let now = Utc::now();
+            // A past `expires_at` is refused by the ledger for a new hold only: the same
+            // request retried after that moment must still replay its stored answer.
             let expires_at = match expires_at {
-                Some(t) if t <= now => {
-                    return Err(ApiError::validation(
-                        "/expires_at",
-                        "range",
-                        "must be in the future",
-                    ));
-                }
                 Some(t) => t,
                 None => now
                     .checked_add_signed(default_expiry)

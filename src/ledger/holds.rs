@@ -1,9 +1,10 @@
 //! Holds: money reserved by a pending transaction until it is captured (`post`), released
 //! (`void`) or expires.
 //!
-//! Every transition is `UPDATE ... WHERE id = $1 AND status = 'pending' AND expires_at > now()`
-//! under the transaction row's lock, so a hold is captured or released exactly once however
-//! many requests race for it; a repeat of the same request replays the stored answer and any
+//! Every transition is `UPDATE ... WHERE id = $1 AND status = 'pending'` under the transaction
+//! row's lock, after checking `expires_at` against the clock at that moment (and, for a
+//! capture, again once its wallets are locked), so a hold is captured or released exactly once
+//! however many requests race for it, and never after it expired; a repeat of the same request replays the stored answer and any
 //! other request meets the terminal status it left behind. What a hold reserves lives in
 //! `open_holds` while it is pending and goes away in the same database transaction that ends it.
 
@@ -156,7 +157,7 @@ pub async fn resolve(
     // The row lock serializes every post, void and expiry of this hold.
     let Some(hold) = sqlx::query_as!(
         HoldRow,
-        r#"select status, coalesce(expires_at <= now(), false) as "expired!", currency, legs,
+        r#"select status, coalesce(expires_at <= clock_timestamp(), false) as "expired!", currency, legs,
                   resolution_request, resolution_response
            from transactions where id = $1 for update"#,
         id
@@ -208,7 +209,10 @@ pub async fn resolve(
         )));
     };
     let captured = match (action, amount) {
-        (Action::Void, _) | (Action::Post, None) => None,
+        (Action::Void, _) => None,
+        // A whole two-leg capture records its amount too, so `{}` and `{"amount": held}`
+        // store the same answer.
+        (Action::Post, None) => (legs.len() == 2).then_some(held),
         (Action::Post, Some(_)) if legs.len() != 2 => {
             let message =
                 "a partial capture applies to two-leg holds; omit amount to capture in full";
@@ -256,14 +260,23 @@ pub async fn resolve(
                     }
                 })
                 .collect();
-            let Some((entries, ledger_time)) = capture_entries(&mut tx, &capture, now).await?
-            else {
-                let message = "capturing would take a balance past 9007199254740991";
-                return Ok(Resolution::Invalid(vec![FieldError::new(
-                    "/amount",
-                    "balance_overflow",
-                    message,
-                )]));
+            let (entries, ledger_time) = match capture_entries(&mut tx, id, &capture, now).await? {
+                Capture::Ready(entries, ledger_time) => (entries, ledger_time),
+                Capture::Expired => {
+                    expire(&mut tx, id).await?;
+                    tx.commit().await?;
+                    return Ok(Resolution::InvalidTransition {
+                        current: "expired".into(),
+                    });
+                }
+                Capture::Overflow => {
+                    let message = "capturing would take a balance past 9007199254740991";
+                    return Ok(Resolution::Invalid(vec![FieldError::new(
+                        "/amount",
+                        "balance_overflow",
+                        message,
+                    )]));
+                }
             };
             let view =
                 resolved_view(&mut tx, id, "posted", Some(ledger_time), captured, currency).await?;
@@ -297,16 +310,36 @@ pub async fn resolve(
     Ok(Resolution::Done { body })
 }
 
+enum Capture {
+    Ready(Vec<NewEntry>, DateTime<Utc>),
+    /// The hold expired before its wallets could be locked.
+    Expired,
+    Overflow,
+}
+
 /// Entries of a capture: the wallets are locked (sorted) and their chains continued. Funds
-/// are not checked again: the hold reserved them. `None` if a credit would overflow.
+/// are not checked again: the hold reserved them. Expiry is checked again once the wallets
+/// are locked, with the clock at that moment: a writer that already treated the hold as
+/// expired (and spent what it reserved) held these locks first, so the capture must see the
+/// expiry too.
 async fn capture_entries(
     conn: &mut PgConnection,
+    id: Uuid,
     legs: &[LegView],
     now: DateTime<Utc>,
-) -> Result<Option<(Vec<NewEntry>, DateTime<Utc>)>, sqlx::Error> {
+) -> Result<Capture, sqlx::Error> {
     let mut ids: Vec<String> = legs.iter().map(|l| l.account.clone()).collect();
     ids.sort();
     let locked = posting::lock_accounts(conn, &ids).await?;
+    let expired = sqlx::query_scalar!(
+        r#"select coalesce(expires_at <= clock_timestamp(), false) as "expired!" from transactions where id = $1"#,
+        id
+    )
+    .fetch_one(&mut *conn)
+    .await?;
+    if expired {
+        return Ok(Capture::Expired);
+    }
     let wallets: Vec<String> = locked
         .values()
         .filter(|a| a.kind == "wallet")
@@ -327,7 +360,7 @@ async fn capture_entries(
                 .and_then(|(b, a)| b.checked_add(a))
             {
                 Some(after) => Some(after.minor_units()),
-                None => return Ok(None),
+                None => return Ok(Capture::Overflow),
             },
         };
         entries.push(NewEntry {
@@ -337,7 +370,7 @@ async fn capture_entries(
             balance_after,
         });
     }
-    Ok(Some((entries, ledger_time)))
+    Ok(Capture::Ready(entries, ledger_time))
 }
 
 /// The transaction as it will read once resolved.
@@ -363,7 +396,7 @@ async fn resolved_view(
 async fn expire(conn: &mut PgConnection, id: Uuid) -> Result<(), sqlx::Error> {
     sqlx::query!(
         "update transactions set status = 'expired', updated_at = now()
-         where id = $1 and status = 'pending' and expires_at <= now()",
+         where id = $1 and status = 'pending' and expires_at <= clock_timestamp()",
         id
     )
     .execute(&mut *conn)

@@ -436,6 +436,12 @@ impl LockedLedger {
         }
         let account = |leg: &Leg| &self.accounts[leg.account.as_str()];
         let currency = check_shape(item, &account)?;
+        if let Requested::Pending { expires_at } = item.status
+            && expires_at <= now
+        {
+            let error = FieldError::new("/expires_at", "range", "must be in the future");
+            return Err(ItemError::Invalid(vec![error]));
+        }
 
         // Refusals, in a fixed order: closed (any leg), frozen (debits), the reversal's
         // remainder, funds.

@@ -81,7 +81,7 @@ pub struct LegView {
 
 #[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct RefusalView {
-    /// `insufficient_funds`, `account_frozen` or `account_closed`.
+    /// `insufficient_funds`, `account_frozen`, `account_closed` or `reversal_exceeds_original`.
     pub code: String,
     pub detail: String,
 }
@@ -89,12 +89,13 @@ pub struct RefusalView {
 #[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct TransactionView {
     pub id: Uuid,
-    /// Which endpoint created it: `transaction`, `transfer` or `payment`.
+    /// Which endpoint created it: `transaction`, `transfer`, `payment` or `reversal`.
     pub kind: String,
     /// `pending` (a hold), `posted`, `rejected`, `voided` or `expired`.
     pub status: String,
     pub currency: String,
-    /// The legs: for a posted transaction its entries, for a rejected one what was refused.
+    /// The legs as requested: what was posted (or, for a partly captured hold, held: see
+    /// `captured_amount`), held, or refused.
     pub entries: Vec<LegView>,
     pub external_ref: Option<String>,
     #[schema(value_type = Object)]

@@ -1194,3 +1194,39 @@ async fn holds_in_a_batch_reserve_funds_for_later_items() {
     assert_eq!(w1.body["balances"]["available"], 0, "{}", w1.text);
     app.finish().await;
 }
+
+#[tokio::test]
+async fn a_batch_item_with_a_repeated_key_is_refused_like_its_single_call() {
+    let app = TestApp::new().await;
+    app.create_wallet("w1").await;
+    app.create_wallet("w2").await;
+    app.fund("w1", 100).await;
+    let id = Uuid::new_v4();
+    let item = format!(
+        r#"{{"id": "{id}", "entries": [{{"account": "w1", "amount": -10}}, {{"account": "w2", "amount": 10}}],
+            "metadata": {{}}, "metadata": {{"x": 1}}}}"#
+    );
+    let single = app
+        .raw(
+            axum::http::Method::POST,
+            "/v1/transactions",
+            &[("content-type", "application/json")],
+            item.clone(),
+        )
+        .await;
+    assert_eq!(single.body["errors"][0]["code"], "duplicate_field");
+    let body = format!(r#"{{"mode": "independent", "items": [{item}]}}"#);
+    let r = app
+        .raw(
+            axum::http::Method::POST,
+            "/v1/transactions/batch",
+            &[("content-type", "application/json")],
+            body,
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.text);
+    assert_eq!(r.body["results"][0]["status"], 422);
+    assert_eq!(r.body["results"][0]["body"], single.body);
+    assert_eq!(app.posted_balance("w2").await, 0);
+    app.finish().await;
+}

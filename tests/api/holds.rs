@@ -412,3 +412,29 @@ async fn a_retried_hold_with_the_default_expiry_replays() {
     );
     app.finish().await;
 }
+
+#[tokio::test]
+async fn a_hold_retried_after_its_own_expiry_still_replays() {
+    let app = TestApp::new().await;
+    app.create_wallet("w1").await;
+    app.create_wallet("w2").await;
+    app.fund("w1", 1_000).await;
+    let soon = (chrono::Utc::now() + chrono::TimeDelta::milliseconds(300)).to_rfc3339();
+    let body = json!({"id": Uuid::new_v4(), "from": "w1", "to": "w2", "amount": 5, "status": "pending", "expires_at": soon});
+    let first = app.post("/v1/transfers", &body).await;
+    assert_eq!(first.status, StatusCode::CREATED, "{}", first.text);
+    tokio::time::sleep(std::time::Duration::from_millis(400)).await;
+    let again = app.post("/v1/transfers", &body).await;
+    assert_eq!(
+        (again.status, again.replayed(), &again.text),
+        (StatusCode::OK, true, &first.text)
+    );
+    // A new hold with a past expiry is refused, and nothing is stored.
+    let past = json!({"id": Uuid::new_v4(), "from": "w1", "to": "w2", "amount": 5, "status": "pending", "expires_at": soon});
+    let r = app.post("/v1/transfers", &past).await;
+    assert_eq!(
+        (r.status, &r.body["errors"][0]["field"]),
+        (StatusCode::UNPROCESSABLE_ENTITY, &json!("/expires_at"))
+    );
+    app.finish().await;
+}
