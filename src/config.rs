@@ -49,6 +49,8 @@ pub enum Command {
     Serve(ServeArgs),
     /// Create the database if missing and apply migrations, then exit.
     Migrate(MigrateArgs),
+    /// Check the ledger's invariants; exit 0 when they hold, 1 when they do not, 2 on error.
+    Verify(VerifyArgs),
     /// Print the OpenAPI document (the committed `openapi/openapi.json` is this output).
     Openapi,
 }
@@ -156,5 +158,28 @@ fn positive_usize(value: &str) -> Result<usize, String> {
     match value.parse::<usize>() {
         Ok(n) if n > 0 => Ok(n),
         _ => Err("must be a whole number above 0".to_owned()),
+    }
+}
+
+/// A hold still pending this long after its expiry means the sweeper is not running.
+pub const DEFAULT_HOLD_GRACE_MS: u64 = 60_000;
+
+#[derive(Debug, Clone, Args)]
+pub struct VerifyArgs {
+    #[command(flatten)]
+    pub database: DatabaseConfig,
+    /// How long past its expiry a hold may stay pending before it is a finding.
+    #[arg(long, env = "HOLD_GRACE_MS", default_value_t = DEFAULT_HOLD_GRACE_MS)]
+    pub hold_grace_ms: u64,
+    /// Print the report as JSON instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+impl VerifyArgs {
+    pub fn hold_grace(&self) -> chrono::TimeDelta {
+        chrono::TimeDelta::milliseconds(
+            i64::try_from(self.hold_grace_ms).unwrap_or(i64::MAX / 1_000),
+        )
     }
 }

@@ -21,17 +21,24 @@ pub async fn connect_and_migrate(config: &DatabaseConfig) -> anyhow::Result<PgPo
             .with_context(|| format!("creating database {shown}"))?;
         tracing::info!(database = %shown, "created database");
     }
-    let pool = PgPoolOptions::new()
-        .max_connections(config.pool_max_connections)
-        .acquire_timeout(config.acquire_timeout())
-        .connect(&config.url)
-        .await
-        .map_err(|e| unreachable(&shown, e))?;
+    let pool = connect(config).await?;
     MIGRATOR
         .run(&pool)
         .await
         .with_context(|| format!("applying migrations to {shown}"))?;
     Ok(pool)
+}
+
+/// Opens the pool on an existing database, without creating or migrating anything (for jobs
+/// that only read, such as `verify`).
+pub async fn connect(config: &DatabaseConfig) -> anyhow::Result<PgPool> {
+    let shown = redact(&config.url);
+    PgPoolOptions::new()
+        .max_connections(config.pool_max_connections)
+        .acquire_timeout(config.acquire_timeout())
+        .connect(&config.url)
+        .await
+        .map_err(|e| unreachable(&shown, e))
 }
 
 fn unreachable(shown: &str, error: sqlx::Error) -> anyhow::Error {

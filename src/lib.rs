@@ -12,6 +12,8 @@ pub mod http;
 pub mod ledger;
 /// The problem+json shape shared by API errors and stored refusals.
 pub mod problem;
+/// The ledger's invariant checks (`verify`) and reconciliation with providers.
+pub mod reconcile;
 
 /// Resolves on SIGINT or SIGTERM: every long-running subcommand stops on either.
 pub async fn shutdown_signal() {

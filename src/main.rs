@@ -1,5 +1,6 @@
 //! The `wallet-ledger` binary: parse the command line, set up logging, run one subcommand.
-//! Exit codes: 0 success, 2 error (with a one-paragraph reason, never a stack trace).
+//! Exit codes: 0 success, 1 findings (`verify`), 2 error (with a one-paragraph reason, never a
+//! stack trace).
 
 use clap::Parser;
 use std::process::ExitCode;
@@ -17,7 +18,7 @@ fn main() -> ExitCode {
         }
     };
     match runtime.block_on(run(cli.command)) {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(code) => code,
         Err(e) => {
             eprintln!("error: {e:#}");
             ExitCode::from(2)
@@ -25,22 +26,28 @@ fn main() -> ExitCode {
     }
 }
 
-async fn run(command: Command) -> anyhow::Result<()> {
+/// Jobs exit 0 when clean and 1 when they found something; an error is 2 (in `main`).
+async fn run(command: Command) -> anyhow::Result<ExitCode> {
     match command {
-        Command::Serve(args) => wallet_ledger::http::serve(args).await,
+        Command::Serve(args) => wallet_ledger::http::serve(args).await?,
         Command::Migrate(args) => {
             wallet_ledger::db::connect_and_migrate(&args.database)
                 .await?
                 .close()
                 .await;
             tracing::info!("migrations applied");
-            Ok(())
         }
-        Command::Openapi => {
-            print!("{}", wallet_ledger::http::openapi::document());
-            Ok(())
+        Command::Verify(args) => {
+            let clean = wallet_ledger::reconcile::verify::run(args).await?;
+            return Ok(if clean {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(1)
+            });
         }
+        Command::Openapi => print!("{}", wallet_ledger::http::openapi::document()),
     }
+    Ok(ExitCode::SUCCESS)
 }
 
 /// `RUST_LOG` filters (default `info`); `LOG_FORMAT=json` switches to one JSON object a line.

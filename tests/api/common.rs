@@ -35,6 +35,8 @@ pub struct TestApp {
     pub router: Router,
     pub pool: PgPool,
     pub database: String,
+    /// The test database's URL, for tests that run the binary against it.
+    pub database_url: String,
 }
 
 pub struct TestResponse {
@@ -98,6 +100,7 @@ impl TestApp {
             router,
             pool,
             database,
+            database_url,
         }
     }
 

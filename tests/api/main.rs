@@ -15,3 +15,4 @@ mod openapi;
 mod reversals;
 mod schema;
 mod transactions;
+mod verify;

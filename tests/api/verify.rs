@@ -1,0 +1,254 @@
+//! `wallet-ledger verify`: a clean ledger passes; a ledger corrupted on purpose (guards
+//! disabled, rows edited by SQL) fails and names the account, entry or transaction.
+
+use super::common::TestApp;
+use chrono::TimeDelta;
+use serde_json::json;
+use tokio::process::Command;
+use uuid::Uuid;
+use wallet_ledger::ledger::checkpoints;
+use wallet_ledger::reconcile::invariants::{self, Finding};
+
+const BIN: &str = env!("CARGO_BIN_EXE_wallet-ledger");
+
+/// A little of everything: payments, transfers, a captured and a voided hold, a reversal,
+/// and a checkpoint of the clearing account.
+async fn busy_ledger() -> TestApp {
+    let app = TestApp::new().await;
+    for w in ["w1", "w2", "w3"] {
+        app.create_wallet(w).await;
+    }
+    let payment = app.fund("w1", 10_000).await.body["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    app.fund("w2", 500).await;
+    app.transfer(Uuid::new_v4(), "w1", "w2", 1_000).await;
+    app.transfer(Uuid::new_v4(), "w3", "w1", 1).await; // refused
+    for (amount, action) in [(300, "post"), (200, "void")] {
+        let id = Uuid::new_v4();
+        app.post(
+            "/v1/transfers",
+            &json!({"id": id, "from": "w1", "to": "w3", "amount": amount, "status": "pending"}),
+        )
+        .await;
+        app.post_empty(&format!("/v1/transactions/{id}/{action}"))
+            .await;
+    }
+    app.post(
+        &format!("/v1/transactions/{payment}/reverse"),
+        &json!({"id": Uuid::new_v4(), "amount": 2_000}),
+    )
+    .await;
+    checkpoints::advance(&mut app.pool.acquire().await.unwrap())
+        .await
+        .unwrap();
+    app.fund("w3", 7).await; // an entry after the checkpoint
+    app
+}
+
+async fn findings(app: &TestApp) -> Vec<Finding> {
+    invariants::check(
+        &mut app.pool.acquire().await.unwrap(),
+        TimeDelta::seconds(60),
+    )
+    .await
+    .unwrap()
+}
+
+async fn sql(app: &TestApp, statement: &str) {
+    sqlx::query(sqlx::AssertSqlSafe(statement.to_owned()))
+        .execute(&app.pool)
+        .await
+        .unwrap();
+}
+
+async fn verify_binary(app: &TestApp, extra: &[&str]) -> (Option<i32>, String) {
+    let out = Command::new(BIN)
+        .args(["verify", "--database-url", &app.database_url])
+        .args(extra)
+        .output()
+        .await
+        .unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+    )
+}
+
+#[tokio::test]
+async fn a_clean_ledger_passes_every_check() {
+    let app = busy_ledger().await;
+    assert_eq!(findings(&app).await, []);
+    let (code, out) = verify_binary(&app, &[]).await;
+    assert_eq!(code, Some(0), "{out}");
+    assert!(
+        out.contains("wallet_chain") && out.contains("the ledger is consistent"),
+        "{out}"
+    );
+    let (code, out) = verify_binary(&app, &["--json"]).await;
+    assert_eq!(code, Some(0));
+    let report: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(report["clean"], true);
+    assert_eq!(
+        report["checks"].as_array().unwrap().len(),
+        invariants::CHECKS.len()
+    );
+    app.finish().await;
+}
+
+#[tokio::test]
+async fn an_entry_altered_behind_the_guards_is_named_by_account_and_entry() {
+    let app = busy_ledger().await;
+    let (entry, sequence): (i64, i64) = sqlx::query_as(
+        "select id, sequence from entries where account_id = 'w2' order by sequence limit 1",
+    )
+    .fetch_one(&app.pool)
+    .await
+    .unwrap();
+    sql(
+        &app,
+        "alter table entries disable trigger entries_immutable",
+    )
+    .await;
+    sql(
+        &app,
+        &format!("update entries set amount = amount + 1 where id = {entry}"),
+    )
+    .await;
+    sql(&app, "alter table entries enable trigger entries_immutable").await;
+
+    let found = findings(&app).await;
+    let checks: Vec<&str> = found.iter().map(|f| f.check).collect();
+    assert!(
+        checks.contains(&"unbalanced_transaction") && checks.contains(&"trial_balance"),
+        "{found:?}"
+    );
+    let chain = found
+        .iter()
+        .find(|f| f.check == "wallet_chain")
+        .expect("the chain breaks");
+    assert_eq!(
+        (chain.account.as_deref(), chain.entry),
+        (Some("w2"), Some(entry))
+    );
+    assert!(
+        chain.detail.contains(&format!("sequence {sequence}")),
+        "{}",
+        chain.detail
+    );
+
+    let (code, out) = verify_binary(&app, &[]).await;
+    assert_eq!(code, Some(1), "{out}");
+    assert!(out.contains(&format!("account w2, entry {entry}")), "{out}");
+    assert!(
+        out.contains("wallet_chain") && out.contains("FAILED"),
+        "{out}"
+    );
+    app.finish().await;
+}
+
+#[tokio::test]
+async fn gaps_checkpoints_holds_postings_and_reversals_are_each_found() {
+    let app = busy_ledger().await;
+    // A gap in w3's chain: its last entry's sequence pushed forward.
+    sql(
+        &app,
+        "alter table entries disable trigger entries_immutable",
+    )
+    .await;
+    sql(&app, "update entries set sequence = sequence + 5 where id = (select max(id) from entries where account_id = 'w3')").await;
+    sql(&app, "alter table entries enable trigger entries_immutable").await;
+    // A checkpoint that does not match its entries.
+    sql(
+        &app,
+        "insert into account_checkpoints (account_id, below_xid, posted, entry_count)
+               values ('clearing:test:SAR', '1'::xid8, 42, 1)",
+    )
+    .await;
+    // A hold long overdue, and a reservation left behind by a posted transaction.
+    let hold = Uuid::new_v4();
+    app.post(
+        "/v1/transfers",
+        &json!({"id": hold, "from": "w1", "to": "w2", "amount": 1, "status": "pending"}),
+    )
+    .await;
+    sql(
+        &app,
+        &format!(
+            "update transactions set expires_at = now() - interval '1 day' where id = '{hold}'"
+        ),
+    )
+    .await;
+    let posted: Uuid = sqlx::query_scalar(
+        "select id from transactions where status = 'posted' and kind = 'transfer' limit 1",
+    )
+    .fetch_one(&app.pool)
+    .await
+    .unwrap();
+    sql(
+        &app,
+        &format!("insert into open_holds values ('{posted}', 'w1', -5, now() + interval '1 day')"),
+    )
+    .await;
+    // A reversal that claims more than its original moved.
+    sql(
+        &app,
+        "alter table transactions disable trigger transactions_resolution_immutable",
+    )
+    .await;
+    sql(
+        &app,
+        "update transactions set reversed_amount = 20000 where kind = 'reversal'",
+    )
+    .await;
+    sql(
+        &app,
+        "alter table transactions enable trigger transactions_resolution_immutable",
+    )
+    .await;
+
+    let found = findings(&app).await;
+    let about = |check: &str| {
+        found
+            .iter()
+            .filter(|f| f.check == check)
+            .cloned()
+            .collect::<Vec<_>>()
+    };
+    assert!(
+        about("wallet_chain")
+            .iter()
+            .any(|f| f.account.as_deref() == Some("w3") && f.detail.contains("gap")),
+        "{found:?}"
+    );
+    assert_eq!(
+        about("checkpoint_mismatch")[0].account.as_deref(),
+        Some("clearing:test:SAR")
+    );
+    assert_eq!(about("overdue_hold")[0].transaction, Some(hold));
+    assert_eq!(about("stale_open_hold")[0].transaction, Some(posted));
+    assert_eq!(about("over_reversed").len(), 1);
+    assert!(
+        about("unbalanced_transaction").is_empty(),
+        "amounts were not touched"
+    );
+    let (code, _) = verify_binary(&app, &["--hold-grace-ms", "1000"]).await;
+    assert_eq!(code, Some(1));
+    app.finish().await;
+}
+
+#[tokio::test]
+async fn verify_against_an_unreachable_database_exits_2() {
+    let out = Command::new(BIN)
+        .args([
+            "verify",
+            "--database-url",
+            "postgres://postgres@127.0.0.1:1/nowhere",
+        ])
+        .output()
+        .await
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("cannot reach PostgreSQL"));
+}
