@@ -13,7 +13,8 @@
 //! 4. each item is decided in order, in Rust, against running per-wallet state (so item 7 sees
 //!    what item 3 did): post, hold, refuse, or reject as invalid; an id repeated inside the
 //!    batch is bound to the first item that stores it (later ones replay or mismatch);
-//!    atomic mode rolls everything back at the first item that would not be created;
+//!    atomic mode decides every item, then rolls everything back if any would not be created
+//!    (and names the first such item in request order);
 //! 5. all transaction rows go in with one `INSERT ... ON CONFLICT DO NOTHING RETURNING`: if a
 //!    concurrent request took one of the ids, everything rolls back and step 1 runs again (the
 //!    id is now stored, so it replays);
@@ -77,9 +78,30 @@ pub async fn create_many(
     items: &[NewTransaction],
     mode: Mode,
 ) -> Result<BatchResult, WriteError> {
+    attempts(pool, items, mode, true).await
+}
+
+/// Atomic mode without writing: the first item (in request order) that would not be
+/// created, if any. Used to tell which of several bad items of a batch comes first.
+pub async fn first_failure(
+    pool: &PgPool,
+    items: &[NewTransaction],
+) -> Result<Option<(usize, ItemOutcome)>, WriteError> {
+    match attempts(pool, items, Mode::Atomic, false).await? {
+        BatchResult::Failed { index, outcome } => Ok(Some((index, outcome))),
+        BatchResult::Done(_) => Ok(None),
+    }
+}
+
+async fn attempts(
+    pool: &PgPool,
+    items: &[NewTransaction],
+    mode: Mode,
+    commit: bool,
+) -> Result<BatchResult, WriteError> {
     let mut conn = pool.acquire().await?;
     for _ in 0..MAX_ID_RACE_RETRIES {
-        match attempt(&mut conn, items, mode, true).await {
+        match attempt(&mut conn, items, mode, commit).await {
             Ok(Some(result)) => return Ok(result),
             Ok(None) => continue,
             // Rows are inserted in id order and locks taken in a fixed order, so a deadlock
@@ -105,19 +127,6 @@ fn fails(outcome: &ItemOutcome) -> bool {
         Ok(Created::New { .. }) => false,
         Ok(Created::Replayed { status, .. }) => *status >= 400,
         _ => true,
-    }
-}
-
-/// Atomic mode without writing: the first item (in request order) that would not be
-/// created, if any. Used to tell which of several bad items of a batch comes first.
-pub async fn first_failure(
-    pool: &PgPool,
-    items: &[NewTransaction],
-) -> Result<Option<(usize, ItemOutcome)>, WriteError> {
-    let mut conn = pool.acquire().await?;
-    match attempt(&mut conn, items, Mode::Atomic, false).await? {
-        Some(BatchResult::Failed { index, outcome }) => Ok(Some((index, outcome))),
-        _ => Ok(None),
     }
 }
 

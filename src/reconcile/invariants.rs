@@ -5,17 +5,17 @@
 //! backup or a bug elsewhere may have done). Every finding names the rows it is about.
 
 use chrono::TimeDelta;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use sqlx::PgConnection;
 use uuid::Uuid;
 
 /// One broken invariant, with the rows that show it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Finding {
     /// A stable name: `unbalanced_transaction`, `trial_balance`, `wallet_chain`,
     /// `checkpoint_mismatch`, `posting_mismatch`, `overdue_hold`, `stale_open_hold`,
     /// `over_reversed`.
-    pub check: &'static str,
+    pub check: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub account: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -76,7 +76,7 @@ async fn unbalanced_transactions(conn: &mut PgConnection) -> Result<Vec<Finding>
     Ok(rows
         .into_iter()
         .map(|r| Finding {
-            check: "unbalanced_transaction",
+            check: "unbalanced_transaction".into(),
             account: None,
             entry: None,
             transaction: Some(r.transaction_id),
@@ -96,7 +96,7 @@ async fn trial_balance(conn: &mut PgConnection) -> Result<Vec<Finding>, sqlx::Er
     Ok(rows
         .into_iter()
         .map(|r| Finding {
-            check: "trial_balance",
+            check: "trial_balance".into(),
             account: None,
             entry: None,
             transaction: None,
@@ -140,7 +140,7 @@ async fn wallet_chains(conn: &mut PgConnection) -> Result<Vec<Finding>, sqlx::Er
                 )
             };
             Finding {
-                check: "wallet_chain",
+                check: "wallet_chain".into(),
                 account: Some(r.account_id),
                 entry: Some(r.id),
                 transaction: None,
@@ -168,7 +168,7 @@ async fn checkpoints(conn: &mut PgConnection) -> Result<Vec<Finding>, sqlx::Erro
     Ok(rows
         .into_iter()
         .map(|r| Finding {
-            check: "checkpoint_mismatch",
+            check: "checkpoint_mismatch".into(),
             account: Some(r.account_id),
             entry: None,
             transaction: None,
@@ -194,7 +194,7 @@ async fn posting_mismatches(conn: &mut PgConnection) -> Result<Vec<Finding>, sql
     Ok(rows
         .into_iter()
         .map(|r| Finding {
-            check: "posting_mismatch",
+            check: "posting_mismatch".into(),
             account: None,
             entry: None,
             transaction: Some(r.id),
@@ -232,7 +232,7 @@ async fn overdue_holds(
     .fetch_all(conn)
     .await?;
     let overdue = overdue.into_iter().map(|r| Finding {
-        check: "overdue_hold",
+        check: "overdue_hold".into(),
         account: None,
         entry: None,
         transaction: Some(r.id),
@@ -242,7 +242,7 @@ async fn overdue_holds(
         ),
     });
     let stale = stale.into_iter().map(|r| Finding {
-        check: "stale_open_hold",
+        check: "stale_open_hold".into(),
         account: Some(r.account_id),
         entry: None,
         transaction: Some(r.transaction_id),
@@ -270,7 +270,7 @@ async fn over_reversed(conn: &mut PgConnection) -> Result<Vec<Finding>, sqlx::Er
     Ok(rows
         .into_iter()
         .map(|r| Finding {
-            check: "over_reversed",
+            check: "over_reversed".into(),
             account: None,
             entry: None,
             transaction: Some(r.original),

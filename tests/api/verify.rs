@@ -119,7 +119,7 @@ async fn an_entry_altered_behind_the_guards_is_named_by_account_and_entry() {
     sql(&app, "alter table entries enable trigger entries_immutable").await;
 
     let found = findings(&app).await;
-    let checks: Vec<&str> = found.iter().map(|f| f.check).collect();
+    let checks: Vec<&str> = found.iter().map(|f| f.check.as_str()).collect();
     assert!(
         checks.contains(&"unbalanced_transaction") && checks.contains(&"trial_balance"),
         "{found:?}"
