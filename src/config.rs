@@ -49,6 +49,9 @@ pub enum Command {
     Serve(ServeArgs),
     /// Create the database if missing and apply migrations, then exit.
     Migrate(MigrateArgs),
+    /// Compare the ledger with a provider's settlement file and check the ledger's invariants;
+    /// exit 0 when clean, 1 on exceptions, 2 on error.
+    Reconcile(ReconcileArgs),
     /// Check the ledger's invariants; exit 0 when they hold, 1 when they do not, 2 on error.
     Verify(VerifyArgs),
     /// Print the OpenAPI document (the committed `openapi/openapi.json` is this output).
@@ -182,4 +185,52 @@ impl VerifyArgs {
             i64::try_from(self.hold_grace_ms).unwrap_or(i64::MAX / 1_000),
         )
     }
+}
+
+/// Matches listed in a reconciliation report (every match is counted).
+pub const MAX_LISTED_MATCHES: usize = 10_000;
+
+#[derive(Debug, Clone, Args)]
+pub struct ReconcileArgs {
+    #[command(flatten)]
+    pub database: DatabaseConfig,
+    /// The provider whose clearing accounts (`clearing:{provider}:*`) are compared.
+    #[arg(long)]
+    pub provider: String,
+    /// The provider's settlement file (CSV with a header row).
+    #[arg(long)]
+    pub settlement: std::path::PathBuf,
+    /// Where report.html, report.json and exceptions.csv are written.
+    #[arg(long, default_value = ".")]
+    pub out: std::path::PathBuf,
+    /// Which reports to write.
+    #[arg(long, value_delimiter = ',', default_values = ["html", "json", "csv"])]
+    pub format: Vec<crate::reconcile::report::Format>,
+    /// Start of the settlement period (RFC 3339); default: the file's first settled_at.
+    #[arg(long)]
+    pub from: Option<chrono::DateTime<chrono::Utc>>,
+    /// End of the settlement period (RFC 3339); default: the file's last settled_at.
+    #[arg(long)]
+    pub to: Option<chrono::DateTime<chrono::Utc>>,
+    /// Ledger payments younger than this at the period's end are not expected in the file yet.
+    #[arg(long, default_value_t = 24)]
+    pub settlement_lag_hours: u32,
+    /// Ledger payments this much before the period may still settle in it.
+    #[arg(long, default_value_t = 0)]
+    pub date_tolerance_hours: u32,
+    /// Amounts differing by at most this much (major units, e.g. 0.01) are equal.
+    #[arg(long, default_value = "0")]
+    pub amount_tolerance: rust_decimal::Decimal,
+    /// Map a field to another header: `--column payment_id=PaymentID` (repeatable).
+    #[arg(long = "column")]
+    pub columns: Vec<String>,
+    /// Compare and report, but store nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Run again even if the same provider, file and options were reconciled before.
+    #[arg(long)]
+    pub force: bool,
+    /// How long past its expiry a hold may stay pending before the invariant check flags it.
+    #[arg(long, default_value_t = DEFAULT_HOLD_GRACE_MS)]
+    pub hold_grace_ms: u64,
 }

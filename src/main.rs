@@ -1,5 +1,5 @@
 //! The `wallet-ledger` binary: parse the command line, set up logging, run one subcommand.
-//! Exit codes: 0 success, 1 findings (`verify`), 2 error (with a one-paragraph reason, never a
+//! Exit codes: 0 success, 1 findings (`verify`, `reconcile`), 2 error (with a one-paragraph reason, never a
 //! stack trace).
 
 use clap::Parser;
@@ -36,6 +36,14 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
                 .close()
                 .await;
             tracing::info!("migrations applied");
+        }
+        Command::Reconcile(args) => {
+            let clean = wallet_ledger::reconcile::run::run(args).await?;
+            return Ok(if clean {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(1)
+            });
         }
         Command::Verify(args) => {
             let clean = wallet_ledger::reconcile::verify::run(args).await?;

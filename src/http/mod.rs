@@ -7,6 +7,7 @@ pub mod error;
 pub mod extract;
 pub mod health;
 pub mod openapi;
+pub mod reconciliations;
 pub mod requests;
 pub mod responses;
 pub mod transactions;
@@ -61,6 +62,8 @@ pub fn app(state: AppState) -> Router {
         .route("/v1/transactions/{id}/reverse", post(transactions::reverse))
         .route("/v1/transfers", post(transactions::transfer))
         .route("/v1/payments", post(transactions::payment))
+        .route("/v1/reconciliations", get(reconciliations::list))
+        .route("/v1/reconciliations/{id}", get(reconciliations::get))
         .route("/healthz", get(health::healthz))
         .route("/readyz", get(health::readyz))
         .route("/openapi.json", get(health::openapi))

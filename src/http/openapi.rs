@@ -2,7 +2,7 @@
 //! `openapi/openapi.json` must equal [`document`] (a test checks it); regenerate it with
 //! `cargo run -- openapi > openapi/openapi.json`.
 
-use super::{accounts, batch, health, transactions};
+use super::{accounts, batch, health, reconciliations, transactions};
 use utoipa::OpenApi;
 
 #[derive(OpenApi)]
@@ -17,6 +17,7 @@ use utoipa::OpenApi;
         transactions::create, transactions::list, transactions::get,
         transactions::transfer, transactions::payment, batch::batch,
         transactions::post, transactions::void, transactions::reverse,
+        reconciliations::list, reconciliations::get,
         health::healthz, health::readyz, health::openapi,
     ),
     components(schemas(crate::problem::Problem, crate::problem::FieldError)),
@@ -24,6 +25,7 @@ use utoipa::OpenApi;
         (name = "accounts", description = "wallets and system accounts, with derived balances"),
         (name = "transactions", description = "moving money, exactly once per id"),
         (name = "holds", description = "reserving money, then capturing or releasing it exactly once"),
+        (name = "reconciliations", description = "stored runs of the reconciliation job"),
         (name = "operations", description = "health, readiness, this document"),
     )
 )]

@@ -12,6 +12,7 @@ mod history;
 mod holds;
 mod idempotency;
 mod openapi;
+mod reconcile;
 mod reversals;
 mod schema;
 mod transactions;

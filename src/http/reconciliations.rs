@@ -1,0 +1,87 @@
+//! `/v1/reconciliations`: the stored reconciliation runs, newest first, and one run whole.
+
+use super::AppState;
+use super::accounts::PageQuery;
+use super::error::{ApiError, Result};
+use super::extract::{PathParam, QueryParams};
+use super::responses::json;
+use crate::problem::Problem;
+use crate::reconcile::model::{RunReport, Summary};
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::Response;
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use utoipa::ToSchema;
+use uuid::Uuid;
+
+/// A run as listed: what it compared and what it found, without the detail.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct RunSummary {
+    pub id: Uuid,
+    pub provider: String,
+    pub clean: bool,
+    pub created_at: DateTime<Utc>,
+    pub summary: Summary,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct RunPage {
+    pub data: Vec<RunSummary>,
+    pub next_cursor: Option<String>,
+}
+
+#[utoipa::path(get, path = "/v1/reconciliations", tag = "reconciliations", params(PageQuery),
+    responses((status = 200, description = "stored runs, newest first", body = RunPage),
+        (status = 422, body = Problem, content_type = "application/problem+json")))]
+pub async fn list(
+    State(state): State<AppState>,
+    QueryParams(query): QueryParams<PageQuery>,
+) -> Result<Response> {
+    let (limit, cursor) = (query.limit()?, query.cursor()?);
+    let rows = sqlx::query!(
+        r#"select seq, id, provider, clean, created_at, report -> 'summary' as "summary!"
+           from reconciliation_runs
+           where ($1::bigint is null or seq < $1)
+           order by seq desc limit $2"#,
+        cursor,
+        limit + 1
+    )
+    .fetch_all(&state.pool)
+    .await?;
+    let more = rows.len() as i64 > limit;
+    let mut data = Vec::with_capacity(rows.len());
+    let mut last = None;
+    for r in rows.into_iter().take(limit as usize) {
+        last = Some(r.seq);
+        let summary =
+            serde_json::from_value(r.summary).map_err(|e| ApiError::Internal(e.into()))?;
+        data.push(RunSummary {
+            id: r.id,
+            provider: r.provider,
+            clean: r.clean,
+            created_at: r.created_at,
+            summary,
+        });
+    }
+    let next_cursor = if more {
+        last.map(|s| s.to_string())
+    } else {
+        None
+    };
+    json(StatusCode::OK, &RunPage { data, next_cursor })
+}
+
+#[utoipa::path(get, path = "/v1/reconciliations/{id}", tag = "reconciliations", params(("id" = Uuid, Path)),
+    responses((status = 200, description = "the whole run: summary, exceptions with their reasons, matches, payouts, invariant findings", body = RunReport),
+        (status = 404, body = Problem, content_type = "application/problem+json")))]
+pub async fn get(State(state): State<AppState>, PathParam(id): PathParam) -> Result<Response> {
+    let not_found = || ApiError::NotFound(format!("reconciliation {id}"));
+    let uuid = Uuid::parse_str(&id).map_err(|_| not_found())?;
+    let report = sqlx::query_scalar!("select report from reconciliation_runs where id = $1", uuid)
+        .fetch_optional(&state.pool)
+        .await?
+        .ok_or_else(not_found)?;
+    // Served as stored: the same document the job wrote as report.json.
+    json(StatusCode::OK, &report)
+}

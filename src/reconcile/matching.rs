@@ -1,0 +1,332 @@
+//! Matching the staged settlement lines with the ledger, set-based in PostgreSQL (one query
+//! per side, joined on payment id or `external_ref`), then naming each disagreement with a
+//! reason per field.
+
+use super::model::{CurrencyTotals, Exception, Matched, Payout};
+use crate::ledger::money::Currency;
+use chrono::{DateTime, Utc};
+use sqlx::PgConnection;
+use uuid::Uuid;
+
+/// What the ledger side is compared over.
+#[derive(Debug, Clone)]
+pub struct Window {
+    /// The provider's clearing accounts (`clearing:{provider}:*`).
+    pub clearing_accounts: Vec<String>,
+    /// Ledger payments posted in `[from, to]` must be in the file (`to` already has the
+    /// settlement lag taken off).
+    pub from: DateTime<Utc>,
+    pub to: DateTime<Utc>,
+    /// Amount tolerance in major units (`0.01`), applied in each currency's minor units.
+    pub amount_tolerance: rust_decimal::Decimal,
+}
+
+#[derive(Debug, Default)]
+pub struct Matching {
+    pub exceptions: Vec<Exception>,
+    pub matched: Vec<Matched>,
+    pub matched_count: i64,
+    pub ledger_payments: i64,
+}
+
+/// `5000` in SAR → `"50.00"`: reasons read like the contract's `amount: ledger 50.00, provider 45.00`.
+fn format(currency: &str, minor: i64) -> String {
+    Currency::parse(currency).map_or_else(|| minor.to_string(), |c| c.format(minor))
+}
+
+fn tolerance(window: &Window, currency: &str) -> i64 {
+    Currency::parse(currency)
+        .and_then(|c| {
+            super::settlement::parse_amount(&window.amount_tolerance.to_string(), c, "tolerance")
+                .ok()
+        })
+        .unwrap_or(0)
+}
+
+/// Compares the file lines of `run_id` with the ledger. `max_listed` caps the matched list
+/// kept in the report (every match is counted).
+pub async fn compare(
+    conn: &mut PgConnection,
+    run_id: Uuid,
+    window: &Window,
+    max_listed: usize,
+) -> Result<Matching, sqlx::Error> {
+    let rows = sqlx::query!(
+        r#"with per_key as (
+               select coalesce(payment_id::text, 'ref:' || external_ref) as k,
+                      (array_agg(payment_id) filter (where payment_id is not null))[1] as payment_id,
+                      (array_agg(external_ref) filter (where external_ref is not null))[1] as external_ref,
+                      array_agg(distinct currency) as currencies,
+                      -- A payment's amount per status is its first line's; further lines with the same
+                      -- status are duplicates, reported as such, not added up.
+                      coalesce((array_agg(amount order by line) filter (where status = 'settled'))[1], 0)
+                          as settled,
+                      coalesce((array_agg(amount order by line) filter (where status = 'refunded'))[1], 0)
+                          as refunded,
+                      array_agg(line order by line) filter (where status = 'settled') as settled_lines,
+                      array_agg(line order by line) filter (where status = 'refunded') as refunded_lines,
+                      array_agg(line order by line) filter (where status = 'failed') as failed_lines,
+                      min(line) as first_line
+               from settlement_lines where run_id = $1
+               group by 1)
+           select f.payment_id, f.external_ref, f.currencies as "currencies!", f.settled as "settled!",
+                  f.refunded as "refunded!", f.settled_lines, f.refunded_lines, f.failed_lines,
+                  f.first_line as "first_line!",
+                  l.id as "ledger_id?", l.currency as "ledger_currency?", l.status as "ledger_status?",
+                  l.gross as "ledger_gross?", l.reversed as "ledger_refunded?"
+           from per_key f
+           left join lateral (
+               select t.id, t.currency, t.status,
+                      (select coalesce(sum((leg ->> 'amount')::bigint), 0) from jsonb_array_elements(t.legs) leg
+                       where (leg ->> 'amount')::bigint > 0)::bigint as gross,
+                      coalesce((select sum(r.reversed_amount) from transactions r
+                                where r.reverses = t.id and r.status = 'posted'), 0)::bigint as reversed
+               from transactions t
+               where t.kind = 'payment' and t.account_ids && $2::text[]
+                 and (t.id = f.payment_id or (f.payment_id is null and t.external_ref = f.external_ref))
+               limit 1) l on true
+           order by f.first_line"#,
+        run_id,
+        &window.clearing_accounts,
+    )
+    .fetch_all(&mut *conn)
+    .await?;
+
+    let mut out = Matching::default();
+    for r in rows {
+        let lines = |l: &Option<Vec<i64>>| l.clone().unwrap_or_default();
+        let (settled_lines, refunded_lines, failed_lines) = (
+            lines(&r.settled_lines),
+            lines(&r.refunded_lines),
+            lines(&r.failed_lines),
+        );
+        let file_currency = r.currencies.first().cloned().unwrap_or_default();
+        let mut found: Vec<(&'static str, String)> = Vec::new();
+        for (status, at) in [
+            ("settled", &settled_lines),
+            ("refunded", &refunded_lines),
+            ("failed", &failed_lines),
+        ] {
+            if at.len() > 1 {
+                let at: Vec<String> = at.iter().map(i64::to_string).collect();
+                found.push((
+                    "duplicate_in_file",
+                    format!("status {status}: lines {}", at.join(", ")),
+                ));
+            }
+        }
+        match (&r.ledger_id, r.ledger_currency.as_deref(), r.ledger_status.as_deref()) {
+            (Some(_), Some(ledger_currency), Some(ledger_status)) => {
+                let ledger_gross = r.ledger_gross.unwrap_or(0);
+                let ledger_refunded = r.ledger_refunded.unwrap_or(0);
+                if r.currencies.len() > 1 || file_currency != ledger_currency {
+                    found.push(("currency_mismatch", format!("currency: ledger {ledger_currency}, provider {}", r.currencies.join(" and "))));
+                } else {
+                    let tol = tolerance(window, ledger_currency);
+                    if !settled_lines.is_empty() && (r.settled - ledger_gross).abs() > tol {
+                        found.push((
+                            "amount_mismatch",
+                            format!("amount: ledger {}, provider {}", format(ledger_currency, ledger_gross), format(ledger_currency, r.settled)),
+                        ));
+                    }
+                    if !refunded_lines.is_empty() && ledger_refunded > 0 && (r.refunded - ledger_refunded).abs() > tol {
+                        found.push((
+                            "amount_mismatch",
+                            format!("refunded: ledger {}, provider {}", format(ledger_currency, ledger_refunded), format(ledger_currency, r.refunded)),
+                        ));
+                    }
+                }
+                let provider_status = if !refunded_lines.is_empty() {
+                    "refunded"
+                } else if !settled_lines.is_empty() {
+                    "settled"
+                } else {
+                    "failed"
+                };
+                let ledger_said = if ledger_status == "posted" && ledger_refunded > 0 { "refunded" } else { ledger_status };
+                let agrees = match provider_status {
+                    "failed" => ledger_status != "posted",
+                    "settled" => ledger_said == "posted",
+                    _ => ledger_said == "refunded",
+                };
+                if !agrees {
+                    found.push(("status_mismatch", format!("status: ledger {ledger_said}, provider {provider_status}")));
+                }
+                if found.is_empty() {
+                    out.matched_count += 1;
+                    if let Some(id) = r.ledger_id
+                        && out.matched.len() < max_listed
+                    {
+                        out.matched.push(Matched {
+                            payment_id: id,
+                            external_ref: r.external_ref.clone(),
+                            currency: ledger_currency.to_owned(),
+                            amount: Currency::parse(ledger_currency).map_or_else(|| ledger_gross.to_string(), |c| c.format(ledger_gross)),
+                            status: provider_status.to_owned(),
+                        });
+                    }
+                }
+            }
+            _ if settled_lines.is_empty() && refunded_lines.is_empty() => {
+                // Failed at the provider and unknown to the ledger: both agree nothing moved.
+                if found.is_empty() {
+                    out.matched_count += 1;
+                }
+            }
+            _ => found.push((
+                "missing_in_ledger",
+                format!(
+                    "payment: provider settled {} {file_currency} (line {}), the ledger has no such payment through this provider",
+                    format(&file_currency, r.settled.max(r.refunded)),
+                    r.first_line
+                ),
+            )),
+        }
+        // One exception per payment and category, with every reason of that category.
+        let mut codes: Vec<&'static str> = found.iter().map(|(c, _)| *c).collect();
+        codes.dedup();
+        for code in codes {
+            out.exceptions.push(Exception {
+                code: code.to_owned(),
+                payment_id: r.payment_id,
+                external_ref: r.external_ref.clone(),
+                line: Some(r.first_line),
+                reasons: found
+                    .iter()
+                    .filter(|(c, _)| *c == code)
+                    .map(|(_, reason)| reason.clone())
+                    .collect(),
+            });
+        }
+    }
+
+    let missing = sqlx::query!(
+        r#"select t.id, t.external_ref, t.currency, t.posted_at as "posted_at!",
+                  (select coalesce(sum((leg ->> 'amount')::bigint), 0) from jsonb_array_elements(t.legs) leg
+                   where (leg ->> 'amount')::bigint > 0)::bigint as "gross!"
+           from transactions t
+           where t.kind = 'payment' and t.status = 'posted' and t.account_ids && $2::text[]
+             and t.posted_at between $3 and $4
+             and not exists (select 1 from settlement_lines s
+                             where s.run_id = $1 and (s.payment_id = t.id or s.external_ref = t.external_ref))
+           order by t.posted_at"#,
+        run_id,
+        &window.clearing_accounts,
+        window.from,
+        window.to,
+    )
+    .fetch_all(&mut *conn)
+    .await?;
+    for m in missing {
+        out.exceptions.push(Exception {
+            code: "missing_at_provider".to_owned(),
+            payment_id: Some(m.id),
+            external_ref: m.external_ref,
+            line: None,
+            reasons: vec![format!(
+                "payment: ledger posted {} {} at {}, the provider's file has no such payment",
+                format(&m.currency, m.gross),
+                m.currency,
+                m.posted_at.to_rfc3339()
+            )],
+        });
+    }
+    out.ledger_payments = sqlx::query_scalar!(
+        r#"select count(*) as "count!" from transactions
+           where kind = 'payment' and account_ids && $1::text[] and posted_at between $2 and $3"#,
+        &window.clearing_accounts,
+        window.from,
+        window.to,
+    )
+    .fetch_one(conn)
+    .await?;
+    Ok(out)
+}
+
+/// Lines sharing a `payout_ref` checked as one bank payout: its gross against the ledger's
+/// amounts for the same payments.
+pub async fn payouts(conn: &mut PgConnection, run_id: Uuid) -> Result<Vec<Payout>, sqlx::Error> {
+    let rows = sqlx::query!(
+        r#"select s.payout_ref as "payout_ref!", min(s.currency) as "currency!", count(*) as "lines!",
+                  coalesce(sum(s.amount) filter (where s.status = 'settled'), 0)::bigint as "gross!",
+                  coalesce(sum(s.amount) filter (where s.status = 'refunded'), 0)::bigint as "refunded!",
+                  sum(s.fee)::bigint as "fee!",
+                  coalesce(sum(l.gross) filter (where s.status = 'settled'), 0)::bigint as "ledger_gross!"
+           from settlement_lines s
+           left join lateral (
+               select (select coalesce(sum((leg ->> 'amount')::bigint), 0) from jsonb_array_elements(t.legs) leg
+                       where (leg ->> 'amount')::bigint > 0) as gross
+               from transactions t
+               where t.kind = 'payment'
+                 and (t.id = s.payment_id or (s.payment_id is null and t.external_ref = s.external_ref))
+               limit 1) l on true
+           where s.run_id = $1 and s.payout_ref is not null
+           group by s.payout_ref order by s.payout_ref"#,
+        run_id
+    )
+    .fetch_all(conn)
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(|r| {
+            let f = |minor: i64| {
+                Currency::parse(&r.currency).map_or_else(|| minor.to_string(), |c| c.format(minor))
+            };
+            Payout {
+                payout_ref: r.payout_ref.clone(),
+                currency: r.currency.clone(),
+                lines: r.lines,
+                gross: f(r.gross),
+                fee: f(r.fee),
+                net: f(r.gross - r.refunded - r.fee),
+                ledger_gross: f(r.ledger_gross),
+                agrees: r.gross == r.ledger_gross,
+            }
+        })
+        .collect())
+}
+
+/// Gross (settled), fee and net (gross − refunds − fees) of the file, per currency.
+pub async fn totals(
+    conn: &mut PgConnection,
+    run_id: Uuid,
+) -> Result<Vec<CurrencyTotals>, sqlx::Error> {
+    let rows = sqlx::query!(
+        r#"select currency,
+                  coalesce(sum(amount) filter (where status = 'settled'), 0)::bigint as "gross!",
+                  coalesce(sum(amount) filter (where status = 'refunded'), 0)::bigint as "refunded!",
+                  sum(fee)::bigint as "fee!"
+           from settlement_lines where run_id = $1 group by currency order by currency"#,
+        run_id
+    )
+    .fetch_all(conn)
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(|r| {
+            let f = |minor: i64| {
+                Currency::parse(&r.currency).map_or_else(|| minor.to_string(), |c| c.format(minor))
+            };
+            CurrencyTotals {
+                currency: r.currency.clone(),
+                gross: f(r.gross),
+                fee: f(r.fee),
+                net: f(r.gross - r.refunded - r.fee),
+            }
+        })
+        .collect())
+}
+
+/// The period the file covers: its first and last `settled_at`.
+pub async fn file_period(
+    conn: &mut PgConnection,
+    run_id: Uuid,
+) -> Result<(Option<DateTime<Utc>>, Option<DateTime<Utc>>), sqlx::Error> {
+    let r = sqlx::query!(
+        "select min(settled_at) as from_at, max(settled_at) as to_at from settlement_lines where run_id = $1",
+        run_id
+    )
+    .fetch_one(conn)
+    .await?;
+    Ok((r.from_at, r.to_at))
+}

@@ -1,0 +1,110 @@
+//! What a reconciliation run finds, as data: rendered by `report` (HTML, JSON, CSV), stored
+//! in `reconciliation_runs`, and served at `GET /v1/reconciliations/{id}`.
+
+use super::invariants::Finding;
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use utoipa::ToSchema;
+use uuid::Uuid;
+
+/// The exception codes, in the order reports list them (the contract's names).
+pub const EXCEPTION_CODES: &[&str] = &[
+    "missing_in_ledger",
+    "missing_at_provider",
+    "amount_mismatch",
+    "currency_mismatch",
+    "status_mismatch",
+    "duplicate_in_file",
+    "unparsable_row",
+];
+
+/// One exception: one payment (or file line) and one category, with a reason per field,
+/// e.g. `"amount: ledger 50.00, provider 45.00"`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct Exception {
+    pub code: String,
+    pub payment_id: Option<Uuid>,
+    pub external_ref: Option<String>,
+    /// The settlement file's line (1 is the header), when the exception comes from the file.
+    pub line: Option<i64>,
+    pub reasons: Vec<String>,
+}
+
+/// A payment found on both sides and agreeing.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct Matched {
+    pub payment_id: Uuid,
+    pub external_ref: Option<String>,
+    pub currency: String,
+    /// Gross, as a decimal string in the currency's exponent.
+    pub amount: String,
+    pub status: String,
+}
+
+/// Lines of the file that share a `payout_ref`: one bank payout.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct Payout {
+    pub payout_ref: String,
+    pub currency: String,
+    pub lines: i64,
+    pub gross: String,
+    pub fee: String,
+    pub net: String,
+    /// The ledger's amount for the payments in this payout that it knows.
+    pub ledger_gross: String,
+    /// Whether the payout's gross equals the ledger's for its payments.
+    pub agrees: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct Summary {
+    pub provider: String,
+    /// The settlement period the ledger side was taken from (after the settlement lag).
+    pub period_from: Option<DateTime<Utc>>,
+    pub period_to: Option<DateTime<Utc>>,
+    /// Data lines in the file (header excluded), and how many parsed.
+    pub file_rows: i64,
+    pub parsed_rows: i64,
+    /// Ledger payments through the provider's clearing accounts in the period.
+    pub ledger_payments: i64,
+    pub matched: i64,
+    /// Every exception code with its count (zero included).
+    pub exceptions: BTreeMap<String, i64>,
+    /// Gross, fee and net of the file per currency, as decimal strings.
+    pub totals: Vec<CurrencyTotals>,
+    /// Broken ledger invariants found by the same run (see `verify`).
+    pub invariant_findings: i64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct CurrencyTotals {
+    pub currency: String,
+    pub gross: String,
+    pub fee: String,
+    pub net: String,
+}
+
+/// A whole run: what every report shows.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct RunReport {
+    pub id: Uuid,
+    pub provider: String,
+    /// SHA-256 of provider, file content and options: the same again is the same run.
+    pub key: String,
+    pub created_at: DateTime<Utc>,
+    #[schema(value_type = Object)]
+    pub options: serde_json::Value,
+    pub summary: Summary,
+    pub exceptions: Vec<Exception>,
+    pub matched: Vec<Matched>,
+    pub payouts: Vec<Payout>,
+    #[schema(value_type = Vec<Object>)]
+    pub invariants: Vec<Finding>,
+}
+
+impl RunReport {
+    pub fn is_clean(&self) -> bool {
+        self.exceptions.is_empty() && self.invariants.is_empty()
+    }
+}

@@ -1,0 +1,1075 @@
+//! Rendering a reconciliation run: HTML for people, JSON for machines, CSV of exceptions.
+//!
+//! The HTML is one self-contained file (inline CSS and SVG, no script, nothing fetched), so it
+//! can be mailed or archived as it is. Settlement files are untrusted input: every string that
+//! reaches the HTML goes through [`escape`], and every CSV field through `csv_field`, which also
+//! defuses spreadsheet formulas.
+
+use super::model::{EXCEPTION_CODES, RunReport};
+use chrono::{DateTime, Utc};
+use std::path::{Path, PathBuf};
+
+/// A report file `write_all` can produce.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    /// `report.html`, for people.
+    Html,
+    /// `report.json`, for machines.
+    Json,
+    /// `exceptions.csv`, for spreadsheets.
+    Csv,
+}
+
+impl Format {
+    /// Every format, in the order `write_all` writes them.
+    pub const ALL: &[Format] = &[Format::Html, Format::Json, Format::Csv];
+
+    pub fn file_name(self) -> &'static str {
+        match self {
+            Format::Html => "report.html",
+            Format::Json => "report.json",
+            Format::Csv => "exceptions.csv",
+        }
+    }
+
+    pub fn render(self, report: &RunReport) -> String {
+        match self {
+            Format::Html => html(report),
+            Format::Json => json(report),
+            Format::Csv => exceptions_csv(report),
+        }
+    }
+}
+
+/// Writes the report in each format into `dir` (created if missing) and returns the paths
+/// written, in the order asked (a format asked twice is written once).
+pub fn write_all(
+    report: &RunReport,
+    dir: &Path,
+    formats: &[Format],
+) -> std::io::Result<Vec<PathBuf>> {
+    std::fs::create_dir_all(dir)?;
+    let mut written = Vec::with_capacity(formats.len());
+    for &format in formats {
+        let path = dir.join(format.file_name());
+        if written.contains(&path) {
+            continue;
+        }
+        std::fs::write(&path, format.render(report))?;
+        written.push(path);
+    }
+    Ok(written)
+}
+
+/// The whole run as pretty JSON, newline-terminated.
+pub fn json(report: &RunReport) -> String {
+    let mut out = serde_json::to_string_pretty(report)
+        .expect("a RunReport always serializes: plain data with string map keys");
+    out.push('\n');
+    out
+}
+
+/// The exceptions as CSV: a header, then one row per exception, reasons joined with `"; "`.
+pub fn exceptions_csv(report: &RunReport) -> String {
+    let mut out = String::from("code,payment_id,external_ref,line,reasons\n");
+    for e in &report.exceptions {
+        let fields = [
+            e.code.clone(),
+            e.payment_id.map(|id| id.to_string()).unwrap_or_default(),
+            e.external_ref.clone().unwrap_or_default(),
+            e.line.map(|line| line.to_string()).unwrap_or_default(),
+            e.reasons.join("; "),
+        ];
+        let row: Vec<String> = fields.iter().map(|f| csv_field(f)).collect();
+        out.push_str(&row.join(","));
+        out.push('\n');
+    }
+    out
+}
+
+/// One CSV field (RFC 4180 quoting), made inert for spreadsheets: a value a spreadsheet would
+/// read as a formula (leading `=`, `+`, `-`, `@`, tab or CR) gets a leading `'`.
+fn csv_field(value: &str) -> String {
+    let value = if value.starts_with(['=', '+', '-', '@', '\t', '\r']) {
+        format!("'{value}")
+    } else {
+        value.to_owned()
+    };
+    if value.contains([',', '"', '\r', '\n']) {
+        format!("\"{}\"", value.replace('"', "\"\""))
+    } else {
+        value
+    }
+}
+
+/// Escapes text for HTML content and (quoted) attribute values.
+pub fn escape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// What an exception code means, for tooltips.
+fn describe(code: &str) -> &'static str {
+    match code {
+        "missing_in_ledger" => "in the settlement file, not in the ledger",
+        "missing_at_provider" => "in the ledger, not in the settlement file",
+        "amount_mismatch" => "the amounts differ",
+        "currency_mismatch" => "the currencies differ",
+        "status_mismatch" => "the statuses differ",
+        "duplicate_in_file" => "the same payment and status twice in the file",
+        "unparsable_row" => "a line of the file that could not be read",
+        _ => "an exception",
+    }
+}
+
+/// `1 exception`, `2 exceptions`.
+fn count(n: usize, singular: &str, plural: &str) -> String {
+    format!("{n} {}", if n == 1 { singular } else { plural })
+}
+
+fn timestamp(at: &DateTime<Utc>) -> String {
+    at.format("%Y-%m-%d %H:%M:%S UTC").to_string()
+}
+
+/// An optional value for a table cell: escaped, or a muted dash.
+fn or_dash(value: Option<String>) -> String {
+    value.map_or_else(
+        || r#"<span class="muted">—</span>"#.to_owned(),
+        |v| escape(&v),
+    )
+}
+
+/// A table with a header row; `rows` are ready-made `<tr>` elements.
+fn table(class: &str, headers: &[(&str, &str)], rows: &str) -> String {
+    let mut out = format!(r#"<div class="scroll"><table class="{class}"><thead><tr>"#);
+    for (header, align) in headers {
+        if align.is_empty() {
+            out.push_str(&format!("<th>{}</th>", escape(header)));
+        } else {
+            out.push_str(&format!(r#"<th class="{align}">{}</th>"#, escape(header)));
+        }
+    }
+    out.push_str(&format!(
+        "</tr></thead><tbody>\n{rows}</tbody></table></div>\n"
+    ));
+    out
+}
+
+/// The exceptions of each code, in `EXCEPTION_CODES` order (from the list itself, so the chart,
+/// the total and the table always agree).
+fn exception_counts(report: &RunReport) -> Vec<(&'static str, usize)> {
+    EXCEPTION_CODES
+        .iter()
+        .map(|&code| {
+            let n = report.exceptions.iter().filter(|e| e.code == code).count();
+            (code, n)
+        })
+        .collect()
+}
+
+/// A horizontal bar chart of exceptions by category, as inline SVG: one bar per code, a zero
+/// shown as an empty track.
+fn chart(counts: &[(&str, usize)]) -> String {
+    const LABEL_RIGHT: usize = 160;
+    const TRACK_X: usize = 172;
+    const TRACK_W: usize = 360;
+    const WIDTH: usize = TRACK_X + TRACK_W + 44;
+    const ROW: usize = 32;
+    const BAR: usize = 20;
+    let max = counts.iter().map(|&(_, n)| n).max().unwrap_or(0).max(1);
+    let total: usize = counts.iter().map(|&(_, n)| n).sum();
+    let height = ROW * counts.len() + 4;
+    let desc: Vec<String> = counts
+        .iter()
+        .map(|&(code, n)| format!("{code}: {n}"))
+        .collect();
+    let mut out = format!(
+        r#"<svg class="chart" viewBox="0 0 {WIDTH} {height}" width="{WIDTH}" height="{height}" role="img" aria-labelledby="chart-title chart-desc" xmlns="http://www.w3.org/2000/svg">
+<title id="chart-title">Exceptions by category ({})</title>
+<desc id="chart-desc">{}</desc>
+"#,
+        count(total, "exception", "exceptions"),
+        escape(&desc.join(", "))
+    );
+    for (i, &(code, n)) in counts.iter().enumerate() {
+        let y = 2 + i * ROW + (ROW - BAR) / 2;
+        let mid = y + BAR / 2;
+        let width = if n == 0 {
+            0
+        } else {
+            (n * TRACK_W / max).max(3)
+        };
+        let code_html = escape(code);
+        out.push_str(&format!(
+            r#"<g class="{}"><title>{code_html}: {n} ({})</title>
+<text class="bar-label" x="{LABEL_RIGHT}" y="{mid}" dy="0.35em" text-anchor="end">{code_html}</text>
+<rect class="track" x="{TRACK_X}" y="{y}" width="{TRACK_W}" height="{BAR}" rx="3"/>
+"#,
+            if n == 0 { "bar zero" } else { "bar" },
+            escape(describe(code)),
+        ));
+        if n > 0 {
+            out.push_str(&format!(
+                r#"<rect class="fill" x="{TRACK_X}" y="{y}" width="{width}" height="{BAR}" rx="3"/>
+"#
+            ));
+        }
+        out.push_str(&format!(
+            r#"<text class="bar-count" x="{}" y="{mid}" dy="0.35em">{n}</text></g>
+"#,
+            TRACK_X + width + 8
+        ));
+    }
+    out.push_str("</svg>\n");
+    out
+}
+
+const STYLE: &str = r#"
+:root { --ink: #0f172a; --muted: #64748b; --line: #e2e8f0; --soft: #f8fafc; --accent: #1e40af;
+  --bad: #b91c1c; --bad-bg: #fef2f2; --bad-line: #fecaca; --good: #15803d; --good-bg: #f0fdf4;
+  --good-line: #bbf7d0; --bar: #dc6b2f; }
+* { box-sizing: border-box; }
+body { margin: 0; background: #f1f5f9; color: var(--ink);
+  font: 14px/1.5 system-ui, -apple-system, "Segoe UI", Roboto, "Helvetica Neue", Arial, sans-serif; }
+main { max-width: 1120px; margin: 0 auto; padding: 28px 32px 40px; }
+h1 { font-size: 24px; line-height: 1.25; margin: 2px 0 4px; }
+h2 { font-size: 16px; margin: 0 0 12px; }
+h2 .n { color: var(--muted); font-weight: 500; }
+code, .mono { font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, "DejaVu Sans Mono", monospace; font-size: 12px; }
+.eyebrow { margin: 0; text-transform: uppercase; letter-spacing: .08em; font-size: 11px; font-weight: 600; color: var(--muted); }
+.meta { margin: 0; color: var(--muted); }
+.meta code { color: var(--ink); }
+header { display: flex; justify-content: space-between; align-items: flex-end; gap: 24px; margin-bottom: 16px; }
+.status { border-radius: 8px; padding: 14px 18px; margin-bottom: 16px; font-size: 15px; border: 1px solid; }
+.status strong { font-size: 17px; margin-right: 6px; }
+.status.clean { background: var(--good-bg); border-color: var(--good-line); color: var(--good); }
+.status.dirty { background: var(--bad-bg); border-color: var(--bad-line); color: var(--bad); }
+.figures { display: grid; grid-template-columns: repeat(6, 1fr); gap: 12px; margin-bottom: 16px; }
+.figure { background: #fff; border: 1px solid var(--line); border-radius: 8px; padding: 12px 14px; }
+.figure .label { color: var(--muted); font-size: 12px; }
+.figure .value { font-size: 26px; font-weight: 650; font-variant-numeric: tabular-nums; line-height: 1.2; }
+.figure .note { color: var(--muted); font-size: 12px; }
+.figure.alert { border-color: var(--bad-line); background: var(--bad-bg); }
+.figure.alert .value { color: var(--bad); }
+.card { background: #fff; border: 1px solid var(--line); border-radius: 8px; padding: 18px 20px; margin-bottom: 16px; }
+.row { display: grid; grid-template-columns: minmax(0, 3fr) minmax(0, 2fr); gap: 16px; }
+.row > .card { margin-bottom: 16px; }
+.scroll { overflow-x: auto; }
+table { width: 100%; border-collapse: collapse; font-variant-numeric: tabular-nums; }
+th { text-align: left; font-size: 11px; text-transform: uppercase; letter-spacing: .05em; color: var(--muted);
+  font-weight: 600; padding: 6px 10px; border-bottom: 1px solid var(--line); background: var(--soft); white-space: nowrap; }
+td { padding: 7px 10px; border-bottom: 1px solid var(--line); vertical-align: top; }
+tbody tr:last-child td { border-bottom: 0; }
+th.num, td.num { text-align: right; white-space: nowrap; }
+td.wrap { overflow-wrap: anywhere; max-width: 240px; }
+td.mono { white-space: nowrap; }
+.reason { white-space: pre-wrap; overflow-wrap: anywhere; }
+.reason + .reason { margin-top: 3px; padding-top: 3px; border-top: 1px dashed var(--line); }
+.tag { display: inline-block; padding: 1px 8px; border-radius: 999px; font-size: 12px; font-weight: 600;
+  background: #fff4ed; color: #9a3412; border: 1px solid #fed7aa; white-space: nowrap; }
+.pill { display: inline-block; min-width: 38px; text-align: center; padding: 1px 8px; border-radius: 999px; font-size: 12px; font-weight: 700; }
+.pill.yes { background: var(--good-bg); color: var(--good); border: 1px solid var(--good-line); }
+.pill.no { background: var(--bad-bg); color: var(--bad); border: 1px solid var(--bad-line); }
+tr.disagree td { background: var(--bad-bg); }
+.muted { color: var(--muted); }
+.none { margin: 0; color: var(--good); font-weight: 600; }
+.chart { display: block; max-width: 100%; height: auto; }
+.chart .bar-label { font-size: 13px; fill: var(--ink); }
+.chart .bar-count { font-size: 13px; font-weight: 700; fill: var(--ink); }
+.chart .zero .bar-label, .chart .zero .bar-count { fill: var(--muted); font-weight: 400; }
+.chart .track { fill: var(--soft); stroke: var(--line); }
+.chart .fill { fill: var(--bar); }
+.totals td:first-child { font-weight: 600; }
+.period { margin: 0 0 14px; }
+.period dd { font-weight: 600; }
+details summary { cursor: pointer; color: var(--accent); font-weight: 600; margin: 4px 0 8px; }
+dl { display: grid; grid-template-columns: max-content 1fr; gap: 4px 16px; margin: 0; }
+dt { color: var(--muted); }
+dd { margin: 0; overflow-wrap: anywhere; }
+footer { color: var(--muted); font-size: 12px; margin-top: 8px; }
+@media (max-width: 900px) { .figures { grid-template-columns: repeat(3, 1fr); } .row { grid-template-columns: 1fr; } }
+@media print { body { background: #fff; } .card, .figure { break-inside: avoid; } }
+"#;
+
+/// The report as one self-contained HTML5 page.
+pub fn html(report: &RunReport) -> String {
+    let s = &report.summary;
+    let counts = exception_counts(report);
+    let n_exceptions = report.exceptions.len();
+    let n_findings = report.invariants.len();
+    let provider = escape(&report.provider);
+    let created = timestamp(&report.created_at);
+    let mut out = String::with_capacity(24 * 1024 + 256 * (n_exceptions + report.matched.len()));
+
+    out.push_str(&format!(
+        r#"<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>Reconciliation {provider} {date} · run {id}</title>
+<style>{STYLE}</style>
+</head>
+<body>
+<main>
+<header>
+<div>
+<p class="eyebrow">Settlement reconciliation</p>
+<h1>{provider}</h1>
+<p class="meta">Run <code>{id}</code> · {created}</p>
+</div>
+</header>
+"#,
+        date = report.created_at.format("%Y-%m-%d"),
+        id = report.id,
+        created = escape(&created),
+    ));
+
+    // The verdict, first and prominent.
+    if report.is_clean() {
+        out.push_str(
+            r#"<section class="status clean"><strong>✓ Clean run.</strong> Every payment matched the ledger and every ledger invariant holds.</section>
+"#,
+        );
+    } else {
+        let mut parts = Vec::new();
+        if n_exceptions > 0 {
+            parts.push(count(n_exceptions, "exception", "exceptions"));
+        }
+        if n_findings > 0 {
+            parts.push(count(
+                n_findings,
+                "ledger invariant finding",
+                "ledger invariant findings",
+            ));
+        }
+        out.push_str(&format!(
+            r#"<section class="status dirty"><strong>✗ Needs attention.</strong> {} to review.</section>
+"#,
+            parts.join(" and ")
+        ));
+    }
+
+    // The figures.
+    let unparsed = s.file_rows - s.parsed_rows;
+    let figure = |label: &str, value: String, note: &str, alert: bool| {
+        format!(
+            r#"<div class="figure{}"><div class="label">{}</div><div class="value">{}</div><div class="note">{}</div></div>
+"#,
+            if alert { " alert" } else { "" },
+            escape(label),
+            escape(&value),
+            escape(note)
+        )
+    };
+    out.push_str(r#"<section class="figures">"#);
+    out.push_str(&figure(
+        "File rows",
+        s.file_rows.to_string(),
+        "data lines",
+        false,
+    ));
+    out.push_str(&figure(
+        "Parsed",
+        s.parsed_rows.to_string(),
+        &if unparsed > 0 {
+            format!("{unparsed} unreadable")
+        } else {
+            "all lines".to_owned()
+        },
+        unparsed > 0,
+    ));
+    out.push_str(&figure(
+        "Ledger payments",
+        s.ledger_payments.to_string(),
+        "in the period",
+        false,
+    ));
+    out.push_str(&figure(
+        "Matched",
+        report.matched.len().to_string(),
+        "agree on both sides",
+        false,
+    ));
+    out.push_str(&figure(
+        "Exceptions",
+        n_exceptions.to_string(),
+        "to review",
+        n_exceptions > 0,
+    ));
+    out.push_str(&figure(
+        "Invariant findings",
+        n_findings.to_string(),
+        "ledger checks",
+        n_findings > 0,
+    ));
+    out.push_str("</section>\n");
+
+    // The chart, and the period and totals.
+    let period = |at: &Option<DateTime<Utc>>| at.as_ref().map_or_else(|| "—".to_owned(), timestamp);
+    out.push_str(&format!(
+        r#"<div class="row">
+<section class="card"><h2>Exceptions by category <span class="n">({n_exceptions})</span></h2>
+{}</section>
+<section class="card"><h2>Settlement file</h2>
+<dl class="period"><dt>Period from</dt><dd>{}</dd><dt>to</dt><dd>{}</dd></dl>
+"#,
+        chart(&counts),
+        escape(&period(&s.period_from)),
+        escape(&period(&s.period_to)),
+    ));
+    if s.totals.is_empty() {
+        out.push_str(r#"<p class="muted">No amounts in the file.</p>"#);
+    } else {
+        let rows: String = s
+            .totals
+            .iter()
+            .map(|t| {
+                format!(
+                    r#"<tr><td>{}</td><td class="num">{}</td><td class="num">{}</td><td class="num">{}</td></tr>
+"#,
+                    escape(&t.currency),
+                    escape(&t.gross),
+                    escape(&t.fee),
+                    escape(&t.net)
+                )
+            })
+            .collect();
+        out.push_str(&table(
+            "totals",
+            &[
+                ("Currency", ""),
+                ("Gross", "num"),
+                ("Fee", "num"),
+                ("Net", "num"),
+            ],
+            &rows,
+        ));
+    }
+    out.push_str("</section>\n</div>\n");
+
+    // Exceptions.
+    out.push_str(&format!(
+        r#"<section class="card"><h2>Exceptions <span class="n">({n_exceptions})</span></h2>
+"#
+    ));
+    if report.exceptions.is_empty() {
+        out.push_str(r#"<p class="none">None: every payment agrees.</p>"#);
+    } else {
+        let rows: String = report
+            .exceptions
+            .iter()
+            .map(|e| {
+                let reasons: String = e
+                    .reasons
+                    .iter()
+                    .map(|r| format!(r#"<div class="reason">{}</div>"#, escape(r)))
+                    .collect();
+                format!(
+                    r#"<tr><td><span class="tag" title="{}">{}</span></td><td class="mono">{}</td><td class="wrap">{}</td><td class="num">{}</td><td>{}</td></tr>
+"#,
+                    escape(describe(&e.code)),
+                    escape(&e.code),
+                    or_dash(e.payment_id.map(|id| id.to_string())),
+                    or_dash(e.external_ref.clone()),
+                    or_dash(e.line.map(|l| l.to_string())),
+                    reasons
+                )
+            })
+            .collect();
+        out.push_str(&table(
+            "exceptions",
+            &[
+                ("Code", ""),
+                ("Payment id", ""),
+                ("External ref", ""),
+                ("Line", "num"),
+                ("Reasons", ""),
+            ],
+            &rows,
+        ));
+    }
+    out.push_str("</section>\n");
+
+    // Payouts.
+    let agreeing = report.payouts.iter().filter(|p| p.agrees).count();
+    let payouts_note = match report.payouts.len() {
+        0 => "(0)".to_owned(),
+        n => format!("({agreeing} of {n} agree with the ledger)"),
+    };
+    out.push_str(&format!(
+        r#"<section class="card"><h2>Payouts <span class="n">{payouts_note}</span></h2>
+"#
+    ));
+    if report.payouts.is_empty() {
+        out.push_str(r#"<p class="muted">No payouts in the file.</p>"#);
+    } else {
+        let rows: String = report
+            .payouts
+            .iter()
+            .map(|p| {
+                format!(
+                    r#"<tr{}><td class="wrap">{}</td><td>{}</td><td class="num">{}</td><td class="num">{}</td><td class="num">{}</td><td class="num">{}</td><td class="num">{}</td><td>{}</td></tr>
+"#,
+                    if p.agrees { "" } else { r#" class="disagree""# },
+                    escape(&p.payout_ref),
+                    escape(&p.currency),
+                    p.lines,
+                    escape(&p.gross),
+                    escape(&p.fee),
+                    escape(&p.net),
+                    escape(&p.ledger_gross),
+                    if p.agrees {
+                        r#"<span class="pill yes">yes</span>"#
+                    } else {
+                        r#"<span class="pill no">no</span>"#
+                    }
+                )
+            })
+            .collect();
+        out.push_str(&table(
+            "payouts",
+            &[
+                ("Payout ref", ""),
+                ("Currency", ""),
+                ("Lines", "num"),
+                ("Gross", "num"),
+                ("Fee", "num"),
+                ("Net", "num"),
+                ("Ledger gross", "num"),
+                ("Agrees", ""),
+            ],
+            &rows,
+        ));
+    }
+    out.push_str("</section>\n");
+
+    // Ledger invariants.
+    out.push_str(&format!(
+        r#"<section class="card"><h2>Ledger invariant findings <span class="n">({n_findings})</span></h2>
+"#
+    ));
+    if report.invariants.is_empty() {
+        out.push_str(r#"<p class="none">None: every ledger invariant holds.</p>"#);
+    } else {
+        let rows: String = report
+            .invariants
+            .iter()
+            .map(|f| {
+                format!(
+                    r#"<tr><td><span class="tag">{}</span></td><td class="mono">{}</td><td class="num">{}</td><td class="mono">{}</td><td class="reason">{}</td></tr>
+"#,
+                    escape(&f.check),
+                    or_dash(f.account.clone()),
+                    or_dash(f.entry.map(|e| e.to_string())),
+                    or_dash(f.transaction.map(|t| t.to_string())),
+                    escape(&f.detail)
+                )
+            })
+            .collect();
+        out.push_str(&table(
+            "findings",
+            &[
+                ("Check", ""),
+                ("Account", ""),
+                ("Entry", "num"),
+                ("Transaction", ""),
+                ("Detail", ""),
+            ],
+            &rows,
+        ));
+    }
+    out.push_str("</section>\n");
+
+    // Matched payments, folded away.
+    let n_matched = report.matched.len();
+    out.push_str(&format!(
+        r#"<section class="card"><h2>Matched payments <span class="n">({n_matched})</span></h2>
+<p class="muted">{} on both sides with the same amount, currency and status.</p>
+"#,
+        count(n_matched, "payment agrees", "payments agree")
+    ));
+    if n_matched > 0 {
+        let rows: String = report
+            .matched
+            .iter()
+            .map(|m| {
+                format!(
+                    r#"<tr><td class="mono">{}</td><td class="wrap">{}</td><td>{}</td><td class="num">{}</td><td>{}</td></tr>
+"#,
+                    m.payment_id,
+                    or_dash(m.external_ref.clone()),
+                    escape(&m.currency),
+                    escape(&m.amount),
+                    escape(&m.status)
+                )
+            })
+            .collect();
+        out.push_str(&format!(
+            "<details><summary>Show the {}</summary>\n{}</details>\n",
+            count(n_matched, "matched payment", "matched payments"),
+            table(
+                "matched",
+                &[
+                    ("Payment id", ""),
+                    ("External ref", ""),
+                    ("Currency", ""),
+                    ("Amount", "num"),
+                    ("Status", "")
+                ],
+                &rows,
+            )
+        ));
+    }
+    out.push_str("</section>\n");
+
+    // The run's identity.
+    out.push_str(&format!(
+        r#"<section class="card"><h2>Run</h2>
+<dl><dt>Run id</dt><dd><code>{}</code></dd><dt>Provider</dt><dd>{provider}</dd><dt>Created</dt><dd>{}</dd><dt>Key</dt><dd><code>{}</code></dd><dt>Options</dt><dd><code>{}</code></dd></dl>
+</section>
+<footer>Generated by wallet-ledger {}. Exceptions also in exceptions.csv; the whole run in report.json.</footer>
+</main>
+</body>
+</html>
+"#,
+        report.id,
+        escape(&created),
+        escape(&report.key),
+        escape(&report.options.to_string()),
+        env!("CARGO_PKG_VERSION"),
+    ));
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::reconcile::invariants::Finding;
+    use crate::reconcile::model::{CurrencyTotals, Exception, Matched, Payout, Summary};
+    use chrono::TimeZone;
+    use std::collections::BTreeMap;
+    use uuid::Uuid;
+
+    const HOSTILE_REF: &str = "=HYPERLINK(\"http://evil.example\",\"x\"),<script>alert(1)</script>";
+    const HOSTILE_REASON: &str = "raw line: '<script>alert(1)</script>', \"quoted\"\nsecond line";
+
+    fn id(n: u128) -> Uuid {
+        Uuid::from_u128(0x5f1c_2d3e_0000_4000_8000_0000_0000_0000 + n)
+    }
+
+    fn exception(
+        code: &str,
+        payment: Option<u128>,
+        external_ref: Option<&str>,
+        line: Option<i64>,
+        reasons: &[&str],
+    ) -> Exception {
+        Exception {
+            code: code.into(),
+            payment_id: payment.map(id),
+            external_ref: external_ref.map(Into::into),
+            line,
+            reasons: reasons.iter().map(|r| (*r).to_owned()).collect(),
+        }
+    }
+
+    /// A run with every exception code (amount mismatches twice), a hostile file line, a payout
+    /// that disagrees and an invariant finding.
+    fn sample() -> RunReport {
+        let exceptions = vec![
+            exception(
+                "missing_in_ledger",
+                Some(101),
+                Some("ch_3PqL8sAc91"),
+                Some(14),
+                &["not in the ledger: settled 120.00 EUR on 2025-03-03"],
+            ),
+            exception(
+                "missing_at_provider",
+                Some(102),
+                Some("ch_3PqM02Bd44"),
+                None,
+                &["not in the file: settled 75.00 EUR in the ledger on 2025-03-04"],
+            ),
+            exception(
+                "amount_mismatch",
+                Some(103),
+                Some("ch_3PqN7fKe18"),
+                Some(9),
+                &["amount: ledger 50.00, provider 45.00"],
+            ),
+            exception(
+                "amount_mismatch",
+                Some(104),
+                Some("ch_3PqP1xLm73"),
+                Some(17),
+                &["amount: ledger 19.99, provider 19.90"],
+            ),
+            exception(
+                "currency_mismatch",
+                Some(105),
+                Some("ch_3PqQ5rTt02"),
+                Some(21),
+                &[
+                    "currency: ledger EUR, provider USD",
+                    "amount: ledger 30.00, provider 32.61",
+                ],
+            ),
+            exception(
+                "status_mismatch",
+                Some(106),
+                Some("ch_3PqR9wVb57"),
+                Some(25),
+                &["status: ledger settled, provider refunded"],
+            ),
+            exception(
+                "duplicate_in_file",
+                Some(103),
+                Some("ch_3PqN7fKe18"),
+                Some(28),
+                &["settled twice: also on line 9"],
+            ),
+            exception(
+                "unparsable_row",
+                None,
+                Some(HOSTILE_REF),
+                Some(31),
+                &[
+                    "amount: \"12.345\" has more decimals than EUR allows",
+                    HOSTILE_REASON,
+                ],
+            ),
+        ];
+        let mut by_code: BTreeMap<String, i64> = EXCEPTION_CODES
+            .iter()
+            .map(|c| ((*c).to_owned(), 0))
+            .collect();
+        for e in &exceptions {
+            *by_code.entry(e.code.clone()).or_default() += 1;
+        }
+        let matched: Vec<Matched> = (0..24)
+            .map(|i| Matched {
+                payment_id: id(1000 + i),
+                external_ref: Some(format!("ch_3Pq{:06X}", 0x1a2b3 * (i + 7))),
+                currency: if i % 4 == 0 { "USD" } else { "EUR" }.into(),
+                amount: format!("{}.{:02}", 10 + i * 7 % 90, i * 13 % 100),
+                status: if i % 9 == 5 { "refunded" } else { "settled" }.into(),
+            })
+            .collect();
+        RunReport {
+            id: Uuid::parse_str("0195a3c4-7e21-7b3d-9f10-3c5be0a4d8e2").unwrap(),
+            provider: "acme-pay".into(),
+            key: "9c2f4b1e8a7d6c5b4a39281706f5e4d3c2b1a09f8e7d6c5b4a3928170615e4d3".into(),
+            created_at: Utc.with_ymd_and_hms(2025, 3, 6, 7, 30, 12).unwrap(),
+            options: serde_json::json!({
+                "settlement_lag_hours": 48,
+                "columns": {"payment_id": "reference"},
+            }),
+            summary: Summary {
+                provider: "acme-pay".into(),
+                period_from: Some(Utc.with_ymd_and_hms(2025, 3, 1, 0, 0, 0).unwrap()),
+                period_to: Some(Utc.with_ymd_and_hms(2025, 3, 5, 0, 0, 0).unwrap()),
+                file_rows: 32,
+                parsed_rows: 31,
+                ledger_payments: 31,
+                matched: 24,
+                exceptions: by_code,
+                totals: vec![
+                    CurrencyTotals {
+                        currency: "EUR".into(),
+                        gross: "1284.55".into(),
+                        fee: "37.25".into(),
+                        net: "1247.30".into(),
+                    },
+                    CurrencyTotals {
+                        currency: "USD".into(),
+                        gross: "312.61".into(),
+                        fee: "9.38".into(),
+                        net: "303.23".into(),
+                    },
+                ],
+                invariant_findings: 1,
+            },
+            exceptions,
+            matched,
+            payouts: vec![
+                Payout {
+                    payout_ref: "po_1PqA2025-03-03".into(),
+                    currency: "EUR".into(),
+                    lines: 14,
+                    gross: "684.20".into(),
+                    fee: "19.84".into(),
+                    net: "664.36".into(),
+                    ledger_gross: "684.20".into(),
+                    agrees: true,
+                },
+                Payout {
+                    payout_ref: "po_1PqB2025-03-04".into(),
+                    currency: "EUR".into(),
+                    lines: 12,
+                    gross: "600.35".into(),
+                    fee: "17.41".into(),
+                    net: "582.94".into(),
+                    ledger_gross: "605.35".into(),
+                    agrees: false,
+                },
+                Payout {
+                    payout_ref: "po_1PqC2025-03-04".into(),
+                    currency: "USD".into(),
+                    lines: 5,
+                    gross: "312.61".into(),
+                    fee: "9.38".into(),
+                    net: "303.23".into(),
+                    ledger_gross: "312.61".into(),
+                    agrees: true,
+                },
+            ],
+            invariants: vec![Finding {
+                check: "wallet_chain".into(),
+                account: Some("wallet:cust_8841:EUR".into()),
+                entry: Some(48213),
+                transaction: None,
+                detail: "running balance 12000 at sequence 7, but the entries sum to 11500".into(),
+            }],
+        }
+    }
+
+    fn clean() -> RunReport {
+        let mut report = sample();
+        report.exceptions.clear();
+        report.invariants.clear();
+        report.payouts.retain(|p| p.agrees);
+        report.summary.exceptions.values_mut().for_each(|n| *n = 0);
+        report.summary.invariant_findings = 0;
+        report
+    }
+
+    /// A small RFC 4180 reader: rows of fields, quotes and embedded line breaks honoured.
+    fn parse_csv(text: &str) -> Vec<Vec<String>> {
+        let mut rows = Vec::new();
+        let mut row = Vec::new();
+        let mut field = String::new();
+        let mut quoted = false;
+        let mut chars = text.chars().peekable();
+        while let Some(c) = chars.next() {
+            match (quoted, c) {
+                (true, '"') if chars.peek() == Some(&'"') => {
+                    chars.next();
+                    field.push('"');
+                }
+                (true, '"') => quoted = false,
+                (true, c) => field.push(c),
+                (false, '"') if field.is_empty() => quoted = true,
+                (false, ',') => row.push(std::mem::take(&mut field)),
+                (false, '\n') => {
+                    row.push(std::mem::take(&mut field));
+                    rows.push(std::mem::take(&mut row));
+                }
+                (false, c) => field.push(c),
+            }
+        }
+        assert!(!quoted, "unterminated quoted field");
+        assert!(
+            field.is_empty() && row.is_empty(),
+            "the last row lacks its newline"
+        );
+        rows
+    }
+
+    #[test]
+    fn escape_covers_the_five_characters() {
+        assert_eq!(
+            escape(r#"<a href="x">'&'</a>"#),
+            "&lt;a href=&quot;x&quot;&gt;&#39;&amp;&#39;&lt;/a&gt;"
+        );
+        assert_eq!(escape("plain — text"), "plain — text");
+    }
+
+    #[test]
+    fn html_escapes_untrusted_text() {
+        let html = html(&sample());
+        assert!(html.starts_with("<!DOCTYPE html>"));
+        assert!(
+            !html.to_lowercase().contains("<script"),
+            "no script element may get through"
+        );
+        assert!(html.contains("&lt;script&gt;alert(1)&lt;/script&gt;"));
+        assert!(html.contains("=HYPERLINK(&quot;http://evil.example&quot;,&quot;x&quot;)"));
+        assert!(html.contains("raw line: &#39;&lt;script&gt;"));
+        // Self-contained: nothing fetched.
+        for external in ["<link", "src=", "@import", "url("] {
+            assert!(
+                !html.contains(external),
+                "{external} in a self-contained report"
+            );
+        }
+    }
+
+    #[test]
+    fn html_shows_a_bar_per_code_and_every_section() {
+        let report = sample();
+        let html = html(&report);
+        let svg =
+            &html[html.find("<svg").expect("an inline SVG chart")..html.find("</svg>").unwrap()];
+        assert!(svg.contains("<title"));
+        assert_eq!(
+            svg.matches(r#"class="bar-label""#).count(),
+            EXCEPTION_CODES.len()
+        );
+        let mut last = 0;
+        for code in EXCEPTION_CODES {
+            let at = svg
+                .find(&format!(">{code}</text>"))
+                .unwrap_or_else(|| panic!("no bar label for {code}"));
+            assert!(at > last, "bars in EXCEPTION_CODES order");
+            last = at;
+            assert!(
+                html.contains(&format!(">{code}</span>")),
+                "{code} not named in the table"
+            );
+        }
+        assert!(svg.contains("amount_mismatch: 2"));
+        assert!(html.contains("Needs attention"));
+        assert!(html.contains(&report.id.to_string()));
+        assert!(html.contains("acme-pay"));
+        assert!(html.contains("2025-03-06"));
+        assert!(html.contains(r#"<span class="pill no">no</span>"#));
+        assert!(html.contains("wallet_chain"));
+        assert!(html.contains("<details>"));
+        assert!(html.contains(&report.matched[0].payment_id.to_string()));
+        // Each reason on its own line.
+        assert!(html.contains(r#"<div class="reason">currency: ledger EUR, provider USD</div><div class="reason">amount: ledger 30.00"#));
+    }
+
+    #[test]
+    fn html_says_a_clean_run_is_clean() {
+        let html = html(&clean());
+        assert!(html.contains("Clean run"));
+        assert!(!html.contains("Needs attention"));
+        assert!(html.contains("None: every ledger invariant holds."));
+        assert!(html.contains("(2 of 2 agree with the ledger)"));
+        let svg = &html[html.find("<svg").unwrap()..html.find("</svg>").unwrap()];
+        assert_eq!(
+            svg.matches(r#"class="bar zero""#).count(),
+            EXCEPTION_CODES.len()
+        );
+        assert!(!svg.contains(r#"class="fill""#));
+    }
+
+    #[test]
+    fn csv_quotes_and_defuses_formulas() {
+        let report = sample();
+        let csv = exceptions_csv(&report);
+        let rows = parse_csv(&csv);
+        assert_eq!(rows.len(), 1 + report.exceptions.len());
+        assert_eq!(
+            rows[0],
+            ["code", "payment_id", "external_ref", "line", "reasons"]
+        );
+        for (row, e) in rows[1..].iter().zip(&report.exceptions) {
+            assert_eq!(row.len(), 5, "{row:?}");
+            assert_eq!(row[0], e.code);
+            assert_eq!(
+                row[1],
+                e.payment_id.map(|i| i.to_string()).unwrap_or_default()
+            );
+            assert_eq!(row[3], e.line.map(|l| l.to_string()).unwrap_or_default());
+        }
+        let hostile = rows.last().unwrap();
+        assert_eq!(hostile[2], format!("'{HOSTILE_REF}"));
+        assert_eq!(
+            hostile[4],
+            format!("amount: \"12.345\" has more decimals than EUR allows; {HOSTILE_REASON}")
+        );
+        assert_eq!(
+            rows[5][4],
+            "currency: ledger EUR, provider USD; amount: ledger 30.00, provider 32.61"
+        );
+    }
+
+    #[test]
+    fn csv_fields_exactly() {
+        assert_eq!(csv_field("plain"), "plain");
+        assert_eq!(csv_field(""), "");
+        assert_eq!(csv_field("a,b"), "\"a,b\"");
+        assert_eq!(csv_field("say \"hi\""), "\"say \"\"hi\"\"\"");
+        assert_eq!(csv_field("two\nlines"), "\"two\nlines\"");
+        assert_eq!(csv_field("cr\r"), "\"cr\r\"");
+        assert_eq!(csv_field("=1+2"), "'=1+2");
+        assert_eq!(csv_field("+1"), "'+1");
+        assert_eq!(csv_field("-1"), "'-1");
+        assert_eq!(csv_field("@SUM(A1)"), "'@SUM(A1)");
+        assert_eq!(csv_field("=A1,B1"), "\"'=A1,B1\"");
+        assert_eq!(csv_field("a=b"), "a=b");
+    }
+
+    #[test]
+    fn csv_of_a_clean_run_is_the_header() {
+        assert_eq!(
+            exceptions_csv(&clean()),
+            "code,payment_id,external_ref,line,reasons\n"
+        );
+    }
+
+    #[test]
+    fn json_round_trips() {
+        let report = sample();
+        let text = json(&report);
+        assert!(text.ends_with("}\n"));
+        let back: RunReport = serde_json::from_str(&text).unwrap();
+        assert_eq!(
+            serde_json::to_value(&back).unwrap(),
+            serde_json::to_value(&report).unwrap()
+        );
+        assert_eq!(back.exceptions, report.exceptions);
+        assert_eq!(back.invariants, report.invariants);
+    }
+
+    #[test]
+    fn write_all_writes_each_format_once() {
+        let dir = std::env::temp_dir().join(format!("wallet-ledger-report-{}", Uuid::new_v4()));
+        let nested = dir.join("run");
+        let report = sample();
+        let paths = write_all(
+            &report,
+            &nested,
+            &[Format::Html, Format::Json, Format::Csv, Format::Html],
+        )
+        .unwrap();
+        assert_eq!(
+            paths,
+            ["report.html", "report.json", "exceptions.csv"].map(|f| nested.join(f))
+        );
+        assert_eq!(std::fs::read_to_string(&paths[0]).unwrap(), html(&report));
+        assert_eq!(std::fs::read_to_string(&paths[1]).unwrap(), json(&report));
+        assert_eq!(
+            std::fs::read_to_string(&paths[2]).unwrap(),
+            exceptions_csv(&report)
+        );
+        assert_eq!(
+            write_all(&report, &nested, &[Format::Csv]).unwrap(),
+            [nested.join("exceptions.csv")]
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// `WRITE_SAMPLE_REPORT=/tmp/sample.html cargo test --lib reconcile::report` writes the
+    /// sample report (for the screenshot in docs/); without the variable it does nothing.
+    #[test]
+    fn write_sample_report() {
+        if let Some(path) = std::env::var_os("WRITE_SAMPLE_REPORT") {
+            std::fs::write(path, html(&sample())).unwrap();
+        }
+    }
+}
