@@ -60,7 +60,7 @@ pub enum Command {
 
 #[derive(Debug, Clone, Args)]
 pub struct DatabaseConfig {
-    /// PostgreSQL URL; the database is created if missing.
+    /// PostgreSQL URL (`serve` and `migrate` create the database if missing).
     #[arg(long = "database-url", env = "DATABASE_URL", default_value = DEFAULT_DATABASE_URL)]
     pub url: String,
     /// Most connections in the pool.

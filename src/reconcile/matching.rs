@@ -34,11 +34,15 @@ fn format(currency: &str, minor: i64) -> String {
     Currency::parse(currency).map_or_else(|| minor.to_string(), |c| c.format(minor))
 }
 
+/// The tolerance in `currency`'s minor units, rounded up to a whole minor unit (a tolerance
+/// finer than the currency can express still tolerates its smallest step).
 fn tolerance(window: &Window, currency: &str) -> i64 {
     Currency::parse(currency)
         .and_then(|c| {
-            super::settlement::parse_amount(&window.amount_tolerance.to_string(), c, "tolerance")
-                .ok()
+            let rounded = window
+                .amount_tolerance
+                .round_dp_with_strategy(c.exponent(), rust_decimal::RoundingStrategy::AwayFromZero);
+            super::settlement::parse_amount(&rounded.to_string(), c, "tolerance").ok()
         })
         .unwrap_or(0)
 }
@@ -82,9 +86,14 @@ pub async fn compare(
                       coalesce((select sum(r.reversed_amount) from transactions r
                                 where r.reverses = t.id and r.status = 'posted'), 0)::bigint as reversed
                from transactions t
-               where t.kind = 'payment' and t.account_ids && $2::text[]
-                 and (t.id = f.payment_id or (f.payment_id is null and t.external_ref = f.external_ref))
-               limit 1) l on true
+               -- One primary-key lookup per payment (its id, else the id its external_ref
+               -- names); the provider check is a filter on that one row, kept out of the GIN
+               -- index on purpose (through coalesce), which would match every payment.
+               where t.id = coalesce(f.payment_id,
+                                     (select x.id from transactions x
+                                      where x.external_ref = f.external_ref and x.kind = 'payment'
+                                      order by x.seq limit 1))
+                 and t.kind = 'payment' and coalesce(t.account_ids && $2::text[], false)) l on true
            order by f.first_line"#,
         run_id,
         &window.clearing_accounts,
@@ -176,8 +185,9 @@ pub async fn compare(
             _ => found.push((
                 "missing_in_ledger",
                 format!(
-                    "payment: provider settled {} {file_currency} (line {}), the ledger has no such payment through this provider",
-                    format(&file_currency, r.settled.max(r.refunded)),
+                    "payment: provider {} {} {file_currency} (line {}), the ledger has no such payment through this provider",
+                    if settled_lines.is_empty() { "refunded" } else { "settled" },
+                    format(&file_currency, if settled_lines.is_empty() { r.refunded } else { r.settled }),
                     r.first_line
                 ),
             )),
@@ -207,8 +217,9 @@ pub async fn compare(
            from transactions t
            where t.kind = 'payment' and t.status = 'posted' and t.account_ids && $2::text[]
              and t.posted_at between $3 and $4
+             and not exists (select 1 from settlement_lines s where s.run_id = $1 and s.payment_id = t.id)
              and not exists (select 1 from settlement_lines s
-                             where s.run_id = $1 and (s.payment_id = t.id or s.external_ref = t.external_ref))
+                             where s.run_id = $1 and s.external_ref = t.external_ref)
            order by t.posted_at"#,
         run_id,
         &window.clearing_accounts,
@@ -245,7 +256,11 @@ pub async fn compare(
 
 /// Lines sharing a `payout_ref` checked as one bank payout: its gross against the ledger's
 /// amounts for the same payments.
-pub async fn payouts(conn: &mut PgConnection, run_id: Uuid) -> Result<Vec<Payout>, sqlx::Error> {
+pub async fn payouts(
+    conn: &mut PgConnection,
+    run_id: Uuid,
+    clearing_accounts: &[String],
+) -> Result<Vec<Payout>, sqlx::Error> {
     let rows = sqlx::query!(
         r#"select s.payout_ref as "payout_ref!", min(s.currency) as "currency!", count(*) as "lines!",
                   coalesce(sum(s.amount) filter (where s.status = 'settled'), 0)::bigint as "gross!",
@@ -257,12 +272,15 @@ pub async fn payouts(conn: &mut PgConnection, run_id: Uuid) -> Result<Vec<Payout
                select (select coalesce(sum((leg ->> 'amount')::bigint), 0) from jsonb_array_elements(t.legs) leg
                        where (leg ->> 'amount')::bigint > 0) as gross
                from transactions t
-               where t.kind = 'payment'
-                 and (t.id = s.payment_id or (s.payment_id is null and t.external_ref = s.external_ref))
-               limit 1) l on true
+               where t.id = coalesce(s.payment_id,
+                                     (select x.id from transactions x
+                                      where x.external_ref = s.external_ref and x.kind = 'payment'
+                                      order by x.seq limit 1))
+                 and t.kind = 'payment' and coalesce(t.account_ids && $2::text[], false)) l on true
            where s.run_id = $1 and s.payout_ref is not null
            group by s.payout_ref order by s.payout_ref"#,
-        run_id
+        run_id,
+        clearing_accounts
     )
     .fetch_all(conn)
     .await?;

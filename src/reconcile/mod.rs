@@ -1,5 +1,5 @@
-//! Reconciliation and verification: checks of the ledger's own books (`verify`), and later
-//! the comparison with providers' settlement files.
+//! Reconciliation and verification: the ledger's own books checked (`verify`), and the
+//! ledger compared with a provider's settlement file (`reconcile`).
 
 pub mod invariants;
 pub mod matching;

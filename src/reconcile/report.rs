@@ -397,7 +397,7 @@ pub fn html(report: &RunReport) -> String {
     ));
     out.push_str(&figure(
         "Matched",
-        report.matched.len().to_string(),
+        report.summary.matched.to_string(),
         "agree on both sides",
         false,
     ));
@@ -592,7 +592,8 @@ pub fn html(report: &RunReport) -> String {
     out.push_str("</section>\n");
 
     // Matched payments, folded away.
-    let n_matched = report.matched.len();
+    // Every match is counted; the list may be capped (MAX_LISTED_MATCHES).
+    let n_matched = usize::try_from(report.summary.matched).unwrap_or(report.matched.len());
     out.push_str(&format!(
         r#"<section class="card"><h2>Matched payments <span class="n">({n_matched})</span></h2>
 <p class="muted">{} on both sides with the same amount, currency and status.</p>

@@ -29,7 +29,8 @@ pub async fn run(args: ReconcileArgs) -> anyhow::Result<bool> {
     let key = run_key(&args.provider, &options, &args.settlement)?;
     let pool = crate::db::connect_and_migrate(&args.database).await?;
 
-    let stored = if args.force {
+    // A dry run always compares afresh (and stores nothing).
+    let stored = if args.force || args.dry_run {
         None
     } else {
         stored_run(&pool, &key).await?
@@ -145,14 +146,18 @@ async fn reconcile(
     let now = Utc::now();
     let from = args.from.or(file_from).unwrap_or(now);
     let to = args.to.or(file_to).unwrap_or(now);
+    // A provider settles a payment `lag` after it was paid: the file's period, shifted back by
+    // the lag, is when the ledger took the payments it should list (widened at the start by
+    // the date tolerance, for payments that settle late).
+    let lag = TimeDelta::hours(args.settlement_lag_hours.into());
     let window = Window {
         clearing_accounts: clearing_accounts(&mut tx, &args.provider).await?,
-        from: from - TimeDelta::hours(args.date_tolerance_hours.into()),
-        to: to - TimeDelta::hours(args.settlement_lag_hours.into()),
+        from: from - lag - TimeDelta::hours(args.date_tolerance_hours.into()),
+        to: to - lag,
         amount_tolerance: args.amount_tolerance,
     };
     let matching = matching::compare(&mut tx, id, &window, MAX_LISTED_MATCHES).await?;
-    let payouts = matching::payouts(&mut tx, id).await?;
+    let payouts = matching::payouts(&mut tx, id, &window.clearing_accounts).await?;
     let totals = matching::totals(&mut tx, id).await?;
 
     let mut exceptions = imported.unparsable;

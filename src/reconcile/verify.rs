@@ -75,7 +75,11 @@ impl Report {
                         )
                     })
                     .collect();
-                out.push_str(&format!("  - {}: {}\n", about.join(", "), f.detail));
+                if about.is_empty() {
+                    out.push_str(&format!("  - {}\n", f.detail));
+                } else {
+                    out.push_str(&format!("  - {}: {}\n", about.join(", "), f.detail));
+                }
             }
         }
         let total: usize = self.checks.iter().map(|c| c.findings.len()).sum();

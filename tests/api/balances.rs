@@ -39,6 +39,33 @@ async fn bulk_payments(app: &TestApp, n: i64) {
         .unwrap();
 }
 
+/// Advances checkpoints until one of `account` covers `entries` entries. The horizon is
+/// cluster-wide: any older transaction still running anywhere on the server (another test's
+/// bulk insert) holds checkpoints back, never makes them wrong; so wait, up to a minute.
+async fn checkpoint_covering(app: &TestApp, account: &str, entries: i64) {
+    let mut covered: i64 = 0;
+    for _ in 0..1200 {
+        checkpoints::advance(&mut app.pool.acquire().await.unwrap())
+            .await
+            .unwrap();
+        covered = sqlx::query_scalar(
+            "select coalesce(max(entry_count), 0) from account_checkpoints where account_id = $1",
+        )
+        .bind(account)
+        .fetch_one(&app.pool)
+        .await
+        .unwrap();
+        if covered == entries {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert_eq!(
+        covered, entries,
+        "a checkpoint of {account} covers every entry once its writers are done"
+    );
+}
+
 /// Rows of `entries` that this session's current transaction has read so far, by any path.
 async fn entry_rows_read(conn: &mut sqlx::PgConnection) -> (i64, i64, i64) {
     sqlx::query_as(
@@ -57,9 +84,7 @@ async fn reading_a_balance_touches_a_handful_of_rows_among_100k_entries() {
     app.create_account("clearing:bulk:SAR", "SAR", "system")
         .await;
     bulk_payments(&app, 100_000).await;
-    checkpoints::advance(&mut app.pool.acquire().await.unwrap())
-        .await
-        .unwrap();
+    checkpoint_covering(&app, "clearing:bulk:SAR", 100_000).await;
     // Writes after the checkpoint are part of the balance too.
     app.create_wallet("w2").await;
     app.post("/v1/payments", &json!({"id": Uuid::new_v4(), "account": "w2", "amount": 7, "currency": "SAR", "provider": "bulk"}))
@@ -145,32 +170,13 @@ async fn system_account_checkpoints_lose_and_double_nothing_under_concurrent_wri
         w.await.unwrap();
     }
     writing.store(false, std::sync::atomic::Ordering::Relaxed);
-    // The horizon is cluster-wide: a long transaction elsewhere (another test's bulk insert)
-    // holds checkpoints back, never makes them wrong. So count them, but do not require one.
+    // Checkpoints may be held back while writers run (see checkpoint_covering): count them,
+    // but do not require one.
     let during = checkpointer.await.unwrap();
     eprintln!("{during} checkpoints taken while writers ran");
     // Once every writer has finished, a checkpoint covers all their entries as soon as no older
     // transaction anywhere on the cluster is still running (up to a minute under CI load).
-    let mut covered: i64 = 0;
-    for _ in 0..1200 {
-        checkpoints::advance(&mut app.pool.acquire().await.unwrap())
-            .await
-            .unwrap();
-        covered = sqlx::query_scalar(
-            "select coalesce(max(entry_count), 0) from account_checkpoints where account_id = 'clearing:test:SAR'",
-        )
-        .fetch_one(&app.pool)
-        .await
-        .unwrap();
-        if covered == 200 {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    }
-    assert_eq!(
-        covered, 200,
-        "a checkpoint covers every entry once writers are done"
-    );
+    checkpoint_covering(&app, "clearing:test:SAR", 200).await;
 
     let summed: i64 = sqlx::query_scalar(
         "select sum(amount)::bigint from entries where account_id = 'clearing:test:SAR'",
