@@ -5,6 +5,7 @@ use super::accounts::PageQuery;
 use super::error::{ApiError, Result};
 use super::extract::{PathParam, QueryParams};
 use super::responses::json;
+use crate::ledger::transactions::paginate;
 use crate::problem::Problem;
 use crate::reconcile::model::{RunReport, Summary};
 use axum::extract::State;
@@ -22,7 +23,8 @@ pub struct RunSummary {
     pub provider: String,
     pub clean: bool,
     pub created_at: DateTime<Utc>,
-    pub summary: Summary,
+    /// `null` only if a stored run predates the current summary format.
+    pub summary: Option<Summary>,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -49,26 +51,19 @@ pub async fn list(
     )
     .fetch_all(&state.pool)
     .await?;
-    let more = rows.len() as i64 > limit;
-    let mut data = Vec::with_capacity(rows.len());
-    let mut last = None;
-    for r in rows.into_iter().take(limit as usize) {
-        last = Some(r.seq);
-        let summary =
-            serde_json::from_value(r.summary).map_err(|e| ApiError::Internal(e.into()))?;
-        data.push(RunSummary {
+    let (data, next) = paginate(
+        rows,
+        limit,
+        |r| r.seq,
+        |r| RunSummary {
             id: r.id,
             provider: r.provider,
             clean: r.clean,
             created_at: r.created_at,
-            summary,
-        });
-    }
-    let next_cursor = if more {
-        last.map(|s| s.to_string())
-    } else {
-        None
-    };
+            summary: serde_json::from_value(r.summary).ok(),
+        },
+    );
+    let next_cursor = next.map(|n| n.to_string());
     json(StatusCode::OK, &RunPage { data, next_cursor })
 }
 

@@ -2,6 +2,7 @@
 //! answer every item exactly as its single `POST /v1/transactions` would, in order, against
 //! running balances, and a retried batch replays.
 
+use super::common::Rng;
 use super::common::{TestApp, TestResponse};
 use axum::http::StatusCode;
 use serde_json::{Value, json};
@@ -471,33 +472,6 @@ impl Model {
             },
         );
         expect
-    }
-}
-
-/// splitmix64: a seeded generator, so a failure reproduces.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-
-    fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
-        &items[self.below(items.len() as u64) as usize]
-    }
-
-    fn two_distinct<'a>(&mut self, items: &'a [String]) -> (&'a str, &'a str) {
-        let a = self.below(items.len() as u64) as usize;
-        let b = (a + 1 + self.below(items.len() as u64 - 1) as usize) % items.len();
-        (&items[a], &items[b])
     }
 }
 

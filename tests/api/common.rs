@@ -273,3 +273,30 @@ async fn sweep_abandoned_databases() {
         })
         .await;
 }
+
+/// splitmix64: a seeded generator for randomized tests, so a failure reproduces.
+pub struct Rng(pub u64);
+
+impl Rng {
+    pub fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+
+    pub fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
+        &items[self.below(items.len() as u64) as usize]
+    }
+
+    pub fn two_distinct<'a>(&mut self, items: &'a [String]) -> (&'a str, &'a str) {
+        let a = self.below(items.len() as u64) as usize;
+        let b = (a + 1 + self.below(items.len() as u64 - 1) as usize) % items.len();
+        (&items[a], &items[b])
+    }
+}

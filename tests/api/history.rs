@@ -1,29 +1,13 @@
 //! Balances at past moments (`GET /v1/accounts/{id}?as_of=`) against a recomputation from the
 //! entries themselves.
 
+use super::common::Rng;
 use super::common::TestApp;
 use axum::http::StatusCode;
 use chrono::{DateTime, FixedOffset, SecondsFormat, TimeDelta, Utc};
 use serde_json::json;
 use std::collections::BTreeSet;
 use uuid::Uuid;
-
-/// splitmix64: a seeded generator, so a failure reproduces.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
 
 /// RFC 3339 with microseconds, in UTC (`Z`) or at +03:00 with the `+` percent-encoded (a bare
 /// `+` in a query string is a space).
