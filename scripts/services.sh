@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Makes sure the services wallet-ledger needs are running on this machine: PostgreSQL on
-# 127.0.0.1:5432. Starts the local cluster from the installed binaries when it is stopped,
-# and says exactly what is missing otherwise. Safe to run any number of times.
+# 127.0.0.1:5432 and Redis (or Valkey) on 127.0.0.1:6379. Starts local ones from the installed
+# binaries when they are stopped, and says exactly what is missing otherwise. Safe to run any
+# number of times.
 set -euo pipefail
 
 PGHOST=${PGHOST:-127.0.0.1}
@@ -11,6 +12,33 @@ if ! command -v pg_isready >/dev/null 2>&1; then
     echo "PostgreSQL client tools are not installed (pg_isready not found)." >&2
     echo "On Debian: apt-get install -y postgresql" >&2
     exit 1
+fi
+
+REDIS_HOST=${REDIS_HOST:-127.0.0.1}
+REDIS_PORT=${REDIS_PORT:-6379}
+
+# Redis first (quick), then PostgreSQL.
+redis_up() {
+    if command -v redis-cli >/dev/null 2>&1; then
+        [ "$(redis-cli -h "$REDIS_HOST" -p "$REDIS_PORT" ping 2>/dev/null)" = "PONG" ]
+    else
+        (exec 3<>"/dev/tcp/$REDIS_HOST/$REDIS_PORT") 2>/dev/null
+    fi
+}
+if ! redis_up; then
+    server=$(command -v valkey-server || command -v redis-server || true)
+    if [ -z "$server" ]; then
+        echo "Redis is not running on $REDIS_HOST:$REDIS_PORT and neither valkey-server nor redis-server is installed." >&2
+        echo "Install one (Debian: apt-get install -y redis-server) or point REDIS_URL at a server you have." >&2
+        exit 1
+    fi
+    echo "starting $(basename "$server") on $REDIS_HOST:$REDIS_PORT (no persistence)" >&2
+    "$server" --daemonize yes --bind "$REDIS_HOST" --port "$REDIS_PORT" --save "" --appendonly no
+    for _ in $(seq 1 30); do
+        redis_up && break
+        sleep 0.2
+    done
+    redis_up || { echo "Redis was started but does not answer on $REDIS_HOST:$REDIS_PORT." >&2; exit 1; }
 fi
 
 if pg_isready -h "$PGHOST" -p "$PGPORT" -q; then

@@ -56,6 +56,15 @@ pub enum Command {
     Verify(VerifyArgs),
     /// Print the OpenAPI document (the committed `openapi/openapi.json` is this output).
     Openapi,
+    /// Apply payment events from a Redis/Valkey stream, exactly once per payment.
+    Consume(ConsumeArgs),
+    /// Inspect, replay or drop the stream's dead letters (`<stream>.dlq`).
+    Dlq(DlqArgs),
+    /// Publish payment events to the stream, with a share of resends (tests, demos, benchmarks).
+    Publish(PublishArgs),
+    /// The seed article's lab, end to end: five payments, one resent, a consumer killed
+    /// mid-batch, a second one taking over; exits 0 when the wallet gained exactly 250.00.
+    Demo(DemoArgs),
 }
 
 #[derive(Debug, Clone, Args)]
@@ -233,4 +242,250 @@ pub struct ReconcileArgs {
     /// How long past its expiry a hold may stay pending before the invariant check flags it.
     #[arg(long, default_value_t = DEFAULT_HOLD_GRACE_MS)]
     pub hold_grace_ms: u64,
+}
+
+pub const DEFAULT_REDIS_URL: &str = "redis://127.0.0.1:6379";
+pub const DEFAULT_STREAM: &str = "payments";
+pub const DEFAULT_GROUP: &str = "wallet-ledger";
+/// Events applied per database transaction.
+pub const DEFAULT_CONSUMER_BATCH_SIZE: usize = 100;
+/// Most events one batch may hold: the write path's batch limit.
+pub const MAX_CONSUMER_BATCH_SIZE: usize = MAX_BATCH_ITEMS as usize;
+/// How long one `XREADGROUP` waits for new events; also the longest a shutdown waits for it.
+pub const DEFAULT_CONSUMER_BLOCK_MS: u64 = 2_000;
+/// A message pending this long with a consumer is presumed abandoned and reclaimed.
+pub const DEFAULT_CLAIM_IDLE_MS: u64 = 30_000;
+/// The longest one batch may take to apply; must stay below the claim idle time, or a live
+/// consumer's batch would be reclaimed (harmlessly, but wastefully) while it still works.
+pub const DEFAULT_MAX_BATCH_MS: u64 = 10_000;
+/// Failures caused by a message itself (unknown wallet, refund before its payment) before it
+/// is dead-lettered. Its retries are spaced by the claim idle time.
+pub const DEFAULT_MAX_FAILURES: u32 = 5;
+/// Backoff while the database or the broker is unreachable: doubles from the first to the max.
+pub const DEFAULT_OUTAGE_BACKOFF_MS: u64 = 100;
+pub const DEFAULT_OUTAGE_BACKOFF_MAX_MS: u64 = 5_000;
+/// How often the group's lag and pending count are read (metrics) and the stream trimmed.
+pub const DEFAULT_STATS_INTERVAL_MS: u64 = 1_000;
+pub const DEFAULT_TRIM_INTERVAL_MS: u64 = 60_000;
+/// How long a Redis command may take beyond its own blocking time.
+pub const REDIS_RESPONSE_MARGIN_MS: u64 = 5_000;
+
+#[derive(Debug, Clone, Args)]
+pub struct RedisConfig {
+    /// Redis or Valkey URL.
+    #[arg(id = "redis_url", long = "redis-url", env = "REDIS_URL", default_value = DEFAULT_REDIS_URL)]
+    pub url: String,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct StreamConfig {
+    /// The stream of payment events; dead letters go to `<stream>.dlq`.
+    #[arg(long, env = "STREAM", default_value = DEFAULT_STREAM)]
+    pub stream: String,
+    /// The consumer group.
+    #[arg(long, env = "CONSUMER_GROUP", default_value = DEFAULT_GROUP)]
+    pub group: String,
+}
+
+impl StreamConfig {
+    pub fn dead_letters(&self) -> String {
+        format!("{}.dlq", self.stream)
+    }
+
+    /// Per group: how often each pending message failed by its own fault.
+    pub fn failures(&self) -> String {
+        format!("{}.failures.{}", self.stream, self.group)
+    }
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct ConsumeArgs {
+    #[command(flatten)]
+    pub database: DatabaseConfig,
+    #[command(flatten)]
+    pub redis: RedisConfig,
+    #[command(flatten)]
+    pub stream: StreamConfig,
+    /// This consumer's name in the group (default: host name and process id).
+    #[arg(long, env = "CONSUMER_NAME")]
+    pub consumer: Option<String>,
+    /// Events read and applied per database transaction.
+    #[arg(long, env = "CONSUMER_BATCH_SIZE", default_value_t = DEFAULT_CONSUMER_BATCH_SIZE,
+        value_parser = batch_size)]
+    pub batch_size: usize,
+    /// How long one read waits for new events.
+    #[arg(long, env = "CONSUMER_BLOCK_MS", default_value_t = DEFAULT_CONSUMER_BLOCK_MS,
+        value_parser = clap::value_parser!(u64).range(1..))]
+    pub block_ms: u64,
+    /// Idle time after which another consumer's pending message is reclaimed (`XAUTOCLAIM`).
+    #[arg(long, env = "CONSUMER_CLAIM_IDLE_MS", default_value_t = DEFAULT_CLAIM_IDLE_MS,
+        value_parser = clap::value_parser!(u64).range(1..))]
+    pub claim_idle_ms: u64,
+    /// The longest one batch may take; checked at start to be below the claim idle time.
+    #[arg(long, env = "CONSUMER_MAX_BATCH_MS", default_value_t = DEFAULT_MAX_BATCH_MS,
+        value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_batch_ms: u64,
+    /// Failures caused by a message itself before it is dead-lettered.
+    #[arg(long, env = "CONSUMER_MAX_FAILURES", default_value_t = DEFAULT_MAX_FAILURES,
+        value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_failures: u32,
+    /// First backoff while the database or broker is unreachable.
+    #[arg(long, env = "CONSUMER_OUTAGE_BACKOFF_MS", default_value_t = DEFAULT_OUTAGE_BACKOFF_MS,
+        value_parser = clap::value_parser!(u64).range(1..))]
+    pub outage_backoff_ms: u64,
+    /// Longest backoff while the database or broker is unreachable.
+    #[arg(long, env = "CONSUMER_OUTAGE_BACKOFF_MAX_MS", default_value_t = DEFAULT_OUTAGE_BACKOFF_MAX_MS,
+        value_parser = clap::value_parser!(u64).range(1..))]
+    pub outage_backoff_max_ms: u64,
+    /// How often lag and pending count are read for the metrics.
+    #[arg(long, env = "CONSUMER_STATS_INTERVAL_MS", default_value_t = DEFAULT_STATS_INTERVAL_MS,
+        value_parser = clap::value_parser!(u64).range(1..))]
+    pub stats_interval_ms: u64,
+    /// How often the stream is trimmed below its oldest pending entry (0: never).
+    #[arg(long, env = "CONSUMER_TRIM_INTERVAL_MS", default_value_t = DEFAULT_TRIM_INTERVAL_MS)]
+    pub trim_interval_ms: u64,
+    /// How long a hold made by `payment.authorized` lasts.
+    #[arg(long, env = "HOLD_EXPIRY_MS", default_value_t = DEFAULT_HOLD_EXPIRY_MS,
+        value_parser = clap::value_parser!(u64).range(1..))]
+    pub hold_expiry_ms: u64,
+    /// Serve `/metrics` (Prometheus) and `/readyz` on this address.
+    #[arg(long, env = "CONSUMER_METRICS_ADDR")]
+    pub metrics_addr: Option<SocketAddr>,
+    /// Exit 0 once nothing is new, nothing is pending in the group and nothing is reclaimable
+    /// (tests, demos, catch-up jobs). Without it the consumer runs until SIGTERM/SIGINT.
+    #[arg(long)]
+    pub drain: bool,
+    /// Print one line per event on stdout, as the seed article's lab does.
+    #[arg(long)]
+    pub print_events: bool,
+}
+
+impl ConsumeArgs {
+    pub fn consumer_name(&self) -> String {
+        self.consumer.clone().unwrap_or_else(|| {
+            let host = std::env::var("HOSTNAME").unwrap_or_else(|_| "wallet-ledger".to_owned());
+            format!("{host}-{}", std::process::id())
+        })
+    }
+
+    pub fn hold_expiry(&self) -> chrono::TimeDelta {
+        chrono::TimeDelta::milliseconds(i64::try_from(self.hold_expiry_ms).unwrap_or(i64::MAX))
+    }
+
+    /// The checks clap cannot make alone.
+    pub fn check(&self) -> Result<(), String> {
+        if self.claim_idle_ms <= self.max_batch_ms {
+            return Err(format!(
+                "--claim-idle-ms ({}) must exceed --max-batch-ms ({}): a batch still being \
+                 applied would be reclaimed by another consumer",
+                self.claim_idle_ms, self.max_batch_ms
+            ));
+        }
+        if self.outage_backoff_max_ms < self.outage_backoff_ms {
+            return Err("--outage-backoff-max-ms must be at least --outage-backoff-ms".to_owned());
+        }
+        Ok(())
+    }
+}
+
+fn batch_size(value: &str) -> Result<usize, String> {
+    match value.parse::<usize>() {
+        Ok(n) if (1..=MAX_CONSUMER_BATCH_SIZE).contains(&n) => Ok(n),
+        _ => Err(format!(
+            "must be a whole number from 1 to {MAX_CONSUMER_BATCH_SIZE}"
+        )),
+    }
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct DlqArgs {
+    #[command(flatten)]
+    pub redis: RedisConfig,
+    #[command(flatten)]
+    pub stream: StreamConfig,
+    #[command(subcommand)]
+    pub action: DlqAction,
+}
+
+#[derive(Debug, Clone, Subcommand)]
+pub enum DlqAction {
+    /// Print the dead letters, oldest first, one JSON object a line.
+    List {
+        /// Most dead letters printed.
+        #[arg(long, default_value_t = 100)]
+        count: usize,
+    },
+    /// Publish dead letters to the stream again (same event id, so they stay idempotent)
+    /// and remove them from the dead-letter stream, atomically.
+    Replay {
+        /// Dead-letter entry ids (`dlq list` shows them).
+        ids: Vec<String>,
+        /// Every dead letter.
+        #[arg(long, conflicts_with = "ids")]
+        all: bool,
+    },
+    /// Delete dead letters for good.
+    Drop {
+        ids: Vec<String>,
+        #[arg(long, conflicts_with = "ids")]
+        all: bool,
+    },
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct PublishArgs {
+    #[command(flatten)]
+    pub redis: RedisConfig,
+    /// The stream to publish to.
+    #[arg(long, env = "STREAM", default_value = DEFAULT_STREAM)]
+    pub stream: String,
+    /// Distinct payments to publish.
+    #[arg(long, default_value_t = 100)]
+    pub count: usize,
+    /// Wallets credited, in turn (comma-separated).
+    #[arg(long, value_delimiter = ',', default_value = "w1")]
+    pub wallets: Vec<String>,
+    /// Minor units per payment.
+    #[arg(long, default_value_t = 5_000)]
+    pub amount: i64,
+    /// Percentage of payments sent a second time (a new stream id, the same event id).
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u8).range(0..=100))]
+    pub resend_percent: u8,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum DemoCrash {
+    /// c1 dies after its COMMIT and before its XACK (the article's crash).
+    AfterCommit,
+    /// c1 dies before its COMMIT.
+    BeforeCommit,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct DemoArgs {
+    #[command(flatten)]
+    pub database: DatabaseConfig,
+    #[command(flatten)]
+    pub redis: RedisConfig,
+    /// The demo's own stream, recreated empty at the start.
+    #[arg(long, default_value = "demo.payments")]
+    pub stream: String,
+    /// The wallet credited (created in SAR if missing).
+    #[arg(long, default_value = "w1")]
+    pub wallet: String,
+    /// Where consumer c1 dies while it handles payment 3.
+    #[arg(long, value_enum, default_value_t = DemoCrash::AfterCommit)]
+    pub crash: DemoCrash,
+    /// Idle time after which c2 reclaims what c1 left pending.
+    #[arg(long, default_value_t = 1_000, value_parser = clap::value_parser!(u64).range(2..))]
+    pub claim_idle_ms: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_command_line_definition_is_consistent() {
+        use clap::CommandFactory;
+        super::Cli::command().debug_assert();
+    }
 }

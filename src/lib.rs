@@ -1,11 +1,16 @@
 //! wallet-ledger: a double-entry wallet ledger built on natural idempotency.
 //!
-//! Dependencies point one way: `http` uses `ledger`; the ledger core knows nothing of HTTP.
+//! Dependencies point one way: `http`, `consumer` and `reconcile` use `ledger`; the ledger
+//! core knows nothing of HTTP, Redis or reports.
 
 /// Typed settings: flags with environment fallbacks, every limit named once.
 pub mod config;
+/// The stream consumer of payment events (Redis/Valkey Streams) and its tools.
+pub mod consumer;
 /// Creating, connecting to and migrating the database.
 pub mod db;
+/// Named sites where a test can make the process die (`WALLET_LEDGER_FAILPOINT`).
+pub mod failpoint;
 /// The REST API: router, handlers, the one error type, extractors.
 pub mod http;
 /// Money, ids, journal rules and the SQL that writes and reads the ledger.
@@ -14,6 +19,8 @@ pub mod ledger;
 pub mod problem;
 /// The ledger's invariant checks (`verify`) and reconciliation with providers.
 pub mod reconcile;
+/// `/metrics` and `/readyz` for the workers.
+pub mod telemetry;
 
 /// Resolves on SIGINT or SIGTERM: every long-running subcommand stops on either.
 pub async fn shutdown_signal() {

@@ -54,6 +54,17 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
             });
         }
         Command::Openapi => print!("{}", wallet_ledger::http::openapi::document()),
+        Command::Consume(args) => wallet_ledger::consumer::run(args).await?,
+        Command::Dlq(args) => wallet_ledger::consumer::dlq::run(args).await?,
+        Command::Publish(args) => wallet_ledger::consumer::producer::run(args).await?,
+        Command::Demo(args) => {
+            let expected = wallet_ledger::consumer::demo::run(args).await?;
+            return Ok(if expected {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(1)
+            });
+        }
     }
     Ok(ExitCode::SUCCESS)
 }

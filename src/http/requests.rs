@@ -195,6 +195,7 @@ impl CreateTransactionRequest {
             request,
             clearing_account: None,
             reversal: None,
+            provider_initiated: false,
         })
     }
 }
@@ -246,6 +247,7 @@ impl TransferRequest {
             request,
             clearing_account: None,
             reversal: None,
+            provider_initiated: false,
         })
     }
 }
@@ -289,6 +291,7 @@ impl PaymentRequest {
             request,
             clearing_account: Some((clearing, currency)),
             reversal: None,
+            provider_initiated: false,
         })
     }
 }

@@ -145,7 +145,8 @@ struct HoldRow {
     resolution_response: Option<String>,
 }
 
-/// Captures (`Post`, fully or, on a two-leg hold, partially) or releases (`Void`) a hold.
+/// Captures (`Post`, fully or, on a two-leg hold, partially) or releases (`Void`) a hold, in
+/// a database transaction of its own.
 pub async fn resolve(
     pool: &PgPool,
     id: Uuid,
@@ -154,6 +155,20 @@ pub async fn resolve(
 ) -> Result<Resolution, sqlx::Error> {
     let mut conn = pool.acquire().await?;
     let mut tx = sqlx::Connection::begin(&mut *conn).await?;
+    let resolution = resolve_in(&mut tx, id, action, amount).await?;
+    // Every answer commits: what `resolve_in` wrote (a capture, a release, an expiry) is the
+    // answer, and the answers that wrote nothing leave nothing to commit but the row lock.
+    tx.commit().await?;
+    Ok(resolution)
+}
+
+/// [`resolve`] inside the caller's open transaction, which must commit whatever the answer.
+pub async fn resolve_in(
+    tx: &mut PgConnection,
+    id: Uuid,
+    action: Action,
+    amount: Option<i64>,
+) -> Result<Resolution, sqlx::Error> {
     // The row lock serializes every post, void and expiry of this hold.
     let Some(hold) = sqlx::query_as!(
         HoldRow,
@@ -181,13 +196,11 @@ pub async fn resolve(
     if hold.status != "pending" || hold.expired {
         if hold.status == "pending" {
             // Past its expiry: expire it now, by the same rule the sweeper applies.
-            expire(&mut tx, id).await?;
-            tx.commit().await?;
+            expire(tx, id).await?;
             return Ok(Resolution::InvalidTransition {
                 current: "expired".into(),
             });
         }
-        tx.rollback().await?;
         return Ok(match (hold.resolution_request, hold.resolution_response) {
             (Some(stored), Some(body)) if hold.status == action.target() => {
                 let differing_fields = compare::differing_fields(&stored, &request);
@@ -233,7 +246,7 @@ pub async fn resolve(
     let now = now_micros();
     let body = match action {
         Action::Void => {
-            let view = resolved_view(&mut tx, id, "voided", None, None, currency).await?;
+            let view = resolved_view(tx, id, "voided", None, None, currency).await?;
             let body = serde_json::to_string(&view).expect("a transaction view always serializes");
             sqlx::query!(
                 r#"update transactions set status = 'voided', resolution_request = $2,
@@ -260,11 +273,10 @@ pub async fn resolve(
                     }
                 })
                 .collect();
-            let (entries, ledger_time) = match capture_entries(&mut tx, id, &capture, now).await? {
+            let (entries, ledger_time) = match capture_entries(tx, id, &capture, now).await? {
                 Capture::Ready(entries, ledger_time) => (entries, ledger_time),
                 Capture::Expired => {
-                    expire(&mut tx, id).await?;
-                    tx.commit().await?;
+                    expire(tx, id).await?;
                     return Ok(Resolution::InvalidTransition {
                         current: "expired".into(),
                     });
@@ -279,7 +291,7 @@ pub async fn resolve(
                 }
             };
             let view =
-                resolved_view(&mut tx, id, "posted", Some(ledger_time), captured, currency).await?;
+                resolved_view(tx, id, "posted", Some(ledger_time), captured, currency).await?;
             let body = serde_json::to_string(&view).expect("a transaction view always serializes");
             sqlx::query!(
                 r#"update transactions set status = 'posted', posted_at = $2, captured_amount = $3,
@@ -298,7 +310,7 @@ pub async fn resolve(
                 .iter()
                 .map(|e| (id, currency.code(), ledger_time, e))
                 .collect();
-            posting::insert_entry_rows(&mut tx, &rows).await?;
+            posting::insert_entry_rows(tx, &rows).await?;
             body
         }
     };
@@ -306,7 +318,6 @@ pub async fn resolve(
     sqlx::query!("delete from open_holds where transaction_id = $1", id)
         .execute(&mut *tx)
         .await?;
-    tx.commit().await?;
     Ok(Resolution::Done { body })
 }
 

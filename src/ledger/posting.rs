@@ -78,7 +78,20 @@ pub async fn create_many(
     items: &[NewTransaction],
     mode: Mode,
 ) -> Result<BatchResult, WriteError> {
-    attempts(pool, items, mode, true).await
+    let mut conn = pool.acquire().await?;
+    attempts(&mut conn, items, mode, true).await
+}
+
+/// [`create_many`] on a connection the caller holds. Inside the caller's open transaction
+/// the work runs in a savepoint: it becomes durable with the caller's COMMIT, together with
+/// whatever else that transaction does (the stream consumer applies a whole batch of events
+/// this way, once).
+pub async fn create_many_in(
+    conn: &mut PgConnection,
+    items: &[NewTransaction],
+    mode: Mode,
+) -> Result<BatchResult, WriteError> {
+    attempts(conn, items, mode, true).await
 }
 
 /// Atomic mode without writing: the first item (in request order) that would not be
@@ -87,21 +100,21 @@ pub async fn first_failure(
     pool: &PgPool,
     items: &[NewTransaction],
 ) -> Result<Option<(usize, ItemOutcome)>, WriteError> {
-    match attempts(pool, items, Mode::Atomic, false).await? {
+    let mut conn = pool.acquire().await?;
+    match attempts(&mut conn, items, Mode::Atomic, false).await? {
         BatchResult::Failed { index, outcome } => Ok(Some((index, outcome))),
         BatchResult::Done(_) => Ok(None),
     }
 }
 
 async fn attempts(
-    pool: &PgPool,
+    conn: &mut PgConnection,
     items: &[NewTransaction],
     mode: Mode,
     commit: bool,
 ) -> Result<BatchResult, WriteError> {
-    let mut conn = pool.acquire().await?;
     for _ in 0..MAX_ID_RACE_RETRIES {
-        match attempt(&mut conn, items, mode, commit).await {
+        match attempt(conn, items, mode, commit).await {
             Ok(Some(result)) => return Ok(result),
             Ok(None) => continue,
             // Rows are inserted in id order and locks taken in a fixed order, so a deadlock
@@ -422,7 +435,7 @@ impl LockedLedger {
     fn clearing_accounts_to_create(&self, rows: &[&Rendered]) -> Vec<(AccountId, Currency)> {
         let used: std::collections::BTreeSet<&str> = rows
             .iter()
-            .filter(|r| r.status != "rejected")
+            .filter(|r| r.status == "posted" || r.status == "pending")
             .flat_map(|r| r.view.entries.iter().map(|l| l.account.as_str()))
             .collect();
         self.virtual_accounts
@@ -451,6 +464,10 @@ impl LockedLedger {
             let error = FieldError::new("/expires_at", "range", "must be in the future");
             return Err(ItemError::Invalid(vec![error]));
         }
+        if item.status == Requested::Voided {
+            // A record that nothing moved: no refusal applies, no balance changes.
+            return Ok(Decision::Record { currency });
+        }
 
         // Refusals, in a fixed order: closed (any leg), frozen (debits), the reversal's
         // remainder, funds.
@@ -461,10 +478,9 @@ impl LockedLedger {
                 format!("account {} is closed", leg.account),
             ));
         }
-        if let Some(leg) = legs
-            .iter()
-            .find(|l| l.amount.is_negative() && account(l).status == "frozen")
-        {
+        if let Some(leg) = legs.iter().find(|l| {
+            l.amount.is_negative() && account(l).status == "frozen" && !item.provider_initiated
+        }) {
             return Ok(refuse(
                 currency,
                 "account_frozen",
@@ -491,7 +507,9 @@ impl LockedLedger {
                 continue;
             };
             let after = Amount::new(state.balance).and_then(|b| b.checked_add(leg.amount));
-            if after.is_none() && !leg.amount.is_negative() {
+            // Debits past the safe range are refused below as beyond any overdraft, except
+            // a provider's refund, which no overdraft check stops.
+            if after.is_none() && (!leg.amount.is_negative() || item.provider_initiated) {
                 return Err(ItemError::Invalid(vec![FieldError::new(
                     leg.amount_field.clone(),
                     "balance_overflow",
@@ -505,7 +523,10 @@ impl LockedLedger {
         }
         // Every debit, held or posted, must leave `available` (posted − pending_out) within
         // the overdraft limit; a debit past the safe range is past any limit.
-        for leg in legs.iter().filter(|l| l.amount.is_negative()) {
+        let checked_debits = legs
+            .iter()
+            .filter(|l| l.amount.is_negative() && !item.provider_initiated);
+        for leg in checked_debits {
             let a = account(leg);
             let Some(state) = self.wallets.get(a.id.as_str()) else {
                 continue;
@@ -698,6 +719,8 @@ enum Decision {
         code: &'static str,
         detail: String,
     },
+    /// Stored as `voided`: see [`Requested::Voided`].
+    Record { currency: Currency },
 }
 
 /// A decided item, rendered: its row, entries and holds, and the exact answer it gets.
@@ -758,6 +781,7 @@ fn render(item: &NewTransaction, decision: &Decision, now: DateTime<Utc>) -> Ren
                 detail: detail.clone(),
             }),
         ),
+        Decision::Record { currency } => ("voided", *currency, None, None, None),
     };
     let view = TransactionView {
         id: item.id,
@@ -794,7 +818,7 @@ fn render(item: &NewTransaction, decision: &Decision, now: DateTime<Utc>) -> Ren
     let (entries, holds) = match decision {
         Decision::Post { entries, .. } => (entries.clone(), Vec::new()),
         Decision::Hold { holds, .. } => (Vec::new(), holds.clone()),
-        Decision::Refuse { .. } => (Vec::new(), Vec::new()),
+        Decision::Refuse { .. } | Decision::Record { .. } => (Vec::new(), Vec::new()),
     };
     Rendered {
         item_id: item.id,

@@ -116,5 +116,6 @@ pub async fn plan(
             amount: reversed,
             original_amount,
         }),
+        provider_initiated: false,
     })))
 }

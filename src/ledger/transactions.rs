@@ -31,11 +31,14 @@ impl Kind {
     }
 }
 
-/// What the caller asked for: money that moves now, or a hold until `expires_at`.
+/// What the caller asked for: money that moves now, a hold until `expires_at`, or the record
+/// of a payment that failed before it was ever authorized (no entries, no hold: a `voided`
+/// row whose id later events find, so a late `payment.authorized` cannot revive it).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Requested {
     Posted,
     Pending { expires_at: DateTime<Utc> },
+    Voided,
 }
 
 /// A reversal gives back `amount` of the posted transaction `original`, whose own amount
@@ -63,6 +66,10 @@ pub struct NewTransaction {
     /// Payments: the provider's clearing account, created by its first posted payment.
     pub clearing_account: Option<(AccountId, Currency)>,
     pub reversal: Option<Reversal>,
+    /// A provider's refund reported on the stream: the money already left through the provider,
+    /// so the ledger records it even when it overdraws the wallet or the wallet is frozen.
+    /// Every request made through the API leaves it `false`.
+    pub provider_initiated: bool,
 }
 
 /// Why a create could not even be decided: nothing was stored.

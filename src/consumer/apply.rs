@@ -1,0 +1,666 @@
+//! Applying a batch of payment events in one database transaction, through the ledger's own
+//! write path (`posting::create_many_in`, `holds::resolve_in`, `reversals::plan`): the same
+//! journal rules, refusals and idempotency as the API.
+//!
+//! The payment id is the transaction's primary key, so a redelivered or resent event finds
+//! its payment and is a no-op; the payment's status only moves forward (the event × state
+//! table of the contract), so events arriving out of order end in the right state.
+//!
+//! A batch runs in *waves*: the first event of every payment in the batch, then the second
+//! event of those that have two, and so on. Within a wave every payment appears once, so all
+//! of its creations go to the write path as one set (one lock per wallet, one insert per
+//! table); the rare later waves see what the earlier ones did.
+
+use super::event::{self, EventType, Fields, PaymentEvent};
+use crate::failpoint;
+use crate::ledger::holds::{self, Action, Resolution};
+use crate::ledger::ids::AccountId;
+use crate::ledger::journal::{Journal, Leg};
+use crate::ledger::money::Currency;
+use crate::ledger::posting::{self, BatchResult, Mode};
+use crate::ledger::reversals::{self, Plan};
+use crate::ledger::transactions::{ItemError, Kind, NewTransaction, Requested, WriteError};
+use crate::ledger::{Created, now_micros};
+use crate::problem::FieldError;
+use chrono::TimeDelta;
+use serde_json::{Map, Value, json};
+use sqlx::{PgConnection, PgPool};
+use std::collections::{BTreeMap, HashMap};
+use std::fmt;
+use uuid::Uuid;
+
+/// One stream entry as read from the broker.
+#[derive(Debug, Clone)]
+pub struct Message {
+    /// The broker's id (`1791609321289-0`): where the entry is, never what it means.
+    pub id: String,
+    pub fields: Fields,
+    /// Reclaimed from another consumer (or from this one after a retryable failure).
+    pub redelivered: bool,
+}
+
+/// Why a message is dead-lettered, as the contract names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Reason {
+    MalformedEvent,
+    IdempotencyMismatch,
+    UnknownAccount,
+    UnknownPayment,
+    ConflictingState,
+}
+
+impl Reason {
+    pub const ALL: [Reason; 5] = [
+        Reason::MalformedEvent,
+        Reason::IdempotencyMismatch,
+        Reason::UnknownAccount,
+        Reason::UnknownPayment,
+        Reason::ConflictingState,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Reason::MalformedEvent => "malformed_event",
+            Reason::IdempotencyMismatch => "idempotency_mismatch",
+            Reason::UnknownAccount => "unknown_account",
+            Reason::UnknownPayment => "unknown_payment",
+            Reason::ConflictingState => "conflicting_state",
+        }
+    }
+}
+
+/// What the ledger did for an applied event.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Effect {
+    /// A posted credit was created.
+    Posted,
+    /// A pending credit (a hold) was created.
+    Held,
+    /// A pending payment was posted (captured), fully or partly.
+    Captured,
+    /// A pending payment was voided.
+    Voided,
+    /// A payment that failed before anything else arrived was recorded as voided.
+    RecordedFailed,
+    /// A refund was posted as a reversal; `negative` when it overdrew the wallet.
+    Refunded { negative: bool },
+    /// The ledger refused it (a closed wallet, a refund beyond the payment) and stored the
+    /// refusal under the id, as it would for an API request.
+    Rejected { code: String },
+}
+
+impl fmt::Display for Effect {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Effect::Posted => f.write_str("posted"),
+            Effect::Held => f.write_str("held"),
+            Effect::Captured => f.write_str("captured"),
+            Effect::Voided => f.write_str("voided"),
+            Effect::RecordedFailed => f.write_str("recorded as failed"),
+            Effect::Refunded { negative: false } => f.write_str("refunded"),
+            Effect::Refunded { negative: true } => f.write_str("refunded, wallet now negative"),
+            Effect::Rejected { code } => write!(f, "rejected: {code}"),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    Applied(Effect),
+    /// Already done: acknowledged, nothing changed.
+    Duplicate,
+    /// Not applicable yet for a reason of its own (unknown wallet, refund before its payment):
+    /// left pending to be retried, and dead-lettered once its failure budget is spent.
+    Retry {
+        reason: Reason,
+        detail: String,
+    },
+    /// Can never apply as it is: dead-lettered now.
+    DeadLetter {
+        reason: Reason,
+        detail: String,
+        differing_fields: Vec<String>,
+    },
+}
+
+impl Outcome {
+    fn dead(reason: Reason, detail: impl Into<String>) -> Outcome {
+        Outcome::DeadLetter {
+            reason,
+            detail: detail.into(),
+            differing_fields: Vec::new(),
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ApplyError {
+    #[error(transparent)]
+    Database(#[from] sqlx::Error),
+    #[error("concurrent writers kept taking this batch's ids")]
+    Contention,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct ApplySettings {
+    /// How long a hold made by `payment.authorized` lasts.
+    pub hold_expiry: TimeDelta,
+}
+
+/// A payment as stored, locked for the batch.
+#[derive(Debug, Clone)]
+struct Payment {
+    kind: String,
+    /// `pending`, `posted`, `voided`, `rejected`, or `expired` (a pending one past its expiry).
+    status: String,
+    wallet: String,
+    currency: Currency,
+    /// What was authorized (or paid).
+    amount: i64,
+    /// What was posted: a partial capture posts less than was authorized.
+    posted_amount: i64,
+}
+
+/// What one event needs, decided against its payment's state.
+enum Step {
+    Create(Box<NewTransaction>),
+    Resolve(Action, Option<i64>),
+    Refund,
+    Done(Outcome),
+}
+
+/// Applies `messages` in one database transaction and says what became of each, in order.
+/// An error means nothing was written (the transaction rolled back): the caller retries the
+/// whole batch, and no message is charged for it.
+pub async fn apply_batch(
+    pool: &PgPool,
+    messages: &[Message],
+    settings: ApplySettings,
+) -> Result<Vec<Outcome>, ApplyError> {
+    let mut outcomes: Vec<Option<Outcome>> = vec![None; messages.len()];
+    let mut events: Vec<(usize, PaymentEvent)> = Vec::with_capacity(messages.len());
+    for (index, message) in messages.iter().enumerate() {
+        match event::decode(&message.fields) {
+            Ok(event) => events.push((index, event)),
+            Err(why) => {
+                outcomes[index] = Some(Outcome::dead(Reason::MalformedEvent, why.to_string()))
+            }
+        }
+    }
+    if !events.is_empty() {
+        let mut conn = pool.acquire().await?;
+        let mut tx = sqlx::Connection::begin(&mut *conn).await?;
+        apply_events(&mut tx, &events, settings, &mut outcomes).await?;
+        failpoint::hit(failpoint::CONSUMER_BEFORE_COMMIT);
+        tx.commit().await?;
+    }
+    Ok(outcomes
+        .into_iter()
+        .map(|o| o.expect("every message gets an outcome"))
+        .collect())
+}
+
+async fn apply_events(
+    tx: &mut PgConnection,
+    events: &[(usize, PaymentEvent)],
+    settings: ApplySettings,
+    outcomes: &mut [Option<Outcome>],
+) -> Result<(), ApplyError> {
+    let mut wallets: Vec<String> = events.iter().map(|(_, e)| e.wallet.to_string()).collect();
+    wallets.sort();
+    wallets.dedup();
+    let wallet_currencies = wallet_currencies(tx, &wallets).await?;
+    let mut payment_ids: Vec<Uuid> = events.iter().map(|(_, e)| e.payment_id).collect();
+    payment_ids.sort();
+    payment_ids.dedup();
+    // Payments first, sorted, then (in the write path) wallets, sorted: every consumer takes
+    // its locks in the same order.
+    let mut payments = lock_payments(tx, &payment_ids).await?;
+    let mut refunds_done: HashMap<Uuid, usize> = HashMap::new();
+
+    for (wave_number, wave) in waves(events).into_iter().enumerate() {
+        let mut creates: Vec<(usize, NewTransaction, Effect)> = Vec::new();
+        let mut resolutions: Vec<(usize, &PaymentEvent, Action, Option<i64>)> = Vec::new();
+        for &(index, event) in &wave {
+            let wallet_currency = wallet_currencies.get(event.wallet.as_str()).copied();
+            match decide(
+                event,
+                payments.get(&event.payment_id),
+                wallet_currency,
+                settings,
+            ) {
+                Step::Create(new) => {
+                    let effect = match new.status {
+                        Requested::Posted => Effect::Posted,
+                        Requested::Pending { .. } => Effect::Held,
+                        Requested::Voided => Effect::RecordedFailed,
+                    };
+                    creates.push((index, *new, effect));
+                }
+                Step::Resolve(action, amount) => resolutions.push((index, event, action, amount)),
+                Step::Refund => match refund(tx, event).await? {
+                    Ok(new) => creates.push((index, new, Effect::Refunded { negative: false })),
+                    Err(outcome) => outcomes[index] = Some(outcome),
+                },
+                Step::Done(outcome) => outcomes[index] = Some(outcome),
+            }
+        }
+
+        if !creates.is_empty() {
+            let items: Vec<NewTransaction> = creates.iter().map(|(_, n, _)| n.clone()).collect();
+            let results = match posting::create_many_in(tx, &items, Mode::Independent).await {
+                Ok(BatchResult::Done(results)) => results,
+                Ok(BatchResult::Failed { .. }) => {
+                    unreachable!("independent mode never fails a batch")
+                }
+                Err(WriteError::Database(e)) => return Err(e.into()),
+                Err(WriteError::Contention) => return Err(ApplyError::Contention),
+                Err(WriteError::Item(_)) => unreachable!("item errors come back per item"),
+            };
+            for ((index, new, effect), result) in creates.into_iter().zip(results) {
+                if matches!(effect, Effect::Refunded { .. })
+                    && matches!(result, Ok(Created::New { .. }))
+                {
+                    refunds_done.insert(new.id, index);
+                }
+                outcomes[index] = Some(created_outcome(result, effect));
+            }
+        }
+        if wave_number == 0 {
+            failpoint::hit(failpoint::CONSUMER_MID_BATCH);
+        }
+
+        // Captures and voids lock the hold, then its wallets; sorted by wallet so that two
+        // consumers meet their wallets in one order.
+        resolutions.sort_by(|a, b| {
+            (a.1.wallet.as_str(), a.1.payment_id).cmp(&(b.1.wallet.as_str(), b.1.payment_id))
+        });
+        for (index, event, action, amount) in resolutions {
+            let resolution = holds::resolve_in(tx, event.payment_id, action, amount).await?;
+            outcomes[index] = Some(resolved_outcome(resolution, action));
+        }
+
+        // The next wave sees what this one did.
+        let touched: Vec<Uuid> = wave.iter().map(|(_, e)| e.payment_id).collect();
+        payments.extend(lock_payments(tx, &touched).await?);
+    }
+
+    for (refund_id, index) in overdrawn_by(tx, &refunds_done).await? {
+        tracing::warn!(%refund_id, "a provider refund took the wallet below zero");
+        metrics::counter!("wallet_ledger_consumer_negative_balances_total").increment(1);
+        outcomes[index] = Some(Outcome::Applied(Effect::Refunded { negative: true }));
+    }
+    Ok(())
+}
+
+/// Groups events by payment, then takes the first event of each payment, the second, ...
+fn waves(events: &[(usize, PaymentEvent)]) -> Vec<Vec<(usize, &PaymentEvent)>> {
+    let mut per_payment: BTreeMap<Uuid, usize> = BTreeMap::new();
+    let mut waves: Vec<Vec<(usize, &PaymentEvent)>> = Vec::new();
+    for (index, event) in events {
+        let seen = per_payment.entry(event.payment_id).or_default();
+        if waves.len() <= *seen {
+            waves.push(Vec::new());
+        }
+        waves[*seen].push((*index, event));
+        *seen += 1;
+    }
+    waves
+}
+
+/// The contract's event × state table.
+fn decide(
+    event: &PaymentEvent,
+    payment: Option<&Payment>,
+    wallet_currency: Option<Currency>,
+    settings: ApplySettings,
+) -> Step {
+    use EventType::*;
+    let Some(payment) = payment else {
+        let requested = match event.kind {
+            Refunded => {
+                let detail = format!("payment {} is not in the ledger", event.payment_id);
+                return Step::Done(Outcome::Retry {
+                    reason: Reason::UnknownPayment,
+                    detail,
+                });
+            }
+            Authorized => Requested::Pending {
+                expires_at: now_micros() + settings.hold_expiry,
+            },
+            Succeeded | Captured => Requested::Posted,
+            Failed => Requested::Voided,
+        };
+        let Some(wallet_currency) = wallet_currency else {
+            let detail = format!("wallet {} does not exist", event.wallet);
+            return Step::Done(Outcome::Retry {
+                reason: Reason::UnknownAccount,
+                detail,
+            });
+        };
+        return match new_payment(event, wallet_currency, requested) {
+            Ok(new) => Step::Create(Box::new(new)),
+            Err(errors) => Step::Done(Outcome::dead(Reason::MalformedEvent, describe(&errors))),
+        };
+    };
+    if payment.kind != Kind::Payment.as_str() {
+        let detail = format!(
+            "transaction {} is a {}, not a payment",
+            event.payment_id, payment.kind
+        );
+        return Step::Done(Outcome::dead(Reason::ConflictingState, detail));
+    }
+    let (differing_fields, detail) = differences(event, payment);
+    if !differing_fields.is_empty() {
+        return Step::Done(Outcome::DeadLetter {
+            reason: Reason::IdempotencyMismatch,
+            detail,
+            differing_fields,
+        });
+    }
+    let conflict = || {
+        let detail = format!(
+            "{} cannot apply to a {} payment",
+            event.kind.as_str(),
+            payment.status
+        );
+        Step::Done(Outcome::dead(Reason::ConflictingState, detail))
+    };
+    match (event.kind, payment.status.as_str()) {
+        (Authorized, _) => Step::Done(Outcome::Duplicate),
+        (Succeeded, "pending") => Step::Resolve(Action::Post, None),
+        (Captured, "pending") => Step::Resolve(Action::Post, Some(event.amount.minor_units())),
+        (Succeeded | Captured, "voided" | "expired") => conflict(),
+        (Succeeded | Captured, _) => Step::Done(Outcome::Duplicate),
+        (Failed, "pending") => Step::Resolve(Action::Void, None),
+        (Failed, "posted") => conflict(),
+        (Failed, _) => Step::Done(Outcome::Duplicate),
+        (Refunded, "posted") => Step::Refund,
+        (Refunded, "pending") => {
+            let detail = format!(
+                "payment {} is authorized but not captured yet",
+                event.payment_id
+            );
+            Step::Done(Outcome::Retry {
+                reason: Reason::UnknownPayment,
+                detail,
+            })
+        }
+        (Refunded, _) => conflict(),
+    }
+}
+
+/// Where a creating event disagrees with the stored payment: the field names and a sentence
+/// giving both values of each.
+fn differences(event: &PaymentEvent, payment: &Payment) -> (Vec<String>, String) {
+    let mut fields = Vec::new();
+    let mut parts = Vec::new();
+    if event.wallet.as_str() != payment.wallet {
+        fields.push("wallet".to_owned());
+        parts.push(format!(
+            "wallet: payment has {}, event has {}",
+            payment.wallet, event.wallet
+        ));
+    }
+    if let Some(currency) = event.currency
+        && currency != payment.currency
+    {
+        fields.push("currency".to_owned());
+        parts.push(format!(
+            "currency: payment has {}, event has {}",
+            payment.currency.code(),
+            currency.code()
+        ));
+    }
+    let amount = event.amount.minor_units();
+    let expected = match (event.kind, payment.status.as_str()) {
+        // A refund carries the refunded part; the write path checks it against the payment.
+        (EventType::Refunded, _) => None,
+        (EventType::Captured, "pending") => (amount > payment.amount).then_some(payment.amount),
+        (EventType::Captured, "posted") => Some(payment.posted_amount),
+        _ => Some(payment.amount),
+    };
+    if let Some(expected) = expected
+        && expected != amount
+    {
+        let format = |a| payment.currency.format(a);
+        fields.push("amount".to_owned());
+        let what = if event.kind == EventType::Captured && payment.status == "pending" {
+            "authorized at most"
+        } else {
+            "payment has"
+        };
+        parts.push(format!(
+            "amount: {what} {}, event has {}",
+            format(expected),
+            format(amount)
+        ));
+    }
+    (fields, parts.join("; "))
+}
+
+/// The payment an event creates: the wallet credited from the provider's clearing account,
+/// exactly as `POST /v1/payments` builds it.
+fn new_payment(
+    event: &PaymentEvent,
+    wallet_currency: Currency,
+    status: Requested,
+) -> Result<NewTransaction, Vec<FieldError>> {
+    let currency = event.currency.unwrap_or(wallet_currency);
+    let clearing = AccountId::clearing(&event.provider, currency.code());
+    let legs = vec![
+        Leg {
+            account: event.wallet.clone(),
+            amount: event.amount,
+            account_field: "wallet".into(),
+            amount_field: "amount".into(),
+            must_be_wallet: true,
+        },
+        Leg {
+            account: clearing.clone(),
+            amount: event.amount.negate(),
+            account_field: "provider".into(),
+            amount_field: "amount".into(),
+            must_be_wallet: false,
+        },
+    ];
+    let mut metadata = Map::new();
+    metadata.insert("source".into(), json!("stream"));
+    metadata.insert("event_id".into(), json!(event.event_id));
+    metadata.insert("event_type".into(), json!(event.kind.as_str()));
+    if let Some(at) = event.occurred_at {
+        metadata.insert("occurred_at".into(), json!(at));
+    }
+    let request = json!({
+        "kind": Kind::Payment.as_str(),
+        "account": event.wallet,
+        "amount": event.amount.minor_units(),
+        "currency": currency.code(),
+        "provider": event.provider,
+        "external_ref": event.external_ref,
+        "metadata": metadata,
+    });
+    Ok(NewTransaction {
+        id: event.payment_id,
+        kind: Kind::Payment,
+        status,
+        journal: Journal::new(legs)?,
+        currency: Some((currency, "currency".into())),
+        external_ref: event.external_ref.clone(),
+        metadata,
+        request,
+        clearing_account: Some((clearing, currency)),
+        reversal: None,
+        provider_initiated: false,
+    })
+}
+
+/// The reversal a refund becomes: `amount` of the payment, under `refund_id`.
+async fn refund(
+    tx: &mut PgConnection,
+    event: &PaymentEvent,
+) -> Result<Result<NewTransaction, Outcome>, sqlx::Error> {
+    let mut metadata = Map::new();
+    metadata.insert("source".into(), json!("stream"));
+    metadata.insert("event_type".into(), json!(event.kind.as_str()));
+    let plan = reversals::plan(
+        tx,
+        event.payment_id,
+        event.refund_id,
+        Some(event.amount.minor_units()),
+        metadata,
+    )
+    .await?;
+    Ok(match plan {
+        Plan::Ready(new) => Ok(NewTransaction {
+            provider_initiated: true,
+            ..*new
+        }),
+        Plan::NotFound => Err(Outcome::Retry {
+            reason: Reason::UnknownPayment,
+            detail: format!("payment {} is not in the ledger", event.payment_id),
+        }),
+        Plan::InvalidTransition { current } => Err(Outcome::dead(
+            Reason::ConflictingState,
+            format!("a refund cannot apply to a {current} payment"),
+        )),
+        Plan::Invalid(errors) => Err(Outcome::dead(Reason::ConflictingState, describe(&errors))),
+    })
+}
+
+fn created_outcome(result: Result<Created, ItemError>, effect: Effect) -> Outcome {
+    match result {
+        Ok(Created::New { .. }) => Outcome::Applied(effect),
+        Ok(Created::Refused { body }) => {
+            let code = serde_json::from_str::<Value>(&body)
+                .ok()
+                .and_then(|b| b.get("code").and_then(Value::as_str).map(str::to_owned))
+                .unwrap_or_else(|| "refused".to_owned());
+            Outcome::Applied(Effect::Rejected { code })
+        }
+        // Another writer (a concurrent consumer, the API) stored this id first.
+        Ok(Created::Replayed { .. }) => Outcome::Duplicate,
+        Ok(Created::Mismatch { differing_fields }) => {
+            let fields: Vec<String> = differing_fields
+                .iter()
+                .map(|f| f.trim_start_matches('/').to_owned())
+                .collect();
+            Outcome::DeadLetter {
+                reason: Reason::IdempotencyMismatch,
+                detail: format!("the stored transaction differs in {}", fields.join(", ")),
+                differing_fields: fields,
+            }
+        }
+        Err(ItemError::UnknownAccounts(ids)) => Outcome::Retry {
+            reason: Reason::UnknownAccount,
+            detail: format!("no such account: {}", ids.join(", ")),
+        },
+        Err(ItemError::Invalid(errors)) => Outcome::dead(Reason::MalformedEvent, describe(&errors)),
+    }
+}
+
+fn resolved_outcome(resolution: Resolution, action: Action) -> Outcome {
+    match resolution {
+        Resolution::Done { .. } => Outcome::Applied(match action {
+            Action::Post => Effect::Captured,
+            Action::Void => Effect::Voided,
+        }),
+        Resolution::Replayed { .. } => Outcome::Duplicate,
+        Resolution::Mismatch { differing_fields } => Outcome::DeadLetter {
+            reason: Reason::IdempotencyMismatch,
+            detail: "the payment was settled before with another amount".to_owned(),
+            differing_fields: differing_fields
+                .iter()
+                .map(|f| f.trim_start_matches('/').to_owned())
+                .collect(),
+        },
+        Resolution::NotFound => Outcome::Retry {
+            reason: Reason::UnknownPayment,
+            detail: "the payment is not in the ledger".to_owned(),
+        },
+        Resolution::InvalidTransition { current } => Outcome::dead(
+            Reason::ConflictingState,
+            format!("the payment is {current}"),
+        ),
+        Resolution::Invalid(errors) => Outcome::dead(Reason::MalformedEvent, describe(&errors)),
+    }
+}
+
+fn describe(errors: &[FieldError]) -> String {
+    errors
+        .iter()
+        .map(|e| format!("{}: {}", e.field.trim_start_matches('/'), e.message))
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+async fn wallet_currencies(
+    tx: &mut PgConnection,
+    wallets: &[String],
+) -> Result<HashMap<String, Currency>, sqlx::Error> {
+    let rows = sqlx::query!(
+        "select id, currency from accounts where id = any($1)",
+        wallets
+    )
+    .fetch_all(tx)
+    .await?;
+    Ok(rows
+        .into_iter()
+        .filter_map(|r| Currency::parse(&r.currency).map(|c| (r.id, c)))
+        .collect())
+}
+
+/// The batch's payments that exist, locked until the batch commits: no other consumer or API
+/// request moves them meanwhile.
+async fn lock_payments(
+    tx: &mut PgConnection,
+    sorted_ids: &[Uuid],
+) -> Result<HashMap<Uuid, Payment>, sqlx::Error> {
+    let rows = sqlx::query!(
+        r#"select id, kind,
+                  (case when status = 'pending' and expires_at <= clock_timestamp() then 'expired'
+                        else status end) as "status!",
+                  currency, legs, captured_amount
+           from transactions where id = any($1) order by id for update"#,
+        sorted_ids
+    )
+    .fetch_all(tx)
+    .await?;
+    Ok(rows
+        .into_iter()
+        .filter_map(|r| {
+            let legs: Vec<crate::ledger::views::LegView> = serde_json::from_value(r.legs).ok()?;
+            let credit = legs.iter().find(|l| l.amount > 0)?;
+            let payment = Payment {
+                kind: r.kind,
+                status: r.status,
+                wallet: credit.account.clone(),
+                currency: Currency::parse(&r.currency)?,
+                amount: credit.amount,
+                posted_amount: r.captured_amount.unwrap_or(credit.amount),
+            };
+            Some((r.id, payment))
+        })
+        .collect())
+}
+
+/// The refunds (by id) among `refunds` that left their wallet below zero.
+async fn overdrawn_by(
+    tx: &mut PgConnection,
+    refunds: &HashMap<Uuid, usize>,
+) -> Result<Vec<(Uuid, usize)>, sqlx::Error> {
+    if refunds.is_empty() {
+        return Ok(Vec::new());
+    }
+    let ids: Vec<Uuid> = refunds.keys().copied().collect();
+    let overdrawn = sqlx::query_scalar!(
+        "select distinct transaction_id from entries where transaction_id = any($1) and balance_after < 0",
+        &ids
+    )
+    .fetch_all(tx)
+    .await?;
+    Ok(overdrawn
+        .into_iter()
+        .filter_map(|id| refunds.get(&id).map(|&index| (id, index)))
+        .collect())
+}

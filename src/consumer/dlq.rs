@@ -1,0 +1,159 @@
+//! `wallet-ledger dlq list | replay | drop`: the operator's side of the dead-letter stream.
+//!
+//! A replay publishes the original fields again (a new stream id, the same event id) and
+//! deletes the dead letter in the same `MULTI`, so a replayed message is never lost nor left
+//! twice; once the cause is fixed (the wallet created, the payment arrived) it applies, and if
+//! it had applied meanwhile it is a harmless duplicate.
+
+use super::stream::DEAD_LETTER_PREFIX;
+use crate::config::{DlqAction, DlqArgs};
+use anyhow::Context;
+use redis::AsyncCommands;
+use redis::streams::{StreamId, StreamRangeReply};
+use serde_json::{Map, Value, json};
+
+/// How many dead letters one replay or drop step handles with `--all`.
+const PAGE: usize = 500;
+
+pub async fn run(args: DlqArgs) -> anyhow::Result<()> {
+    let client = redis::Client::open(args.redis.url.as_str())?;
+    let mut conn = client
+        .get_multiplexed_async_connection()
+        .await
+        .with_context(|| {
+            format!(
+                "cannot connect to Redis at {}",
+                crate::db::redact(&args.redis.url)
+            )
+        })?;
+    let dead_letters = args.stream.dead_letters();
+    match args.action {
+        DlqAction::List { count } => {
+            for entry in list(&mut conn, &dead_letters, count).await? {
+                println!("{}", describe(&entry));
+            }
+        }
+        DlqAction::Replay { ids, all } => {
+            let n = for_each(&mut conn, &dead_letters, ids, all, |pipe, entry| {
+                pipe.xadd(&args.stream.stream, "*", &original_fields(entry))
+                    .ignore();
+            })
+            .await?;
+            println!("replayed {n} dead letters to {}", args.stream.stream);
+        }
+        DlqAction::Drop { ids, all } => {
+            let n = for_each(&mut conn, &dead_letters, ids, all, |_, _| {}).await?;
+            println!("dropped {n} dead letters");
+        }
+    }
+    Ok(())
+}
+
+pub async fn list(
+    conn: &mut redis::aio::MultiplexedConnection,
+    dead_letters: &str,
+    count: usize,
+) -> redis::RedisResult<Vec<StreamId>> {
+    let reply: StreamRangeReply = conn.xrange_count(dead_letters, "-", "+", count).await?;
+    Ok(reply.ids)
+}
+
+/// Runs `step` for each chosen dead letter and deletes it, one `MULTI` per page.
+async fn for_each(
+    conn: &mut redis::aio::MultiplexedConnection,
+    dead_letters: &str,
+    ids: Vec<String>,
+    all: bool,
+    step: impl Fn(&mut redis::Pipeline, &StreamId),
+) -> anyhow::Result<usize> {
+    if ids.is_empty() && !all {
+        anyhow::bail!("name the dead letters (ids from `dlq list`) or pass --all");
+    }
+    // With --all, only what is there now: a replayed message dead-lettered again meanwhile
+    // waits for the next run instead of looping here.
+    let last: StreamRangeReply = conn.xrevrange_count(dead_letters, "+", "-", 1).await?;
+    let end = match last.ids.first() {
+        Some(entry) => entry.id.clone(),
+        None if all => return Ok(0),
+        None => "+".to_owned(),
+    };
+    let mut start = "-".to_owned();
+    let mut done = 0;
+    loop {
+        let entries: Vec<StreamId> = if all {
+            let page: StreamRangeReply =
+                conn.xrange_count(dead_letters, &start, &end, PAGE).await?;
+            page.ids
+        } else {
+            let mut found = Vec::new();
+            for id in &ids {
+                let reply: StreamRangeReply = conn.xrange(dead_letters, id, id).await?;
+                if reply.ids.is_empty() {
+                    anyhow::bail!("no dead letter {id} in {dead_letters}");
+                }
+                found.extend(reply.ids);
+            }
+            found
+        };
+        if entries.is_empty() {
+            return Ok(done);
+        }
+        let mut pipe = redis::pipe();
+        pipe.atomic();
+        for entry in &entries {
+            step(&mut pipe, entry);
+        }
+        let entry_ids: Vec<&str> = entries.iter().map(|e| e.id.as_str()).collect();
+        pipe.xdel(dead_letters, &entry_ids).ignore();
+        pipe.query_async::<()>(conn).await?;
+        done += entries.len();
+        if let Some(last) = entries.last() {
+            start = format!("({}", last.id);
+        }
+        if !all {
+            return Ok(done);
+        }
+    }
+}
+
+fn text(value: &redis::Value) -> String {
+    match value {
+        redis::Value::BulkString(b) => String::from_utf8_lossy(b).into_owned(),
+        redis::Value::SimpleString(s) => s.clone(),
+        other => format!("{other:?}"),
+    }
+}
+
+fn bytes(value: &redis::Value) -> Vec<u8> {
+    match value {
+        redis::Value::BulkString(b) => b.clone(),
+        other => text(other).into_bytes(),
+    }
+}
+
+/// The fields the producer sent, without the dead letter's own.
+pub fn original_fields(entry: &StreamId) -> Vec<(String, Vec<u8>)> {
+    let mut fields: Vec<(String, Vec<u8>)> = entry
+        .map
+        .iter()
+        .filter(|(k, _)| !k.starts_with(DEAD_LETTER_PREFIX))
+        .map(|(k, v)| (k.clone(), bytes(v)))
+        .collect();
+    fields.sort();
+    fields
+}
+
+/// One JSON line: the dead letter's id, why, and the original event.
+pub fn describe(entry: &StreamId) -> Value {
+    let mut event = Map::new();
+    let mut letter = Map::new();
+    for (key, value) in &entry.map {
+        match key.strip_prefix(DEAD_LETTER_PREFIX) {
+            Some(own) => letter.insert(own.to_owned(), json!(text(value))),
+            None => event.insert(key.clone(), json!(text(value))),
+        };
+    }
+    letter.insert("id".into(), json!(entry.id));
+    letter.insert("event".into(), Value::Object(event));
+    Value::Object(letter)
+}

@@ -1,0 +1,130 @@
+//! The stream consumer of payment events: exactly-once effect on an at-least-once stream.
+//!
+//! Messages come twice when a consumer dies before its XACK, and when a producer resends after
+//! a timeout (a new stream id, the same event id). Neither needs a dedup mark: the payment id
+//! is the transaction's primary key, a whole batch commits in one database transaction, and
+//! the acknowledgement comes after COMMIT, so a crash at any instruction leaves either nothing
+//! or everything of a batch, and a redelivery finds what it already did.
+//!
+//! - `event`: decoding a stream entry into a payment event;
+//! - `apply`: one batch, one database transaction, through the ledger's own write path;
+//! - `stream`: reading, reclaiming, acknowledging and dead-lettering on Redis/Valkey;
+//! - `worker`: the loop, as steps; `dlq`, `producer`, `demo`: the tools around it.
+
+pub mod apply;
+pub mod demo;
+pub mod dlq;
+pub mod event;
+pub mod producer;
+pub mod stream;
+pub mod worker;
+
+use crate::config::ConsumeArgs;
+use crate::telemetry::Readiness;
+use anyhow::Context;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+use stream::StreamClient;
+use worker::{Consumer, Settings};
+
+impl ConsumeArgs {
+    pub fn settings(&self) -> Settings {
+        Settings {
+            batch_size: self.batch_size,
+            block: Duration::from_millis(self.block_ms),
+            claim_idle: Duration::from_millis(self.claim_idle_ms),
+            max_batch: Duration::from_millis(self.max_batch_ms),
+            max_failures: self.max_failures,
+            outage_backoff: Duration::from_millis(self.outage_backoff_ms),
+            outage_backoff_max: Duration::from_millis(self.outage_backoff_max_ms),
+            stats_interval: Duration::from_millis(self.stats_interval_ms),
+            trim_interval: (self.trim_interval_ms > 0)
+                .then(|| Duration::from_millis(self.trim_interval_ms)),
+            apply: apply::ApplySettings {
+                hold_expiry: self.hold_expiry(),
+            },
+            print_events: self.print_events,
+        }
+    }
+}
+
+/// `wallet-ledger consume`: runs until SIGTERM/SIGINT (finishing and acknowledging the batch in
+/// hand) or, with `--drain`, until the group has nothing left.
+pub async fn run(args: ConsumeArgs) -> anyhow::Result<()> {
+    args.check().map_err(anyhow::Error::msg)?;
+    let pool = crate::db::connect_and_migrate(&args.database).await?;
+    let name = args.consumer_name();
+    let settings = args.settings();
+    let mut stream = StreamClient::connect(
+        &args.redis.url,
+        args.stream.clone(),
+        name.clone(),
+        settings.block,
+    )
+    .await
+    .with_context(|| {
+        format!(
+            "cannot connect to Redis at {}",
+            crate::db::redact(&args.redis.url)
+        )
+    })?;
+    stream.ensure_group().await.with_context(|| {
+        format!(
+            "cannot create consumer group {} on stream {}",
+            args.stream.group, args.stream.stream
+        )
+    })?;
+
+    let readiness = Readiness::new(true);
+    if let Some(addr) = args.metrics_addr {
+        crate::telemetry::serve(addr, readiness.clone()).await?;
+    }
+    let shutdown = Arc::new(AtomicBool::new(false));
+    let flag = shutdown.clone();
+    tokio::spawn(async move {
+        crate::shutdown_signal().await;
+        flag.store(true, Ordering::Relaxed);
+    });
+
+    tracing::info!(consumer = %name, stream = %args.stream.stream, group = %args.stream.group, batch_size = args.batch_size, "consuming");
+    let mut consumer = Consumer::new(
+        pool.clone(),
+        stream,
+        settings.clone(),
+        readiness.clone(),
+        shutdown.clone(),
+    );
+    let mut backoff = settings.outage_backoff;
+    let mut totals = worker::StepReport::default();
+    while !shutdown.load(Ordering::Relaxed) {
+        match consumer.step().await {
+            Ok(report) => {
+                backoff = settings.outage_backoff;
+                readiness.set(true);
+                totals.applied += report.applied;
+                totals.duplicates += report.duplicates;
+                totals.dead_lettered += report.dead_lettered;
+                if args.drain && report.idle() && consumer.drained().await.unwrap_or(false) {
+                    tracing::info!("nothing left in the group; draining done");
+                    break;
+                }
+            }
+            Err(e) => {
+                readiness.set(false);
+                tracing::warn!(error = %e, retry_in = ?backoff, "the broker is unreachable");
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(settings.outage_backoff_max);
+            }
+        }
+    }
+    pool.close().await;
+    tracing::info!(
+        consumer = %name,
+        applied = totals.applied,
+        duplicates = totals.duplicates,
+        dead_lettered = totals.dead_lettered,
+        "consumer stopped"
+    );
+    Ok(())
+}

@@ -1,0 +1,100 @@
+//! The workers' operational endpoints: `/metrics` (Prometheus text) and `/readyz`, on an
+//! address of their own so an orchestrator can scrape and probe a process that has no API.
+
+use axum::Router;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::routing::get;
+use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+/// Latency buckets (seconds) of every `*_seconds` histogram: 1 ms to 10 s.
+const SECONDS_BUCKETS: &[f64] = &[
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+];
+/// Buckets of batch sizes: 1 to the largest batch.
+const SIZE_BUCKETS: &[f64] = &[1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0, 200.0, 500.0, 1000.0];
+/// How often histogram windows are maintained.
+const UPKEEP_INTERVAL: Duration = Duration::from_secs(5);
+
+/// Whether the process can do its work now (for `/readyz`): a worker clears it while the
+/// database or the broker is unreachable and sets it again once they answer.
+#[derive(Clone, Default)]
+pub struct Readiness(Arc<AtomicBool>);
+
+impl Readiness {
+    pub fn new(ready: bool) -> Readiness {
+        Readiness(Arc::new(AtomicBool::new(ready)))
+    }
+
+    pub fn set(&self, ready: bool) {
+        self.0.store(ready, Ordering::Relaxed);
+    }
+
+    pub fn get(&self) -> bool {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
+/// Installs the process-wide Prometheus recorder (once) and returns its handle.
+pub fn install_recorder() -> anyhow::Result<PrometheusHandle> {
+    let handle = PrometheusBuilder::new()
+        .set_buckets_for_metric(Matcher::Suffix("_seconds".into()), SECONDS_BUCKETS)?
+        .set_buckets_for_metric(Matcher::Suffix("_size".into()), SIZE_BUCKETS)?
+        .install_recorder()?;
+    let upkeep = handle.clone();
+    tokio::spawn(async move {
+        loop {
+            tokio::time::sleep(UPKEEP_INTERVAL).await;
+            upkeep.run_upkeep();
+        }
+    });
+    Ok(handle)
+}
+
+#[derive(Clone)]
+struct Probe {
+    metrics: PrometheusHandle,
+    readiness: Readiness,
+}
+
+/// Serves `/metrics` and `/readyz` on `addr` in the background; returns the bound address.
+pub async fn serve(addr: SocketAddr, readiness: Readiness) -> anyhow::Result<SocketAddr> {
+    let metrics = install_recorder()?;
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|e| anyhow::anyhow!("cannot listen for metrics on {addr}: {e}"))?;
+    let bound = listener.local_addr()?;
+    let app = Router::new()
+        .route("/metrics", get(render))
+        .route("/readyz", get(ready))
+        .with_state(Probe { metrics, readiness });
+    tokio::spawn(async move {
+        if let Err(e) = axum::serve(listener, app).await {
+            tracing::error!(error = %e, "the metrics endpoint stopped");
+        }
+    });
+    tracing::info!(%bound, "serving /metrics and /readyz");
+    Ok(bound)
+}
+
+async fn render(State(probe): State<Probe>) -> ([(&'static str, &'static str); 1], String) {
+    (
+        [("content-type", "text/plain; version=0.0.4")],
+        probe.metrics.render(),
+    )
+}
+
+async fn ready(State(probe): State<Probe>) -> (StatusCode, &'static str) {
+    if probe.readiness.get() {
+        (StatusCode::OK, "ready\n")
+    } else {
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "not ready: a dependency is unreachable\n",
+        )
+    }
+}
