@@ -218,7 +218,9 @@ async fn apply_events(
     let mut payments = lock_payments(tx, &payment_ids).await?;
     let mut refunds_done: HashMap<Uuid, usize> = HashMap::new();
 
-    for (wave_number, wave) in waves(events).into_iter().enumerate() {
+    let waves = waves(events);
+    let wave_count = waves.len();
+    for (wave_number, wave) in waves.into_iter().enumerate() {
         let mut creates: Vec<(usize, NewTransaction, Effect)> = Vec::new();
         let mut resolutions: Vec<(usize, &PaymentEvent, Action, Option<i64>)> = Vec::new();
         for &(index, event) in &wave {
@@ -280,9 +282,12 @@ async fn apply_events(
             outcomes[index] = Some(resolved_outcome(resolution, action));
         }
 
-        // The next wave sees what this one did.
-        let touched: Vec<Uuid> = wave.iter().map(|(_, e)| e.payment_id).collect();
-        payments.extend(lock_payments(tx, &touched).await?);
+        // The next wave, if any, sees what this one did.
+        if wave_number + 1 < wave_count {
+            let mut touched: Vec<Uuid> = wave.iter().map(|(_, e)| e.payment_id).collect();
+            touched.sort();
+            payments.extend(lock_payments(tx, &touched).await?);
+        }
     }
 
     for (refund_id, index) in overdrawn_by(tx, &refunds_done).await? {
