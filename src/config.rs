@@ -60,6 +60,13 @@ pub enum Command {
     Consume(ConsumeArgs),
     /// Inspect, replay or drop the stream's dead letters (`<stream>.dlq`).
     Dlq(DlqArgs),
+    /// Run the webhook dispatcher alone (several may run at once; `serve` runs one too).
+    Outbox(OutboxArgs),
+    /// List webhook deliveries or send one again.
+    Deliveries(DeliveriesArgs),
+    /// Delete delivered outbox events, old delivery attempts, old dead letters and leftover
+    /// reconciliation staging older than the retention.
+    Purge(PurgeArgs),
     /// Publish payment events to the stream, with a share of resends (tests, demos, benchmarks).
     Publish(PublishArgs),
     /// The seed article's lab, end to end: five payments, one resent, a consumer killed
@@ -117,6 +124,8 @@ pub struct HttpConfig {
     #[arg(long, env = "HOLD_EXPIRY_MS", default_value_t = DEFAULT_HOLD_EXPIRY_MS,
         value_parser = clap::value_parser!(u64).range(1..))]
     pub hold_expiry_ms: u64,
+    #[command(flatten)]
+    pub webhooks: WebhookPolicy,
 }
 
 impl Default for HttpConfig {
@@ -129,6 +138,7 @@ impl Default for HttpConfig {
             body_limit_bytes: DEFAULT_BODY_LIMIT_BYTES,
             batch_body_limit_bytes: DEFAULT_BATCH_BODY_LIMIT_BYTES,
             hold_expiry_ms: DEFAULT_HOLD_EXPIRY_MS,
+            webhooks: WebhookPolicy::default(),
         }
     }
 }
@@ -157,6 +167,11 @@ pub struct ServeArgs {
     #[arg(long, env = "HOLD_SWEEP_INTERVAL_MS", default_value_t = DEFAULT_HOLD_SWEEP_INTERVAL_MS,
         value_parser = clap::value_parser!(u64).range(1..))]
     pub hold_sweep_interval_ms: u64,
+    #[command(flatten)]
+    pub outbox: OutboxConfig,
+    /// Do not run the webhook dispatcher inside `serve` (run `wallet-ledger outbox` instead).
+    #[arg(long, env = "OUTBOX_DISABLED")]
+    pub no_outbox: bool,
 }
 
 #[derive(Debug, Clone, Args)]
@@ -487,5 +502,167 @@ mod tests {
     fn the_command_line_definition_is_consistent() {
         use clap::CommandFactory;
         super::Cli::command().debug_assert();
+    }
+}
+
+/// Which hosts webhook URLs may name (`WEBHOOK_ALLOWED_HOSTS`): checked when a subscription is
+/// created and again before every send.
+#[derive(Debug, Clone, Default, Args)]
+pub struct WebhookPolicy {
+    /// Comma-separated hosts (`hooks.example.com`), host:port pairs (`127.0.0.1:9000`) or
+    /// suffixes (`*.example.com`); empty allows any host. A webhook makes this server send
+    /// requests, so production should name its receivers.
+    #[arg(long = "webhook-allowed-hosts", env = "WEBHOOK_ALLOWED_HOSTS", value_delimiter = ',')]
+    pub allowed_hosts: Vec<String>,
+}
+
+impl WebhookPolicy {
+    pub fn url_policy(&self) -> crate::outbox::subscriptions::UrlPolicy {
+        crate::outbox::subscriptions::UrlPolicy {
+            allowed_hosts: self
+                .allowed_hosts
+                .iter()
+                .map(|h| h.trim().to_owned())
+                .filter(|h| !h.is_empty())
+                .collect(),
+        }
+    }
+}
+
+pub const DEFAULT_OUTBOX_INTERVAL_MS: u64 = 500;
+/// Events fanned out and deliveries sent per dispatcher step.
+pub const DEFAULT_OUTBOX_BATCH: i64 = 100;
+pub const DEFAULT_WEBHOOK_TIMEOUT_MS: u64 = 10_000;
+/// Attempts before a delivery is `dead`: with the default backoff, about a day of retries.
+pub const DEFAULT_WEBHOOK_MAX_ATTEMPTS: i32 = 15;
+pub const DEFAULT_WEBHOOK_BACKOFF_MS: u64 = 1_000;
+pub const DEFAULT_WEBHOOK_BACKOFF_MAX_MS: u64 = 3_600_000;
+
+#[derive(Debug, Clone, Args)]
+pub struct OutboxConfig {
+    /// How often the dispatcher looks for events and due deliveries when it found none.
+    #[arg(long, env = "OUTBOX_INTERVAL_MS", default_value_t = DEFAULT_OUTBOX_INTERVAL_MS,
+        value_parser = clap::value_parser!(u64).range(1..))]
+    pub outbox_interval_ms: u64,
+    /// Events fanned out and deliveries sent per step.
+    #[arg(long, env = "OUTBOX_BATCH", default_value_t = DEFAULT_OUTBOX_BATCH,
+        value_parser = clap::value_parser!(i64).range(1..=1000))]
+    pub outbox_batch: i64,
+    /// How long one webhook request may take.
+    #[arg(long, env = "WEBHOOK_TIMEOUT_MS", default_value_t = DEFAULT_WEBHOOK_TIMEOUT_MS,
+        value_parser = clap::value_parser!(u64).range(1..))]
+    pub webhook_timeout_ms: u64,
+    /// Attempts before a delivery is `dead`.
+    #[arg(long, env = "WEBHOOK_MAX_ATTEMPTS", default_value_t = DEFAULT_WEBHOOK_MAX_ATTEMPTS,
+        value_parser = clap::value_parser!(i32).range(1..))]
+    pub webhook_max_attempts: i32,
+    /// Delay before the second attempt; it doubles each time, with jitter.
+    #[arg(long, env = "WEBHOOK_BACKOFF_MS", default_value_t = DEFAULT_WEBHOOK_BACKOFF_MS,
+        value_parser = clap::value_parser!(u64).range(1..))]
+    pub webhook_backoff_ms: u64,
+    /// The longest delay between attempts.
+    #[arg(long, env = "WEBHOOK_BACKOFF_MAX_MS", default_value_t = DEFAULT_WEBHOOK_BACKOFF_MAX_MS,
+        value_parser = clap::value_parser!(u64).range(1..))]
+    pub webhook_backoff_max_ms: u64,
+    /// Also publish every event to this Redis/Valkey stream (for example `ledger.events`),
+    /// with the event id as its key; off when unset.
+    #[arg(long, env = "EVENTS_STREAM")]
+    pub events_stream: Option<String>,
+    #[command(flatten)]
+    pub redis: RedisConfig,
+}
+
+impl Default for OutboxConfig {
+    fn default() -> OutboxConfig {
+        OutboxConfig {
+            outbox_interval_ms: DEFAULT_OUTBOX_INTERVAL_MS,
+            outbox_batch: DEFAULT_OUTBOX_BATCH,
+            webhook_timeout_ms: DEFAULT_WEBHOOK_TIMEOUT_MS,
+            webhook_max_attempts: DEFAULT_WEBHOOK_MAX_ATTEMPTS,
+            webhook_backoff_ms: DEFAULT_WEBHOOK_BACKOFF_MS,
+            webhook_backoff_max_ms: DEFAULT_WEBHOOK_BACKOFF_MAX_MS,
+            events_stream: None,
+            redis: RedisConfig {
+                url: DEFAULT_REDIS_URL.to_owned(),
+            },
+        }
+    }
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct OutboxArgs {
+    #[command(flatten)]
+    pub database: DatabaseConfig,
+    #[command(flatten)]
+    pub outbox: OutboxConfig,
+    #[command(flatten)]
+    pub webhooks: WebhookPolicy,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct DeliveriesArgs {
+    #[command(flatten)]
+    pub database: DatabaseConfig,
+    #[command(subcommand)]
+    pub action: DeliveriesAction,
+}
+
+#[derive(Debug, Clone, Subcommand)]
+pub enum DeliveriesAction {
+    /// Print deliveries, newest first, one JSON object a line.
+    List {
+        /// Only `pending`, `delivered`, `dead` or `cancelled` ones.
+        #[arg(long)]
+        status: Option<String>,
+        #[arg(long, default_value_t = DEFAULT_PAGE_SIZE)]
+        limit: i64,
+    },
+    /// Make deliveries due now with a fresh retry budget (same webhook-id).
+    Redeliver {
+        ids: Vec<uuid::Uuid>,
+        /// Every dead delivery.
+        #[arg(long, conflicts_with = "ids")]
+        all_dead: bool,
+    },
+}
+
+/// The shortest retention `purge` accepts beyond the broker's and producers' windows.
+pub const DEFAULT_RETENTION_DAYS: u32 = 30;
+
+#[derive(Debug, Clone, Args)]
+pub struct PurgeArgs {
+    #[command(flatten)]
+    pub database: DatabaseConfig,
+    #[command(flatten)]
+    pub redis: RedisConfig,
+    #[command(flatten)]
+    pub stream: StreamConfig,
+    /// Keep everything younger than this many days.
+    #[arg(long, env = "RETENTION_DAYS", default_value_t = DEFAULT_RETENTION_DAYS)]
+    pub retention_days: u32,
+    /// How long the broker keeps messages (a purge must not forget what it may still deliver).
+    #[arg(long, env = "BROKER_RETENTION_HOURS", default_value_t = 7 * 24)]
+    pub broker_retention_hours: u32,
+    /// How long producers keep retrying one event.
+    #[arg(long, env = "PRODUCER_RETRY_WINDOW_HOURS", default_value_t = 24)]
+    pub producer_retry_window_hours: u32,
+    /// Count what would be deleted, delete nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+}
+
+impl PurgeArgs {
+    /// Refuses a retention shorter than the broker's retention plus the producers' retry
+    /// window: an event could still arrive again after its traces were purged.
+    pub fn check(&self) -> Result<(), String> {
+        let needed = u64::from(self.broker_retention_hours) + u64::from(self.producer_retry_window_hours);
+        let retention = u64::from(self.retention_days) * 24;
+        if retention < needed {
+            return Err(format!(
+                "--retention-days {} ({retention} h) is shorter than the broker's retention plus the producers' retry window ({needed} h)",
+                self.retention_days
+            ));
+        }
+        Ok(())
     }
 }

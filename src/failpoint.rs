@@ -14,6 +14,8 @@ pub const ENV: &str = "WALLET_LEDGER_FAILPOINT";
 pub const CONSUMER_BEFORE_COMMIT: &str = "consumer.before_commit";
 pub const CONSUMER_AFTER_COMMIT: &str = "consumer.after_commit";
 pub const CONSUMER_MID_BATCH: &str = "consumer.mid_batch";
+/// The webhook dispatcher's site: a delivery sent, its result not yet recorded.
+pub const OUTBOX_AFTER_SEND: &str = "outbox.after_send";
 
 struct Armed {
     site: String,

@@ -15,12 +15,20 @@ pub mod failpoint;
 pub mod http;
 /// Money, ids, journal rules and the SQL that writes and reads the ledger.
 pub mod ledger;
+/// Events written with ledger changes, sent to webhooks (and optionally a stream) by a dispatcher.
+pub mod outbox;
 /// The problem+json shape shared by API errors and stored refusals.
 pub mod problem;
 /// The ledger's invariant checks (`verify`) and reconciliation with providers.
 pub mod reconcile;
 /// `/metrics` and `/readyz` for the workers.
 pub mod telemetry;
+
+/// Makes ring the process's TLS crypto provider (once; later calls do nothing). reqwest and
+/// redis-rs take the process default, and only ring is compiled in.
+pub fn install_crypto_provider() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}
 
 /// Resolves on SIGINT or SIGTERM: every long-running subcommand stops on either.
 pub async fn shutdown_signal() {

@@ -9,6 +9,7 @@ use wallet_ledger::config::{Cli, Command};
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    wallet_ledger::install_crypto_provider();
     init_logging();
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(rt) => rt,
@@ -55,6 +56,9 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
         }
         Command::Openapi => print!("{}", wallet_ledger::http::openapi::document()),
         Command::Consume(args) => wallet_ledger::consumer::run(args).await?,
+        Command::Outbox(args) => wallet_ledger::outbox::dispatcher::run_standalone(args).await?,
+        Command::Deliveries(args) => wallet_ledger::outbox::deliveries::run_cli(args).await?,
+        Command::Purge(args) => wallet_ledger::outbox::purge::run(args).await?,
         Command::Dlq(args) => wallet_ledger::consumer::dlq::run(args).await?,
         Command::Publish(args) => wallet_ledger::consumer::producer::run(args).await?,
         Command::Demo(args) => {

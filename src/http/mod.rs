@@ -12,6 +12,7 @@ pub mod requests;
 pub mod responses;
 pub mod transactions;
 pub mod validate;
+pub mod webhooks;
 
 use crate::config::{HOLD_SWEEP_BATCH, HttpConfig, ServeArgs};
 use crate::ledger::{checkpoints, holds};
@@ -62,6 +63,12 @@ pub fn app(state: AppState) -> Router {
         .route("/v1/transactions/{id}/reverse", post(transactions::reverse))
         .route("/v1/transfers", post(transactions::transfer))
         .route("/v1/payments", post(transactions::payment))
+        .route("/v1/webhooks", post(webhooks::create).get(webhooks::list))
+        .route("/v1/webhooks/{id}", get(webhooks::get).delete(webhooks::delete))
+        .route("/v1/webhooks/{id}/rotate-secret", post(webhooks::rotate_secret))
+        .route("/v1/deliveries", get(webhooks::list_deliveries))
+        .route("/v1/deliveries/{id}", get(webhooks::get_delivery))
+        .route("/v1/deliveries/{id}/redeliver", post(webhooks::redeliver))
         .route("/v1/reconciliations", get(reconciliations::list))
         .route("/v1/reconciliations/{id}", get(reconciliations::get))
         .route("/healthz", get(health::healthz))
@@ -124,6 +131,13 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             }
         },
     ));
+    let dispatcher = if args.no_outbox {
+        None
+    } else {
+        let settings = crate::outbox::dispatcher::Settings::new(&args.outbox, &args.http.webhooks);
+        let dispatcher = crate::outbox::dispatcher::Dispatcher::new(pool.clone(), settings).await?;
+        Some(tokio::spawn(dispatcher.run(stop.subscribe())))
+    };
     tracing::info!(addr = %args.http.listen_addr, "serving");
     let state = AppState {
         pool: pool.clone(),
@@ -134,6 +148,9 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         .await?;
     let _ = stop.send(true);
     let _ = tokio::join!(checkpointer, sweeper);
+    if let Some(dispatcher) = dispatcher {
+        let _ = dispatcher.await;
+    }
     pool.close().await;
     tracing::info!("stopped: in-flight requests finished, pool closed");
     Ok(())

@@ -2,7 +2,7 @@
 //! `openapi/openapi.json` must equal [`document`] (a test checks it); regenerate it with
 //! `cargo run -- openapi > openapi/openapi.json`.
 
-use super::{accounts, batch, health, reconciliations, transactions};
+use super::{accounts, batch, health, reconciliations, transactions, webhooks};
 use utoipa::OpenApi;
 
 #[derive(OpenApi)]
@@ -17,6 +17,8 @@ use utoipa::OpenApi;
         transactions::create, transactions::list, transactions::get,
         transactions::transfer, transactions::payment, batch::batch,
         transactions::post, transactions::void, transactions::reverse,
+        webhooks::create, webhooks::list, webhooks::get, webhooks::delete, webhooks::rotate_secret,
+        webhooks::list_deliveries, webhooks::get_delivery, webhooks::redeliver,
         reconciliations::list, reconciliations::get,
         health::healthz, health::readyz, health::openapi,
     ),
@@ -25,6 +27,7 @@ use utoipa::OpenApi;
         (name = "accounts", description = "wallets and system accounts, with derived balances"),
         (name = "transactions", description = "moving money, exactly once per id"),
         (name = "holds", description = "reserving money, then capturing or releasing it exactly once"),
+        (name = "webhooks", description = "subscriptions to ledger events and their deliveries (Standard Webhooks, sent once per event id)"),
         (name = "reconciliations", description = "stored runs of the reconciliation job"),
         (name = "operations", description = "health, readiness, this document"),
     )

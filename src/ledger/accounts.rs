@@ -1,6 +1,7 @@
 //! Accounts: creation (naturally idempotent on the caller's id), reads with derived balances,
 //! metadata versioning and the status lifecycle. Every status change is a conditional UPDATE.
 
+use super::events::{self, EventType};
 use super::ids::AccountId;
 use super::money::Currency;
 use super::views::{AccountView, Balances, BalancesView};
@@ -292,18 +293,24 @@ pub async fn set_status(
     from: &str,
     to: &str,
 ) -> Result<Transition, sqlx::Error> {
-    let changed = sqlx::query!(
-        "update accounts set status = $3, updated_at = now() where id = $1 and status = $2",
+    let mut tx = sqlx::Connection::begin(&mut *conn).await?;
+    let changed_at = sqlx::query_scalar!(
+        "update accounts set status = $3, updated_at = now() where id = $1 and status = $2
+         returning updated_at",
         id,
         from,
         to
     )
-    .execute(&mut *conn)
-    .await?
-    .rows_affected();
-    if changed == 1 {
+    .fetch_optional(&mut *tx)
+    .await?;
+    if let Some(changed_at) = changed_at {
+        if to == "frozen" {
+            events::record_account(&mut tx, id, EventType::AccountFrozen, changed_at).await?;
+        }
+        tx.commit().await?;
         return Ok(Transition::Done);
     }
+    tx.rollback().await?;
     Ok(match find(conn, id).await? {
         None => Transition::NotFound,
         Some(a) if a.status == to => Transition::Done,
@@ -336,11 +343,15 @@ pub async fn close(conn: &mut PgConnection, id: &str) -> Result<Transition, sqlx
             posted: balances.posted,
         });
     }
-    sqlx::query!(
-        "update accounts set status = 'closed', updated_at = now() where id = $1 and status <> 'closed'",
+    let closed_at = sqlx::query_scalar!(
+        "update accounts set status = 'closed', updated_at = now() where id = $1 and status <> 'closed'
+         returning updated_at",
         id
     )
-    .execute(&mut *conn)
+    .fetch_optional(&mut *conn)
     .await?;
+    if let Some(closed_at) = closed_at {
+        events::record_account(conn, id, EventType::AccountClosed, closed_at).await?;
+    }
     Ok(Transition::Done)
 }

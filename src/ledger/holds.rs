@@ -8,6 +8,7 @@
 //! other request meets the terminal status it left behind. What a hold reserves lives in
 //! `open_holds` while it is pending and goes away in the same database transaction that ends it.
 
+use super::events::{self, EventType};
 use super::money::{Amount, Currency};
 use super::posting::{self, NewEntry};
 use super::transactions::StoredTransaction;
@@ -318,6 +319,11 @@ pub async fn resolve_in(
     sqlx::query!("delete from open_holds where transaction_id = $1", id)
         .execute(&mut *tx)
         .await?;
+    let event = match action {
+        Action::Post => EventType::TransactionPosted,
+        Action::Void => EventType::TransactionVoided,
+    };
+    events::record_transactions(tx, &[(id, event)]).await?;
     Ok(Resolution::Done { body })
 }
 
@@ -405,16 +411,20 @@ async fn resolved_view(
 
 /// Marks one overdue hold expired and releases what it reserved.
 async fn expire(conn: &mut PgConnection, id: Uuid) -> Result<(), sqlx::Error> {
-    sqlx::query!(
+    let expired = sqlx::query!(
         "update transactions set status = 'expired', updated_at = now()
          where id = $1 and status = 'pending' and expires_at <= clock_timestamp()",
         id
     )
     .execute(&mut *conn)
-    .await?;
+    .await?
+    .rows_affected();
     sqlx::query!("delete from open_holds where transaction_id = $1", id)
-        .execute(conn)
+        .execute(&mut *conn)
         .await?;
+    if expired == 1 {
+        events::record_transactions(conn, &[(id, EventType::TransactionExpired)]).await?;
+    }
     Ok(())
 }
 
@@ -422,7 +432,8 @@ async fn expire(conn: &mut PgConnection, id: Uuid) -> Result<(), sqlx::Error> {
 /// being posted or voided right now are skipped (their own request decides). Returns how
 /// many holds expired.
 pub async fn sweep(conn: &mut PgConnection, limit: i64) -> Result<i64, sqlx::Error> {
-    sqlx::query_scalar!(
+    let mut tx = sqlx::Connection::begin(&mut *conn).await?;
+    let expired: Vec<Uuid> = sqlx::query_scalar!(
         r#"with due as (
                select id from transactions
                where status = 'pending' and expires_at <= now()
@@ -435,11 +446,18 @@ pub async fn sweep(conn: &mut PgConnection, limit: i64) -> Result<i64, sqlx::Err
            released as (
                delete from open_holds where transaction_id in (select id from expired)
                returning 1)
-           select count(*) as "expired!" from expired"#,
+           select id as "id!" from expired"#,
         limit
     )
-    .fetch_one(conn)
-    .await
+    .fetch_all(&mut *tx)
+    .await?;
+    let events: Vec<(Uuid, EventType)> = expired
+        .iter()
+        .map(|id| (*id, EventType::TransactionExpired))
+        .collect();
+    events::record_transactions(&mut tx, &events).await?;
+    tx.commit().await?;
+    Ok(expired.len() as i64)
 }
 
 /// The open, unexpired holds of an account, newest first. Call it inside the same

@@ -4,6 +4,7 @@
 pub mod accounts;
 pub mod checkpoints;
 pub mod compare;
+pub mod events;
 pub mod holds;
 pub mod ids;
 pub mod journal;

@@ -22,6 +22,7 @@
 //!    trigger) and all open holds (one statement); COMMIT, once.
 
 use super::accounts::{self, AccountType};
+use super::events::{self, EventType, NegativeBalance};
 use super::holds;
 use super::ids::AccountId;
 use super::journal::Leg;
@@ -231,8 +232,37 @@ async fn attempt(
     insert_entries(&mut tx, &rows).await?;
     let open_holds: Vec<&holds::OpenHold> = rows.iter().flat_map(|r| r.holds.iter()).collect();
     holds::insert_open_holds(&mut tx, &open_holds).await?;
+    record_events(&mut tx, &rows).await?;
     tx.commit().await?;
     Ok(Some(finish(outcomes, None)))
+}
+
+/// The outbox events of a batch's new rows, in its transaction: one per row, and one per
+/// wallet the batch took from zero or more to below zero.
+async fn record_events(conn: &mut PgConnection, rows: &[&Rendered]) -> Result<(), sqlx::Error> {
+    let new_rows: Vec<(Uuid, EventType)> = rows
+        .iter()
+        .filter_map(|r| {
+            EventType::of_new_transaction(r.status, r.reverses.is_some()).map(|e| (r.item_id, e))
+        })
+        .collect();
+    events::record_transactions(conn, &new_rows).await?;
+    let crossings: Vec<NegativeBalance> = rows
+        .iter()
+        .flat_map(|r| {
+            r.entries.iter().filter_map(move |e| {
+                let (after, sequence) = (e.balance_after?, e.sequence?);
+                (after < 0 && after - e.amount >= 0).then(|| NegativeBalance {
+                    account: e.account.clone(),
+                    transaction_id: r.item_id,
+                    currency: r.view.currency.clone(),
+                    sequence,
+                    balance_after: after,
+                })
+            })
+        })
+        .collect();
+    events::record_negative_balances(conn, &crossings).await
 }
 
 /// An item whose id an earlier item of the same batch stored: it is answered as a retry of

@@ -1,0 +1,199 @@
+//! `/v1/webhooks` (subscriptions: create, list, read, delete, rotate the secret) and
+//! `/v1/deliveries` (list, read with attempts, redeliver).
+
+use super::AppState;
+use super::accounts::PageQuery;
+use super::error::{ApiError, Result};
+use super::extract::{IdempotencyKey, JsonBody, OptionalJsonBody, PathParam, QueryParams};
+use super::responses::{created, json};
+use crate::ledger::events::EventType;
+use crate::ledger::views::Page;
+use crate::outbox::deliveries::{self, DeliveryDetail, DeliveryView, Filter, Redelivery};
+use crate::outbox::signing;
+use crate::outbox::subscriptions::{self, NewSubscription, SubscriptionView};
+use crate::problem::{FieldError, Problem};
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::Response;
+use serde::Deserialize;
+use utoipa::{IntoParams, ToSchema};
+use uuid::Uuid;
+use validator::Validate;
+
+#[derive(Debug, Deserialize, Validate, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CreateWebhookRequest {
+    /// The caller's id; without it an `Idempotency-Key` header derives one.
+    pub id: Option<Uuid>,
+    /// `http` or `https`, without credentials, on a host the operator allows.
+    pub url: String,
+    /// The event types to send (default: all of them).
+    pub event_types: Option<Vec<String>>,
+    /// `whsec_` and 24-64 bytes in base64; generated when left out.
+    pub secret: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize, Validate, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RotateSecretRequest {
+    /// The new secret (`whsec_...`); generated when left out.
+    pub secret: Option<String>,
+}
+
+fn check_secret(secret: &str, field: &str) -> Result<()> {
+    signing::secret_key(secret)
+        .map(|_| ())
+        .map_err(|message| ApiError::validation(field, "secret", message))
+}
+
+fn parse_id(raw: &str, what: &str) -> Result<Uuid> {
+    Uuid::parse_str(raw).map_err(|_| ApiError::NotFound(format!("{what} {raw}")))
+}
+
+#[utoipa::path(post, path = "/v1/webhooks", tag = "webhooks", request_body = CreateWebhookRequest,
+    params(("Idempotency-Key" = Option<String>, Header, description = "derives the id when the body has none")),
+    responses(
+        (status = 201, description = "created; the only answer that shows the secret (a replay shows it again)", body = SubscriptionView),
+        (status = 200, description = "replay of the creation response (`Idempotent-Replayed: true`)", body = SubscriptionView),
+        (status = 422, description = "validation_failed (url, url_scheme, url_credentials, url_not_allowed, event_type, secret), idempotency_mismatch", body = Problem, content_type = "application/problem+json"),
+    ))]
+pub async fn create(
+    State(state): State<AppState>,
+    key: IdempotencyKey,
+    JsonBody(req): JsonBody<CreateWebhookRequest>,
+) -> Result<Response> {
+    let id = key.resolve(req.id)?;
+    let mut errors: Vec<FieldError> = Vec::new();
+    if let Err(e) = state.config.webhooks.url_policy().check(&req.url) {
+        errors.push(e);
+    }
+    let mut types = Vec::new();
+    for (i, raw) in req.event_types.iter().flatten().enumerate() {
+        match EventType::parse(raw) {
+            Some(t) => types.push(t),
+            None => errors.push(FieldError::new(format!("/event_types/{i}"), "event_type", format!("{raw:?} is not an event type"))),
+        }
+    }
+    if let Some(secret) = &req.secret
+        && let Err(ApiError::Validation(mut e)) = check_secret(secret, "/secret")
+    {
+        errors.append(&mut e);
+    }
+    if !errors.is_empty() {
+        return Err(ApiError::Validation(errors));
+    }
+    let new = NewSubscription::new(id, req.url, types, req.secret);
+    let mut conn = state.pool.acquire().await?;
+    created(subscriptions::create(&mut conn, &new).await?)
+}
+
+#[utoipa::path(get, path = "/v1/webhooks", tag = "webhooks", params(PageQuery),
+    responses((status = 200, body = Page<SubscriptionView>)))]
+pub async fn list(State(state): State<AppState>, QueryParams(page): QueryParams<PageQuery>) -> Result<Response> {
+    let (limit, cursor) = (page.limit()?, page.cursor()?);
+    let mut conn = state.pool.acquire().await?;
+    let (data, next) = subscriptions::list(&mut conn, cursor, limit).await?;
+    json(StatusCode::OK, &Page { data, next_cursor: next.map(|c| c.to_string()) })
+}
+
+#[utoipa::path(get, path = "/v1/webhooks/{id}", tag = "webhooks", params(("id" = Uuid, Path)),
+    responses((status = 200, body = SubscriptionView), (status = 404, body = Problem, content_type = "application/problem+json")))]
+pub async fn get(State(state): State<AppState>, PathParam(id): PathParam) -> Result<Response> {
+    let uuid = parse_id(&id, "webhook")?;
+    let mut conn = state.pool.acquire().await?;
+    let subscription = subscriptions::find(&mut conn, uuid).await?.ok_or_else(|| ApiError::NotFound(format!("webhook {id}")))?;
+    json(StatusCode::OK, &subscription.view())
+}
+
+#[utoipa::path(delete, path = "/v1/webhooks/{id}", tag = "webhooks", params(("id" = Uuid, Path)),
+    responses((status = 200, description = "deleted (a repeat answers the same); its pending deliveries are cancelled", body = SubscriptionView),
+        (status = 404, body = Problem, content_type = "application/problem+json")))]
+pub async fn delete(State(state): State<AppState>, PathParam(id): PathParam) -> Result<Response> {
+    let uuid = parse_id(&id, "webhook")?;
+    let mut conn = state.pool.acquire().await?;
+    let subscription = subscriptions::delete(&mut conn, uuid).await?.ok_or_else(|| ApiError::NotFound(format!("webhook {id}")))?;
+    json(StatusCode::OK, &subscription.view())
+}
+
+#[utoipa::path(post, path = "/v1/webhooks/{id}/rotate-secret", tag = "webhooks", params(("id" = Uuid, Path)),
+    request_body(content = Option<RotateSecretRequest>),
+    responses((status = 200, description = "the new secret signs alongside the previous one until the next rotation", body = SubscriptionView),
+        (status = 404, body = Problem, content_type = "application/problem+json"),
+        (status = 422, body = Problem, content_type = "application/problem+json")))]
+pub async fn rotate_secret(
+    State(state): State<AppState>,
+    PathParam(id): PathParam,
+    OptionalJsonBody(req): OptionalJsonBody<RotateSecretRequest>,
+) -> Result<Response> {
+    let uuid = parse_id(&id, "webhook")?;
+    let secret = match req.secret {
+        Some(secret) => {
+            check_secret(&secret, "/secret")?;
+            secret
+        }
+        None => signing::generate_secret(),
+    };
+    let mut conn = state.pool.acquire().await?;
+    let view = subscriptions::rotate_secret(&mut conn, uuid, &secret).await?.ok_or_else(|| ApiError::NotFound(format!("active webhook {id}")))?;
+    json(StatusCode::OK, &view)
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+pub struct DeliveryQuery {
+    /// `pending`, `delivered`, `dead` or `cancelled`.
+    pub status: Option<String>,
+    pub webhook_id: Option<Uuid>,
+    pub event_id: Option<Uuid>,
+    /// 1-500, default 50.
+    pub limit: Option<i64>,
+    /// The `next_cursor` of the previous page.
+    pub cursor: Option<String>,
+}
+
+#[utoipa::path(get, path = "/v1/deliveries", tag = "webhooks", params(DeliveryQuery),
+    responses((status = 200, body = Page<DeliveryView>), (status = 422, body = Problem, content_type = "application/problem+json")))]
+pub async fn list_deliveries(State(state): State<AppState>, QueryParams(q): QueryParams<DeliveryQuery>) -> Result<Response> {
+    if let Some(status) = &q.status
+        && !["pending", "delivered", "dead", "cancelled"].contains(&status.as_str())
+    {
+        return Err(ApiError::validation("/status", "delivery_status", "must be pending, delivered, dead or cancelled"));
+    }
+    let page = PageQuery { limit: q.limit, cursor: q.cursor };
+    let filter = Filter {
+        status: q.status,
+        subscription: q.webhook_id,
+        event: q.event_id,
+        before_seq: page.cursor()?,
+        limit: page.limit()?,
+    };
+    let mut conn = state.pool.acquire().await?;
+    let (data, next) = deliveries::list(&mut conn, &filter).await?;
+    json(StatusCode::OK, &Page { data, next_cursor: next.map(|c| c.to_string()) })
+}
+
+#[utoipa::path(get, path = "/v1/deliveries/{id}", tag = "webhooks", params(("id" = Uuid, Path)),
+    responses((status = 200, body = DeliveryDetail), (status = 404, body = Problem, content_type = "application/problem+json")))]
+pub async fn get_delivery(State(state): State<AppState>, PathParam(id): PathParam) -> Result<Response> {
+    let uuid = parse_id(&id, "delivery")?;
+    let mut conn = state.pool.acquire().await?;
+    let detail = deliveries::find(&mut conn, uuid).await?.ok_or_else(|| ApiError::NotFound(format!("delivery {id}")))?;
+    json(StatusCode::OK, &detail)
+}
+
+#[utoipa::path(post, path = "/v1/deliveries/{id}/redeliver", tag = "webhooks", params(("id" = Uuid, Path)),
+    responses((status = 200, description = "due now with a fresh retry budget; sent again with the same webhook-id", body = DeliveryDetail),
+        (status = 404, body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "invalid_transition: the webhook was deleted", body = Problem, content_type = "application/problem+json")))]
+pub async fn redeliver(State(state): State<AppState>, PathParam(id): PathParam) -> Result<Response> {
+    let uuid = parse_id(&id, "delivery")?;
+    let mut conn = state.pool.acquire().await?;
+    match deliveries::redeliver(&mut conn, uuid).await? {
+        Redelivery::Scheduled(detail) => json(StatusCode::OK, &detail),
+        Redelivery::NotFound => Err(ApiError::NotFound(format!("delivery {id}"))),
+        Redelivery::Cancelled => Err(ApiError::InvalidTransition {
+            current: "cancelled".into(),
+            detail: "the delivery's webhook was deleted: there is nowhere to send it".into(),
+        }),
+    }
+}

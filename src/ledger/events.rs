@@ -1,0 +1,201 @@
+//! The ledger's events: one `outbox_events` row per change worth telling, written by the same
+//! database transaction as the change (a rolled-back change leaves no event; a committed one
+//! always has its event). `src/outbox/` sends them.
+//!
+//! An event's id is UUIDv5 of its type and the change's natural key (the transaction id, the
+//! account and its entry sequence, ...), so the id is the receivers' idempotency key and
+//! recording the same change twice is a primary-key conflict, never a second event.
+
+use chrono::{DateTime, Utc};
+use serde_json::json;
+use sqlx::PgConnection;
+use uuid::Uuid;
+
+/// The fixed namespace of event ids. Changing it would change every event id: it never changes.
+pub const EVENT_NAMESPACE: Uuid = uuid::uuid!("3f0c2b7e-8d41-4a96-b5e3-1c7a9e2d6f48");
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum EventType {
+    TransactionPosted,
+    TransactionRejected,
+    TransactionVoided,
+    TransactionExpired,
+    TransactionReversed,
+    HoldCreated,
+    AccountFrozen,
+    AccountClosed,
+    AccountNegativeBalance,
+}
+
+impl EventType {
+    pub const ALL: [EventType; 9] = [
+        EventType::TransactionPosted,
+        EventType::TransactionRejected,
+        EventType::TransactionVoided,
+        EventType::TransactionExpired,
+        EventType::TransactionReversed,
+        EventType::HoldCreated,
+        EventType::AccountFrozen,
+        EventType::AccountClosed,
+        EventType::AccountNegativeBalance,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventType::TransactionPosted => "transaction.posted",
+            EventType::TransactionRejected => "transaction.rejected",
+            EventType::TransactionVoided => "transaction.voided",
+            EventType::TransactionExpired => "transaction.expired",
+            EventType::TransactionReversed => "transaction.reversed",
+            EventType::HoldCreated => "hold.created",
+            EventType::AccountFrozen => "account.frozen",
+            EventType::AccountClosed => "account.closed",
+            EventType::AccountNegativeBalance => "account.negative_balance",
+        }
+    }
+
+    pub fn parse(value: &str) -> Option<EventType> {
+        EventType::ALL.into_iter().find(|t| t.as_str() == value)
+    }
+
+    /// The event a newly stored transaction row gives, by its status and kind.
+    pub fn of_new_transaction(status: &str, is_reversal: bool) -> Option<EventType> {
+        match status {
+            "posted" if is_reversal => Some(EventType::TransactionReversed),
+            "posted" => Some(EventType::TransactionPosted),
+            "rejected" => Some(EventType::TransactionRejected),
+            "pending" => Some(EventType::HoldCreated),
+            "voided" => Some(EventType::TransactionVoided),
+            _ => None,
+        }
+    }
+}
+
+pub fn event_id(event: EventType, key: &str) -> Uuid {
+    Uuid::new_v5(&EVENT_NAMESPACE, format!("{}\n{key}", event.as_str()).as_bytes())
+}
+
+/// Records one event per `(transaction, type)`, its data read from the transaction as it is
+/// now in this database transaction: call it after the change's writes.
+pub async fn record_transactions(
+    conn: &mut PgConnection,
+    events: &[(Uuid, EventType)],
+) -> Result<(), sqlx::Error> {
+    if events.is_empty() {
+        return Ok(());
+    }
+    let transactions: Vec<Uuid> = events.iter().map(|(t, _)| *t).collect();
+    let types: Vec<&str> = events.iter().map(|(_, e)| e.as_str()).collect();
+    let ids: Vec<Uuid> = events
+        .iter()
+        .map(|(t, e)| event_id(*e, &t.to_string()))
+        .collect();
+    sqlx::query!(
+        r#"insert into outbox_events (id, type, transaction_id, data)
+           select ev.id, ev.type, t.id,
+                  jsonb_build_object(
+                      'transaction', jsonb_build_object(
+                          'id', t.id, 'kind', t.kind, 'status', t.status, 'currency', t.currency,
+                          'entries', t.legs, 'external_ref', t.external_ref, 'metadata', t.metadata,
+                          'refusal', case when t.refusal_code is null then null
+                                          else jsonb_build_object('code', t.refusal_code,
+                                                                  'detail', t.refusal_detail) end,
+                          'created_at', t.created_at, 'posted_at', t.posted_at,
+                          'expires_at', t.expires_at, 'reverses', t.reverses,
+                          'captured_amount', t.captured_amount),
+                      'accounts', coalesce(
+                          (select jsonb_agg(jsonb_build_object('account', e.account_id,
+                                                               'sequence', e.sequence,
+                                                               'balance_after', e.balance_after)
+                                            order by e.account_id)
+                           from entries e where e.transaction_id = t.id and e.sequence is not null),
+                          '[]'::jsonb))
+           from unnest($1::uuid[], $2::text[], $3::uuid[]) as ev(id, type, transaction_id)
+           join transactions t on t.id = ev.transaction_id
+           order by ev.id
+           on conflict (id) do nothing"#,
+        &ids,
+        &types as &[&str],
+        &transactions,
+    )
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+/// Records an account's status change (`account.frozen`, `account.closed`), keyed by the
+/// moment of the change so that a second freeze after an unfreeze is a second event.
+pub async fn record_account(
+    conn: &mut PgConnection,
+    account: &str,
+    event: EventType,
+    changed_at: DateTime<Utc>,
+) -> Result<(), sqlx::Error> {
+    let id = event_id(event, &format!("{account}\n{}", changed_at.timestamp_micros()));
+    sqlx::query!(
+        r#"insert into outbox_events (id, type, account_id, data)
+           select $1, $2, a.id,
+                  jsonb_build_object('account', jsonb_build_object(
+                      'id', a.id, 'currency', a.currency, 'type', a.type, 'status', a.status,
+                      'overdraft_limit', a.overdraft_limit, 'metadata', a.metadata,
+                      'version', a.version, 'updated_at', a.updated_at))
+           from accounts a where a.id = $3
+           on conflict (id) do nothing"#,
+        id,
+        event.as_str(),
+        account
+    )
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+/// A wallet whose balance went from zero or more to below zero at one entry.
+#[derive(Debug, Clone)]
+pub struct NegativeBalance {
+    pub account: String,
+    pub transaction_id: Uuid,
+    pub currency: String,
+    pub sequence: i64,
+    pub balance_after: i64,
+}
+
+pub async fn record_negative_balances(
+    conn: &mut PgConnection,
+    crossings: &[NegativeBalance],
+) -> Result<(), sqlx::Error> {
+    if crossings.is_empty() {
+        return Ok(());
+    }
+    let event = EventType::AccountNegativeBalance;
+    let ids: Vec<Uuid> = crossings
+        .iter()
+        .map(|c| event_id(event, &format!("{}\n{}", c.account, c.sequence)))
+        .collect();
+    let transactions: Vec<Uuid> = crossings.iter().map(|c| c.transaction_id).collect();
+    let accounts: Vec<&str> = crossings.iter().map(|c| c.account.as_str()).collect();
+    let data: Vec<serde_json::Value> = crossings
+        .iter()
+        .map(|c| {
+            json!({"account": {"id": c.account, "currency": c.currency},
+                   "transaction_id": c.transaction_id, "sequence": c.sequence,
+                   "balance_after": c.balance_after})
+        })
+        .collect();
+    sqlx::query!(
+        r#"insert into outbox_events (id, type, transaction_id, account_id, data)
+           select id, $1, transaction_id, account_id, data
+           from unnest($2::uuid[], $3::uuid[], $4::text[], $5::jsonb[])
+                as c(id, transaction_id, account_id, data)
+           order by id
+           on conflict (id) do nothing"#,
+        event.as_str(),
+        &ids,
+        &transactions,
+        &accounts as &[&str],
+        &data,
+    )
+    .execute(conn)
+    .await?;
+    Ok(())
+}

@@ -1,0 +1,377 @@
+//! Deliveries: one per event and matching subscription, claimed by dispatchers with
+//! `FOR UPDATE SKIP LOCKED` (so several dispatchers share the work and never take the same
+//! delivery at once), sent, and recorded.
+//!
+//! Claiming increments `attempts` and pushes `next_attempt_at` past the send's timeout: the
+//! claim is a lease. A dispatcher that dies between sending and recording leaves the delivery
+//! due again once the lease runs out, and it is sent again with the same `webhook-id`, which
+//! the receiver uses to recognise it. Recording is conditional on the claim's `attempts`, so a
+//! dispatcher whose lease ran out cannot overwrite what a later attempt recorded.
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use serde_json::Value;
+use sqlx::PgConnection;
+use utoipa::ToSchema;
+use uuid::Uuid;
+
+/// Turns up to `limit` events not yet fanned out into one delivery per active subscription
+/// that wants their type and existed when they happened. Returns how many events it handled.
+pub async fn fan_out(conn: &mut PgConnection, limit: i64) -> Result<i64, sqlx::Error> {
+    sqlx::query_scalar!(
+        r#"with events as (
+               select seq, id, type, created_at from outbox_events
+               where fanned_out_at is null
+               order by seq limit $1
+               for update skip locked),
+           created as (
+               insert into webhook_deliveries (id, event_id, subscription_id, next_attempt_at)
+               select gen_random_uuid(), e.id, s.id, now()
+               from events e
+               join webhook_subscriptions s
+                 on s.status = 'active' and s.created_at <= e.created_at
+                and (cardinality(s.event_types) = 0 or e.type = any(s.event_types))
+               order by e.seq, s.id
+               on conflict (event_id, subscription_id) do nothing
+               returning 1),
+           marked as (
+               update outbox_events o set fanned_out_at = now()
+               from events e where o.seq = e.seq
+               returning 1)
+           select count(*) as "events!" from marked"#,
+        limit
+    )
+    .fetch_one(conn)
+    .await
+}
+
+/// A delivery taken by this dispatcher, with what it needs to send it.
+#[derive(Debug, Clone)]
+pub struct Claimed {
+    pub id: Uuid,
+    pub event_id: Uuid,
+    pub event_type: String,
+    pub event_created_at: DateTime<Utc>,
+    pub data: Value,
+    pub url: String,
+    pub secrets: Vec<String>,
+    /// This attempt's number since the delivery was (re)started.
+    pub attempts: i32,
+}
+
+/// Claims up to `limit` due deliveries for `lease` (longer than a send can take).
+pub async fn claim(
+    conn: &mut PgConnection,
+    limit: i64,
+    lease: std::time::Duration,
+) -> Result<Vec<Claimed>, sqlx::Error> {
+    let lease_ms = i64::try_from(lease.as_millis()).unwrap_or(i64::MAX);
+    sqlx::query_as!(
+        Claimed,
+        r#"with due as (
+               select id from webhook_deliveries
+               where status = 'pending' and next_attempt_at <= now()
+               order by next_attempt_at limit $1
+               for update skip locked)
+           update webhook_deliveries d
+              set attempts = d.attempts + 1, updated_at = now(),
+                  next_attempt_at = now() + make_interval(secs => $2::bigint / 1000.0)
+           from due, outbox_events e, webhook_subscriptions s
+           where d.id = due.id and e.id = d.event_id and s.id = d.subscription_id
+           returning d.id, d.event_id, e.type as event_type, e.created_at as event_created_at,
+                     e.data, s.url, s.secrets, d.attempts"#,
+        limit,
+        lease_ms
+    )
+    .fetch_all(conn)
+    .await
+}
+
+/// How one attempt ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Attempt {
+    /// 2xx.
+    Delivered { status: u16 },
+    /// Worth another try at `at` (5xx, 408, 429, a timeout, a refused connection).
+    Retry {
+        status: Option<u16>,
+        error: String,
+        at: DateTime<Utc>,
+    },
+    /// Final: a 4xx other than 408 and 429, a redirect, a URL no longer allowed, or the retry
+    /// budget spent.
+    Dead { status: Option<u16>, error: String },
+}
+
+/// Records an attempt and, if this claim is still the delivery's latest, its new state.
+/// Returns whether the state was updated (false: a later claim owns the delivery now).
+pub async fn record(
+    conn: &mut PgConnection,
+    claimed: &Claimed,
+    started_at: DateTime<Utc>,
+    duration_ms: i32,
+    attempt: &Attempt,
+) -> Result<bool, sqlx::Error> {
+    let (status, state, error, next) = match attempt {
+        Attempt::Delivered { status } => (Some(*status), "delivered", None, None),
+        Attempt::Retry { status, error, at } => (*status, "pending", Some(error.as_str()), Some(*at)),
+        Attempt::Dead { status, error } => (*status, "dead", Some(error.as_str()), None),
+    };
+    let status = status.map(i32::from);
+    let mut tx = sqlx::Connection::begin(&mut *conn).await?;
+    sqlx::query!(
+        "insert into delivery_attempts (delivery_id, started_at, duration_ms, status, error)
+         values ($1, $2, $3, $4, $5)",
+        claimed.id,
+        started_at,
+        duration_ms.max(0),
+        status,
+        error
+    )
+    .execute(&mut *tx)
+    .await?;
+    let updated = sqlx::query!(
+        r#"update webhook_deliveries
+              set status = $3, last_status = $4, last_error = $5, updated_at = now(),
+                  next_attempt_at = coalesce($6, next_attempt_at),
+                  delivered_at = case when $3 = 'delivered' then now() end
+            where id = $1 and attempts = $2 and status = 'pending'"#,
+        claimed.id,
+        claimed.attempts,
+        state,
+        status,
+        error,
+        next
+    )
+    .execute(&mut *tx)
+    .await?
+    .rows_affected();
+    tx.commit().await?;
+    Ok(updated == 1)
+}
+
+/// A delivery as the API shows it.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct DeliveryView {
+    pub id: Uuid,
+    pub event_id: Uuid,
+    pub event_type: String,
+    pub subscription_id: Uuid,
+    pub url: String,
+    /// `pending`, `delivered`, `dead` or `cancelled`.
+    pub status: String,
+    /// Attempts since the delivery was (re)started.
+    pub attempts: i32,
+    pub next_attempt_at: Option<DateTime<Utc>>,
+    pub last_status: Option<i32>,
+    pub last_error: Option<String>,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+    pub delivered_at: Option<DateTime<Utc>>,
+}
+
+/// One attempt as the API shows it.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct AttemptView {
+    pub started_at: DateTime<Utc>,
+    pub duration_ms: i32,
+    pub status: Option<i32>,
+    pub error: Option<String>,
+}
+
+/// A delivery with its attempts, oldest first.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct DeliveryDetail {
+    #[serde(flatten)]
+    pub delivery: DeliveryView,
+    pub attempts_log: Vec<AttemptView>,
+}
+
+struct Row {
+    seq: i64,
+    id: Uuid,
+    event_id: Uuid,
+    event_type: String,
+    subscription_id: Uuid,
+    url: String,
+    status: String,
+    attempts: i32,
+    next_attempt_at: DateTime<Utc>,
+    last_status: Option<i32>,
+    last_error: Option<String>,
+    created_at: DateTime<Utc>,
+    updated_at: DateTime<Utc>,
+    delivered_at: Option<DateTime<Utc>>,
+}
+
+impl Row {
+    fn view(self) -> DeliveryView {
+        DeliveryView {
+            id: self.id,
+            event_id: self.event_id,
+            event_type: self.event_type,
+            subscription_id: self.subscription_id,
+            url: self.url,
+            next_attempt_at: (self.status == "pending").then_some(self.next_attempt_at),
+            status: self.status,
+            attempts: self.attempts,
+            last_status: self.last_status,
+            last_error: self.last_error,
+            created_at: self.created_at,
+            updated_at: self.updated_at,
+            delivered_at: self.delivered_at,
+        }
+    }
+}
+
+/// Filters of a delivery list; `None` matches everything.
+#[derive(Debug, Clone, Default)]
+pub struct Filter {
+    pub status: Option<String>,
+    pub subscription: Option<Uuid>,
+    pub event: Option<Uuid>,
+    pub before_seq: Option<i64>,
+    pub limit: i64,
+}
+
+/// Newest first.
+pub async fn list(
+    conn: &mut PgConnection,
+    f: &Filter,
+) -> Result<(Vec<DeliveryView>, Option<i64>), sqlx::Error> {
+    let rows = sqlx::query_as!(
+        Row,
+        r#"select d.seq, d.id, d.event_id, e.type as event_type, d.subscription_id, s.url,
+                  d.status, d.attempts, d.next_attempt_at, d.last_status, d.last_error,
+                  d.created_at, d.updated_at, d.delivered_at
+           from webhook_deliveries d
+           join outbox_events e on e.id = d.event_id
+           join webhook_subscriptions s on s.id = d.subscription_id
+           where ($1::text is null or d.status = $1)
+             and ($2::uuid is null or d.subscription_id = $2)
+             and ($3::uuid is null or d.event_id = $3)
+             and ($4::bigint is null or d.seq < $4)
+           order by d.seq desc limit $5"#,
+        f.status,
+        f.subscription,
+        f.event,
+        f.before_seq,
+        f.limit + 1
+    )
+    .fetch_all(conn)
+    .await?;
+    Ok(crate::ledger::transactions::paginate(rows, f.limit, |r| r.seq, Row::view))
+}
+
+pub async fn find(conn: &mut PgConnection, id: Uuid) -> Result<Option<DeliveryDetail>, sqlx::Error> {
+    let Some(row) = sqlx::query_as!(
+        Row,
+        r#"select d.seq, d.id, d.event_id, e.type as event_type, d.subscription_id, s.url,
+                  d.status, d.attempts, d.next_attempt_at, d.last_status, d.last_error,
+                  d.created_at, d.updated_at, d.delivered_at
+           from webhook_deliveries d
+           join outbox_events e on e.id = d.event_id
+           join webhook_subscriptions s on s.id = d.subscription_id
+           where d.id = $1"#,
+        id
+    )
+    .fetch_optional(&mut *conn)
+    .await?
+    else {
+        return Ok(None);
+    };
+    let attempts_log = sqlx::query_as!(
+        AttemptView,
+        "select started_at, duration_ms, status, error from delivery_attempts
+         where delivery_id = $1 order by id",
+        id
+    )
+    .fetch_all(conn)
+    .await?;
+    Ok(Some(DeliveryDetail {
+        delivery: row.view(),
+        attempts_log,
+    }))
+}
+
+/// How a redelivery request was answered.
+#[derive(Debug)]
+pub enum Redelivery {
+    /// Due now, with a fresh retry budget.
+    Scheduled(Box<DeliveryDetail>),
+    NotFound,
+    /// Its subscription was deleted: there is nowhere to send it.
+    Cancelled,
+}
+
+/// Makes a delivery due now with a fresh retry budget, whatever its state (a delivered one is
+/// sent again with the same `webhook-id`: the receiver recognises it).
+pub async fn redeliver(conn: &mut PgConnection, id: Uuid) -> Result<Redelivery, sqlx::Error> {
+    let status = sqlx::query_scalar!(
+        r#"update webhook_deliveries
+              set status = 'pending', attempts = 0, next_attempt_at = now(), delivered_at = null,
+                  updated_at = now()
+            where id = $1 and status <> 'cancelled'
+            returning status"#,
+        id
+    )
+    .fetch_optional(&mut *conn)
+    .await?;
+    if status.is_none() {
+        return Ok(match find(conn, id).await? {
+            None => Redelivery::NotFound,
+            Some(_) => Redelivery::Cancelled,
+        });
+    }
+    Ok(match find(conn, id).await? {
+        Some(detail) => Redelivery::Scheduled(Box::new(detail)),
+        None => Redelivery::NotFound,
+    })
+}
+
+/// Counts for `verify` and the metrics: deliveries that will not be retried on their own, and
+/// the backlog still to send.
+pub async fn counts(conn: &mut PgConnection) -> Result<(i64, i64), sqlx::Error> {
+    let row = sqlx::query!(
+        r#"select count(*) filter (where status = 'dead') as "dead!",
+                  count(*) filter (where status = 'pending') as "pending!"
+           from webhook_deliveries"#
+    )
+    .fetch_one(conn)
+    .await?;
+    Ok((row.dead, row.pending))
+}
+
+/// `wallet-ledger deliveries list | redeliver`.
+pub async fn run_cli(args: crate::config::DeliveriesArgs) -> anyhow::Result<()> {
+    use crate::config::DeliveriesAction;
+    let pool = crate::db::connect(&args.database).await?;
+    let mut conn = pool.acquire().await?;
+    match args.action {
+        DeliveriesAction::List { status, limit } => {
+            let filter = Filter { status, limit: limit.clamp(1, crate::config::MAX_PAGE_SIZE), ..Filter::default() };
+            for delivery in list(&mut conn, &filter).await?.0 {
+                println!("{}", serde_json::to_string(&delivery)?);
+            }
+        }
+        DeliveriesAction::Redeliver { ids, all_dead } => {
+            let ids = if all_dead {
+                sqlx::query_scalar!("select id from webhook_deliveries where status = 'dead' order by seq")
+                    .fetch_all(&mut *conn)
+                    .await?
+            } else {
+                ids
+            };
+            anyhow::ensure!(!ids.is_empty() || all_dead, "name the deliveries to send again, or pass --all-dead");
+            for id in &ids {
+                match redeliver(&mut conn, *id).await? {
+                    Redelivery::Scheduled(_) => println!("{id}: due now"),
+                    Redelivery::NotFound => anyhow::bail!("no delivery {id}"),
+                    Redelivery::Cancelled => anyhow::bail!("delivery {id} was cancelled: its webhook is deleted"),
+                }
+            }
+            println!("{} deliveries scheduled", ids.len());
+        }
+    }
+    Ok(())
+}

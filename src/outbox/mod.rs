@@ -1,0 +1,19 @@
+//! The outbox: events the ledger wrote in the same transaction as its changes
+//! (`ledger::events`), sent to webhook subscribers by a dispatcher with the event id as the
+//! receiver's idempotency key (`webhook-id` and `Idempotency-Key`).
+//!
+//! - `signing`: the Standard Webhooks signature;
+//! - `subscriptions`: webhook subscriptions (create, read, delete, rotate the secret) and the
+//!   URL policy;
+//! - `deliveries`: fan-out of events into deliveries, claiming, recording results, listing,
+//!   redelivering;
+//! - `dispatcher`: the worker that sends, inside `serve` or as `wallet-ledger outbox`;
+//! - `stream`: the optional outbound stream (`--events-stream`);
+//! - `purge`: retention.
+
+pub mod deliveries;
+pub mod dispatcher;
+pub mod purge;
+pub mod signing;
+pub mod stream;
+pub mod subscriptions;

@@ -1,0 +1,111 @@
+//! `wallet-ledger purge`: retention for what only exists to be sent or inspected: delivered
+//! outbox events, finished deliveries and their attempts, old dead-letter copies, and
+//! reconciliation staging a crashed run left behind.
+//!
+//! Transactions, entries and stored refusals are never purged (nor time-partitioned): their
+//! primary key is the promise that a duplicate is recognised forever. The retention must
+//! exceed the broker's retention plus the producers' retry window, so nothing that may still
+//! be delivered again is forgotten early.
+
+use crate::config::PurgeArgs;
+use chrono::{DateTime, TimeDelta, Utc};
+use sqlx::PgConnection;
+
+/// What a purge deleted (or, with `--dry-run`, would delete).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Purged {
+    pub attempts: i64,
+    pub deliveries: i64,
+    pub events: i64,
+    pub staging_lines: i64,
+    pub dead_letters: u64,
+}
+
+/// Deletes, in one database transaction, the rows older than `cutoff`: attempts, finished
+/// deliveries (delivered, dead or cancelled), events that were fanned out and have no
+/// delivery left, and staging lines whose run is not a recent one.
+pub async fn purge_database(conn: &mut PgConnection, cutoff: DateTime<Utc>, dry_run: bool) -> Result<Purged, sqlx::Error> {
+    let mut tx = sqlx::Connection::begin(&mut *conn).await?;
+    let attempts = sqlx::query!(
+        "delete from delivery_attempts a using webhook_deliveries d
+         where a.delivery_id = d.id and (a.started_at < $1 or (d.status <> 'pending' and d.updated_at < $1))",
+        cutoff
+    )
+    .execute(&mut *tx)
+    .await?
+    .rows_affected() as i64;
+    let deliveries = sqlx::query!(
+        "delete from webhook_deliveries where status <> 'pending' and updated_at < $1",
+        cutoff
+    )
+    .execute(&mut *tx)
+    .await?
+    .rows_affected() as i64;
+    let events = sqlx::query!(
+        "delete from outbox_events e
+         where e.created_at < $1 and e.fanned_out_at is not null
+           and not exists (select 1 from webhook_deliveries d where d.event_id = e.id)",
+        cutoff
+    )
+    .execute(&mut *tx)
+    .await?
+    .rows_affected() as i64;
+    let staging_lines = sqlx::query!(
+        "delete from settlement_lines l
+         where not exists (select 1 from reconciliation_runs r where r.id = l.run_id and r.created_at >= $1)",
+        cutoff
+    )
+    .execute(&mut *tx)
+    .await?
+    .rows_affected() as i64;
+    if dry_run {
+        tx.rollback().await?;
+    } else {
+        tx.commit().await?;
+    }
+    Ok(Purged {
+        attempts,
+        deliveries,
+        events,
+        staging_lines,
+        dead_letters: 0,
+    })
+}
+
+pub async fn run(args: PurgeArgs) -> anyhow::Result<()> {
+    args.check().map_err(anyhow::Error::msg)?;
+    let cutoff = Utc::now() - TimeDelta::days(i64::from(args.retention_days));
+    let pool = crate::db::connect(&args.database).await?;
+    let mut conn = pool.acquire().await?;
+    let mut purged = purge_database(&mut conn, cutoff, args.dry_run).await?;
+    drop(conn);
+    pool.close().await;
+
+    // Dead-letter ids are their arrival time in milliseconds, so `MINID` keeps the recent ones.
+    let dead_letters = args.stream.dead_letters();
+    let client = redis::Client::open(args.redis.url.as_str())?;
+    match client.get_multiplexed_async_connection().await {
+        Ok(mut redis) => {
+            let min_id = format!("{}-0", cutoff.timestamp_millis());
+            purged.dead_letters = if args.dry_run {
+                let old: redis::streams::StreamRangeReply =
+                    redis::cmd("XRANGE").arg(&dead_letters).arg("-").arg(format!("({min_id}")).query_async(&mut redis).await?;
+                old.ids.len() as u64
+            } else {
+                redis::cmd("XTRIM").arg(&dead_letters).arg("MINID").arg(&min_id).query_async(&mut redis).await?
+            };
+        }
+        Err(e) => tracing::warn!(error = %e, "Redis is unreachable: dead letters were not purged"),
+    }
+    let verb = if args.dry_run { "would delete" } else { "deleted" };
+    println!(
+        "{verb}: {} delivery attempts, {} deliveries, {} outbox events, {} staging lines, {} dead letters of {dead_letters} (older than {})",
+        purged.attempts,
+        purged.deliveries,
+        purged.events,
+        purged.staging_lines,
+        purged.dead_letters,
+        cutoff.to_rfc3339()
+    );
+    Ok(())
+}

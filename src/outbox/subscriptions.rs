@@ -1,0 +1,286 @@
+//! Webhook subscriptions: where events go, which types, signed with which secrets. Created like
+//! every resource (the caller's id is the primary key; a retry replays the stored response;
+//! the same id with another request is a mismatch). A webhook makes the server send requests
+//! to a URL a caller chose, so URLs are checked (scheme, no credentials) and the operator can
+//! restrict the hosts they may name.
+
+use super::signing;
+use crate::ledger::Created;
+use crate::ledger::events::EventType;
+use crate::ledger::now_micros;
+use crate::problem::FieldError;
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use serde_json::{Value, json};
+use sqlx::PgConnection;
+use utoipa::ToSchema;
+use uuid::Uuid;
+
+/// The longest webhook URL.
+pub const MAX_URL_LEN: usize = 2048;
+
+/// Which hosts webhook URLs may name: any (an empty list), or only these. An entry is a host
+/// (`hooks.example.com`), a host and port (`127.0.0.1:9000`), or a suffix (`*.example.com`).
+#[derive(Debug, Clone, Default)]
+pub struct UrlPolicy {
+    pub allowed_hosts: Vec<String>,
+}
+
+impl UrlPolicy {
+    /// The URL, or the field error that refuses it.
+    pub fn check(&self, raw: &str) -> Result<url::Url, FieldError> {
+        let refuse = |code: &str, message: &str| FieldError::new("/url", code, message);
+        if raw.len() > MAX_URL_LEN {
+            return Err(refuse("length", &format!("must be at most {MAX_URL_LEN} bytes")));
+        }
+        let url = url::Url::parse(raw).map_err(|_| refuse("url", "must be an absolute URL"))?;
+        if !matches!(url.scheme(), "http" | "https") {
+            return Err(refuse("url_scheme", "must be http or https"));
+        }
+        if !url.username().is_empty() || url.password().is_some() {
+            return Err(refuse("url_credentials", "must not carry credentials; use the signature"));
+        }
+        let Some(host) = url.host_str() else {
+            return Err(refuse("url", "must name a host"));
+        };
+        if !self.allows(host, url.port_or_known_default()) {
+            return Err(refuse("url_not_allowed", &format!("host {host} is not on the operator's allow-list (WEBHOOK_ALLOWED_HOSTS)")));
+        }
+        Ok(url)
+    }
+
+    fn allows(&self, host: &str, port: Option<u16>) -> bool {
+        let host = host.trim_start_matches('[').trim_end_matches(']').to_ascii_lowercase();
+        self.allowed_hosts.is_empty()
+            || self.allowed_hosts.iter().any(|entry| {
+                let entry = entry.to_ascii_lowercase();
+                if let Some(suffix) = entry.strip_prefix("*.") {
+                    host.ends_with(&format!(".{suffix}"))
+                } else if let Some((h, p)) = entry.rsplit_once(':').filter(|(_, p)| p.parse::<u16>().is_ok()) {
+                    h.trim_start_matches('[').trim_end_matches(']') == host && port.map(|x| x.to_string()).as_deref() == Some(p)
+                } else {
+                    entry == host
+                }
+            })
+    }
+}
+
+/// A validated create request. `request` is its canonical form (without the id, and with the
+/// secret only if the caller chose it), compared when the id comes again.
+#[derive(Debug, Clone)]
+pub struct NewSubscription {
+    pub id: Uuid,
+    pub url: String,
+    /// Empty: every event type.
+    pub event_types: Vec<EventType>,
+    pub secret: String,
+    pub request: Value,
+}
+
+impl NewSubscription {
+    pub fn new(id: Uuid, url: String, mut event_types: Vec<EventType>, secret: Option<String>) -> NewSubscription {
+        event_types.sort();
+        event_types.dedup();
+        let types: Vec<&str> = event_types.iter().map(|t| t.as_str()).collect();
+        let request = json!({"url": url, "event_types": types, "secret": secret});
+        NewSubscription {
+            id,
+            url,
+            event_types,
+            secret: secret.unwrap_or_else(signing::generate_secret),
+            request,
+        }
+    }
+}
+
+/// A subscription as the API shows it. `secret` appears only in the answers that create or
+/// rotate it: it is the caller's one chance to read it.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct SubscriptionView {
+    pub id: Uuid,
+    pub url: String,
+    /// Empty: every event type.
+    pub event_types: Vec<String>,
+    /// `active` or `deleted`.
+    pub status: String,
+    /// How many secrets sign each delivery: 2 during a rotation.
+    pub active_secrets: usize,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub secret: Option<String>,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+/// A subscription as stored.
+#[derive(Debug, Clone)]
+pub struct Subscription {
+    pub seq: i64,
+    pub id: Uuid,
+    pub url: String,
+    pub event_types: Vec<String>,
+    pub secrets: Vec<String>,
+    pub status: String,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+impl Subscription {
+    pub fn view(&self) -> SubscriptionView {
+        SubscriptionView {
+            id: self.id,
+            url: self.url.clone(),
+            event_types: self.event_types.clone(),
+            status: self.status.clone(),
+            active_secrets: self.secrets.len(),
+            secret: None,
+            created_at: self.created_at,
+            updated_at: self.updated_at,
+        }
+    }
+}
+
+pub async fn create(conn: &mut PgConnection, new: &NewSubscription) -> Result<Created, sqlx::Error> {
+    let now = now_micros();
+    let types: Vec<String> = new.event_types.iter().map(|t| t.as_str().to_owned()).collect();
+    let view = SubscriptionView {
+        id: new.id,
+        url: new.url.clone(),
+        event_types: types.clone(),
+        status: "active".to_owned(),
+        active_secrets: 1,
+        secret: Some(new.secret.clone()),
+        created_at: now,
+        updated_at: now,
+    };
+    let body = serde_json::to_string(&view).expect("a subscription view always serializes");
+    let inserted = sqlx::query!(
+        r#"insert into webhook_subscriptions (id, url, event_types, secrets, creation_request,
+                                              creation_response, created_at, updated_at)
+           values ($1, $2, $3, array[$4], $5, $6, $7, $7)
+           on conflict (id) do nothing"#,
+        new.id,
+        new.url,
+        &types,
+        new.secret,
+        new.request,
+        body,
+        now
+    )
+    .execute(&mut *conn)
+    .await?
+    .rows_affected();
+    if inserted == 1 {
+        return Ok(Created::New { body });
+    }
+    let stored = sqlx::query!(
+        "select creation_request, creation_response from webhook_subscriptions where id = $1",
+        new.id
+    )
+    .fetch_one(conn)
+    .await?;
+    Ok(Created::replay_or_mismatch(&stored.creation_request, &new.request, 201, stored.creation_response))
+}
+
+pub async fn find(conn: &mut PgConnection, id: Uuid) -> Result<Option<Subscription>, sqlx::Error> {
+    sqlx::query_as!(
+        Subscription,
+        r#"select seq, id, url, event_types, secrets, status, created_at, updated_at
+           from webhook_subscriptions where id = $1"#,
+        id
+    )
+    .fetch_optional(conn)
+    .await
+}
+
+/// Newest first, `limit` of them after the cursor `before_seq`.
+pub async fn list(
+    conn: &mut PgConnection,
+    before_seq: Option<i64>,
+    limit: i64,
+) -> Result<(Vec<SubscriptionView>, Option<i64>), sqlx::Error> {
+    let rows = sqlx::query_as!(
+        Subscription,
+        r#"select seq, id, url, event_types, secrets, status, created_at, updated_at
+           from webhook_subscriptions where ($1::bigint is null or seq < $1)
+           order by seq desc limit $2"#,
+        before_seq,
+        limit + 1
+    )
+    .fetch_all(conn)
+    .await?;
+    Ok(crate::ledger::transactions::paginate(rows, limit, |s| s.seq, |s| s.view()))
+}
+
+/// `active → deleted` (a repeat finds it deleted and answers the same). Its pending deliveries
+/// are cancelled in the same transaction: nothing more is sent to it.
+pub async fn delete(conn: &mut PgConnection, id: Uuid) -> Result<Option<Subscription>, sqlx::Error> {
+    let mut tx = sqlx::Connection::begin(&mut *conn).await?;
+    let changed = sqlx::query!(
+        "update webhook_subscriptions set status = 'deleted', updated_at = now()
+         where id = $1 and status = 'active'",
+        id
+    )
+    .execute(&mut *tx)
+    .await?
+    .rows_affected();
+    if changed == 1 {
+        sqlx::query!(
+            "update webhook_deliveries set status = 'cancelled', updated_at = now(),
+                    last_error = 'the subscription was deleted'
+             where subscription_id = $1 and status = 'pending'",
+            id
+        )
+        .execute(&mut *tx)
+        .await?;
+    }
+    let subscription = find(&mut tx, id).await?;
+    tx.commit().await?;
+    Ok(subscription)
+}
+
+/// Makes `secret` the newest of the subscription's secrets and keeps the one before it, so
+/// deliveries carry both signatures until the receiver has switched. `None` when there is no
+/// active subscription `id`.
+pub async fn rotate_secret(
+    conn: &mut PgConnection,
+    id: Uuid,
+    secret: &str,
+) -> Result<Option<SubscriptionView>, sqlx::Error> {
+    let row = sqlx::query_as!(
+        Subscription,
+        r#"update webhook_subscriptions set secrets = array[$2, secrets[1]], updated_at = now()
+           where id = $1 and status = 'active'
+           returning seq, id, url, event_types, secrets, status, created_at, updated_at"#,
+        id,
+        secret
+    )
+    .fetch_optional(conn)
+    .await?;
+    Ok(row.map(|s| SubscriptionView {
+        secret: Some(secret.to_owned()),
+        ..s.view()
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_are_checked_and_the_allow_list_applies() {
+        let open = UrlPolicy::default();
+        assert!(open.check("https://hooks.example.com/in").is_ok());
+        assert_eq!(open.check("ftp://x.example.com").unwrap_err().code, "url_scheme");
+        assert_eq!(open.check("https://user:pw@x.example.com").unwrap_err().code, "url_credentials");
+        assert_eq!(open.check("not a url").unwrap_err().code, "url");
+        let strict = UrlPolicy {
+            allowed_hosts: vec!["*.example.com".into(), "127.0.0.1:9000".into(), "hooks.test".into()],
+        };
+        assert!(strict.check("https://a.example.com/x").is_ok());
+        assert!(strict.check("http://127.0.0.1:9000/x").is_ok());
+        assert!(strict.check("http://hooks.test/x").is_ok());
+        for refused in ["http://127.0.0.1:9001/x", "http://example.com/x", "http://169.254.169.254/latest", "http://localhost/x"] {
+            assert_eq!(strict.check(refused).unwrap_err().code, "url_not_allowed", "{refused}");
+        }
+    }
+}
