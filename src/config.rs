@@ -288,17 +288,18 @@ pub const REDIS_RESPONSE_MARGIN_MS: u64 = 5_000;
 #[derive(Debug, Clone, Args)]
 pub struct RedisConfig {
     /// Redis or Valkey URL.
-    #[arg(id = "redis_url", long = "redis-url", env = "REDIS_URL", default_value = DEFAULT_REDIS_URL)]
+    #[arg(id = "redis_url", long = "redis-url", env = "REDIS_URL", default_value = DEFAULT_REDIS_URL,
+        global = true)]
     pub url: String,
 }
 
 #[derive(Debug, Clone, Args)]
 pub struct StreamConfig {
     /// The stream of payment events; dead letters go to `<stream>.dlq`.
-    #[arg(long, env = "STREAM", default_value = DEFAULT_STREAM)]
+    #[arg(long, env = "STREAM", default_value = DEFAULT_STREAM, global = true)]
     pub stream: String,
     /// The consumer group.
-    #[arg(long, env = "CONSUMER_GROUP", default_value = DEFAULT_GROUP)]
+    #[arg(long, env = "CONSUMER_GROUP", default_value = DEFAULT_GROUP, global = true)]
     pub group: String,
 }
 

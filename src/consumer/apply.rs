@@ -355,14 +355,6 @@ fn decide(
         );
         return Step::Done(Outcome::dead(Reason::ConflictingState, detail));
     }
-    let (differing_fields, detail) = differences(event, payment);
-    if !differing_fields.is_empty() {
-        return Step::Done(Outcome::DeadLetter {
-            reason: Reason::IdempotencyMismatch,
-            detail,
-            differing_fields,
-        });
-    }
     let conflict = || {
         let detail = format!(
             "{} cannot apply to a {} payment",
@@ -371,7 +363,7 @@ fn decide(
         );
         Step::Done(Outcome::dead(Reason::ConflictingState, detail))
     };
-    match (event.kind, payment.status.as_str()) {
+    let step = match (event.kind, payment.status.as_str()) {
         (Authorized, _) => Step::Done(Outcome::Duplicate),
         (Succeeded, "pending") => Step::Resolve(Action::Post, None),
         (Captured, "pending") => Step::Resolve(Action::Post, Some(event.amount.minor_units())),
@@ -392,7 +384,21 @@ fn decide(
             })
         }
         (Refunded, _) => conflict(),
+    };
+    // A state the event cannot apply to is the finding, whatever its amount; otherwise an
+    // event that disagrees with the stored payment is a mismatch, not a retry.
+    if matches!(&step, Step::Done(Outcome::DeadLetter { .. })) {
+        return step;
     }
+    let (differing_fields, detail) = differences(event, payment);
+    if !differing_fields.is_empty() {
+        return Step::Done(Outcome::DeadLetter {
+            reason: Reason::IdempotencyMismatch,
+            detail,
+            differing_fields,
+        });
+    }
+    step
 }
 
 /// Where a creating event disagrees with the stored payment: the field names and a sentence
@@ -517,10 +523,37 @@ async fn refund(
     )
     .await?;
     Ok(match plan {
-        Plan::Ready(new) => Ok(NewTransaction {
-            provider_initiated: true,
-            ..*new
-        }),
+        Plan::Ready(new) => {
+            // The payment is locked, so what is refunded of it cannot change under us. A new
+            // refund past the payment is the provider disagreeing with the ledger: visible as
+            // a dead letter, not stored as a refusal that nobody reads. (A refund id already
+            // stored goes on to the write path, which replays it or reports the mismatch.)
+            let seen = sqlx::query!(
+                r#"select exists(select 1 from transactions where id = $2) as "stored!",
+                          coalesce((select sum(reversed_amount) from transactions
+                                    where reverses = $1 and status = 'posted'), 0)::bigint
+                              as "refunded!""#,
+                event.payment_id,
+                event.refund_id
+            )
+            .fetch_one(&mut *tx)
+            .await?;
+            let original = new.reversal.map_or(0, |r| r.original_amount);
+            let amount = event.amount.minor_units();
+            if !seen.stored && seen.refunded + amount > original {
+                return Ok(Err(Outcome::dead(
+                    Reason::ConflictingState,
+                    format!(
+                        "refunds would exceed the payment: {} of its {original} minor units already refunded, {amount} more",
+                        seen.refunded
+                    ),
+                )));
+            }
+            Ok(NewTransaction {
+                provider_initiated: true,
+                ..*new
+            })
+        }
         Plan::NotFound => Err(Outcome::Retry {
             reason: Reason::UnknownPayment,
             detail: format!("payment {} is not in the ledger", event.payment_id),

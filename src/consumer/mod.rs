@@ -101,7 +101,6 @@ pub async fn run(args: ConsumeArgs) -> anyhow::Result<()> {
         match consumer.step().await {
             Ok(report) => {
                 backoff = settings.outage_backoff;
-                readiness.set(true);
                 totals.applied += report.applied;
                 totals.duplicates += report.duplicates;
                 totals.dead_lettered += report.dead_lettered;

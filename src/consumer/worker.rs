@@ -13,6 +13,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+/// How long an idle consumer's readiness check waits for the database.
+const DATABASE_PING_TIMEOUT: Duration = Duration::from_secs(1);
+
 #[derive(Debug, Clone)]
 pub struct Settings {
     pub batch_size: usize,
@@ -140,14 +143,36 @@ impl Consumer {
         metrics::histogram!("wallet_ledger_consumer_batch_size").record(messages.len() as f64);
         metrics::histogram!("wallet_ledger_consumer_batch_duration_seconds")
             .record(started.elapsed().as_secs_f64());
+        // Failures the messages caused are counted first, so that a message whose budget is
+        // now spent is settled (and printed) as the dead letter it becomes.
+        let mut settled: Vec<(Outcome, u32)> = Vec::with_capacity(outcomes.len());
+        for (message, outcome) in messages.iter().zip(outcomes) {
+            let Outcome::Retry { reason, detail } = outcome else {
+                settled.push((outcome, 1));
+                continue;
+            };
+            let failures = self.stream.record_failure(&message.id).await?;
+            if failures >= self.settings.max_failures {
+                let dead = Outcome::DeadLetter {
+                    reason,
+                    detail,
+                    differing_fields: Vec::new(),
+                };
+                settled.push((dead, failures));
+            } else {
+                tracing::info!(id = %message.id, reason = reason.as_str(), %detail, failures, "left pending for a retry");
+                settled.push((Outcome::Retry { reason, detail }, failures));
+            }
+        }
         if self.settings.print_events {
+            let outcomes: Vec<Outcome> = settled.iter().map(|(o, _)| o.clone()).collect();
             self.print(messages, &outcomes).await;
         }
         failpoint::hit(failpoint::CONSUMER_AFTER_COMMIT);
 
         let mut acked: Vec<&str> = Vec::new();
         let mut dead: Vec<DeadLetter<'_>> = Vec::new();
-        for (message, outcome) in messages.iter().zip(&outcomes) {
+        for (message, (outcome, failures)) in messages.iter().zip(&settled) {
             match outcome {
                 Outcome::Applied(_) => {
                     report.applied += 1;
@@ -166,23 +191,9 @@ impl Consumer {
                     reason: *reason,
                     detail,
                     differing_fields,
-                    failures: 1,
+                    failures: *failures,
                 }),
-                Outcome::Retry { reason, detail } => {
-                    let failures = self.stream.record_failure(&message.id).await?;
-                    if failures >= self.settings.max_failures {
-                        dead.push(DeadLetter {
-                            message,
-                            reason: *reason,
-                            detail,
-                            differing_fields: &[],
-                            failures,
-                        });
-                    } else {
-                        report.retried += 1;
-                        tracing::info!(id = %message.id, reason = reason.as_str(), %detail, failures, "left pending for a retry");
-                    }
-                }
+                Outcome::Retry { .. } => report.retried += 1,
             }
         }
         report.dead_lettered = dead.len();
@@ -281,9 +292,13 @@ impl Consumer {
         let mut backoff = self.settings.outage_backoff;
         loop {
             match self.stream.settle(acked, dead).await {
-                Ok(()) => return Ok(()),
+                Ok(()) => {
+                    self.readiness.set(true);
+                    return Ok(());
+                }
                 Err(e) if self.stopping() => return Err(e),
                 Err(e) => {
+                    self.readiness.set(false);
                     tracing::warn!(error = %e, retry_in = ?backoff, "cannot acknowledge; will retry");
                     self.pause(backoff).await;
                     backoff = (backoff * 2).min(self.settings.outage_backoff_max);
@@ -296,6 +311,21 @@ impl Consumer {
         let now = Instant::now();
         if idle || now >= self.next_stats {
             self.next_stats = now + self.settings.stats_interval;
+            if idle {
+                // Nothing to apply says nothing about the database: ask it, so that /readyz
+                // fails during an outage even when the stream is quiet.
+                let ping = tokio::time::timeout(
+                    DATABASE_PING_TIMEOUT,
+                    sqlx::query("select 1").execute(&self.pool),
+                );
+                let up = matches!(ping.await, Ok(Ok(_)));
+                self.readiness.set(up);
+                metrics::gauge!("wallet_ledger_consumer_database_up").set(if up {
+                    1.0
+                } else {
+                    0.0
+                });
+            }
             match self.stream.backlog().await {
                 Ok(backlog) => record_backlog(backlog),
                 Err(e) => tracing::warn!(error = %e, "cannot read the group's backlog"),

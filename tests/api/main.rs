@@ -2,12 +2,16 @@
 //! with a module per capability. Each test gets a fresh database.
 
 mod common;
+mod stream_support;
 
 mod accounts;
 mod bad_input;
 mod balances;
 mod batch;
 mod cli;
+mod consumer_apply;
+mod consumer_chaos;
+mod consumer_stream;
 mod history;
 mod holds;
 mod idempotency;
