@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Makes sure the services wallet-ledger needs are running on this machine: PostgreSQL on
-# 127.0.0.1:5432 and Redis (or Valkey) on 127.0.0.1:6379. Starts local ones from the installed
-# binaries when they are stopped, and says exactly what is missing otherwise. Safe to run any
-# number of times.
+# 127.0.0.1:5432 and Redis (or Valkey) on 127.0.0.1:6379, plus the Python package the webhook
+# tests verify signatures with. Starts local services from the installed binaries when they are
+# stopped, and says exactly what is missing otherwise. Safe to run any number of times.
 set -euo pipefail
 
 PGHOST=${PGHOST:-127.0.0.1}
@@ -39,6 +39,20 @@ if ! redis_up; then
         sleep 0.2
     done
     redis_up || { echo "Redis was started but does not answer on $REDIS_HOST:$REDIS_PORT." >&2; exit 1; }
+fi
+
+# The webhook tests check signatures with the convention's own Python library, not ours.
+if command -v python3 >/dev/null 2>&1; then
+    if ! python3 -c 'import standardwebhooks' 2>/dev/null; then
+        echo "installing the Python package standardwebhooks (the webhook tests' signature checker)" >&2
+        python3 -m pip install --quiet --disable-pip-version-check 'standardwebhooks==1.1.0' >&2 || {
+            echo "could not install standardwebhooks from PyPI; the webhook tests need it" >&2
+            exit 1
+        }
+    fi
+else
+    echo "python3 is not installed; the webhook tests need it (Debian: apt-get install -y python3-pip)" >&2
+    exit 1
 fi
 
 if pg_isready -h "$PGHOST" -p "$PGPORT" -q; then

@@ -513,7 +513,11 @@ pub struct WebhookPolicy {
     /// Comma-separated hosts (`hooks.example.com`), host:port pairs (`127.0.0.1:9000`) or
     /// suffixes (`*.example.com`); empty allows any host. A webhook makes this server send
     /// requests, so production should name its receivers.
-    #[arg(long = "webhook-allowed-hosts", env = "WEBHOOK_ALLOWED_HOSTS", value_delimiter = ',')]
+    #[arg(
+        long = "webhook-allowed-hosts",
+        env = "WEBHOOK_ALLOWED_HOSTS",
+        value_delimiter = ','
+    )]
     pub allowed_hosts: Vec<String>,
 }
 
@@ -656,7 +660,8 @@ impl PurgeArgs {
     /// Refuses a retention shorter than the broker's retention plus the producers' retry
     /// window: an event could still arrive again after its traces were purged.
     pub fn check(&self) -> Result<(), String> {
-        let needed = u64::from(self.broker_retention_hours) + u64::from(self.producer_retry_window_hours);
+        let needed =
+            u64::from(self.broker_retention_hours) + u64::from(self.producer_retry_window_hours);
         let retention = u64::from(self.retention_days) * 24;
         if retention < needed {
             return Err(format!(

@@ -71,7 +71,11 @@ pub async fn create(
     for (i, raw) in req.event_types.iter().flatten().enumerate() {
         match EventType::parse(raw) {
             Some(t) => types.push(t),
-            None => errors.push(FieldError::new(format!("/event_types/{i}"), "event_type", format!("{raw:?} is not an event type"))),
+            None => errors.push(FieldError::new(
+                format!("/event_types/{i}"),
+                "event_type",
+                format!("{raw:?} is not an event type"),
+            )),
         }
     }
     if let Some(secret) = &req.secret
@@ -89,11 +93,20 @@ pub async fn create(
 
 #[utoipa::path(get, path = "/v1/webhooks", tag = "webhooks", params(PageQuery),
     responses((status = 200, body = Page<SubscriptionView>)))]
-pub async fn list(State(state): State<AppState>, QueryParams(page): QueryParams<PageQuery>) -> Result<Response> {
+pub async fn list(
+    State(state): State<AppState>,
+    QueryParams(page): QueryParams<PageQuery>,
+) -> Result<Response> {
     let (limit, cursor) = (page.limit()?, page.cursor()?);
     let mut conn = state.pool.acquire().await?;
     let (data, next) = subscriptions::list(&mut conn, cursor, limit).await?;
-    json(StatusCode::OK, &Page { data, next_cursor: next.map(|c| c.to_string()) })
+    json(
+        StatusCode::OK,
+        &Page {
+            data,
+            next_cursor: next.map(|c| c.to_string()),
+        },
+    )
 }
 
 #[utoipa::path(get, path = "/v1/webhooks/{id}", tag = "webhooks", params(("id" = Uuid, Path)),
@@ -101,7 +114,9 @@ pub async fn list(State(state): State<AppState>, QueryParams(page): QueryParams<
 pub async fn get(State(state): State<AppState>, PathParam(id): PathParam) -> Result<Response> {
     let uuid = parse_id(&id, "webhook")?;
     let mut conn = state.pool.acquire().await?;
-    let subscription = subscriptions::find(&mut conn, uuid).await?.ok_or_else(|| ApiError::NotFound(format!("webhook {id}")))?;
+    let subscription = subscriptions::find(&mut conn, uuid)
+        .await?
+        .ok_or_else(|| ApiError::NotFound(format!("webhook {id}")))?;
     json(StatusCode::OK, &subscription.view())
 }
 
@@ -111,7 +126,9 @@ pub async fn get(State(state): State<AppState>, PathParam(id): PathParam) -> Res
 pub async fn delete(State(state): State<AppState>, PathParam(id): PathParam) -> Result<Response> {
     let uuid = parse_id(&id, "webhook")?;
     let mut conn = state.pool.acquire().await?;
-    let subscription = subscriptions::delete(&mut conn, uuid).await?.ok_or_else(|| ApiError::NotFound(format!("webhook {id}")))?;
+    let subscription = subscriptions::delete(&mut conn, uuid)
+        .await?
+        .ok_or_else(|| ApiError::NotFound(format!("webhook {id}")))?;
     json(StatusCode::OK, &subscription.view())
 }
 
@@ -134,7 +151,9 @@ pub async fn rotate_secret(
         None => signing::generate_secret(),
     };
     let mut conn = state.pool.acquire().await?;
-    let view = subscriptions::rotate_secret(&mut conn, uuid, &secret).await?.ok_or_else(|| ApiError::NotFound(format!("active webhook {id}")))?;
+    let view = subscriptions::rotate_secret(&mut conn, uuid, &secret)
+        .await?
+        .ok_or_else(|| ApiError::NotFound(format!("active webhook {id}")))?;
     json(StatusCode::OK, &view)
 }
 
@@ -153,13 +172,23 @@ pub struct DeliveryQuery {
 
 #[utoipa::path(get, path = "/v1/deliveries", tag = "webhooks", params(DeliveryQuery),
     responses((status = 200, body = Page<DeliveryView>), (status = 422, body = Problem, content_type = "application/problem+json")))]
-pub async fn list_deliveries(State(state): State<AppState>, QueryParams(q): QueryParams<DeliveryQuery>) -> Result<Response> {
+pub async fn list_deliveries(
+    State(state): State<AppState>,
+    QueryParams(q): QueryParams<DeliveryQuery>,
+) -> Result<Response> {
     if let Some(status) = &q.status
         && !["pending", "delivered", "dead", "cancelled"].contains(&status.as_str())
     {
-        return Err(ApiError::validation("/status", "delivery_status", "must be pending, delivered, dead or cancelled"));
+        return Err(ApiError::validation(
+            "/status",
+            "delivery_status",
+            "must be pending, delivered, dead or cancelled",
+        ));
     }
-    let page = PageQuery { limit: q.limit, cursor: q.cursor };
+    let page = PageQuery {
+        limit: q.limit,
+        cursor: q.cursor,
+    };
     let filter = Filter {
         status: q.status,
         subscription: q.webhook_id,
@@ -169,15 +198,26 @@ pub async fn list_deliveries(State(state): State<AppState>, QueryParams(q): Quer
     };
     let mut conn = state.pool.acquire().await?;
     let (data, next) = deliveries::list(&mut conn, &filter).await?;
-    json(StatusCode::OK, &Page { data, next_cursor: next.map(|c| c.to_string()) })
+    json(
+        StatusCode::OK,
+        &Page {
+            data,
+            next_cursor: next.map(|c| c.to_string()),
+        },
+    )
 }
 
 #[utoipa::path(get, path = "/v1/deliveries/{id}", tag = "webhooks", params(("id" = Uuid, Path)),
     responses((status = 200, body = DeliveryDetail), (status = 404, body = Problem, content_type = "application/problem+json")))]
-pub async fn get_delivery(State(state): State<AppState>, PathParam(id): PathParam) -> Result<Response> {
+pub async fn get_delivery(
+    State(state): State<AppState>,
+    PathParam(id): PathParam,
+) -> Result<Response> {
     let uuid = parse_id(&id, "delivery")?;
     let mut conn = state.pool.acquire().await?;
-    let detail = deliveries::find(&mut conn, uuid).await?.ok_or_else(|| ApiError::NotFound(format!("delivery {id}")))?;
+    let detail = deliveries::find(&mut conn, uuid)
+        .await?
+        .ok_or_else(|| ApiError::NotFound(format!("delivery {id}")))?;
     json(StatusCode::OK, &detail)
 }
 
@@ -185,7 +225,10 @@ pub async fn get_delivery(State(state): State<AppState>, PathParam(id): PathPara
     responses((status = 200, description = "due now with a fresh retry budget; sent again with the same webhook-id", body = DeliveryDetail),
         (status = 404, body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "invalid_transition: the webhook was deleted", body = Problem, content_type = "application/problem+json")))]
-pub async fn redeliver(State(state): State<AppState>, PathParam(id): PathParam) -> Result<Response> {
+pub async fn redeliver(
+    State(state): State<AppState>,
+    PathParam(id): PathParam,
+) -> Result<Response> {
     let uuid = parse_id(&id, "delivery")?;
     let mut conn = state.pool.acquire().await?;
     match deliveries::redeliver(&mut conn, uuid).await? {

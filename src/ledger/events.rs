@@ -72,7 +72,10 @@ impl EventType {
 }
 
 pub fn event_id(event: EventType, key: &str) -> Uuid {
-    Uuid::new_v5(&EVENT_NAMESPACE, format!("{}\n{key}", event.as_str()).as_bytes())
+    Uuid::new_v5(
+        &EVENT_NAMESPACE,
+        format!("{}\n{key}", event.as_str()).as_bytes(),
+    )
 }
 
 /// Records one event per `(transaction, type)`, its data read from the transaction as it is
@@ -131,7 +134,10 @@ pub async fn record_account(
     event: EventType,
     changed_at: DateTime<Utc>,
 ) -> Result<(), sqlx::Error> {
-    let id = event_id(event, &format!("{account}\n{}", changed_at.timestamp_micros()));
+    let id = event_id(
+        event,
+        &format!("{account}\n{}", changed_at.timestamp_micros()),
+    );
     sqlx::query!(
         r#"insert into outbox_events (id, type, account_id, data)
            select $1, $2, a.id,

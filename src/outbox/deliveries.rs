@@ -114,7 +114,9 @@ pub async fn record(
 ) -> Result<bool, sqlx::Error> {
     let (status, state, error, next) = match attempt {
         Attempt::Delivered { status } => (Some(*status), "delivered", None, None),
-        Attempt::Retry { status, error, at } => (*status, "pending", Some(error.as_str()), Some(*at)),
+        Attempt::Retry { status, error, at } => {
+            (*status, "pending", Some(error.as_str()), Some(*at))
+        }
         Attempt::Dead { status, error } => (*status, "dead", Some(error.as_str()), None),
     };
     let status = status.map(i32::from);
@@ -260,10 +262,18 @@ pub async fn list(
     )
     .fetch_all(conn)
     .await?;
-    Ok(crate::ledger::transactions::paginate(rows, f.limit, |r| r.seq, Row::view))
+    Ok(crate::ledger::transactions::paginate(
+        rows,
+        f.limit,
+        |r| r.seq,
+        Row::view,
+    ))
 }
 
-pub async fn find(conn: &mut PgConnection, id: Uuid) -> Result<Option<DeliveryDetail>, sqlx::Error> {
+pub async fn find(
+    conn: &mut PgConnection,
+    id: Uuid,
+) -> Result<Option<DeliveryDetail>, sqlx::Error> {
     let Some(row) = sqlx::query_as!(
         Row,
         r#"select d.seq, d.id, d.event_id, e.type as event_type, d.subscription_id, s.url,
@@ -349,25 +359,36 @@ pub async fn run_cli(args: crate::config::DeliveriesArgs) -> anyhow::Result<()> 
     let mut conn = pool.acquire().await?;
     match args.action {
         DeliveriesAction::List { status, limit } => {
-            let filter = Filter { status, limit: limit.clamp(1, crate::config::MAX_PAGE_SIZE), ..Filter::default() };
+            let filter = Filter {
+                status,
+                limit: limit.clamp(1, crate::config::MAX_PAGE_SIZE),
+                ..Filter::default()
+            };
             for delivery in list(&mut conn, &filter).await?.0 {
                 println!("{}", serde_json::to_string(&delivery)?);
             }
         }
         DeliveriesAction::Redeliver { ids, all_dead } => {
             let ids = if all_dead {
-                sqlx::query_scalar!("select id from webhook_deliveries where status = 'dead' order by seq")
-                    .fetch_all(&mut *conn)
-                    .await?
+                sqlx::query_scalar!(
+                    "select id from webhook_deliveries where status = 'dead' order by seq"
+                )
+                .fetch_all(&mut *conn)
+                .await?
             } else {
                 ids
             };
-            anyhow::ensure!(!ids.is_empty() || all_dead, "name the deliveries to send again, or pass --all-dead");
+            anyhow::ensure!(
+                !ids.is_empty() || all_dead,
+                "name the deliveries to send again, or pass --all-dead"
+            );
             for id in &ids {
                 match redeliver(&mut conn, *id).await? {
                     Redelivery::Scheduled(_) => println!("{id}: due now"),
                     Redelivery::NotFound => anyhow::bail!("no delivery {id}"),
-                    Redelivery::Cancelled => anyhow::bail!("delivery {id} was cancelled: its webhook is deleted"),
+                    Redelivery::Cancelled => {
+                        anyhow::bail!("delivery {id} was cancelled: its webhook is deleted")
+                    }
                 }
             }
             println!("{} deliveries scheduled", ids.len());

@@ -18,9 +18,6 @@ use sqlx::PgPool;
 use std::time::{Duration, Instant};
 use tokio::sync::watch;
 
-/// How much longer than the request timeout a claim lasts before another dispatcher may take
-/// the delivery again.
-const LEASE_MARGIN: Duration = Duration::from_secs(5);
 
 #[derive(Debug, Clone)]
 pub struct Settings {
@@ -44,20 +41,30 @@ impl Settings {
             backoff: Duration::from_millis(config.webhook_backoff_ms),
             backoff_max: Duration::from_millis(config.webhook_backoff_max_ms),
             policy: policy.url_policy(),
-            events_stream: config.events_stream.clone().map(|s| (config.redis.url.clone(), s)),
+            events_stream: config
+                .events_stream
+                .clone()
+                .map(|s| (config.redis.url.clone(), s)),
         }
     }
 
+    /// How long a claim lasts before another dispatcher may take the delivery again: twice the
+    /// request timeout, so a live dispatcher always records before its lease runs out.
     fn lease(&self) -> Duration {
-        self.timeout + LEASE_MARGIN
+        self.timeout * 2
     }
 
     /// The delay before attempt `attempts + 1`: the backoff doubled per attempt, capped, then
     /// drawn at random between half and all of it (so receivers coming back are not hit by
     /// every delivery at the same instant).
     fn delay_after(&self, attempts: i32) -> Duration {
-        let exponent = u32::try_from(attempts.saturating_sub(1)).unwrap_or(0).min(30);
-        let full = self.backoff.saturating_mul(1 << exponent).min(self.backoff_max);
+        let exponent = u32::try_from(attempts.saturating_sub(1))
+            .unwrap_or(0)
+            .min(30);
+        let full = self
+            .backoff
+            .saturating_mul(1 << exponent)
+            .min(self.backoff_max);
         let mut byte = [0u8; 2];
         let _ = getrandom::fill(&mut byte);
         let fraction = 0.5 + f64::from(u16::from_le_bytes(byte)) / f64::from(u16::MAX) / 2.0;
@@ -108,7 +115,8 @@ impl Dispatcher {
         let mut report = StepReport::default();
         let mut conn = self.pool.acquire().await?;
         report.fanned_out = deliveries::fan_out(&mut conn, self.settings.batch).await?;
-        let claimed = deliveries::claim(&mut conn, self.settings.batch, self.settings.lease()).await?;
+        let claimed =
+            deliveries::claim(&mut conn, self.settings.batch, self.settings.lease()).await?;
         drop(conn);
         report.claimed = claimed.len();
         let mut sends = tokio::task::JoinSet::new();
@@ -141,7 +149,9 @@ impl Dispatcher {
             count(&attempt);
         }
         if let Some(stream) = &mut self.stream {
-            report.streamed = stream.publish_pending(&self.pool, self.settings.batch).await?;
+            report.streamed = stream
+                .publish_pending(&self.pool, self.settings.batch)
+                .await?;
         }
         Ok(report)
     }
@@ -208,7 +218,8 @@ async fn send(client: &reqwest::Client, settings: &Settings, delivery: &Claimed)
         .header("webhook-signature", signature)
         .header("idempotency-key", &id)
         .body(body);
-    let retry_at = |after: Duration| Utc::now() + chrono::TimeDelta::from_std(after).unwrap_or_default();
+    let retry_at =
+        |after: Duration| Utc::now() + chrono::TimeDelta::from_std(after).unwrap_or_default();
     let give_up = delivery.attempts >= settings.max_attempts;
     match request.send().await {
         Ok(response) => {
@@ -220,8 +231,15 @@ async fn send(client: &reqwest::Client, settings: &Settings, delivery: &Claimed)
             let retryable = status.is_server_error() || code == 408 || code == 429;
             let error = format!("the receiver answered {status}");
             if !retryable {
-                let why = if status.is_redirection() { " (redirects are not followed)" } else { " (final)" };
-                return Attempt::Dead { status: Some(code), error: format!("{error}{why}") };
+                let why = if status.is_redirection() {
+                    " (redirects are not followed)"
+                } else {
+                    " (final)"
+                };
+                return Attempt::Dead {
+                    status: Some(code),
+                    error: format!("{error}{why}"),
+                };
             }
             if give_up {
                 return budget_spent(Some(code), error, settings);
@@ -233,7 +251,11 @@ async fn send(client: &reqwest::Client, settings: &Settings, delivery: &Claimed)
                 .and_then(|v| v.trim().parse::<u64>().ok())
                 .map(|s| Duration::from_secs(s).min(settings.backoff_max));
             let delay = asked.unwrap_or_else(|| settings.delay_after(delivery.attempts));
-            Attempt::Retry { status: Some(code), error, at: retry_at(delay) }
+            Attempt::Retry {
+                status: Some(code),
+                error,
+                at: retry_at(delay),
+            }
         }
         Err(e) => {
             let error = if e.is_timeout() {
@@ -246,7 +268,11 @@ async fn send(client: &reqwest::Client, settings: &Settings, delivery: &Claimed)
             if give_up {
                 return budget_spent(None, error, settings);
             }
-            Attempt::Retry { status: None, error, at: retry_at(settings.delay_after(delivery.attempts)) }
+            Attempt::Retry {
+                status: None,
+                error,
+                at: retry_at(settings.delay_after(delivery.attempts)),
+            }
         }
     }
 }
@@ -254,14 +280,18 @@ async fn send(client: &reqwest::Client, settings: &Settings, delivery: &Claimed)
 fn budget_spent(status: Option<u16>, error: String, settings: &Settings) -> Attempt {
     Attempt::Dead {
         status,
-        error: format!("{error}; the retry budget ({} attempts) is spent", settings.max_attempts),
+        error: format!(
+            "{error}; the retry budget ({} attempts) is spent",
+            settings.max_attempts
+        ),
     }
 }
 
 /// `wallet-ledger outbox`: the dispatcher alone, until SIGTERM/SIGINT.
 pub async fn run_standalone(args: OutboxArgs) -> anyhow::Result<()> {
     let pool = crate::db::connect_and_migrate(&args.database).await?;
-    let dispatcher = Dispatcher::new(pool.clone(), Settings::new(&args.outbox, &args.webhooks)).await?;
+    let dispatcher =
+        Dispatcher::new(pool.clone(), Settings::new(&args.outbox, &args.webhooks)).await?;
     let (stop_tx, stop_rx) = watch::channel(false);
     let worker = tokio::spawn(dispatcher.run(stop_rx));
     tracing::info!("outbox dispatcher running");
@@ -293,7 +323,14 @@ mod tests {
     #[test]
     fn the_backoff_doubles_within_its_cap_with_jitter() {
         let s = settings();
-        for (attempts, full) in [(1, 100), (2, 200), (3, 400), (4, 800), (5, 1_000), (40, 1_000)] {
+        for (attempts, full) in [
+            (1, 100),
+            (2, 200),
+            (3, 400),
+            (4, 800),
+            (5, 1_000),
+            (40, 1_000),
+        ] {
             for _ in 0..20 {
                 let d = s.delay_after(attempts).as_millis() as u64;
                 assert!((full / 2..=full).contains(&d), "attempt {attempts}: {d} ms");

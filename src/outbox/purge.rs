@@ -24,7 +24,11 @@ pub struct Purged {
 /// Deletes, in one database transaction, the rows older than `cutoff`: attempts, finished
 /// deliveries (delivered, dead or cancelled), events that were fanned out and have no
 /// delivery left, and staging lines whose run is not a recent one.
-pub async fn purge_database(conn: &mut PgConnection, cutoff: DateTime<Utc>, dry_run: bool) -> Result<Purged, sqlx::Error> {
+pub async fn purge_database(
+    conn: &mut PgConnection,
+    cutoff: DateTime<Utc>,
+    dry_run: bool,
+) -> Result<Purged, sqlx::Error> {
     let mut tx = sqlx::Connection::begin(&mut *conn).await?;
     let attempts = sqlx::query!(
         "delete from delivery_attempts a using webhook_deliveries d
@@ -88,16 +92,29 @@ pub async fn run(args: PurgeArgs) -> anyhow::Result<()> {
         Ok(mut redis) => {
             let min_id = format!("{}-0", cutoff.timestamp_millis());
             purged.dead_letters = if args.dry_run {
-                let old: redis::streams::StreamRangeReply =
-                    redis::cmd("XRANGE").arg(&dead_letters).arg("-").arg(format!("({min_id}")).query_async(&mut redis).await?;
+                let old: redis::streams::StreamRangeReply = redis::cmd("XRANGE")
+                    .arg(&dead_letters)
+                    .arg("-")
+                    .arg(format!("({min_id}"))
+                    .query_async(&mut redis)
+                    .await?;
                 old.ids.len() as u64
             } else {
-                redis::cmd("XTRIM").arg(&dead_letters).arg("MINID").arg(&min_id).query_async(&mut redis).await?
+                redis::cmd("XTRIM")
+                    .arg(&dead_letters)
+                    .arg("MINID")
+                    .arg(&min_id)
+                    .query_async(&mut redis)
+                    .await?
             };
         }
         Err(e) => tracing::warn!(error = %e, "Redis is unreachable: dead letters were not purged"),
     }
-    let verb = if args.dry_run { "would delete" } else { "deleted" };
+    let verb = if args.dry_run {
+        "would delete"
+    } else {
+        "deleted"
+    };
     println!(
         "{verb}: {} delivery attempts, {} deliveries, {} outbox events, {} staging lines, {} dead letters of {dead_letters} (older than {})",
         purged.attempts,

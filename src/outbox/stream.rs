@@ -16,14 +16,27 @@ pub struct EventStream {
 impl EventStream {
     pub async fn connect(url: &str, name: &str) -> anyhow::Result<EventStream> {
         let client = redis::Client::open(url)?;
-        let conn = client.get_multiplexed_async_connection().await.map_err(|e| {
-            anyhow::anyhow!("cannot connect to Redis at {} for the events stream: {e}", crate::db::redact(url))
-        })?;
-        Ok(EventStream { conn, name: name.to_owned() })
+        let conn = client
+            .get_multiplexed_async_connection()
+            .await
+            .map_err(|e| {
+                anyhow::anyhow!(
+                    "cannot connect to Redis at {} for the events stream: {e}",
+                    crate::db::redact(url)
+                )
+            })?;
+        Ok(EventStream {
+            conn,
+            name: name.to_owned(),
+        })
     }
 
     /// Publishes up to `limit` events not yet on the stream; returns how many.
-    pub async fn publish_pending(&mut self, pool: &PgPool, limit: i64) -> Result<usize, sqlx::Error> {
+    pub async fn publish_pending(
+        &mut self,
+        pool: &PgPool,
+        limit: i64,
+    ) -> Result<usize, sqlx::Error> {
         let mut tx = pool.begin().await?;
         let events = sqlx::query!(
             r#"select seq, id, type as event_type, created_at, data from outbox_events
@@ -50,9 +63,12 @@ impl EventStream {
             return Ok(0);
         }
         let ids: Vec<Uuid> = events.iter().map(|e| e.id).collect();
-        sqlx::query!("update outbox_events set streamed_at = now() where id = any($1)", &ids)
-            .execute(&mut *tx)
-            .await?;
+        sqlx::query!(
+            "update outbox_events set streamed_at = now() where id = any($1)",
+            &ids
+        )
+        .execute(&mut *tx)
+        .await?;
         tx.commit().await?;
         Ok(events.len())
     }

@@ -31,33 +31,49 @@ impl UrlPolicy {
     pub fn check(&self, raw: &str) -> Result<url::Url, FieldError> {
         let refuse = |code: &str, message: &str| FieldError::new("/url", code, message);
         if raw.len() > MAX_URL_LEN {
-            return Err(refuse("length", &format!("must be at most {MAX_URL_LEN} bytes")));
+            return Err(refuse(
+                "length",
+                &format!("must be at most {MAX_URL_LEN} bytes"),
+            ));
         }
         let url = url::Url::parse(raw).map_err(|_| refuse("url", "must be an absolute URL"))?;
         if !matches!(url.scheme(), "http" | "https") {
             return Err(refuse("url_scheme", "must be http or https"));
         }
         if !url.username().is_empty() || url.password().is_some() {
-            return Err(refuse("url_credentials", "must not carry credentials; use the signature"));
+            return Err(refuse(
+                "url_credentials",
+                "must not carry credentials; use the signature",
+            ));
         }
         let Some(host) = url.host_str() else {
             return Err(refuse("url", "must name a host"));
         };
         if !self.allows(host, url.port_or_known_default()) {
-            return Err(refuse("url_not_allowed", &format!("host {host} is not on the operator's allow-list (WEBHOOK_ALLOWED_HOSTS)")));
+            return Err(refuse(
+                "url_not_allowed",
+                &format!("host {host} is not on the operator's allow-list (WEBHOOK_ALLOWED_HOSTS)"),
+            ));
         }
         Ok(url)
     }
 
     fn allows(&self, host: &str, port: Option<u16>) -> bool {
-        let host = host.trim_start_matches('[').trim_end_matches(']').to_ascii_lowercase();
+        let host = host
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .to_ascii_lowercase();
         self.allowed_hosts.is_empty()
             || self.allowed_hosts.iter().any(|entry| {
                 let entry = entry.to_ascii_lowercase();
                 if let Some(suffix) = entry.strip_prefix("*.") {
                     host.ends_with(&format!(".{suffix}"))
-                } else if let Some((h, p)) = entry.rsplit_once(':').filter(|(_, p)| p.parse::<u16>().is_ok()) {
-                    h.trim_start_matches('[').trim_end_matches(']') == host && port.map(|x| x.to_string()).as_deref() == Some(p)
+                } else if let Some((h, p)) = entry
+                    .rsplit_once(':')
+                    .filter(|(_, p)| p.parse::<u16>().is_ok())
+                {
+                    h.trim_start_matches('[').trim_end_matches(']') == host
+                        && port.map(|x| x.to_string()).as_deref() == Some(p)
                 } else {
                     entry == host
                 }
@@ -78,7 +94,12 @@ pub struct NewSubscription {
 }
 
 impl NewSubscription {
-    pub fn new(id: Uuid, url: String, mut event_types: Vec<EventType>, secret: Option<String>) -> NewSubscription {
+    pub fn new(
+        id: Uuid,
+        url: String,
+        mut event_types: Vec<EventType>,
+        secret: Option<String>,
+    ) -> NewSubscription {
         event_types.sort();
         event_types.dedup();
         let types: Vec<&str> = event_types.iter().map(|t| t.as_str()).collect();
@@ -139,9 +160,16 @@ impl Subscription {
     }
 }
 
-pub async fn create(conn: &mut PgConnection, new: &NewSubscription) -> Result<Created, sqlx::Error> {
+pub async fn create(
+    conn: &mut PgConnection,
+    new: &NewSubscription,
+) -> Result<Created, sqlx::Error> {
     let now = now_micros();
-    let types: Vec<String> = new.event_types.iter().map(|t| t.as_str().to_owned()).collect();
+    let types: Vec<String> = new
+        .event_types
+        .iter()
+        .map(|t| t.as_str().to_owned())
+        .collect();
     let view = SubscriptionView {
         id: new.id,
         url: new.url.clone(),
@@ -178,7 +206,12 @@ pub async fn create(conn: &mut PgConnection, new: &NewSubscription) -> Result<Cr
     )
     .fetch_one(conn)
     .await?;
-    Ok(Created::replay_or_mismatch(&stored.creation_request, &new.request, 201, stored.creation_response))
+    Ok(Created::replay_or_mismatch(
+        &stored.creation_request,
+        &new.request,
+        201,
+        stored.creation_response,
+    ))
 }
 
 pub async fn find(conn: &mut PgConnection, id: Uuid) -> Result<Option<Subscription>, sqlx::Error> {
@@ -208,12 +241,20 @@ pub async fn list(
     )
     .fetch_all(conn)
     .await?;
-    Ok(crate::ledger::transactions::paginate(rows, limit, |s| s.seq, |s| s.view()))
+    Ok(crate::ledger::transactions::paginate(
+        rows,
+        limit,
+        |s| s.seq,
+        |s| s.view(),
+    ))
 }
 
 /// `active → deleted` (a repeat finds it deleted and answers the same). Its pending deliveries
 /// are cancelled in the same transaction: nothing more is sent to it.
-pub async fn delete(conn: &mut PgConnection, id: Uuid) -> Result<Option<Subscription>, sqlx::Error> {
+pub async fn delete(
+    conn: &mut PgConnection,
+    id: Uuid,
+) -> Result<Option<Subscription>, sqlx::Error> {
     let mut tx = sqlx::Connection::begin(&mut *conn).await?;
     let changed = sqlx::query!(
         "update webhook_subscriptions set status = 'deleted', updated_at = now()
@@ -270,17 +311,38 @@ mod tests {
     fn urls_are_checked_and_the_allow_list_applies() {
         let open = UrlPolicy::default();
         assert!(open.check("https://hooks.example.com/in").is_ok());
-        assert_eq!(open.check("ftp://x.example.com").unwrap_err().code, "url_scheme");
-        assert_eq!(open.check("https://user:pw@x.example.com").unwrap_err().code, "url_credentials");
+        assert_eq!(
+            open.check("ftp://x.example.com").unwrap_err().code,
+            "url_scheme"
+        );
+        assert_eq!(
+            open.check("https://user:pw@x.example.com")
+                .unwrap_err()
+                .code,
+            "url_credentials"
+        );
         assert_eq!(open.check("not a url").unwrap_err().code, "url");
         let strict = UrlPolicy {
-            allowed_hosts: vec!["*.example.com".into(), "127.0.0.1:9000".into(), "hooks.test".into()],
+            allowed_hosts: vec![
+                "*.example.com".into(),
+                "127.0.0.1:9000".into(),
+                "hooks.test".into(),
+            ],
         };
         assert!(strict.check("https://a.example.com/x").is_ok());
         assert!(strict.check("http://127.0.0.1:9000/x").is_ok());
         assert!(strict.check("http://hooks.test/x").is_ok());
-        for refused in ["http://127.0.0.1:9001/x", "http://example.com/x", "http://169.254.169.254/latest", "http://localhost/x"] {
-            assert_eq!(strict.check(refused).unwrap_err().code, "url_not_allowed", "{refused}");
+        for refused in [
+            "http://127.0.0.1:9001/x",
+            "http://example.com/x",
+            "http://169.254.169.254/latest",
+            "http://localhost/x",
+        ] {
+            assert_eq!(
+                strict.check(refused).unwrap_err().code,
+                "url_not_allowed",
+                "{refused}"
+            );
         }
     }
 }
