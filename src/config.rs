@@ -77,15 +77,16 @@ pub enum Command {
 #[derive(Debug, Clone, Args)]
 pub struct DatabaseConfig {
     /// PostgreSQL URL (`serve` and `migrate` create the database if missing).
-    #[arg(long = "database-url", env = "DATABASE_URL", default_value = DEFAULT_DATABASE_URL)]
+    #[arg(long = "database-url", env = "DATABASE_URL", default_value = DEFAULT_DATABASE_URL,
+        global = true)]
     pub url: String,
     /// Most connections in the pool.
     #[arg(long, env = "DB_POOL_MAX_CONNECTIONS", default_value_t = DEFAULT_POOL_MAX_CONNECTIONS,
-        value_parser = clap::value_parser!(u32).range(1..))]
+        value_parser = clap::value_parser!(u32).range(1..), global = true)]
     pub pool_max_connections: u32,
     /// How long a request waits for a free connection before answering 503.
     #[arg(long, env = "DB_POOL_ACQUIRE_TIMEOUT_MS", default_value_t = DEFAULT_POOL_ACQUIRE_TIMEOUT_MS,
-        value_parser = clap::value_parser!(u64).range(1..))]
+        value_parser = clap::value_parser!(u64).range(1..), global = true)]
     pub pool_acquire_timeout_ms: u64,
 }
 
@@ -201,6 +202,11 @@ pub struct VerifyArgs {
     /// Print the report as JSON instead of text.
     #[arg(long)]
     pub json: bool,
+    /// Where the consumer's dead letters are counted (`<stream>.dlq`).
+    #[command(flatten)]
+    pub redis: RedisConfig,
+    #[command(flatten)]
+    pub stream: StreamConfig,
 }
 
 impl VerifyArgs {
@@ -542,6 +548,7 @@ pub const DEFAULT_WEBHOOK_TIMEOUT_MS: u64 = 10_000;
 pub const DEFAULT_WEBHOOK_MAX_ATTEMPTS: i32 = 15;
 pub const DEFAULT_WEBHOOK_BACKOFF_MS: u64 = 1_000;
 pub const DEFAULT_WEBHOOK_BACKOFF_MAX_MS: u64 = 3_600_000;
+pub const DEFAULT_WEBHOOK_CONCURRENCY: u64 = 16;
 
 #[derive(Debug, Clone, Args)]
 pub struct OutboxConfig {
@@ -569,6 +576,10 @@ pub struct OutboxConfig {
     #[arg(long, env = "WEBHOOK_BACKOFF_MAX_MS", default_value_t = DEFAULT_WEBHOOK_BACKOFF_MAX_MS,
         value_parser = clap::value_parser!(u64).range(1..))]
     pub webhook_backoff_max_ms: u64,
+    /// Requests sent at once by one dispatcher (a receiver is not flooded by a backlog).
+    #[arg(long, env = "WEBHOOK_CONCURRENCY", default_value_t = DEFAULT_WEBHOOK_CONCURRENCY,
+        value_parser = clap::value_parser!(u64).range(1..))]
+    pub webhook_concurrency: u64,
     /// Also publish every event to this Redis/Valkey stream (for example `ledger.events`),
     /// with the event id as its key; off when unset.
     #[arg(long, env = "EVENTS_STREAM")]
@@ -586,6 +597,7 @@ impl Default for OutboxConfig {
             webhook_max_attempts: DEFAULT_WEBHOOK_MAX_ATTEMPTS,
             webhook_backoff_ms: DEFAULT_WEBHOOK_BACKOFF_MS,
             webhook_backoff_max_ms: DEFAULT_WEBHOOK_BACKOFF_MAX_MS,
+            webhook_concurrency: DEFAULT_WEBHOOK_CONCURRENCY,
             events_stream: None,
             redis: RedisConfig {
                 url: DEFAULT_REDIS_URL.to_owned(),
@@ -654,6 +666,9 @@ pub struct PurgeArgs {
     /// Count what would be deleted, delete nothing.
     #[arg(long)]
     pub dry_run: bool,
+    /// When the dispatcher publishes to an events stream, events not yet published are kept.
+    #[arg(long, env = "EVENTS_STREAM")]
+    pub events_stream: Option<String>,
 }
 
 impl PurgeArgs {

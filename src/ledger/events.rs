@@ -79,7 +79,8 @@ pub fn event_id(event: EventType, key: &str) -> Uuid {
 }
 
 /// Records one event per `(transaction, type)`, its data read from the transaction as it is
-/// now in this database transaction: call it after the change's writes.
+/// now in this database transaction: call it after the change's writes. Events are numbered
+/// (`seq`) in the order given, which is the order the batch was decided in.
 pub async fn record_transactions(
     conn: &mut PgConnection,
     events: &[(Uuid, EventType)],
@@ -113,9 +114,10 @@ pub async fn record_transactions(
                                             order by e.account_id)
                            from entries e where e.transaction_id = t.id and e.sequence is not null),
                           '[]'::jsonb))
-           from unnest($1::uuid[], $2::text[], $3::uuid[]) as ev(id, type, transaction_id)
+           from unnest($1::uuid[], $2::text[], $3::uuid[]) with ordinality
+                as ev(id, type, transaction_id, n)
            join transactions t on t.id = ev.transaction_id
-           order by ev.id
+           order by ev.n
            on conflict (id) do nothing"#,
         &ids,
         &types as &[&str],
@@ -154,6 +156,27 @@ pub async fn record_account(
     .execute(conn)
     .await?;
     Ok(())
+}
+
+/// The wallets that `entries` of `transaction_id` took from zero or more to below zero.
+pub(crate) fn negative_crossings<'a>(
+    transaction_id: Uuid,
+    currency: &str,
+    entries: impl IntoIterator<Item = &'a super::posting::NewEntry>,
+) -> Vec<NegativeBalance> {
+    entries
+        .into_iter()
+        .filter_map(|e| {
+            let (after, sequence) = (e.balance_after?, e.sequence?);
+            (after < 0 && after - e.amount >= 0).then(|| NegativeBalance {
+                account: e.account.clone(),
+                transaction_id,
+                currency: currency.to_owned(),
+                sequence,
+                balance_after: after,
+            })
+        })
+        .collect()
 }
 
 /// A wallet whose balance went from zero or more to below zero at one entry.

@@ -312,6 +312,8 @@ pub async fn resolve_in(
                 .map(|e| (id, currency.code(), ledger_time, e))
                 .collect();
             posting::insert_entry_rows(tx, &rows).await?;
+            let crossings = events::negative_crossings(id, currency.code(), &entries);
+            events::record_negative_balances(tx, &crossings).await?;
             body
         }
     };

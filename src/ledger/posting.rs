@@ -249,18 +249,7 @@ async fn record_events(conn: &mut PgConnection, rows: &[&Rendered]) -> Result<()
     events::record_transactions(conn, &new_rows).await?;
     let crossings: Vec<NegativeBalance> = rows
         .iter()
-        .flat_map(|r| {
-            r.entries.iter().filter_map(move |e| {
-                let (after, sequence) = (e.balance_after?, e.sequence?);
-                (after < 0 && after - e.amount >= 0).then(|| NegativeBalance {
-                    account: e.account.clone(),
-                    transaction_id: r.item_id,
-                    currency: r.view.currency.clone(),
-                    sequence,
-                    balance_after: after,
-                })
-            })
-        })
+        .flat_map(|r| events::negative_crossings(r.item_id, &r.view.currency, &r.entries))
         .collect();
     events::record_negative_balances(conn, &crossings).await
 }

@@ -69,9 +69,11 @@ pub async fn claim(
     sqlx::query_as!(
         Claimed,
         r#"with due as (
-               select id from webhook_deliveries
-               where status = 'pending' and next_attempt_at <= now()
-               order by next_attempt_at limit $1
+               select d.id from webhook_deliveries d
+               where d.status = 'pending' and d.next_attempt_at <= now()
+                 and exists (select 1 from webhook_subscriptions s
+                             where s.id = d.subscription_id and s.status = 'active')
+               order by d.next_attempt_at limit $1
                for update skip locked)
            update webhook_deliveries d
               set attempts = d.attempts + 1, updated_at = now(),
@@ -310,7 +312,7 @@ pub enum Redelivery {
     /// Due now, with a fresh retry budget.
     Scheduled(Box<DeliveryDetail>),
     NotFound,
-    /// Its subscription was deleted: there is nowhere to send it.
+    /// Its subscription was deleted (or it was cancelled with it): nowhere to send it.
     Cancelled,
 }
 
@@ -322,6 +324,8 @@ pub async fn redeliver(conn: &mut PgConnection, id: Uuid) -> Result<Redelivery, 
               set status = 'pending', attempts = 0, next_attempt_at = now(), delivered_at = null,
                   updated_at = now()
             where id = $1 and status <> 'cancelled'
+              and exists (select 1 from webhook_subscriptions s
+                          where s.id = subscription_id and s.status = 'active')
             returning status"#,
         id
     )

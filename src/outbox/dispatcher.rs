@@ -18,7 +18,6 @@ use sqlx::PgPool;
 use std::time::{Duration, Instant};
 use tokio::sync::watch;
 
-
 #[derive(Debug, Clone)]
 pub struct Settings {
     pub interval: Duration,
@@ -28,6 +27,8 @@ pub struct Settings {
     pub backoff: Duration,
     pub backoff_max: Duration,
     pub policy: UrlPolicy,
+    /// Requests in flight at once.
+    pub concurrency: usize,
     pub events_stream: Option<(String, String)>,
 }
 
@@ -41,6 +42,7 @@ impl Settings {
             backoff: Duration::from_millis(config.webhook_backoff_ms),
             backoff_max: Duration::from_millis(config.webhook_backoff_max_ms),
             policy: policy.url_policy(),
+            concurrency: usize::try_from(config.webhook_concurrency).unwrap_or(usize::MAX),
             events_stream: config
                 .events_stream
                 .clone()
@@ -120,17 +122,25 @@ impl Dispatcher {
         drop(conn);
         report.claimed = claimed.len();
         let mut sends = tokio::task::JoinSet::new();
-        for delivery in claimed {
-            let client = self.client.clone();
-            let settings = self.settings.clone();
-            sends.spawn(async move {
-                let started_at = Utc::now();
-                let clock = Instant::now();
-                let attempt = send(&client, &settings, &delivery).await;
-                (delivery, started_at, clock.elapsed(), attempt)
-            });
-        }
-        while let Some(done) = sends.join_next().await {
+        let mut waiting = claimed.into_iter();
+        loop {
+            // At most `concurrency` requests in flight; each finished one lets the next go.
+            while sends.len() < self.settings.concurrency.max(1) {
+                let Some(delivery) = waiting.next() else {
+                    break;
+                };
+                let client = self.client.clone();
+                let settings = self.settings.clone();
+                sends.spawn(async move {
+                    let started_at = Utc::now();
+                    let clock = Instant::now();
+                    let attempt = send(&client, &settings, &delivery).await;
+                    (delivery, started_at, clock.elapsed(), attempt)
+                });
+            }
+            let Some(done) = sends.join_next().await else {
+                break;
+            };
             let Ok((delivery, started_at, took, attempt)) = done else {
                 continue; // a send task panicked: its lease runs out and it is sent again
             };
@@ -316,6 +326,7 @@ mod tests {
             backoff: Duration::from_millis(100),
             backoff_max: Duration::from_millis(1_000),
             policy: UrlPolicy::default(),
+            concurrency: 4,
             events_stream: None,
         }
     }

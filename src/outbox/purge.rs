@@ -22,11 +22,13 @@ pub struct Purged {
 }
 
 /// Deletes, in one database transaction, the rows older than `cutoff`: attempts, finished
-/// deliveries (delivered, dead or cancelled), events that were fanned out and have no
-/// delivery left, and staging lines whose run is not a recent one.
+/// deliveries (delivered, dead or cancelled), events that were fanned out, have no delivery
+/// left and (when an events stream is configured, `streaming`) were published, and staging
+/// lines whose run is not a recent one.
 pub async fn purge_database(
     conn: &mut PgConnection,
     cutoff: DateTime<Utc>,
+    streaming: bool,
     dry_run: bool,
 ) -> Result<Purged, sqlx::Error> {
     let mut tx = sqlx::Connection::begin(&mut *conn).await?;
@@ -48,8 +50,10 @@ pub async fn purge_database(
     let events = sqlx::query!(
         "delete from outbox_events e
          where e.created_at < $1 and e.fanned_out_at is not null
+           and (e.streamed_at is not null or not $2)
            and not exists (select 1 from webhook_deliveries d where d.event_id = e.id)",
-        cutoff
+        cutoff,
+        streaming
     )
     .execute(&mut *tx)
     .await?
@@ -81,7 +85,8 @@ pub async fn run(args: PurgeArgs) -> anyhow::Result<()> {
     let cutoff = Utc::now() - TimeDelta::days(i64::from(args.retention_days));
     let pool = crate::db::connect(&args.database).await?;
     let mut conn = pool.acquire().await?;
-    let mut purged = purge_database(&mut conn, cutoff, args.dry_run).await?;
+    let streaming = args.events_stream.is_some();
+    let mut purged = purge_database(&mut conn, cutoff, streaming, args.dry_run).await?;
     drop(conn);
     pool.close().await;
 

@@ -289,7 +289,11 @@ pub async fn rotate_secret(
 ) -> Result<Option<SubscriptionView>, sqlx::Error> {
     let row = sqlx::query_as!(
         Subscription,
-        r#"update webhook_subscriptions set secrets = array[$2, secrets[1]], updated_at = now()
+        // A retried rotation (the same secret again) leaves the pair as it is, so the previous
+        // secret is not lost to a retry.
+        r#"update webhook_subscriptions
+           set secrets = case when secrets[1] = $2 then secrets else array[$2, secrets[1]] end,
+               updated_at = now()
            where id = $1 and status = 'active'
            returning seq, id, url, event_types, secrets, status, created_at, updated_at"#,
         id,

@@ -428,3 +428,117 @@ async fn mapped_columns_and_a_file_without_required_columns() {
     );
     app.finish().await;
 }
+
+/// A ledger of three payments and a file that settles them all except where `faulty` (given
+/// the payments) replaces the first one's line: the report holds exactly one exception, of
+/// `code`, whose first reason starts with `reason`, and the job exits 1.
+async fn only_exception(code: &str, faulty: impl Fn(&[Payment]) -> Vec<String>, reason: &str) {
+    let app = TestApp::new().await;
+    let p = ledger_with_payments(&app, 3).await;
+    let mut lines = faulty(&p);
+    lines.push(settled(&p[1]));
+    lines.push(settled(&p[2]));
+    let file = write_file(&tmp(), &lines);
+    let (exit, report, _) = reconcile(&app, &file, &[]).await;
+    assert_eq!(exit, 1, "{report:#}");
+    let all = report["exceptions"].as_array().unwrap();
+    let found: Vec<&Value> = all.iter().filter(|e| e["code"] == code).collect();
+    assert_eq!(found.len(), 1, "{code}: {report:#}");
+    let first = found[0]["reasons"][0].as_str().unwrap();
+    assert!(
+        first.starts_with(reason),
+        "{code}: {first:?} should start with {reason:?}"
+    );
+    // An unparsable line also leaves its payment unmatched; every other category stands alone.
+    let others: Vec<&Value> = all.iter().filter(|e| e["code"] != code).collect();
+    let expected_others = if code == "unparsable_row" { 1 } else { 0 };
+    assert_eq!(others.len(), expected_others, "{report:#}");
+    app.finish().await;
+}
+
+fn line_of(p: &Payment, amount: &str, currency: &str, status: &str) -> String {
+    line(
+        &p.id.to_string(),
+        &p.external_ref,
+        amount,
+        currency,
+        status,
+        "",
+    )
+}
+
+#[tokio::test]
+async fn category_missing_in_ledger() {
+    let id = Uuid::new_v4();
+    only_exception(
+        "missing_in_ledger",
+        |p| {
+            vec![
+                settled(&p[0]),
+                line(&id.to_string(), "psp_x", "12.00", "SAR", "settled", ""),
+            ]
+        },
+        "payment: provider settled 12.00 SAR (line 3)",
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn category_missing_at_provider() {
+    only_exception(
+        "missing_at_provider",
+        |_| vec![],
+        "payment: ledger posted 50.00 SAR at",
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn category_amount_mismatch() {
+    only_exception(
+        "amount_mismatch",
+        |p| vec![line_of(&p[0], "45.00", "SAR", "settled")],
+        "amount: ledger 50.00, provider 45.00",
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn category_currency_mismatch() {
+    only_exception(
+        "currency_mismatch",
+        |p| vec![line_of(&p[0], "50.00", "USD", "settled")],
+        "currency: ledger SAR, provider USD",
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn category_status_mismatch() {
+    only_exception(
+        "status_mismatch",
+        |p| vec![line_of(&p[0], "50.00", "SAR", "failed")],
+        "status: ledger posted, provider failed",
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn category_duplicate_in_file() {
+    only_exception(
+        "duplicate_in_file",
+        |p| vec![settled(&p[0]), settled(&p[0])],
+        "status settled: lines 2, 3",
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn category_unparsable_row() {
+    only_exception(
+        "unparsable_row",
+        |p| vec![line_of(&p[0], "50.005", "SAR", "settled")],
+        "amount: 50.005 has more decimals than SAR allows (2)",
+    )
+    .await;
+}

@@ -252,3 +252,70 @@ async fn verify_against_an_unreachable_database_exits_2() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("cannot reach PostgreSQL"));
 }
+
+#[tokio::test]
+async fn dead_letters_and_dead_deliveries_are_counted_without_failing_the_books() {
+    let app = busy_ledger().await;
+    // Two dead letters on a stream of this test's own.
+    let stream = super::stream_support::unique_stream("verify");
+    let mut redis =
+        super::stream_support::redis_at(&super::stream_support::shared_redis_url()).await;
+    for n in 0..2 {
+        let fields = [
+            ("event_id", "x"),
+            ("dlq_reason", "malformed_event"),
+            ("n", if n == 0 { "1" } else { "2" }),
+        ];
+        let _: String =
+            redis::AsyncCommands::xadd(&mut redis, format!("{stream}.dlq"), "*", &fields)
+                .await
+                .unwrap();
+    }
+    // One dead delivery: a subscription, its delivery of the first event, given up on.
+    sql(
+        &app,
+        "insert into webhook_subscriptions (id, url, event_types, secrets, creation_request,
+                                            creation_response, created_at, updated_at)
+         values ('00000000-0000-4000-8000-000000000001', 'http://127.0.0.1:9/x', '{}',
+                 array['whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw'], '{}', '{}', now(), now())",
+    )
+    .await;
+    sql(
+        &app,
+        "insert into webhook_deliveries (id, event_id, subscription_id, status, attempts,
+                                         next_attempt_at, last_error)
+         select gen_random_uuid(), id, '00000000-0000-4000-8000-000000000001', 'dead', 15, now(),
+                'the receiver could not be reached'
+         from outbox_events order by seq limit 1",
+    )
+    .await;
+
+    let (code, out) = verify_binary(&app, &["--json", "--stream", &stream]).await;
+    assert_eq!(code, Some(0), "{out}");
+    let report: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(report["clean"], true);
+    assert_eq!(report["failures"]["dead_letters"], 2, "{report}");
+    assert_eq!(
+        report["failures"]["dead_letters_stream"],
+        format!("{stream}.dlq")
+    );
+    assert_eq!(report["failures"]["dead_deliveries"], 1);
+
+    // The text report says so too; an unreachable broker is reported, not fatal.
+    let (code, out) = verify_binary(&app, &["--stream", &stream]).await;
+    assert_eq!(code, Some(0), "{out}");
+    assert!(out.contains("dead letters             2 in"), "{out}");
+    assert!(
+        out.contains("dead deliveries          1 (0 pending)"),
+        "{out}"
+    );
+    let port = super::stream_support::free_port();
+    let (code, out) =
+        verify_binary(&app, &["--redis-url", &format!("redis://127.0.0.1:{port}")]).await;
+    assert_eq!(code, Some(0), "{out}");
+    assert!(out.contains("unknown (Redis unreachable)"), "{out}");
+    let _: () = redis::AsyncCommands::del(&mut redis, format!("{stream}.dlq"))
+        .await
+        .unwrap();
+    app.finish().await;
+}
