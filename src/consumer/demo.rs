@@ -40,16 +40,7 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<bool> {
     let before = accounts::wallet_posted_balance(&mut conn, wallet.as_str()).await?;
     drop(conn);
 
-    let client = redis::Client::open(args.redis.url.as_str())?;
-    let mut redis = client
-        .get_multiplexed_async_connection()
-        .await
-        .with_context(|| {
-            format!(
-                "cannot connect to Redis at {}",
-                crate::db::redact(&args.redis.url)
-            )
-        })?;
+    let mut redis = super::stream::connect_redis(&args.redis.url).await?;
     let dead_letters = format!("{}.dlq", args.stream);
     let _: () = redis
         .del(&[

@@ -7,7 +7,6 @@
 
 use super::stream::DEAD_LETTER_PREFIX;
 use crate::config::{DlqAction, DlqArgs};
-use anyhow::Context;
 use redis::AsyncCommands;
 use redis::streams::{StreamId, StreamRangeReply};
 use serde_json::{Map, Value, json};
@@ -16,16 +15,7 @@ use serde_json::{Map, Value, json};
 const PAGE: usize = 500;
 
 pub async fn run(args: DlqArgs) -> anyhow::Result<()> {
-    let client = redis::Client::open(args.redis.url.as_str())?;
-    let mut conn = client
-        .get_multiplexed_async_connection()
-        .await
-        .with_context(|| {
-            format!(
-                "cannot connect to Redis at {}",
-                crate::db::redact(&args.redis.url)
-            )
-        })?;
+    let mut conn = super::stream::connect_redis(&args.redis.url).await?;
     let dead_letters = args.stream.dead_letters();
     match args.action {
         DlqAction::List { count } => {

@@ -3,7 +3,6 @@
 //! id, the same event id), in the seed article's format plus the contract's optional fields.
 
 use crate::config::PublishArgs;
-use anyhow::Context;
 use redis::AsyncCommands;
 use std::collections::BTreeMap;
 use uuid::Uuid;
@@ -91,16 +90,7 @@ pub async fn publish_payments(
 
 /// `wallet-ledger publish`: prints one line per payment and a summary of the expected totals.
 pub async fn run(args: PublishArgs) -> anyhow::Result<()> {
-    let client = redis::Client::open(args.redis.url.as_str())?;
-    let mut conn = client
-        .get_multiplexed_async_connection()
-        .await
-        .with_context(|| {
-            format!(
-                "cannot connect to Redis at {}",
-                crate::db::redact(&args.redis.url)
-            )
-        })?;
+    let mut conn = super::stream::connect_redis(&args.redis.url).await?;
     let published = publish_payments(
         &mut conn,
         &args.stream,

@@ -15,6 +15,18 @@ use redis::streams::{
 use redis::{AsyncCommands, RedisResult, Value};
 use std::time::Duration;
 
+/// A connection for the command-line tools, with an error that names the (password-free) URL.
+pub async fn connect_redis(url: &str) -> anyhow::Result<redis::aio::MultiplexedConnection> {
+    let connected = async {
+        redis::Client::open(url)?
+            .get_multiplexed_async_connection()
+            .await
+    };
+    connected
+        .await
+        .map_err(|e| anyhow::anyhow!("cannot connect to Redis at {}: {e}", crate::db::redact(url)))
+}
+
 /// Fields a dead letter adds to the original ones; a replay strips them again.
 pub const DEAD_LETTER_PREFIX: &str = "dlq_";
 

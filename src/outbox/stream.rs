@@ -15,16 +15,7 @@ pub struct EventStream {
 
 impl EventStream {
     pub async fn connect(url: &str, name: &str) -> anyhow::Result<EventStream> {
-        let client = redis::Client::open(url)?;
-        let conn = client
-            .get_multiplexed_async_connection()
-            .await
-            .map_err(|e| {
-                anyhow::anyhow!(
-                    "cannot connect to Redis at {} for the events stream: {e}",
-                    crate::db::redact(url)
-                )
-            })?;
+        let conn = crate::consumer::stream::connect_redis(url).await?;
         Ok(EventStream {
             conn,
             name: name.to_owned(),
