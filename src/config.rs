@@ -16,6 +16,9 @@ pub const DEFAULT_POOL_ACQUIRE_TIMEOUT_MS: u64 = 10_000;
 pub const DEFAULT_REQUEST_TIMEOUT_MS: u64 = 30_000;
 pub const DEFAULT_BODY_LIMIT_BYTES: usize = 256 * 1024;
 pub const DEFAULT_BATCH_BODY_LIMIT_BYTES: usize = 4 * 1024 * 1024;
+/// Per API key: a sustained rate and the burst above it (a token bucket).
+pub const DEFAULT_RATE_LIMIT_PER_SECOND: u32 = 500;
+pub const DEFAULT_RATE_LIMIT_BURST: u32 = 1_000;
 pub const DEFAULT_CHECKPOINT_INTERVAL_MS: u64 = 5_000;
 /// A hold without `expires_at` expires after this long (7 days).
 pub const DEFAULT_HOLD_EXPIRY_MS: u64 = 7 * 24 * 60 * 60 * 1000;
@@ -60,6 +63,8 @@ pub enum Command {
     Consume(ConsumeArgs),
     /// Inspect, replay or drop the stream's dead letters (`<stream>.dlq`).
     Dlq(DlqArgs),
+    /// Create, list or revoke API keys (`create` prints the token alone on stdout, once).
+    ApiKey(ApiKeyArgs),
     /// Run the webhook dispatcher alone (several may run at once; `serve` runs one too).
     Outbox(OutboxArgs),
     /// List webhook deliveries or send one again.
@@ -127,6 +132,17 @@ pub struct HttpConfig {
     pub hold_expiry_ms: u64,
     #[command(flatten)]
     pub webhooks: WebhookPolicy,
+    /// Requests per second each API key may make on average; more answer 429 `rate_limited`.
+    #[arg(long, env = "RATE_LIMIT_PER_SECOND", default_value_t = DEFAULT_RATE_LIMIT_PER_SECOND,
+        value_parser = clap::value_parser!(u32).range(1..))]
+    pub rate_limit_per_second: u32,
+    /// Requests an API key may make at once above its average rate.
+    #[arg(long, env = "RATE_LIMIT_BURST", default_value_t = DEFAULT_RATE_LIMIT_BURST,
+        value_parser = clap::value_parser!(u32).range(1..))]
+    pub rate_limit_burst: u32,
+    /// `GET /metrics` needs an admin key (by default it is open, like health and readiness).
+    #[arg(long, env = "METRICS_REQUIRE_KEY")]
+    pub metrics_require_key: bool,
 }
 
 impl Default for HttpConfig {
@@ -140,6 +156,9 @@ impl Default for HttpConfig {
             batch_body_limit_bytes: DEFAULT_BATCH_BODY_LIMIT_BYTES,
             hold_expiry_ms: DEFAULT_HOLD_EXPIRY_MS,
             webhooks: WebhookPolicy::default(),
+            rate_limit_per_second: DEFAULT_RATE_LIMIT_PER_SECOND,
+            rate_limit_burst: DEFAULT_RATE_LIMIT_BURST,
+            metrics_require_key: false,
         }
     }
 }
@@ -686,4 +705,54 @@ impl PurgeArgs {
         }
         Ok(())
     }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, clap::ValueEnum)]
+pub enum Scope {
+    /// GETs of accounts, balances, entries, holds and transactions.
+    Read,
+    /// Money-moving POSTs (and everything `read` may do).
+    Write,
+    /// Accounts' lifecycle, webhooks, deliveries, reconciliations (and everything `write` may do).
+    Admin,
+}
+
+impl Scope {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Scope::Read => "read",
+            Scope::Write => "write",
+            Scope::Admin => "admin",
+        }
+    }
+
+    pub fn parse(value: &str) -> Option<Scope> {
+        [Scope::Read, Scope::Write, Scope::Admin]
+            .into_iter()
+            .find(|s| s.as_str() == value)
+    }
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct ApiKeyArgs {
+    #[command(flatten)]
+    pub database: DatabaseConfig,
+    #[command(subcommand)]
+    pub action: ApiKeyAction,
+}
+
+#[derive(Debug, Clone, Subcommand)]
+pub enum ApiKeyAction {
+    /// Make a key; prints its token alone on stdout (only its SHA-256 is stored).
+    Create {
+        /// Whose key: `Idempotency-Key` ids are derived per owner, so they survive rotation.
+        #[arg(long)]
+        owner: String,
+        #[arg(long, value_enum)]
+        scope: Scope,
+    },
+    /// Print the keys (never their tokens), one JSON object a line.
+    List,
+    /// Revoke a key by id: it answers 401 from the next request on.
+    Revoke { id: uuid::Uuid },
 }

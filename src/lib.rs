@@ -3,6 +3,8 @@
 //! Dependencies point one way: `http`, `consumer` and `reconcile` use `ledger`; the ledger
 //! core knows nothing of HTTP, Redis or reports.
 
+/// API keys: tokens, scopes, `wallet-ledger api-key`.
+pub mod api_keys;
 /// Typed settings: flags with environment fallbacks, every limit named once.
 pub mod config;
 /// The stream consumer of payment events (Redis/Valkey Streams) and its tools.

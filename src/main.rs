@@ -56,6 +56,7 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
         }
         Command::Openapi => print!("{}", wallet_ledger::http::openapi::document()),
         Command::Consume(args) => wallet_ledger::consumer::run(args).await?,
+        Command::ApiKey(args) => wallet_ledger::api_keys::run(args).await?,
         Command::Outbox(args) => wallet_ledger::outbox::dispatcher::run_standalone(args).await?,
         Command::Deliveries(args) => wallet_ledger::outbox::deliveries::run_cli(args).await?,
         Command::Purge(args) => wallet_ledger::outbox::purge::run(args).await?,

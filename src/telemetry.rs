@@ -8,8 +8,8 @@ use axum::routing::get;
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
 
 /// Latency buckets (seconds) of every `*_seconds` histogram: 1 ms to 10 s.
 const SECONDS_BUCKETS: &[f64] = &[
@@ -17,8 +17,6 @@ const SECONDS_BUCKETS: &[f64] = &[
 ];
 /// Buckets of batch sizes: 1 to the largest batch.
 const SIZE_BUCKETS: &[f64] = &[1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0, 200.0, 500.0, 1000.0];
-/// How often histogram windows are maintained.
-const UPKEEP_INTERVAL: Duration = Duration::from_secs(5);
 
 /// Whether the process can do its work now (for `/readyz`): a worker clears it while the
 /// database or the broker is unreachable and sets it again once they answer.
@@ -39,20 +37,26 @@ impl Readiness {
     }
 }
 
-/// Installs the process-wide Prometheus recorder (once) and returns its handle.
-pub fn install_recorder() -> anyhow::Result<PrometheusHandle> {
-    let handle = PrometheusBuilder::new()
-        .set_buckets_for_metric(Matcher::Suffix("_seconds".into()), SECONDS_BUCKETS)?
-        .set_buckets_for_metric(Matcher::Suffix("_size".into()), SIZE_BUCKETS)?
-        .install_recorder()?;
-    let upkeep = handle.clone();
-    tokio::spawn(async move {
-        loop {
-            tokio::time::sleep(UPKEEP_INTERVAL).await;
-            upkeep.run_upkeep();
-        }
-    });
-    Ok(handle)
+/// The process-wide Prometheus recorder, installed on first use (the API, the consumer and
+/// tests in one process share it).
+pub fn recorder() -> anyhow::Result<PrometheusHandle> {
+    static RECORDER: OnceLock<Result<PrometheusHandle, String>> = OnceLock::new();
+    RECORDER
+        .get_or_init(|| {
+            let builder = PrometheusBuilder::new()
+                .set_buckets_for_metric(Matcher::Suffix("_seconds".into()), SECONDS_BUCKETS)
+                .and_then(|b| b.set_buckets_for_metric(Matcher::Suffix("_size".into()), SIZE_BUCKETS))
+                .map_err(|e| e.to_string())?;
+            builder.install_recorder().map_err(|e| e.to_string())
+        })
+        .clone()
+        .map_err(|e| anyhow::anyhow!("cannot install the metrics recorder: {e}"))
+}
+
+/// The metrics as Prometheus text, after the histograms' upkeep.
+pub fn render(handle: &PrometheusHandle) -> String {
+    handle.run_upkeep();
+    handle.render()
 }
 
 #[derive(Clone)]
@@ -63,13 +67,13 @@ struct Probe {
 
 /// Serves `/metrics` and `/readyz` on `addr` in the background; returns the bound address.
 pub async fn serve(addr: SocketAddr, readiness: Readiness) -> anyhow::Result<SocketAddr> {
-    let metrics = install_recorder()?;
+    let metrics = recorder()?;
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .map_err(|e| anyhow::anyhow!("cannot listen for metrics on {addr}: {e}"))?;
     let bound = listener.local_addr()?;
     let app = Router::new()
-        .route("/metrics", get(render))
+        .route("/metrics", get(scrape))
         .route("/readyz", get(ready))
         .with_state(Probe { metrics, readiness });
     tokio::spawn(async move {
@@ -81,10 +85,10 @@ pub async fn serve(addr: SocketAddr, readiness: Readiness) -> anyhow::Result<Soc
     Ok(bound)
 }
 
-async fn render(State(probe): State<Probe>) -> ([(&'static str, &'static str); 1], String) {
+async fn scrape(State(probe): State<Probe>) -> ([(&'static str, &'static str); 1], String) {
     (
         [("content-type", "text/plain; version=0.0.4")],
-        probe.metrics.render(),
+        render(&probe.metrics),
     )
 }
 

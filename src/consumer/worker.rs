@@ -5,6 +5,7 @@
 use super::apply::{self, ApplyError, ApplySettings, Message, Outcome, Reason};
 use super::stream::{Backlog, DeadLetter, StreamClient};
 use crate::failpoint;
+use crate::ledger::audit::{self, Actor};
 use crate::ledger::accounts;
 use crate::telemetry::Readiness;
 use sqlx::PgPool;
@@ -215,11 +216,14 @@ impl Consumer {
     async fn apply_until_done(&mut self, messages: &[Message]) -> Option<Vec<Outcome>> {
         let mut backoff = self.settings.outage_backoff;
         loop {
-            let attempt = tokio::time::timeout(
-                self.settings.max_batch,
-                apply::apply_batch(&self.pool, messages, self.settings.apply),
-            )
-            .await;
+            // The consumer writes as itself: its batches are audited under its name.
+            let actor = Actor {
+                key_id: None,
+                owner: format!("consumer:{}", self.stream.consumer()),
+                request_id: None,
+            };
+            let apply = apply::apply_batch(&self.pool, messages, self.settings.apply);
+            let attempt = tokio::time::timeout(self.settings.max_batch, audit::scope(actor, apply)).await;
             let error = match attempt {
                 Ok(Ok(outcomes)) => {
                     self.readiness.set(true);

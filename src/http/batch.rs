@@ -4,7 +4,7 @@
 
 use super::AppState;
 use super::error::{ApiError, Result};
-use super::extract::{IdempotencyKey, JsonBody, parse_valid};
+use super::extract::{DEFAULT_OWNER, IdempotencyKey, JsonBody, parse_valid};
 use super::requests::CreateTransactionRequest;
 use super::responses::json;
 use crate::config::MAX_BATCH_ITEMS;
@@ -68,7 +68,11 @@ pub async fn batch(
     };
     // Items are parsed one by one, so that in independent mode a bad item answers like its
     // single call (400/422) and the others still go through.
-    let no_key = IdempotencyKey(None);
+    // Batch items carry their own ids: no header derives one for them.
+    let no_key = IdempotencyKey {
+        key: None,
+        owner: DEFAULT_OWNER.to_owned(),
+    };
     let parsed: Vec<Result<NewTransaction>> = req
         .items
         .into_iter()

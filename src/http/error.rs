@@ -40,6 +40,15 @@ pub enum ApiError {
     },
     #[error("unavailable: {0}")]
     Unavailable(String),
+    #[error("no valid API key")]
+    Unauthenticated,
+    #[error("the key's scope is {held}, {needed} is needed")]
+    InsufficientScope {
+        needed: &'static str,
+        held: &'static str,
+    },
+    #[error("rate limited")]
+    RateLimited(std::time::Duration),
     #[error(transparent)]
     Internal(anyhow::Error),
 }
@@ -152,6 +161,24 @@ impl ApiError {
                 "Service unavailable",
                 "the ledger cannot serve this request right now; retry with the same id",
             ),
+            ApiError::Unauthenticated => Problem::new(
+                401,
+                "unauthenticated",
+                "Unauthenticated",
+                "send `Authorization: Bearer <token>` with a valid, unrevoked API key",
+            ),
+            ApiError::InsufficientScope { needed, held } => Problem::new(
+                403,
+                "insufficient_scope",
+                "Insufficient scope",
+                format!("this request needs a key with scope {needed}; this key's scope is {held}"),
+            ),
+            ApiError::RateLimited(_) => Problem::new(
+                429,
+                "rate_limited",
+                "Rate limited",
+                "this API key sent more requests than its rate allows; retry after the delay given",
+            ),
             ApiError::Internal(_) => Problem::new(
                 500,
                 "internal",
@@ -181,10 +208,20 @@ impl IntoResponse for ApiError {
             problem.status,
             serde_json::to_string(&problem).unwrap_or_default(),
         );
-        if matches!(self, ApiError::Unavailable(_)) {
-            response
-                .headers_mut()
-                .insert(header::RETRY_AFTER, HeaderValue::from(RETRY_AFTER_SECONDS));
+        let headers = response.headers_mut();
+        match &self {
+            ApiError::Unavailable(_) => {
+                headers.insert(header::RETRY_AFTER, HeaderValue::from(RETRY_AFTER_SECONDS));
+            }
+            // Whole seconds, rounded up: a client that waits as told finds a token.
+            ApiError::RateLimited(wait) => {
+                let seconds = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
+                headers.insert(header::RETRY_AFTER, HeaderValue::from(seconds.max(1)));
+            }
+            ApiError::Unauthenticated => {
+                headers.insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+            }
+            _ => {}
         }
         response
     }

@@ -233,20 +233,27 @@ fn flatten(errors: &ValidationErrors, prefix: &str, out: &mut Vec<FieldError>) {
     }
 }
 
-/// The `Idempotency-Key` header, if sent and valid.
-pub struct IdempotencyKey(pub Option<String>);
+/// The `Idempotency-Key` header, if sent and valid, and the owner of the request's API key.
+pub struct IdempotencyKey {
+    pub key: Option<String>,
+    pub owner: String,
+}
 
 impl<S: Send + Sync> FromRequestParts<S> for IdempotencyKey {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
+        let owner = parts
+            .extensions
+            .get::<crate::api_keys::Principal>()
+            .map_or_else(|| DEFAULT_OWNER.to_owned(), |p| p.owner.clone());
         let Some(raw) = parts.headers.get("idempotency-key") else {
-            return Ok(IdempotencyKey(None));
+            return Ok(IdempotencyKey { key: None, owner });
         };
         raw.to_str()
             .ok()
             .and_then(parse_idempotency_key)
-            .map(|key| IdempotencyKey(Some(key)))
+            .map(|key| IdempotencyKey { key: Some(key), owner })
             .ok_or_else(|| {
                 ApiError::validation(
                     "Idempotency-Key",
@@ -257,16 +264,17 @@ impl<S: Send + Sync> FromRequestParts<S> for IdempotencyKey {
     }
 }
 
-/// Until API keys exist every caller is the owner `default` (contract: Idempotency-Key).
+/// The owner of requests that carry no API key (none reach a handler of `/v1` in `serve`;
+/// the contract's name for the owner before authentication existed).
 pub const DEFAULT_OWNER: &str = "default";
 
 impl IdempotencyKey {
-    /// The request's id: the body's when given (it wins), else derived from the header, else
-    /// 400 `id_required`.
+    /// The request's id: the body's when given (it wins), else derived from the header and the
+    /// API key's owner (so it survives key rotation), else 400 `id_required`.
     pub fn resolve(&self, body_id: Option<Uuid>) -> Result<Uuid, ApiError> {
-        match (body_id, &self.0) {
+        match (body_id, &self.key) {
             (Some(id), _) => Ok(id),
-            (None, Some(key)) => Ok(id_from_idempotency_key(DEFAULT_OWNER, key)),
+            (None, Some(key)) => Ok(id_from_idempotency_key(&self.owner, key)),
             (None, None) => Err(ApiError::IdRequired),
         }
     }

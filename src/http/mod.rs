@@ -2,10 +2,12 @@
 //! binds, runs the background workers and shuts down gracefully.
 
 pub mod accounts;
+pub mod auth;
 pub mod batch;
 pub mod error;
 pub mod extract;
 pub mod health;
+pub mod metrics;
 pub mod openapi;
 pub mod reconciliations;
 pub mod requests;
@@ -30,20 +32,38 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tower_http::catch_panic::CatchPanicLayer;
 use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
+use tower_http::sensitive_headers::SetSensitiveRequestHeadersLayer;
 use tower_http::trace::TraceLayer;
 
 #[derive(Clone)]
 pub struct AppState {
     pub pool: PgPool,
     pub config: Arc<HttpConfig>,
+    pub limiter: Arc<auth::RateLimiter>,
+}
+
+impl AppState {
+    pub fn new(pool: PgPool, config: HttpConfig) -> AppState {
+        let limiter = auth::RateLimiter::new(config.rate_limit_per_second, config.rate_limit_burst);
+        AppState {
+            pool,
+            config: Arc::new(config),
+            limiter: Arc::new(limiter),
+        }
+    }
 }
 
 const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 
-/// The whole API as a `Router`, with every layer: body limit, request timeout, request ids,
-/// tracing, and a panic guard that still answers problem+json.
+/// The whole API as a `Router`, with every layer: authentication (and the rate limit), body
+/// limit, request timeout, request ids, tracing, metrics, and a panic guard that still answers
+/// problem+json.
 pub fn app(state: AppState) -> Router {
     let body_limit = state.config.body_limit_bytes;
+    // The metrics recorder is process-wide; a failure to install it costs the metrics only.
+    if let Err(e) = crate::telemetry::recorder() {
+        tracing::warn!(error = %e, "metrics are off");
+    }
     Router::new()
         .route("/v1/accounts", post(accounts::create))
         .route("/v1/accounts/{id}", get(accounts::get).patch(accounts::patch))
@@ -74,9 +94,13 @@ pub fn app(state: AppState) -> Router {
         .route("/healthz", get(health::healthz))
         .route("/readyz", get(health::readyz))
         .route("/openapi.json", get(health::openapi))
+        .route("/metrics", get(metrics::metrics))
+        .route_layer(middleware::from_fn(metrics::track))
         .fallback(|| async { ApiError::NotFound("path".into()) })
         .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed })
         .layer(DefaultBodyLimit::max(body_limit))
+        // Before any extractor reads the body: 401 and 403 come before body errors.
+        .layer(middleware::from_fn_with_state(state.clone(), auth::authenticate))
         .layer(middleware::from_fn_with_state(state.clone(), request_timeout))
         .layer(CatchPanicLayer::custom(|_| ApiError::Internal(anyhow::anyhow!("handler panicked")).into_response()))
         .layer(TraceLayer::new_for_http().make_span_with(|req: &Request| {
@@ -85,6 +109,8 @@ pub fn app(state: AppState) -> Router {
         }))
         .layer(PropagateRequestIdLayer::new(REQUEST_ID))
         .layer(SetRequestIdLayer::new(REQUEST_ID, MakeRequestUuid))
+        // Tokens never reach a log line, whatever a layer above decides to print.
+        .layer(SetSensitiveRequestHeadersLayer::new([axum::http::header::AUTHORIZATION]))
         .with_state(state)
 }
 
@@ -139,10 +165,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         Some(tokio::spawn(dispatcher.run(stop.subscribe())))
     };
     tracing::info!(addr = %args.http.listen_addr, "serving");
-    let state = AppState {
-        pool: pool.clone(),
-        config: Arc::new(args.http),
-    };
+    let state = AppState::new(pool.clone(), args.http);
     axum::serve(listener, app(state))
         .with_graceful_shutdown(crate::shutdown_signal())
         .await?;

@@ -2,7 +2,7 @@
 //! `openapi/openapi.json` must equal [`document`] (a test checks it); regenerate it with
 //! `cargo run -- openapi > openapi/openapi.json`.
 
-use super::{accounts, batch, health, reconciliations, transactions, webhooks};
+use super::{accounts, batch, health, metrics, reconciliations, transactions, webhooks};
 use utoipa::OpenApi;
 
 #[derive(OpenApi)]
@@ -20,7 +20,7 @@ use utoipa::OpenApi;
         webhooks::create, webhooks::list, webhooks::get, webhooks::delete, webhooks::rotate_secret,
         webhooks::list_deliveries, webhooks::get_delivery, webhooks::redeliver,
         reconciliations::list, reconciliations::get,
-        health::healthz, health::readyz, health::openapi,
+        health::healthz, health::readyz, health::openapi, metrics::metrics,
     ),
     components(schemas(crate::problem::Problem, crate::problem::FieldError)),
     tags(

@@ -1,6 +1,7 @@
 //! Accounts: creation (naturally idempotent on the caller's id), reads with derived balances,
 //! metadata versioning and the status lifecycle. Every status change is a conditional UPDATE.
 
+use super::audit;
 use super::events::{self, EventType};
 use super::ids::AccountId;
 use super::money::Currency;
@@ -114,6 +115,7 @@ pub async fn create(conn: &mut PgConnection, new: &NewAccount) -> Result<Created
     };
     let body = serde_json::to_string(&account.view(Balances::default(), None))
         .expect("an account view always serializes");
+    let mut tx = sqlx::Connection::begin(&mut *conn).await?;
     let inserted = sqlx::query!(
         r#"insert into accounts (id, currency, type, overdraft_limit, metadata,
                                  creation_request, creation_response, created_at, updated_at)
@@ -128,13 +130,16 @@ pub async fn create(conn: &mut PgConnection, new: &NewAccount) -> Result<Created
         body,
         now,
     )
-    .execute(&mut *conn)
+    .execute(&mut *tx)
     .await?
     .rows_affected()
         == 1;
     if inserted {
+        audit::record(&mut tx, "account.create", &[account.id]).await?;
+        tx.commit().await?;
         return Ok(Created::New { body });
     }
+    tx.commit().await?;
     let stored = sqlx::query!(
         "select creation_request, creation_response from accounts where id = $1",
         account.id
@@ -254,19 +259,25 @@ pub async fn update_metadata(
     metadata: &Map<String, Value>,
 ) -> Result<bool, sqlx::Error> {
     let metadata = Value::Object(metadata.clone());
-    let row = sqlx::query_scalar!(
+    let mut tx = sqlx::Connection::begin(&mut *conn).await?;
+    let row = sqlx::query!(
         r#"with upd as (
                update accounts set metadata = $3, version = $2, updated_at = now()
                where id = $1 and version < $2
                returning id)
-           select exists (select 1 from accounts where id = $1) as "exists!""#,
+           select exists (select 1 from accounts where id = $1) as "exists!",
+                  exists (select 1 from upd) as "updated!""#,
         id,
         version,
         metadata
     )
-    .fetch_one(conn)
+    .fetch_one(&mut *tx)
     .await?;
-    Ok(row)
+    if row.updated {
+        audit::record(&mut tx, "account.update", &[id.to_owned()]).await?;
+    }
+    tx.commit().await?;
+    Ok(row.exists)
 }
 
 /// Outcome of a lifecycle transition.
@@ -307,6 +318,8 @@ pub async fn set_status(
         if to == "frozen" {
             events::record_account(&mut tx, id, EventType::AccountFrozen, changed_at).await?;
         }
+        let action = if to == "frozen" { "account.freeze" } else { "account.unfreeze" };
+        audit::record(&mut tx, action, &[id.to_owned()]).await?;
         tx.commit().await?;
         return Ok(Transition::Done);
     }
@@ -352,6 +365,7 @@ pub async fn close(conn: &mut PgConnection, id: &str) -> Result<Transition, sqlx
     .await?;
     if let Some(closed_at) = closed_at {
         events::record_account(conn, id, EventType::AccountClosed, closed_at).await?;
+        audit::record(conn, "account.close", &[id.to_owned()]).await?;
     }
     Ok(Transition::Done)
 }

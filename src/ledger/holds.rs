@@ -8,6 +8,7 @@
 //! other request meets the terminal status it left behind. What a hold reserves lives in
 //! `open_holds` while it is pending and goes away in the same database transaction that ends it.
 
+use super::audit;
 use super::events::{self, EventType};
 use super::money::{Amount, Currency};
 use super::posting::{self, NewEntry};
@@ -326,6 +327,11 @@ pub async fn resolve_in(
         Action::Void => EventType::TransactionVoided,
     };
     events::record_transactions(tx, &[(id, event)]).await?;
+    let action = match action {
+        Action::Post => "transaction.post",
+        Action::Void => "transaction.void",
+    };
+    audit::record(tx, action, &[id.to_string()]).await?;
     Ok(Resolution::Done { body })
 }
 

@@ -2,6 +2,7 @@
 //! It knows nothing of HTTP, Redis or reports; every way in goes through these functions.
 
 pub mod accounts;
+pub mod audit;
 pub mod checkpoints;
 pub mod compare;
 pub mod events;

@@ -22,6 +22,7 @@
 //!    trigger) and all open holds (one statement); COMMIT, once.
 
 use super::accounts::{self, AccountType};
+use super::audit;
 use super::events::{self, EventType, NegativeBalance};
 use super::holds;
 use super::ids::AccountId;
@@ -233,6 +234,8 @@ async fn attempt(
     let open_holds: Vec<&holds::OpenHold> = rows.iter().flat_map(|r| r.holds.iter()).collect();
     holds::insert_open_holds(&mut tx, &open_holds).await?;
     record_events(&mut tx, &rows).await?;
+    let created: Vec<String> = rows.iter().map(|r| r.item_id.to_string()).collect();
+    audit::record(&mut tx, "transaction.create", &created).await?;
     tx.commit().await?;
     Ok(Some(finish(outcomes, None)))
 }

@@ -319,6 +319,7 @@ pub enum Redelivery {
 /// Makes a delivery due now with a fresh retry budget, whatever its state (a delivered one is
 /// sent again with the same `webhook-id`: the receiver recognises it).
 pub async fn redeliver(conn: &mut PgConnection, id: Uuid) -> Result<Redelivery, sqlx::Error> {
+    let mut tx = sqlx::Connection::begin(&mut *conn).await?;
     let status = sqlx::query_scalar!(
         r#"update webhook_deliveries
               set status = 'pending', attempts = 0, next_attempt_at = now(), delivered_at = null,
@@ -329,8 +330,12 @@ pub async fn redeliver(conn: &mut PgConnection, id: Uuid) -> Result<Redelivery, 
             returning status"#,
         id
     )
-    .fetch_optional(&mut *conn)
+    .fetch_optional(&mut *tx)
     .await?;
+    if status.is_some() {
+        crate::ledger::audit::record(&mut tx, "delivery.redeliver", &[id.to_string()]).await?;
+    }
+    tx.commit().await?;
     if status.is_none() {
         return Ok(match find(conn, id).await? {
             None => Redelivery::NotFound,

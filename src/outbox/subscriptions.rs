@@ -5,7 +5,7 @@
 //! restrict the hosts they may name.
 
 use super::signing;
-use crate::ledger::Created;
+use crate::ledger::{Created, audit};
 use crate::ledger::events::EventType;
 use crate::ledger::now_micros;
 use crate::problem::FieldError;
@@ -181,6 +181,7 @@ pub async fn create(
         updated_at: now,
     };
     let body = serde_json::to_string(&view).expect("a subscription view always serializes");
+    let mut tx = sqlx::Connection::begin(&mut *conn).await?;
     let inserted = sqlx::query!(
         r#"insert into webhook_subscriptions (id, url, event_types, secrets, creation_request,
                                               creation_response, created_at, updated_at)
@@ -194,12 +195,15 @@ pub async fn create(
         body,
         now
     )
-    .execute(&mut *conn)
+    .execute(&mut *tx)
     .await?
     .rows_affected();
     if inserted == 1 {
+        audit::record(&mut tx, "webhook.create", &[new.id.to_string()]).await?;
+        tx.commit().await?;
         return Ok(Created::New { body });
     }
+    tx.commit().await?;
     let stored = sqlx::query!(
         "select creation_request, creation_response from webhook_subscriptions where id = $1",
         new.id
@@ -273,6 +277,7 @@ pub async fn delete(
         )
         .execute(&mut *tx)
         .await?;
+        audit::record(&mut tx, "webhook.delete", &[id.to_string()]).await?;
     }
     let subscription = find(&mut tx, id).await?;
     tx.commit().await?;
@@ -287,6 +292,7 @@ pub async fn rotate_secret(
     id: Uuid,
     secret: &str,
 ) -> Result<Option<SubscriptionView>, sqlx::Error> {
+    let mut tx = sqlx::Connection::begin(&mut *conn).await?;
     let row = sqlx::query_as!(
         Subscription,
         // A retried rotation (the same secret again) leaves the pair as it is, so the previous
@@ -299,8 +305,12 @@ pub async fn rotate_secret(
         id,
         secret
     )
-    .fetch_optional(conn)
+    .fetch_optional(&mut *tx)
     .await?;
+    if row.is_some() {
+        audit::record(&mut tx, "webhook.rotate_secret", &[id.to_string()]).await?;
+    }
+    tx.commit().await?;
     Ok(row.map(|s| SubscriptionView {
         secret: Some(secret.to_owned()),
         ..s.view()

@@ -9,12 +9,11 @@ use http_body_util::BodyExt;
 use serde_json::{Value, json};
 use sqlx::postgres::{PgPool, PgPoolOptions};
 use sqlx::{Connection, PgConnection};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 use tower::ServiceExt;
 use uuid::Uuid;
-use wallet_ledger::config::HttpConfig;
+use wallet_ledger::config::{HttpConfig, Scope};
 use wallet_ledger::http::{AppState, app};
 
 /// The server that hosts test databases; any database on it to connect to first.
@@ -37,6 +36,8 @@ pub struct TestApp {
     pub database: String,
     /// The test database's URL, for tests that run the binary against it.
     pub database_url: String,
+    /// An admin API key of the owner `default`, sent with every request that names none.
+    pub token: String,
 }
 
 pub struct TestResponse {
@@ -92,15 +93,14 @@ impl TestApp {
             .await
             .unwrap();
         wallet_ledger::db::MIGRATOR.run(&pool).await.unwrap();
-        let router = app(AppState {
-            pool: pool.clone(),
-            config: Arc::new(config),
-        });
+        let token = api_key(&pool, "default", Scope::Admin).await;
+        let router = app(AppState::new(pool.clone(), config));
         TestApp {
             router,
             pool,
             database,
             database_url,
+            token,
         }
     }
 
@@ -118,7 +118,19 @@ impl TestApp {
         .unwrap();
     }
 
-    pub async fn send(&self, request: Request<Body>) -> TestResponse {
+    /// Sends a request as the test's admin key, unless it names a key of its own.
+    pub async fn send(&self, mut request: Request<Body>) -> TestResponse {
+        if !request.headers().contains_key("authorization") {
+            let bearer = format!("Bearer {}", self.token);
+            request
+                .headers_mut()
+                .insert("authorization", bearer.parse().unwrap());
+        }
+        self.send_as_is(request).await
+    }
+
+    /// Sends a request exactly as built: without an `Authorization` header unless it has one.
+    pub async fn send_as_is(&self, request: Request<Body>) -> TestResponse {
         let response = self.router.clone().oneshot(request).await.unwrap();
         let status = response.status();
         let headers = response.headers().clone();
@@ -299,4 +311,13 @@ impl Rng {
         let b = (a + 1 + self.below(items.len() as u64 - 1) as usize) % items.len();
         (&items[a], &items[b])
     }
+}
+
+/// A new API key of `owner` with `scope` in the database behind `pool`; returns its token.
+pub async fn api_key(pool: &PgPool, owner: &str, scope: Scope) -> String {
+    let mut conn = pool.acquire().await.unwrap();
+    wallet_ledger::api_keys::create(&mut conn, owner, scope)
+        .await
+        .unwrap()
+        .1
 }

@@ -19,12 +19,11 @@ use sqlx::postgres::{PgPool, PgPoolOptions};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::PathBuf;
 use std::process::Stdio;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::process::{Child, Command};
 use tower::ServiceExt;
 use uuid::Uuid;
-use wallet_ledger::config::HttpConfig;
+use wallet_ledger::config::{HttpConfig, Scope};
 use wallet_ledger::consumer::producer::publish_raw;
 use wallet_ledger::http::{AppState, app};
 
@@ -462,6 +461,7 @@ const OUTAGE_SEED: u64 = 0x0D7A_6E00_2026_0002;
 struct Ledger {
     pool: PgPool,
     router: Router,
+    token: String,
 }
 
 impl Ledger {
@@ -472,15 +472,20 @@ impl Ledger {
             .connect(url)
             .await
             .expect("the private PostgreSQL is reachable");
-        let router = app(AppState {
-            pool: pool.clone(),
-            config: Arc::new(HttpConfig::default()),
-        });
-        Ledger { pool, router }
+        let router = app(AppState::new(pool.clone(), HttpConfig::default()));
+        let token = super::common::api_key(&pool, "default", Scope::Admin).await;
+        Ledger {
+            pool,
+            router,
+            token,
+        }
     }
 
     async fn call(&self, method: Method, path: &str, body: Option<Value>) -> (StatusCode, Value) {
-        let mut request = Request::builder().method(method).uri(path);
+        let mut request = Request::builder()
+            .method(method)
+            .uri(path)
+            .header("authorization", format!("Bearer {}", self.token));
         let body = match body {
             Some(json) => {
                 request = request.header("content-type", "application/json");

@@ -1,0 +1,123 @@
+//! API keys: a random 256-bit token shown once, stored as its SHA-256, with an owner and a
+//! scope (`read` < `write` < `admin`). `wallet-ledger api-key create | list | revoke`.
+
+use crate::config::{ApiKeyAction, ApiKeyArgs, Scope};
+use crate::ledger::ids::AccountId;
+use base64::Engine;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use sha2::{Digest, Sha256};
+use sqlx::PgConnection;
+use uuid::Uuid;
+
+/// Every token starts with this, so a leaked one is recognisable (for secret scanners too).
+pub const TOKEN_PREFIX: &str = "wl_";
+const TOKEN_BYTES: usize = 32;
+
+/// Who is calling: what the authentication middleware puts in the request's extensions.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Principal {
+    pub key_id: Uuid,
+    pub owner: String,
+    pub scope: Scope,
+}
+
+/// A key as listed: never its token.
+#[derive(Debug, Clone, Serialize)]
+pub struct KeyView {
+    pub id: Uuid,
+    pub owner: String,
+    pub scope: String,
+    pub created_at: DateTime<Utc>,
+    pub revoked_at: Option<DateTime<Utc>>,
+}
+
+fn hash(token: &str) -> Vec<u8> {
+    Sha256::digest(token.as_bytes()).to_vec()
+}
+
+/// Makes a key; returns its id and its token (the only time the token exists outside the
+/// caller's hands).
+pub async fn create(conn: &mut PgConnection, owner: &str, scope: Scope) -> anyhow::Result<(Uuid, String)> {
+    anyhow::ensure!(
+        AccountId::parse(owner).is_some(),
+        "--owner must match [A-Za-z0-9][A-Za-z0-9._:@-]{{0,127}}"
+    );
+    let mut secret = [0u8; TOKEN_BYTES];
+    getrandom::fill(&mut secret).map_err(|e| anyhow::anyhow!("no randomness available: {e}"))?;
+    let token = format!("{TOKEN_PREFIX}{}", URL_SAFE_NO_PAD.encode(secret));
+    let id = Uuid::new_v4();
+    sqlx::query!(
+        "insert into api_keys (id, owner, scope, token_sha256) values ($1, $2, $3, $4)",
+        id,
+        owner,
+        scope.as_str(),
+        hash(&token)
+    )
+    .execute(conn)
+    .await?;
+    Ok((id, token))
+}
+
+/// The key a token belongs to, if it exists and is not revoked.
+pub async fn authenticate(conn: &mut PgConnection, token: &str) -> Result<Option<Principal>, sqlx::Error> {
+    let row = sqlx::query!(
+        "select id, owner, scope from api_keys where token_sha256 = $1 and revoked_at is null",
+        hash(token)
+    )
+    .fetch_optional(conn)
+    .await?;
+    Ok(row.and_then(|r| {
+        Some(Principal {
+            key_id: r.id,
+            owner: r.owner,
+            scope: Scope::parse(&r.scope)?,
+        })
+    }))
+}
+
+pub async fn list(conn: &mut PgConnection) -> Result<Vec<KeyView>, sqlx::Error> {
+    sqlx::query_as!(
+        KeyView,
+        "select id, owner, scope, created_at, revoked_at from api_keys order by created_at, id"
+    )
+    .fetch_all(conn)
+    .await
+}
+
+/// Revokes a key (a repeat is a no-op); false when there is no such key.
+pub async fn revoke(conn: &mut PgConnection, id: Uuid) -> Result<bool, sqlx::Error> {
+    let found = sqlx::query!(
+        "update api_keys set revoked_at = coalesce(revoked_at, now()) where id = $1",
+        id
+    )
+    .execute(conn)
+    .await?
+    .rows_affected();
+    Ok(found == 1)
+}
+
+pub async fn run(args: ApiKeyArgs) -> anyhow::Result<()> {
+    let pool = crate::db::connect_and_migrate(&args.database).await?;
+    let mut conn = pool.acquire().await?;
+    match args.action {
+        ApiKeyAction::Create { owner, scope } => {
+            let (id, token) = create(&mut conn, &owner, scope).await?;
+            tracing::info!(%id, %owner, scope = scope.as_str(), "API key created");
+            println!("{token}");
+        }
+        ApiKeyAction::List => {
+            for key in list(&mut conn).await? {
+                println!("{}", serde_json::to_string(&key)?);
+            }
+        }
+        ApiKeyAction::Revoke { id } => {
+            anyhow::ensure!(revoke(&mut conn, id).await?, "no API key {id}");
+            tracing::info!(%id, "API key revoked");
+        }
+    }
+    drop(conn);
+    pool.close().await;
+    Ok(())
+}
