@@ -39,7 +39,11 @@ fn hash(token: &str) -> Vec<u8> {
 
 /// Makes a key; returns its id and its token (the only time the token exists outside the
 /// caller's hands).
-pub async fn create(conn: &mut PgConnection, owner: &str, scope: Scope) -> anyhow::Result<(Uuid, String)> {
+pub async fn create(
+    conn: &mut PgConnection,
+    owner: &str,
+    scope: Scope,
+) -> anyhow::Result<(Uuid, String)> {
     anyhow::ensure!(
         AccountId::parse(owner).is_some(),
         "--owner must match [A-Za-z0-9][A-Za-z0-9._:@-]{{0,127}}"
@@ -61,7 +65,10 @@ pub async fn create(conn: &mut PgConnection, owner: &str, scope: Scope) -> anyho
 }
 
 /// The key a token belongs to, if it exists and is not revoked.
-pub async fn authenticate(conn: &mut PgConnection, token: &str) -> Result<Option<Principal>, sqlx::Error> {
+pub async fn authenticate(
+    conn: &mut PgConnection,
+    token: &str,
+) -> Result<Option<Principal>, sqlx::Error> {
     let row = sqlx::query!(
         "select id, owner, scope from api_keys where token_sha256 = $1 and revoked_at is null",
         hash(token)

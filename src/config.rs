@@ -81,7 +81,8 @@ pub enum Command {
 
 #[derive(Debug, Clone, Args)]
 pub struct DatabaseConfig {
-    /// PostgreSQL URL (`serve` and `migrate` create the database if missing).
+    /// PostgreSQL URL (the subcommands that write create the database if missing and apply
+    /// migrations, unless `--no-migrate`).
     #[arg(long = "database-url", env = "DATABASE_URL", default_value = DEFAULT_DATABASE_URL,
         global = true)]
     pub url: String,
@@ -93,6 +94,11 @@ pub struct DatabaseConfig {
     #[arg(long, env = "DB_POOL_ACQUIRE_TIMEOUT_MS", default_value_t = DEFAULT_POOL_ACQUIRE_TIMEOUT_MS,
         value_parser = clap::value_parser!(u64).range(1..), global = true)]
     pub pool_acquire_timeout_ms: u64,
+    /// Neither create the database nor apply migrations; only check that the schema is
+    /// current (for a role that may not create tables: migrations run as the owner).
+    #[arg(long, env = "DB_NO_MIGRATE", global = true,
+        value_parser = clap::builder::BoolishValueParser::new())]
+    pub no_migrate: bool,
 }
 
 impl DatabaseConfig {
@@ -101,6 +107,7 @@ impl DatabaseConfig {
             url: url.into(),
             pool_max_connections: DEFAULT_POOL_MAX_CONNECTIONS,
             pool_acquire_timeout_ms: DEFAULT_POOL_ACQUIRE_TIMEOUT_MS,
+            no_migrate: false,
         }
     }
 
@@ -141,7 +148,7 @@ pub struct HttpConfig {
         value_parser = clap::value_parser!(u32).range(1..))]
     pub rate_limit_burst: u32,
     /// `GET /metrics` needs an admin key (by default it is open, like health and readiness).
-    #[arg(long, env = "METRICS_REQUIRE_KEY")]
+    #[arg(long, env = "METRICS_REQUIRE_KEY", value_parser = clap::builder::BoolishValueParser::new())]
     pub metrics_require_key: bool,
 }
 
@@ -190,7 +197,7 @@ pub struct ServeArgs {
     #[command(flatten)]
     pub outbox: OutboxConfig,
     /// Do not run the webhook dispatcher inside `serve` (run `wallet-ledger outbox` instead).
-    #[arg(long, env = "OUTBOX_DISABLED")]
+    #[arg(long, env = "OUTBOX_DISABLED", value_parser = clap::builder::BoolishValueParser::new())]
     pub no_outbox: bool,
 }
 

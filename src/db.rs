@@ -9,9 +9,16 @@ use sqlx::postgres::{PgPool, PgPoolOptions};
 
 pub static MIGRATOR: Migrator = sqlx::migrate!();
 
-/// Creates the database if missing, applies pending migrations and returns the pool.
+/// Creates the database if missing, applies pending migrations and returns the pool. With
+/// `--no-migrate` (a role that may not create tables) it only checks that the schema is the
+/// one this binary expects.
 pub async fn connect_and_migrate(config: &DatabaseConfig) -> anyhow::Result<PgPool> {
     let shown = redact(&config.url);
+    if config.no_migrate {
+        let pool = connect(config).await?;
+        check_migrated(&pool, &shown).await?;
+        return Ok(pool);
+    }
     let exists = Postgres::database_exists(&config.url)
         .await
         .map_err(|e| unreachable(&shown, e))?;
@@ -39,6 +46,23 @@ pub async fn connect(config: &DatabaseConfig) -> anyhow::Result<PgPool> {
         .connect(&config.url)
         .await
         .map_err(|e| unreachable(&shown, e))
+}
+
+/// Refuses to start on a schema older (or newer) than this binary's migrations.
+async fn check_migrated(pool: &PgPool, shown: &str) -> anyhow::Result<()> {
+    let expected = MIGRATOR.iter().map(|m| m.version).max().unwrap_or(0);
+    let applied: Option<i64> =
+        sqlx::query_scalar("select max(version) from _sqlx_migrations where success")
+            .fetch_one(pool)
+            .await
+            .unwrap_or(None);
+    match applied {
+        Some(v) if v == expected => Ok(()),
+        found => Err(anyhow!(
+            "the database {shown} is at migration {}, this binary needs {expected}: run `wallet-ledger migrate` as the schema's owner first (--no-migrate is set)",
+            found.map_or("none".to_owned(), |v| v.to_string())
+        )),
+    }
 }
 
 fn unreachable(shown: &str, error: sqlx::Error) -> anyhow::Error {

@@ -45,7 +45,9 @@ pub fn recorder() -> anyhow::Result<PrometheusHandle> {
         .get_or_init(|| {
             let builder = PrometheusBuilder::new()
                 .set_buckets_for_metric(Matcher::Suffix("_seconds".into()), SECONDS_BUCKETS)
-                .and_then(|b| b.set_buckets_for_metric(Matcher::Suffix("_size".into()), SIZE_BUCKETS))
+                .and_then(|b| {
+                    b.set_buckets_for_metric(Matcher::Suffix("_size".into()), SIZE_BUCKETS)
+                })
                 .map_err(|e| e.to_string())?;
             builder.install_recorder().map_err(|e| e.to_string())
         })

@@ -149,6 +149,9 @@ pub fn decode(fields: &Fields) -> Result<PaymentEvent, Malformed> {
     };
     let external_ref = match text("external_ref")? {
         None | Some("") => None,
+        Some(r) if r.chars().any(char::is_control) => {
+            return Err(malformed("external_ref", "contains control characters"));
+        }
         Some(r) if r.len() <= MAX_EXTERNAL_REF_LEN => Some(r.to_owned()),
         Some(_) => {
             return Err(malformed(

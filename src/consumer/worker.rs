@@ -5,8 +5,8 @@
 use super::apply::{self, ApplyError, ApplySettings, Message, Outcome, Reason};
 use super::stream::{Backlog, DeadLetter, StreamClient};
 use crate::failpoint;
-use crate::ledger::audit::{self, Actor};
 use crate::ledger::accounts;
+use crate::ledger::audit::{self, Actor};
 use crate::telemetry::Readiness;
 use sqlx::PgPool;
 use std::collections::HashMap;
@@ -223,7 +223,8 @@ impl Consumer {
                 request_id: None,
             };
             let apply = apply::apply_batch(&self.pool, messages, self.settings.apply);
-            let attempt = tokio::time::timeout(self.settings.max_batch, audit::scope(actor, apply)).await;
+            let attempt =
+                tokio::time::timeout(self.settings.max_batch, audit::scope(actor, apply)).await;
             let error = match attempt {
                 Ok(Ok(outcomes)) => {
                     self.readiness.set(true);

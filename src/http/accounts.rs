@@ -45,6 +45,7 @@ pub struct CreateAccountRequest {
     /// Wallets only: how far below zero the wallet may go, in minor units (default 0).
     #[validate(custom(function = "validate::non_negative"))]
     pub overdraft_limit: Option<i64>,
+    #[validate(custom(function = "validate::metadata"))]
     #[schema(value_type = Option<Object>)]
     pub metadata: Option<Map<String, Value>>,
 }
@@ -142,6 +143,7 @@ pub struct PatchAccountRequest {
     /// Applied only when newer than the stored version.
     #[validate(custom(function = "validate::non_negative"))]
     pub version: i64,
+    #[validate(custom(function = "validate::metadata"))]
     #[schema(value_type = Object)]
     pub metadata: Map<String, Value>,
 }

@@ -44,27 +44,35 @@ pub fn required_scope(method: &Method, path: &str, metrics_require_key: bool) ->
 fn bearer(req: &Request) -> Option<&str> {
     let value = req.headers().get(header::AUTHORIZATION)?.to_str().ok()?;
     let (scheme, token) = value.split_once(' ')?;
-    scheme.eq_ignore_ascii_case("bearer").then(|| token.trim()).filter(|t| !t.is_empty())
+    scheme
+        .eq_ignore_ascii_case("bearer")
+        .then(|| token.trim())
+        .filter(|t| !t.is_empty())
 }
 
-/// The middleware: authenticates `/v1` requests (and `/metrics` when configured), checks the
-/// scope and the rate, then runs the rest of the request as the key's actor.
+/// The request's key, or the 401 (or 503 when the keys cannot be read) that answers it.
+async fn principal(state: &AppState, token: Option<String>) -> Result<Principal, ApiError> {
+    let token = token.ok_or(ApiError::Unauthenticated)?;
+    let mut conn = state.pool.acquire().await?;
+    api_keys::authenticate(&mut conn, &token)
+        .await?
+        .ok_or(ApiError::Unauthenticated)
+}
+
+/// The route middleware: authenticates `/v1` requests (and `/metrics` when configured),
+/// checks the scope and the rate, then runs the rest of the request as the key's actor.
 pub async fn authenticate(State(state): State<AppState>, mut req: Request, next: Next) -> Response {
-    let Some(needed) = required_scope(req.method(), req.uri().path(), state.config.metrics_require_key) else {
+    let Some(needed) = required_scope(
+        req.method(),
+        req.uri().path(),
+        state.config.metrics_require_key,
+    ) else {
         return next.run(req).await;
     };
-    let principal = match bearer(&req) {
-        None => None,
-        Some(token) => match state.pool.acquire().await {
-            Ok(mut conn) => match api_keys::authenticate(&mut conn, token).await {
-                Ok(found) => found,
-                Err(e) => return ApiError::from(e).into_response(),
-            },
-            Err(e) => return ApiError::from(e).into_response(),
-        },
-    };
-    let Some(principal) = principal else {
-        return ApiError::Unauthenticated.into_response();
+    let token = bearer(&req).map(str::to_owned);
+    let principal = match principal(&state, token).await {
+        Ok(principal) => principal,
+        Err(refused) => return refused.into_response(),
     };
     if principal.scope < needed {
         return ApiError::InsufficientScope {
@@ -87,6 +95,35 @@ pub async fn authenticate(State(state): State<AppState>, mut req: Request, next:
     };
     req.extensions_mut().insert::<Principal>(principal);
     audit::scope(actor, next.run(req)).await
+}
+
+/// The answer to a path no route matches (404).
+pub async fn not_found(State(state): State<AppState>, req: Request) -> Response {
+    unmatched(state, req, ApiError::NotFound("path".into())).await
+}
+
+/// The answer to a method a path does not take (405).
+pub async fn method_not_allowed(State(state): State<AppState>, req: Request) -> Response {
+    unmatched(state, req, ApiError::MethodNotAllowed).await
+}
+
+/// Under `/v1` a caller without a valid key learns nothing of which paths and methods exist
+/// (401); one with a key gets `answer`. Route layers do not wrap these, so they count here.
+async fn unmatched(state: AppState, req: Request, answer: ApiError) -> Response {
+    let needs_key = required_scope(req.method(), req.uri().path(), false).is_some();
+    let token = bearer(&req).map(str::to_owned);
+    let method = req.method().as_str().to_owned();
+    drop(req);
+    let response = match needs_key {
+        true => match principal(&state, token).await {
+            Ok(_) => answer,
+            Err(refused) => refused,
+        },
+        false => answer,
+    }
+    .into_response();
+    super::metrics::count(&method, "unmatched", &response);
+    response
 }
 
 /// A token bucket per API key: `rate` tokens a second up to `burst`; a request takes one.
@@ -132,12 +169,18 @@ mod tests {
         assert_eq!(s(Method::GET, "/healthz"), None);
         assert_eq!(s(Method::GET, "/readyz"), None);
         assert_eq!(s(Method::GET, "/metrics"), None);
-        assert_eq!(required_scope(&Method::GET, "/metrics", true), Some(Scope::Admin));
+        assert_eq!(
+            required_scope(&Method::GET, "/metrics", true),
+            Some(Scope::Admin)
+        );
         assert_eq!(s(Method::GET, "/v1/accounts/a"), Some(Scope::Read));
         assert_eq!(s(Method::POST, "/v1/accounts"), Some(Scope::Admin));
         assert_eq!(s(Method::PATCH, "/v1/accounts/a"), Some(Scope::Admin));
         assert_eq!(s(Method::POST, "/v1/transfers"), Some(Scope::Write));
-        assert_eq!(s(Method::POST, "/v1/transactions/x/post"), Some(Scope::Write));
+        assert_eq!(
+            s(Method::POST, "/v1/transactions/x/post"),
+            Some(Scope::Write)
+        );
         assert_eq!(s(Method::GET, "/v1/transactions"), Some(Scope::Read));
         assert_eq!(s(Method::GET, "/v1/webhooks"), Some(Scope::Admin));
         assert_eq!(s(Method::GET, "/v1/reconciliations/x"), Some(Scope::Admin));
@@ -153,7 +196,10 @@ mod tests {
         assert!(limiter.check(key).is_ok());
         let wait = limiter.check(key).unwrap_err();
         assert!(wait <= Duration::from_millis(100), "{wait:?}");
-        assert!(limiter.check(uuid::Uuid::new_v4()).is_ok(), "keys are limited apart");
+        assert!(
+            limiter.check(uuid::Uuid::new_v4()).is_ok(),
+            "keys are limited apart"
+        );
         std::thread::sleep(Duration::from_millis(120));
         assert!(limiter.check(key).is_ok());
     }

@@ -253,7 +253,10 @@ impl<S: Send + Sync> FromRequestParts<S> for IdempotencyKey {
         raw.to_str()
             .ok()
             .and_then(parse_idempotency_key)
-            .map(|key| IdempotencyKey { key: Some(key), owner })
+            .map(|key| IdempotencyKey {
+                key: Some(key),
+                owner,
+            })
             .ok_or_else(|| {
                 ApiError::validation(
                     "Idempotency-Key",

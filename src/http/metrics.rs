@@ -15,6 +15,8 @@ use std::time::{Duration, Instant};
 /// How long a scrape waits for the database's counts before it leaves them out.
 const SCRAPE_QUERY_TIMEOUT: Duration = Duration::from_secs(2);
 
+/// The outermost route layer: every answer of a route is counted, refusals (401, 403, 429)
+/// included, under the route's pattern.
 pub async fn track(req: Request, next: Next) -> Response {
     let started = Instant::now();
     let method = req.method().as_str().to_owned();
@@ -23,14 +25,19 @@ pub async fn track(req: Request, next: Next) -> Response {
         .get::<MatchedPath>()
         .map_or_else(|| "unmatched".to_owned(), |p| p.as_str().to_owned());
     let response = next.run(req).await;
-    let status = response.status().as_u16().to_string();
-    metrics::counter!("wallet_ledger_http_requests_total",
-        "method" => method.clone(), "route" => route.clone(), "status" => status)
-    .increment(1);
+    count(&method, &route, &response);
     metrics::histogram!("wallet_ledger_http_request_duration_seconds",
         "method" => method, "route" => route)
     .record(started.elapsed().as_secs_f64());
     response
+}
+
+/// Counts one answer (also used by the fallback, which no route layer wraps).
+pub fn count(method: &str, route: &str, response: &Response) {
+    metrics::counter!("wallet_ledger_http_requests_total",
+        "method" => method.to_owned(), "route" => route.to_owned(),
+        "status" => response.status().as_u16().to_string())
+    .increment(1);
 }
 
 #[utoipa::path(get, path = "/metrics", tag = "operations",
@@ -39,8 +46,10 @@ pub async fn metrics(State(state): State<AppState>) -> Response {
     let pool = &state.pool;
     let idle = pool.num_idle() as f64;
     metrics::gauge!("wallet_ledger_db_pool_connections", "state" => "idle").set(idle);
-    metrics::gauge!("wallet_ledger_db_pool_connections", "state" => "in_use").set(f64::from(pool.size()) - idle);
-    metrics::gauge!("wallet_ledger_db_pool_max_connections").set(f64::from(pool.options().get_max_connections()));
+    metrics::gauge!("wallet_ledger_db_pool_connections", "state" => "in_use")
+        .set(f64::from(pool.size()) - idle);
+    metrics::gauge!("wallet_ledger_db_pool_max_connections")
+        .set(f64::from(pool.options().get_max_connections()));
     let counts = async {
         let mut conn = pool.acquire().await?;
         deliveries::counts(&mut conn).await
@@ -54,7 +63,10 @@ pub async fn metrics(State(state): State<AppState>) -> Response {
     }
     match telemetry::recorder() {
         Ok(handle) => (
-            [(header::CONTENT_TYPE, HeaderValue::from_static("text/plain; version=0.0.4"))],
+            [(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("text/plain; version=0.0.4"),
+            )],
             telemetry::render(&handle),
         )
             .into_response(),

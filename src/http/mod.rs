@@ -95,12 +95,13 @@ pub fn app(state: AppState) -> Router {
         .route("/readyz", get(health::readyz))
         .route("/openapi.json", get(health::openapi))
         .route("/metrics", get(metrics::metrics))
+        // Route layers see the matched route. Authentication runs before any extractor reads
+        // the body (401 and 403 come before body errors); metrics wrap it, so refusals count.
+        .route_layer(middleware::from_fn_with_state(state.clone(), auth::authenticate))
         .route_layer(middleware::from_fn(metrics::track))
-        .fallback(|| async { ApiError::NotFound("path".into()) })
-        .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed })
+        .fallback(auth::not_found)
+        .method_not_allowed_fallback(auth::method_not_allowed)
         .layer(DefaultBodyLimit::max(body_limit))
-        // Before any extractor reads the body: 401 and 403 come before body errors.
-        .layer(middleware::from_fn_with_state(state.clone(), auth::authenticate))
         .layer(middleware::from_fn_with_state(state.clone(), request_timeout))
         .layer(CatchPanicLayer::custom(|_| ApiError::Internal(anyhow::anyhow!("handler panicked")).into_response()))
         .layer(TraceLayer::new_for_http().make_span_with(|req: &Request| {

@@ -49,6 +49,7 @@ pub struct CreateTransactionRequest {
     pub expires_at: Option<DateTime<Utc>>,
     #[validate(custom(function = "validate::external_ref"))]
     pub external_ref: Option<String>,
+    #[validate(custom(function = "validate::metadata"))]
     #[schema(value_type = Option<Object>)]
     pub metadata: Option<Map<String, Value>>,
 }
@@ -69,6 +70,7 @@ pub struct TransferRequest {
     pub expires_at: Option<DateTime<Utc>>,
     #[validate(custom(function = "validate::external_ref"))]
     pub external_ref: Option<String>,
+    #[validate(custom(function = "validate::metadata"))]
     #[schema(value_type = Option<Object>)]
     pub metadata: Option<Map<String, Value>>,
 }
@@ -92,6 +94,7 @@ pub struct PaymentRequest {
     /// The provider's reference of the payment.
     #[validate(custom(function = "validate::external_ref"))]
     pub external_ref: Option<String>,
+    #[validate(custom(function = "validate::metadata"))]
     #[schema(value_type = Option<Object>)]
     pub metadata: Option<Map<String, Value>>,
 }

@@ -158,6 +158,7 @@ pub struct ReverseRequest {
     /// exceed it). Without it, the whole original is reversed.
     #[validate(custom(function = "validate::positive_amount"))]
     pub amount: Option<i64>,
+    #[validate(custom(function = "validate::metadata"))]
     #[schema(value_type = Option<Object>)]
     pub metadata: Option<Map<String, Value>>,
 }

@@ -75,3 +75,26 @@ pub fn external_ref(value: &str) -> Result<(), ValidationError> {
     }
     Ok(())
 }
+
+/// PostgreSQL's `jsonb` cannot hold the character U+0000, which JSON allows: refused here, in
+/// any key or string of the metadata, rather than failing at the database.
+pub fn metadata(value: &serde_json::Map<String, serde_json::Value>) -> Result<(), ValidationError> {
+    fn clean(value: &serde_json::Value) -> bool {
+        match value {
+            serde_json::Value::String(s) => !s.contains('\0'),
+            serde_json::Value::Array(items) => items.iter().all(clean),
+            serde_json::Value::Object(map) => {
+                map.iter().all(|(k, v)| !k.contains('\0') && clean(v))
+            }
+            _ => true,
+        }
+    }
+    if value.iter().all(|(k, v)| !k.contains('\0') && clean(v)) {
+        Ok(())
+    } else {
+        Err(error(
+            "invalid_character",
+            "must not contain the character U+0000",
+        ))
+    }
+}

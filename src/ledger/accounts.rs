@@ -318,7 +318,11 @@ pub async fn set_status(
         if to == "frozen" {
             events::record_account(&mut tx, id, EventType::AccountFrozen, changed_at).await?;
         }
-        let action = if to == "frozen" { "account.freeze" } else { "account.unfreeze" };
+        let action = if to == "frozen" {
+            "account.freeze"
+        } else {
+            "account.unfreeze"
+        };
         audit::record(&mut tx, action, &[id.to_owned()]).await?;
         tx.commit().await?;
         return Ok(Transition::Done);

@@ -36,7 +36,11 @@ pub fn current() -> Option<Actor> {
 }
 
 /// Records `action` on each of `resources` by the current actor (nothing outside a scope).
-pub async fn record(conn: &mut PgConnection, action: &str, resources: &[String]) -> Result<(), sqlx::Error> {
+pub async fn record(
+    conn: &mut PgConnection,
+    action: &str,
+    resources: &[String],
+) -> Result<(), sqlx::Error> {
     let Some(actor) = current() else {
         return Ok(());
     };

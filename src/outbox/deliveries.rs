@@ -379,8 +379,11 @@ pub async fn run_cli(args: crate::config::DeliveriesArgs) -> anyhow::Result<()> 
         }
         DeliveriesAction::Redeliver { ids, all_dead } => {
             let ids = if all_dead {
+                // Dead deliveries whose webhook still exists: the others have nowhere to go.
                 sqlx::query_scalar!(
-                    "select id from webhook_deliveries where status = 'dead' order by seq"
+                    "select d.id from webhook_deliveries d
+                     join webhook_subscriptions s on s.id = d.subscription_id and s.status = 'active'
+                     where d.status = 'dead' order by d.seq"
                 )
                 .fetch_all(&mut *conn)
                 .await?

@@ -273,7 +273,7 @@ async fn send(client: &reqwest::Client, settings: &Settings, delivery: &Claimed)
             } else if e.is_connect() {
                 "the receiver could not be reached".to_owned()
             } else {
-                format!("the request failed: {e}")
+                format!("the request failed: {}", e.without_url())
             };
             if give_up {
                 return budget_spent(None, error, settings);

@@ -5,9 +5,9 @@
 //! restrict the hosts they may name.
 
 use super::signing;
-use crate::ledger::{Created, audit};
 use crate::ledger::events::EventType;
 use crate::ledger::now_micros;
+use crate::ledger::{Created, audit};
 use crate::problem::FieldError;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
