@@ -99,6 +99,10 @@ pub struct DatabaseConfig {
     #[arg(long, env = "DB_NO_MIGRATE", global = true,
         value_parser = clap::builder::BoolishValueParser::new())]
     pub no_migrate: bool,
+    /// The name this process's database sessions carry (`pg_stat_activity.application_name`),
+    /// so an operator (or a test) can find them; default `wallet-ledger <subcommand>`.
+    #[arg(long, env = "DB_APPLICATION_NAME", global = true)]
+    pub application_name: Option<String>,
 }
 
 impl DatabaseConfig {
@@ -108,6 +112,7 @@ impl DatabaseConfig {
             pool_max_connections: DEFAULT_POOL_MAX_CONNECTIONS,
             pool_acquire_timeout_ms: DEFAULT_POOL_ACQUIRE_TIMEOUT_MS,
             no_migrate: false,
+            application_name: None,
         }
     }
 

@@ -5,7 +5,8 @@ use crate::config::DatabaseConfig;
 use anyhow::{Context, anyhow};
 use sqlx::Postgres;
 use sqlx::migrate::{MigrateDatabase, Migrator};
-use sqlx::postgres::{PgPool, PgPoolOptions};
+use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
+use std::str::FromStr;
 
 pub static MIGRATOR: Migrator = sqlx::migrate!();
 
@@ -40,10 +41,16 @@ pub async fn connect_and_migrate(config: &DatabaseConfig) -> anyhow::Result<PgPo
 /// that only read, such as `verify`).
 pub async fn connect(config: &DatabaseConfig) -> anyhow::Result<PgPool> {
     let shown = redact(&config.url);
+    let options = PgConnectOptions::from_str(&config.url)
+        .map_err(|e| anyhow!("DATABASE_URL {shown} is not a PostgreSQL URL: {e}"))?;
+    let name = config
+        .application_name
+        .clone()
+        .unwrap_or_else(default_application_name);
     PgPoolOptions::new()
         .max_connections(config.pool_max_connections)
         .acquire_timeout(config.acquire_timeout())
-        .connect(&config.url)
+        .connect_with(options.application_name(&name))
         .await
         .map_err(|e| unreachable(&shown, e))
 }
@@ -62,6 +69,14 @@ async fn check_migrated(pool: &PgPool, shown: &str) -> anyhow::Result<()> {
             "the database {shown} is at migration {}, this binary needs {expected}: run `wallet-ledger migrate` as the schema's owner first (--no-migrate is set)",
             found.map_or("none".to_owned(), |v| v.to_string())
         )),
+    }
+}
+
+/// `wallet-ledger <subcommand>`, from the command line this process was started with.
+fn default_application_name() -> String {
+    match std::env::args().nth(1) {
+        Some(subcommand) if !subcommand.starts_with('-') => format!("wallet-ledger {subcommand}"),
+        _ => "wallet-ledger".to_owned(),
     }
 }
 
