@@ -580,6 +580,8 @@ pub const DEFAULT_WEBHOOK_MAX_ATTEMPTS: i32 = 15;
 pub const DEFAULT_WEBHOOK_BACKOFF_MS: u64 = 1_000;
 pub const DEFAULT_WEBHOOK_BACKOFF_MAX_MS: u64 = 3_600_000;
 pub const DEFAULT_WEBHOOK_CONCURRENCY: u64 = 16;
+/// About how many entries the outbound events stream keeps (`XADD MAXLEN ~`).
+pub const EVENTS_STREAM_MAX_LEN: usize = 1_000_000;
 
 #[derive(Debug, Clone, Args)]
 pub struct OutboxConfig {

@@ -3,6 +3,7 @@
 //! claimed with `FOR UPDATE SKIP LOCKED`, published, then marked in the same transaction; a
 //! crash between the two publishes them again with the same `event_id`.
 
+use crate::config::EVENTS_STREAM_MAX_LEN;
 use redis::aio::MultiplexedConnection;
 use serde_json::Value;
 use sqlx::PgPool;
@@ -47,7 +48,10 @@ impl EventStream {
                 ("timestamp", e.created_at.to_rfc3339()),
                 ("data", Value::to_string(&e.data)),
             ];
-            pipe.xadd(&self.name, "*", &fields).ignore();
+            // Trimmed as it grows (approximately, which is cheap): the outbox rows are the
+            // record, the stream only a feed for consumers that keep up.
+            let cap = redis::streams::StreamMaxlen::Approx(EVENTS_STREAM_MAX_LEN);
+            pipe.xadd_maxlen(&self.name, cap, "*", &fields).ignore();
         }
         if let Err(e) = pipe.query_async::<()>(&mut self.conn).await {
             tracing::warn!(error = %e, "cannot publish to the events stream; will retry");
