@@ -43,14 +43,16 @@ pub async fn connect(config: &DatabaseConfig) -> anyhow::Result<PgPool> {
     let shown = redact(&config.url);
     let options = PgConnectOptions::from_str(&config.url)
         .map_err(|e| anyhow!("DATABASE_URL {shown} is not a PostgreSQL URL: {e}"))?;
-    let name = config
-        .application_name
-        .clone()
-        .unwrap_or_else(default_application_name);
+    // The flag wins, then an `application_name` in the URL, then the subcommand's name.
+    let options = match (&config.application_name, options.get_application_name()) {
+        (Some(name), _) => options.application_name(name),
+        (None, Some(_)) => options,
+        (None, None) => options.application_name(&default_application_name()),
+    };
     PgPoolOptions::new()
         .max_connections(config.pool_max_connections)
         .acquire_timeout(config.acquire_timeout())
-        .connect_with(options.application_name(&name))
+        .connect_with(options)
         .await
         .map_err(|e| unreachable(&shown, e))
 }

@@ -13,7 +13,7 @@ use uuid::Uuid;
 pub type Fields = BTreeMap<String, Vec<u8>>;
 
 pub const DEFAULT_PROVIDER: &str = "default";
-/// The longest `external_ref`, as the transactions table allows.
+/// The longest `external_ref` in characters, as the API and the transactions table allow.
 const MAX_EXTERNAL_REF_LEN: usize = 255;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -152,11 +152,11 @@ pub fn decode(fields: &Fields) -> Result<PaymentEvent, Malformed> {
         Some(r) if r.chars().any(char::is_control) => {
             return Err(malformed("external_ref", "contains control characters"));
         }
-        Some(r) if r.len() <= MAX_EXTERNAL_REF_LEN => Some(r.to_owned()),
+        Some(r) if r.chars().count() <= MAX_EXTERNAL_REF_LEN => Some(r.to_owned()),
         Some(_) => {
             return Err(malformed(
                 "external_ref",
-                format!("is longer than {MAX_EXTERNAL_REF_LEN} bytes"),
+                format!("is longer than {MAX_EXTERNAL_REF_LEN} characters"),
             ));
         }
     };

@@ -94,7 +94,19 @@ impl Consumer {
     /// One batch: reclaimed messages first (when a scan is due), else new ones.
     pub async fn step(&mut self) -> redis::RedisResult<StepReport> {
         let mut report = StepReport::default();
-        let messages = self.next_batch().await?;
+        let messages = match self.next_batch().await {
+            Ok(messages) => messages,
+            // The broker came back without the stream or the group (a restart without
+            // persistence, a failover to a lagging replica, a deleted key): create them again
+            // and read from the start. Payments are idempotent, so re-reading is safe.
+            Err(e) if e.code() == Some("NOGROUP") => {
+                tracing::warn!(error = %e, "the consumer group is gone; creating it again");
+                self.stream.ensure_group().await?;
+                self.reclaim_cursor = "0-0".to_owned();
+                Vec::new()
+            }
+            Err(e) => return Err(e),
+        };
         report.read = messages.len();
         report.reclaimed = messages.iter().filter(|m| m.redelivered).count();
         if !messages.is_empty() {

@@ -95,6 +95,7 @@ pub async fn create(
 }
 
 #[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct AccountQuery {
     /// RFC 3339: the balances at that moment instead of now.
@@ -224,6 +225,7 @@ pub async fn close(State(state): State<AppState>, PathParam(id): PathParam) -> R
 }
 
 #[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct PageQuery {
     /// 1-500, default 50.

@@ -290,10 +290,13 @@ impl<S: Send + Sync> FromRequestParts<S> for PathParam {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        // U+0000 cannot be stored in PostgreSQL text, so no resource can be named by it.
         Path::<String>::from_request_parts(parts, state)
             .await
+            .ok()
+            .filter(|Path(p)| !p.contains('\0'))
             .map(|Path(p)| PathParam(p))
-            .map_err(|_| ApiError::NotFound("resource".into()))
+            .ok_or_else(|| ApiError::NotFound("resource".into()))
     }
 }
 
@@ -305,6 +308,16 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequestParts<S> for QueryParams<T>
 
     async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
         let query = parts.uri.query().unwrap_or_default();
+        // U+0000 cannot reach PostgreSQL: a parameter holding it is refused, not a 500.
+        if let Some((name, _)) =
+            form_urlencoded::parse(query.as_bytes()).find(|(_, v)| v.contains('\0'))
+        {
+            return Err(ApiError::validation(
+                format!("/{name}"),
+                "invalid_character",
+                "must not contain the character U+0000",
+            ));
+        }
         let de = serde_urlencoded::Deserializer::new(form_urlencoded_parse(query));
         serde_path_to_error::deserialize(de)
             .map(QueryParams)

@@ -1,9 +1,21 @@
 //! The OpenAPI 3.1 document, generated from the handlers' annotations. The committed
 //! `openapi/openapi.json` must equal [`document`] (a test checks it); regenerate it with
 //! `cargo run -- openapi > openapi/openapi.json`.
+//!
+//! The handlers' annotations document what each operation answers of its own; [`Common`]
+//! adds what every `/v1` operation may answer through the shared layers (authentication, the
+//! rate limit, the extractors, the pool and the timeout), so that a client, and the schema
+//! fuzzing of `scripts/schemathesis.sh`, find every status the server can send documented.
 
 use super::{accounts, batch, health, metrics, reconciliations, transactions, webhooks};
-use utoipa::OpenApi;
+use axum::http::Method;
+use utoipa::openapi::header::HeaderBuilder;
+use utoipa::openapi::path::{Operation, ParameterIn, PathItem};
+use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityRequirement, SecurityScheme};
+use utoipa::openapi::{
+    ContentBuilder, Object, ObjectBuilder, Ref, RefOr, Response, ResponseBuilder, Type,
+};
+use utoipa::{Modify, OpenApi};
 
 #[derive(OpenApi)]
 #[openapi(
@@ -22,7 +34,8 @@ use utoipa::OpenApi;
         reconciliations::list, reconciliations::get,
         health::healthz, health::readyz, health::openapi, metrics::metrics,
     ),
-    components(schemas(crate::problem::Problem, crate::problem::FieldError)),
+    components(schemas(crate::problem::Problem, crate::problem::FieldError, transactions::StatusFilter)),
+    modifiers(&Common),
     tags(
         (name = "accounts", description = "wallets and system accounts, with derived balances"),
         (name = "transactions", description = "moving money, exactly once per id"),
@@ -34,6 +47,203 @@ use utoipa::OpenApi;
 )]
 pub struct ApiDoc;
 
+/// The name of the security scheme: `Authorization: Bearer <token>` with an API key.
+pub const SECURITY_SCHEME: &str = "bearer";
+
+/// Adds to every operation under `/v1` the bearer security requirement (its role: the scope
+/// the operation needs, from [`super::auth::required_scope`], the function that enforces it)
+/// and the shared error responses that apply to it, as references to `components/responses`.
+/// An operation that documents a status itself keeps its own description.
+pub struct Common;
+
+/// What a shared response applies to.
+#[derive(Clone, Copy, PartialEq)]
+enum When {
+    /// Every `/v1` operation.
+    Always,
+    /// An operation that reads a request body.
+    Body,
+    /// An operation with a path parameter (an id that may name nothing).
+    PathParameter,
+    /// An operation with a body, a query parameter or a header parameter (each is validated).
+    Input,
+}
+
+/// status, component name, what it applies to, description (the `code`s it carries).
+const SHARED: &[(&str, &str, When, &str)] = &[
+    (
+        "400",
+        "BadRequest",
+        When::Body,
+        "malformed_json: the body is not one JSON document; id_required: a create with neither an `id` nor an `Idempotency-Key`",
+    ),
+    (
+        "401",
+        "Unauthenticated",
+        When::Always,
+        "unauthenticated: no `Authorization: Bearer <token>`, or an unknown or revoked key",
+    ),
+    (
+        "403",
+        "InsufficientScope",
+        When::Always,
+        "insufficient_scope: the key's scope is below the one this operation needs (its security requirement names it)",
+    ),
+    (
+        "404",
+        "NotFound",
+        When::PathParameter,
+        "not_found: nothing has this id",
+    ),
+    (
+        "413",
+        "PayloadTooLarge",
+        When::Body,
+        "payload_too_large: the body exceeds the configured limit",
+    ),
+    (
+        "415",
+        "UnsupportedMediaType",
+        When::Body,
+        "unsupported_media_type: the body is not `application/json`",
+    ),
+    (
+        "422",
+        "ValidationFailed",
+        When::Input,
+        "validation_failed: a field, query parameter or header is invalid (`errors` names each by JSON pointer or name)",
+    ),
+    (
+        "429",
+        "RateLimited",
+        When::Always,
+        "rate_limited: this key sent more requests than its rate allows; retry after `Retry-After` seconds",
+    ),
+    (
+        "500",
+        "Internal",
+        When::Always,
+        "internal: an unexpected error; retry with the same id",
+    ),
+    (
+        "503",
+        "Unavailable",
+        When::Always,
+        "unavailable: the database cannot serve the request now (or it timed out); retry with the same id after `Retry-After` seconds",
+    ),
+];
+
+fn shared_response(status: &str, description: &str) -> Response {
+    let problem = ContentBuilder::new()
+        .schema(Some(Ref::from_schema_name("Problem")))
+        .build();
+    let mut response = ResponseBuilder::new()
+        .description(description)
+        .content("application/problem+json", problem);
+    let seconds = || {
+        HeaderBuilder::new()
+            .schema(Some(
+                ObjectBuilder::new()
+                    .schema_type(Type::Integer)
+                    .minimum(Some(1)),
+            ))
+            .description(Some("whole seconds to wait before retrying"))
+            .build()
+    };
+    response = match status {
+        "401" => response.header(
+            "WWW-Authenticate",
+            HeaderBuilder::new()
+                .schema(Some(Object::with_type(Type::String)))
+                .description(Some("`Bearer`"))
+                .build(),
+        ),
+        "429" | "503" => response.header("Retry-After", seconds()),
+        _ => response,
+    };
+    response.build()
+}
+
+fn operations(item: &mut PathItem) -> impl Iterator<Item = (Method, &mut Operation)> {
+    [
+        (Method::GET, item.get.as_mut()),
+        (Method::PUT, item.put.as_mut()),
+        (Method::POST, item.post.as_mut()),
+        (Method::DELETE, item.delete.as_mut()),
+        (Method::OPTIONS, item.options.as_mut()),
+        (Method::HEAD, item.head.as_mut()),
+        (Method::PATCH, item.patch.as_mut()),
+        (Method::TRACE, item.trace.as_mut()),
+    ]
+    .into_iter()
+    .filter_map(|(method, op)| op.map(|op| (method, op)))
+}
+
+fn applies(when: When, operation: &Operation) -> bool {
+    let parameter_in = |wanted: &[ParameterIn]| {
+        operation.parameters.iter().flatten().any(|p| match p {
+            RefOr::T(p) => wanted.contains(&p.parameter_in),
+            RefOr::Ref(_) => false,
+        })
+    };
+    match when {
+        When::Always => true,
+        When::Body => operation.request_body.is_some(),
+        When::PathParameter => parameter_in(&[ParameterIn::Path]),
+        When::Input => {
+            operation.request_body.is_some()
+                || parameter_in(&[ParameterIn::Query, ParameterIn::Header])
+        }
+    }
+}
+
+impl Modify for Common {
+    fn modify(&self, doc: &mut utoipa::openapi::OpenApi) {
+        let components = doc.components.get_or_insert_with(Default::default);
+        components.add_security_scheme(
+            SECURITY_SCHEME,
+            SecurityScheme::Http(
+                HttpBuilder::new()
+                    .scheme(HttpAuthScheme::Bearer)
+                    .description(Some(
+                        "An API key's token (`wallet-ledger api-key create`). The requirement's role is the scope the operation needs: read < write < admin.",
+                    ))
+                    .build(),
+            ),
+        );
+        for (status, name, _, description) in SHARED {
+            components.responses.insert(
+                (*name).to_owned(),
+                RefOr::T(shared_response(status, description)),
+            );
+        }
+        for (path, item) in doc.paths.paths.iter_mut() {
+            if !path.starts_with("/v1/") {
+                continue;
+            }
+            for (method, operation) in operations(item) {
+                if let Some(scope) = super::auth::required_scope(&method, path, false) {
+                    operation.security = Some(vec![SecurityRequirement::new(
+                        SECURITY_SCHEME,
+                        [scope.as_str()],
+                    )]);
+                }
+                for (status, name, when, _) in SHARED {
+                    if applies(*when, operation) {
+                        operation
+                            .responses
+                            .responses
+                            .entry((*status).to_owned())
+                            .or_insert_with(|| {
+                                RefOr::Ref(Ref::new(format!("#/components/responses/{name}")))
+                            });
+                    }
+                }
+            }
+        }
+    }
+}
+
 /// The document as committed: pretty JSON with a trailing newline.
 pub fn document() -> String {
     let mut json = ApiDoc::openapi()
@@ -41,4 +251,45 @@ pub fn document() -> String {
         .expect("the OpenAPI document serializes");
     json.push('\n');
     json
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_v1_operation_documents_its_key_and_the_shared_errors() {
+        let doc: serde_json::Value = serde_json::from_str(&document()).unwrap();
+        let mut seen = 0;
+        for (path, item) in doc["paths"].as_object().unwrap() {
+            for (method, operation) in item.as_object().unwrap() {
+                let responses = operation["responses"].as_object().unwrap();
+                if !path.starts_with("/v1/") {
+                    assert!(operation.get("security").is_none(), "{method} {path}");
+                    continue;
+                }
+                seen += 1;
+                let scope = &operation["security"][0][SECURITY_SCHEME][0];
+                assert!(scope.is_string(), "{method} {path} names its scope");
+                for status in ["401", "403", "429", "500", "503"] {
+                    assert!(responses.contains_key(status), "{method} {path} {status}");
+                }
+                if path.contains('{') {
+                    assert!(responses.contains_key("404"), "{method} {path} 404");
+                }
+                if operation.get("requestBody").is_some() {
+                    for status in ["400", "413", "415", "422"] {
+                        assert!(responses.contains_key(status), "{method} {path} {status}");
+                    }
+                }
+            }
+        }
+        assert!(seen >= 27, "{seen} /v1 operations");
+        let shared = doc["components"]["responses"].as_object().unwrap();
+        assert_eq!(shared.len(), SHARED.len());
+        for (_, response) in shared {
+            let schema = &response["content"]["application/problem+json"]["schema"]["$ref"];
+            assert_eq!(schema, "#/components/schemas/Problem");
+        }
+    }
 }

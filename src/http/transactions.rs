@@ -236,6 +236,7 @@ impl StatusFilter {
 }
 
 #[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct TransactionQuery {
     /// Only transactions with a leg on this account.

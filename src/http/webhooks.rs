@@ -158,6 +158,7 @@ pub async fn rotate_secret(
 }
 
 #[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct DeliveryQuery {
     /// `pending`, `delivered`, `dead` or `cancelled`.

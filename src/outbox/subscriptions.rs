@@ -30,6 +30,9 @@ impl UrlPolicy {
     /// The URL, or the field error that refuses it.
     pub fn check(&self, raw: &str) -> Result<url::Url, FieldError> {
         let refuse = |code: &str, message: &str| FieldError::new("/url", code, message);
+        if raw.chars().any(char::is_control) {
+            return Err(refuse("url", "must not contain control characters"));
+        }
         if raw.len() > MAX_URL_LEN {
             return Err(refuse(
                 "length",

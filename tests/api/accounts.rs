@@ -178,3 +178,30 @@ async fn entries_list_newest_first_with_running_balances_and_cursors() {
     );
     app.finish().await;
 }
+
+#[tokio::test]
+async fn metadata_holding_the_largest_floats_reads_back_unchanged() {
+    let app = TestApp::new().await;
+    let body = r#"{"id": "floaty", "currency": "SAR", "type": "wallet",
+                   "metadata": {"max": 1.7976931348623157e308, "min": -1.7976931348623157e308,
+                                "tiny": 1.7976931348623157e-308}}"#;
+    let created = app
+        .raw(
+            axum::http::Method::POST,
+            "/v1/accounts",
+            &[("content-type", "application/json")],
+            body,
+        )
+        .await;
+    assert_eq!(created.status, StatusCode::CREATED, "{}", created.text);
+    // PostgreSQL gives such numbers back with hundreds of digits: they must parse exactly.
+    let read = app.get("/v1/accounts/floaty").await;
+    assert_eq!(read.status, StatusCode::OK, "{}", read.text);
+    assert_eq!(read.body["metadata"]["max"].as_f64(), Some(f64::MAX));
+    assert_eq!(read.body["metadata"]["min"].as_f64(), Some(f64::MIN));
+    assert_eq!(
+        read.body["metadata"]["tiny"].as_f64(),
+        Some(1.797_693_134_862_315_7e-308)
+    );
+    app.finish().await;
+}

@@ -545,3 +545,20 @@ fn postgres_bin_dir() -> PathBuf {
         .map(|(_, bin)| bin)
         .expect("PostgreSQL server binaries under /usr/lib/postgresql/*/bin (or PG_BIN_DIR)")
 }
+
+impl PrivateRedis {
+    /// Kills the server (SIGKILL) and starts it again on the same port with its data gone: what
+    /// a failover to a replica that had not caught up, or a server without persistence, leaves.
+    pub async fn restart_empty(&mut self) {
+        self.kill();
+        for entry in std::fs::read_dir(&self.dir).into_iter().flatten().flatten() {
+            let path = entry.path();
+            let _ = if path.is_dir() {
+                std::fs::remove_dir_all(&path)
+            } else {
+                std::fs::remove_file(&path)
+            };
+        }
+        self.restart().await;
+    }
+}

@@ -1,0 +1,111 @@
+#!/usr/bin/env bash
+# Schema-driven fuzzing of the API: schemathesis generates requests, valid and invalid, from the
+# served OpenAPI document and checks every answer against it: no 5xx, every status code, content
+# type, header and body as documented for its operation, schema-violating requests refused.
+# scripts/schemathesis.toml says which checks run. Needs PostgreSQL (scripts/services.sh).
+# Starts a fresh server (`--no-outbox`) on a free port over a fresh database with an admin key,
+# seeds the fixtures the toml's dictionaries name, and afterwards stops the server (SIGTERM) and
+# drops the database. Exits non-zero when schemathesis finds a failure or an error.
+#
+# Bounded: SCHEMATHESIS_MAX_EXAMPLES cases per operation and phase (default 100, about a
+# minute); a run still going after SCHEMATHESIS_TIMEOUT seconds (default 900) is stopped and
+# fails. SCHEMATHESIS_SEED replays a run (its seed is printed at the end). Extra arguments go to
+# `schemathesis run`, e.g. `bash scripts/schemathesis.sh --include-path-regex '^/v1/accounts'`.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+SCHEMATHESIS_VERSION=4.32.5
+MAX_EXAMPLES=${SCHEMATHESIS_MAX_EXAMPLES:-100}
+TIMEOUT=${SCHEMATHESIS_TIMEOUT:-900}
+PGHOST=${PGHOST:-127.0.0.1}
+PGPORT=${PGPORT:-5432}
+PGUSER=${PGUSER:-postgres}
+
+if [ "$(python3 -m schemathesis.cli --version 2>/dev/null | awk '{print $NF}')" != "$SCHEMATHESIS_VERSION" ]; then
+    echo "installing schemathesis==$SCHEMATHESIS_VERSION" >&2
+    python3 -m pip install --quiet --disable-pip-version-check "schemathesis==$SCHEMATHESIS_VERSION" >&2 ||
+        { echo "could not install schemathesis==$SCHEMATHESIS_VERSION from PyPI" >&2; exit 1; }
+fi
+
+cargo build --quiet
+bin=target/debug/wallet-ledger
+export RUST_LOG=${RUST_LOG:-warn}
+
+database=wallet_ledger_schemathesis_$$
+database_url="postgres://$PGUSER@$PGHOST:$PGPORT/$database"
+port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+base="http://127.0.0.1:$port"
+log=$(mktemp -t schemathesis-server.XXXXXX)
+server=
+
+cleanup() {
+    if [ -n "$server" ] && kill -0 "$server" 2>/dev/null; then
+        kill -TERM "$server"
+        wait "$server" 2>/dev/null || true
+    fi
+    psql -h "$PGHOST" -p "$PGPORT" -U "$PGUSER" -d postgres -q -v ON_ERROR_STOP=1 \
+        -c "drop database if exists $database with (force)" >/dev/null || true
+    rm -f "$log"
+}
+trap cleanup EXIT
+
+"$bin" migrate --database-url "$database_url" >/dev/null
+token=$("$bin" api-key create --owner schemathesis --scope admin --database-url "$database_url")
+
+# The rate limit is raised so that schemathesis's pace is never answered 429 (429 is documented,
+# but a run of refusals would test nothing).
+LOG_FORMAT=json "$bin" serve --database-url "$database_url" --listen-addr "127.0.0.1:$port" \
+    --no-outbox --rate-limit-per-second 100000 --rate-limit-burst 100000 >"$log" 2>&1 &
+server=$!
+
+for _ in $(seq 1 100); do
+    curl -fsS "$base/readyz" >/dev/null 2>&1 && break
+    kill -0 "$server" 2>/dev/null || { cat "$log" >&2; echo "the server exited before it was ready" >&2; exit 1; }
+    sleep 0.1
+done
+curl -fsS "$base/readyz" >/dev/null || { cat "$log" >&2; echo "the server did not become ready" >&2; exit 1; }
+
+# Fixtures that scripts/schemathesis.toml names in its dictionaries, so that many generated
+# requests reach real resources (and their 2xx bodies are checked) instead of 404 and 422.
+post() {
+    curl -fsS -o /dev/null -X POST "$base$1" -H "Authorization: Bearer $token" \
+        -H 'Content-Type: application/json' -d "$2" ||
+        { echo "seeding POST $1 failed: $2" >&2; exit 1; }
+}
+post /v1/accounts '{"id": "st-w1", "currency": "USD", "type": "wallet"}'
+post /v1/accounts '{"id": "st-w2", "currency": "USD", "type": "wallet", "overdraft_limit": 5000}'
+post /v1/accounts '{"id": "st-sys", "currency": "USD", "type": "system"}'
+post /v1/accounts '{"id": "st-eur", "currency": "EUR", "type": "wallet"}'
+post /v1/payments '{"id": "5c1a0000-0000-4000-8000-000000000001", "account": "st-w1", "amount": 1000000, "currency": "USD", "provider": "st-bank", "external_ref": "st-pay-1"}'
+post /v1/transfers '{"id": "5c1a0000-0000-4000-8000-000000000002", "from": "st-w1", "to": "st-w2", "amount": 2500}'
+post /v1/transfers '{"id": "5c1a0000-0000-4000-8000-000000000003", "from": "st-w1", "to": "st-w2", "amount": 700, "status": "pending"}'
+post /v1/transactions '{"id": "5c1a0000-0000-4000-8000-000000000004", "entries": [{"account": "st-sys", "amount": -300}, {"account": "st-w2", "amount": 300}], "status": "pending"}'
+post /v1/webhooks '{"id": "5c1a0000-0000-4000-8000-000000000005", "url": "http://127.0.0.1:9/hook"}'
+
+seed=()
+[ -n "${SCHEMATHESIS_SEED:-}" ] && seed=(--seed "$SCHEMATHESIS_SEED")
+
+# One worker: with two threads, Hypothesis's lambda descriptions call ast.parse concurrently,
+# which CPython 3.11 answers now and then with "AST constructor recursion depth mismatch".
+status=0
+HYPOTHESIS_STORAGE_DIRECTORY=target/hypothesis timeout --signal=INT --kill-after=30 "$TIMEOUT" \
+    python3 -m schemathesis.cli --config-file scripts/schemathesis.toml run "$base/openapi.json" \
+    --header "Authorization: Bearer $token" \
+    --max-examples "$MAX_EXAMPLES" \
+    --workers 1 \
+    --generation-database none \
+    --no-color \
+    "${seed[@]}" "$@" || status=$?
+
+# The server logs the cause of every 5xx once (JSON lines): show them.
+if grep -qE '"level":"(ERROR|WARN)"' "$log"; then
+    echo "server warnings and errors during the run:" >&2
+    grep -E '"level":"(ERROR|WARN)"' "$log" | head -n 50 >&2
+fi
+
+if [ "$status" -ne 0 ]; then
+    echo "schemathesis: failures found (exit $status)" >&2
+else
+    echo "schemathesis: no failures" >&2
+fi
+exit "$status"
