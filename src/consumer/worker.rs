@@ -438,6 +438,8 @@ fn record_backlog(backlog: Backlog) {
     }
 }
 
+/// Seconds since the epoch for the heartbeat gauge: Prometheus samples are floats by
+/// definition (this is a time, not money).
 fn unix_now() -> f64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)

@@ -126,36 +126,39 @@ async fn unmatched(state: AppState, req: Request, answer: ApiError) -> Response 
     response
 }
 
-/// A token bucket per API key: `rate` tokens a second up to `burst`; a request takes one.
+/// A per-key limit of `rate` requests a second with bursts of up to `burst`, as the generic
+/// cell rate algorithm: each key keeps only the moment its next request is "due" (its
+/// theoretical arrival time), so the arithmetic is whole `Duration`s, no floating point.
 /// In memory, per process: with several API processes each grants the rate (documented).
 pub struct RateLimiter {
-    rate: f64,
-    burst: f64,
-    buckets: Mutex<HashMap<uuid::Uuid, (f64, Instant)>>,
+    /// The spacing of requests at the sustained rate.
+    interval: Duration,
+    /// How far ahead of its due time a request may come: `burst - 1` intervals.
+    tolerance: Duration,
+    due: Mutex<HashMap<uuid::Uuid, Instant>>,
 }
 
 impl RateLimiter {
     pub fn new(rate_per_second: u32, burst: u32) -> RateLimiter {
+        let interval = Duration::from_secs(1) / rate_per_second.max(1);
         RateLimiter {
-            rate: f64::from(rate_per_second),
-            burst: f64::from(burst.max(1)),
-            buckets: Mutex::new(HashMap::new()),
+            interval,
+            tolerance: interval * (burst.max(1) - 1),
+            due: Mutex::new(HashMap::new()),
         }
     }
 
-    /// Takes a token for `key`, or says how long until one is there.
+    /// Admits a request of `key`, or says how long until one would be admitted.
     pub fn check(&self, key: uuid::Uuid) -> Result<(), Duration> {
         let now = Instant::now();
-        let mut buckets = self.buckets.lock().unwrap_or_else(|p| p.into_inner());
-        let (tokens, last) = buckets.entry(key).or_insert((self.burst, now));
-        *tokens = (*tokens + now.duration_since(*last).as_secs_f64() * self.rate).min(self.burst);
-        *last = now;
-        if *tokens >= 1.0 {
-            *tokens -= 1.0;
-            Ok(())
-        } else {
-            Err(Duration::from_secs_f64((1.0 - *tokens) / self.rate))
+        let mut due = self.due.lock().unwrap_or_else(|p| p.into_inner());
+        let next = due.get(&key).copied().unwrap_or(now).max(now);
+        let earliest = next.checked_sub(self.tolerance).unwrap_or(now);
+        if now < earliest {
+            return Err(earliest - now);
         }
+        due.insert(key, next + self.interval);
+        Ok(())
     }
 }
 

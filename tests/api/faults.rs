@@ -1,7 +1,7 @@
 //! Fault injection and adversarial tests with the real binary: nothing lost, nothing doubled,
 //! under any failure.
 //!
-//! - `chaos_short` (CI; `FAULTS_LONG=1` runs the long form, as does the ignored `chaos_long`):
+//! - `chaos_short` (CI; `FAULTS_LONG=1` runs the long form instead):
 //!   producers that retry publish payment events, resends and a few poison messages among
 //!   them, while three consumers are SIGKILLed at random, the broker is SIGKILLed and
 //!   restarted, and the consumers' database sessions are terminated at random. After a drain
@@ -1216,16 +1216,10 @@ async fn chaos(plan: ChaosPlan) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn chaos_short() {
+    // The long form (50,000 payments, 45+ kills, 6 broker restarts: minutes) is the same test
+    // with another plan: `FAULTS_LONG=1 cargo test --test api faults::chaos_short -- --nocapture`.
     let long = std::env::var("FAULTS_LONG").is_ok_and(|v| v == "1");
     chaos(if long { long_plan() } else { short_plan() }).await;
-}
-
-/// The long form: 50,000 payments, 45+ kills, 6 broker restarts (a few minutes).
-/// `cargo test --test api faults::chaos_long -- --ignored --nocapture`.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "long form of chaos_short (minutes): run with --ignored, or FAULTS_LONG=1 chaos_short"]
-async fn chaos_long() {
-    chaos(long_plan()).await;
 }
 
 // ---------------------------------------------------------------------------------------
