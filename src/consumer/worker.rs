@@ -328,24 +328,31 @@ impl Consumer {
         let now = Instant::now();
         if idle || now >= self.next_stats {
             self.next_stats = now + self.settings.stats_interval;
+            // The backlog read doubles as the broker's health check.
+            let broker_up = match self.stream.backlog().await {
+                Ok(backlog) => {
+                    record_backlog(backlog);
+                    true
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot read the group's backlog");
+                    false
+                }
+            };
             if idle {
                 // Nothing to apply says nothing about the database: ask it, so that /readyz
-                // fails during an outage even when the stream is quiet.
+                // fails during an outage even when the stream is quiet. Ready means both
+                // dependencies answer.
                 let ping = tokio::time::timeout(
                     DATABASE_PING_TIMEOUT,
                     sqlx::query("select 1").execute(&self.pool),
                 );
-                let up = matches!(ping.await, Ok(Ok(_)));
-                self.readiness.set(up);
-                metrics::gauge!("wallet_ledger_consumer_database_up").set(if up {
-                    1.0
-                } else {
-                    0.0
-                });
-            }
-            match self.stream.backlog().await {
-                Ok(backlog) => record_backlog(backlog),
-                Err(e) => tracing::warn!(error = %e, "cannot read the group's backlog"),
+                let database_up = matches!(ping.await, Ok(Ok(_)));
+                self.readiness.set(database_up && broker_up);
+                let gauge = if database_up { 1.0 } else { 0.0 };
+                metrics::gauge!("wallet_ledger_consumer_database_up").set(gauge);
+            } else if !broker_up {
+                self.readiness.set(false);
             }
         }
         if let Some(every) = self.settings.trim_interval
