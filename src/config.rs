@@ -155,6 +155,41 @@ pub struct HttpConfig {
     /// `GET /metrics` needs an admin key (by default it is open, like health and readiness).
     #[arg(long, env = "METRICS_REQUIRE_KEY", value_parser = clap::builder::BoolishValueParser::new())]
     pub metrics_require_key: bool,
+    #[command(flatten)]
+    pub group_commit: GroupCommitConfig,
+}
+
+pub const DEFAULT_GROUP_COMMIT_MAX_ITEMS: usize = 500;
+pub const DEFAULT_GROUP_COMMIT_MAX_WAIT_US: u64 = 0;
+pub const DEFAULT_GROUP_COMMIT_MAX_IN_FLIGHT: usize = 4;
+
+/// Group commit of the API's single creates (`ledger::group_commit`): concurrent requests are
+/// written in one database transaction.
+#[derive(Debug, Clone, Copy, Args)]
+pub struct GroupCommitConfig {
+    /// Most creates written in one database transaction.
+    #[arg(long = "group-commit-max-items", env = "GROUP_COMMIT_MAX_ITEMS",
+        default_value_t = DEFAULT_GROUP_COMMIT_MAX_ITEMS, value_parser = positive_usize)]
+    pub max_items: usize,
+    /// How long a group waits for more creates after taking those already queued
+    /// (microseconds; 0: only those queued while earlier groups commit).
+    #[arg(long = "group-commit-max-wait-us", env = "GROUP_COMMIT_MAX_WAIT_US",
+        default_value_t = DEFAULT_GROUP_COMMIT_MAX_WAIT_US)]
+    pub max_wait_us: u64,
+    /// Most groups being written at once (each holds one database connection).
+    #[arg(long = "group-commit-max-in-flight", env = "GROUP_COMMIT_MAX_IN_FLIGHT",
+        default_value_t = DEFAULT_GROUP_COMMIT_MAX_IN_FLIGHT, value_parser = positive_usize)]
+    pub max_in_flight: usize,
+}
+
+impl Default for GroupCommitConfig {
+    fn default() -> GroupCommitConfig {
+        GroupCommitConfig {
+            max_items: DEFAULT_GROUP_COMMIT_MAX_ITEMS,
+            max_wait_us: DEFAULT_GROUP_COMMIT_MAX_WAIT_US,
+            max_in_flight: DEFAULT_GROUP_COMMIT_MAX_IN_FLIGHT,
+        }
+    }
 }
 
 impl Default for HttpConfig {
@@ -171,6 +206,7 @@ impl Default for HttpConfig {
             rate_limit_per_second: DEFAULT_RATE_LIMIT_PER_SECOND,
             rate_limit_burst: DEFAULT_RATE_LIMIT_BURST,
             metrics_require_key: false,
+            group_commit: GroupCommitConfig::default(),
         }
     }
 }

@@ -100,3 +100,20 @@ pub fn redact(url: &str) -> String {
         _ => url.to_owned(),
     }
 }
+
+/// Whether an error says the database is unreachable or unwell (a retry later may succeed)
+/// rather than that the statement itself was wrong: pool and connection failures, and SQLSTATE
+/// classes 08 (connection exception), 53 (insufficient resources) and 57P (operator
+/// intervention: shutdown, terminated session).
+pub fn is_unavailable(error: &sqlx::Error) -> bool {
+    match error {
+        sqlx::Error::PoolTimedOut
+        | sqlx::Error::PoolClosed
+        | sqlx::Error::Io(_)
+        | sqlx::Error::Tls(_) => true,
+        sqlx::Error::Database(db) => db
+            .code()
+            .is_some_and(|c| c.starts_with("08") || c.starts_with("53") || c.starts_with("57P")),
+        _ => false,
+    }
+}

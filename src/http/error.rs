@@ -243,21 +243,10 @@ pub fn problem_response(status: u16, body: String) -> Response {
 
 impl From<sqlx::Error> for ApiError {
     fn from(error: sqlx::Error) -> ApiError {
-        match &error {
-            sqlx::Error::PoolTimedOut
-            | sqlx::Error::PoolClosed
-            | sqlx::Error::Io(_)
-            | sqlx::Error::Tls(_) => ApiError::Unavailable(error.to_string()),
-            // Class 08 (connection exception), 53 (insufficient resources), 57P (operator
-            // intervention: shutdown, terminated session): the database, not the request.
-            sqlx::Error::Database(db)
-                if db.code().is_some_and(|c| {
-                    c.starts_with("08") || c.starts_with("53") || c.starts_with("57P")
-                }) =>
-            {
-                ApiError::Unavailable(error.to_string())
-            }
-            _ => ApiError::Internal(error.into()),
+        if crate::db::is_unavailable(&error) {
+            ApiError::Unavailable(error.to_string())
+        } else {
+            ApiError::Internal(error.into())
         }
     }
 }

@@ -17,6 +17,7 @@ pub mod validate;
 pub mod webhooks;
 
 use crate::config::{HOLD_SWEEP_BATCH, HttpConfig, ServeArgs};
+use crate::ledger::group_commit::GroupCommit;
 use crate::ledger::{checkpoints, holds};
 use anyhow::Context;
 use axum::Router;
@@ -40,15 +41,19 @@ pub struct AppState {
     pub pool: PgPool,
     pub config: Arc<HttpConfig>,
     pub limiter: Arc<auth::RateLimiter>,
+    /// Every single create goes through it (group commit).
+    pub writer: GroupCommit,
 }
 
 impl AppState {
     pub fn new(pool: PgPool, config: HttpConfig) -> AppState {
         let limiter = auth::RateLimiter::new(config.rate_limit_per_second, config.rate_limit_burst);
+        let writer = GroupCommit::start(pool.clone(), config.group_commit);
         AppState {
             pool,
             config: Arc::new(config),
             limiter: Arc::new(limiter),
+            writer,
         }
     }
 }

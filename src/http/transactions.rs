@@ -9,9 +9,9 @@ use super::requests::{CreateTransactionRequest, PaymentRequest, TransferRequest}
 use super::responses::{REPLAYED_HEADER, created, json, json_response};
 use super::validate;
 use crate::ledger::holds::{self, Action, Resolution};
+use crate::ledger::reversals;
 use crate::ledger::transactions::{self, TransactionFilter};
 use crate::ledger::views::{Page, TransactionView};
-use crate::ledger::{posting, reversals};
 use crate::problem::Problem;
 use axum::extract::State;
 use axum::http::{HeaderValue, StatusCode};
@@ -36,7 +36,7 @@ pub async fn create(
     JsonBody(req): JsonBody<CreateTransactionRequest>,
 ) -> Result<Response> {
     let new = req.into_new(&key, state.config.hold_expiry())?;
-    created(posting::create(&state.pool, &new).await?)
+    created(state.writer.create(new).await?)
 }
 
 #[utoipa::path(post, path = "/v1/transfers", tag = "transactions", request_body = TransferRequest,
@@ -53,7 +53,7 @@ pub async fn transfer(
     JsonBody(req): JsonBody<TransferRequest>,
 ) -> Result<Response> {
     let new = req.into_new(&key, state.config.hold_expiry())?;
-    created(posting::create(&state.pool, &new).await?)
+    created(state.writer.create(new).await?)
 }
 
 #[utoipa::path(post, path = "/v1/payments", tag = "transactions", request_body = PaymentRequest,
@@ -70,7 +70,7 @@ pub async fn payment(
     JsonBody(req): JsonBody<PaymentRequest>,
 ) -> Result<Response> {
     let new = req.into_new(&key)?;
-    created(posting::create(&state.pool, &new).await?)
+    created(state.writer.create(new).await?)
 }
 
 #[derive(Debug, Default, Deserialize, Validate, ToSchema)]
@@ -188,7 +188,7 @@ pub async fn reverse(
         reversals::plan(&mut conn, original_id, id, req.amount, metadata).await?
     };
     match plan {
-        reversals::Plan::Ready(new) => created(posting::create(&state.pool, &new).await?),
+        reversals::Plan::Ready(new) => created(state.writer.create(*new).await?),
         reversals::Plan::NotFound => Err(not_found()),
         reversals::Plan::InvalidTransition { current } => Err(ApiError::InvalidTransition {
             detail: format!(

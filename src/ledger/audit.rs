@@ -60,3 +60,40 @@ pub async fn record(
     .await?;
     Ok(())
 }
+
+/// Records `action` once per `(actor, resource)`: the writes of several callers committed
+/// together (group commit) each name their own caller. Pairs without an actor write nothing.
+pub async fn record_each(
+    conn: &mut PgConnection,
+    action: &str,
+    writes: &[(Option<Actor>, String)],
+) -> Result<(), sqlx::Error> {
+    let writes: Vec<(&Actor, &String)> = writes
+        .iter()
+        .filter_map(|(actor, resource)| actor.as_ref().map(|a| (a, resource)))
+        .collect();
+    if writes.is_empty() {
+        return Ok(());
+    }
+    let key_ids: Vec<Option<Uuid>> = writes.iter().map(|(a, _)| a.key_id).collect();
+    let owners: Vec<&str> = writes.iter().map(|(a, _)| a.owner.as_str()).collect();
+    let request_ids: Vec<Option<&str>> = writes
+        .iter()
+        .map(|(a, _)| a.request_id.as_deref())
+        .collect();
+    let resources: Vec<&str> = writes.iter().map(|(_, r)| r.as_str()).collect();
+    sqlx::query!(
+        r#"insert into audit_log (key_id, owner, request_id, action, resource)
+           select w.key_id, w.owner, w.request_id, $1, w.resource
+           from unnest($2::uuid[], $3::text[], $4::text[], $5::text[])
+             as w(key_id, owner, request_id, resource)"#,
+        action,
+        &key_ids as &[Option<Uuid>],
+        &owners as &[&str],
+        &request_ids as &[Option<&str>],
+        &resources as &[&str]
+    )
+    .execute(conn)
+    .await?;
+    Ok(())
+}

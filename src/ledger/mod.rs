@@ -6,6 +6,7 @@ pub mod audit;
 pub mod checkpoints;
 pub mod compare;
 pub mod events;
+pub mod group_commit;
 pub mod holds;
 pub mod ids;
 pub mod journal;

@@ -22,7 +22,7 @@
 //!    trigger) and all open holds (one statement); COMMIT, once.
 
 use super::accounts::{self, AccountType};
-use super::audit;
+use super::audit::{self, Actor};
 use super::events::{self, EventType, NegativeBalance};
 use super::holds;
 use super::ids::AccountId;
@@ -81,7 +81,47 @@ pub async fn create_many(
     mode: Mode,
 ) -> Result<BatchResult, WriteError> {
     let mut conn = pool.acquire().await?;
-    attempts(&mut conn, items, mode, true).await
+    attempts(&mut conn, items, Authors::Current, mode, true).await
+}
+
+/// The items of several callers in one database transaction (group commit, see
+/// [`super::group_commit`]): each item is answered exactly as its single call would be, and
+/// its audit row names its own caller (`actors[i]` made `items[i]`).
+pub(crate) async fn create_group(
+    pool: &PgPool,
+    items: &[NewTransaction],
+    actors: &[Option<Actor>],
+) -> Result<Vec<ItemOutcome>, WriteError> {
+    let mut conn = pool.acquire().await?;
+    match attempts(
+        &mut conn,
+        items,
+        Authors::Each(actors),
+        Mode::Independent,
+        true,
+    )
+    .await?
+    {
+        BatchResult::Done(outcomes) => Ok(outcomes),
+        // Independent mode never fails a whole batch.
+        BatchResult::Failed { .. } => Err(WriteError::Contention),
+    }
+}
+
+/// Who each item's audit row names: the task's actor (one caller), or one per item.
+#[derive(Debug, Clone, Copy)]
+enum Authors<'a> {
+    Current,
+    Each(&'a [Option<Actor>]),
+}
+
+impl Authors<'_> {
+    fn of(self, index: usize) -> Option<Actor> {
+        match self {
+            Authors::Current => audit::current(),
+            Authors::Each(actors) => actors.get(index).cloned().flatten(),
+        }
+    }
 }
 
 /// [`create_many`] on a connection the caller holds. Inside the caller's open transaction
@@ -93,7 +133,7 @@ pub async fn create_many_in(
     items: &[NewTransaction],
     mode: Mode,
 ) -> Result<BatchResult, WriteError> {
-    attempts(conn, items, mode, true).await
+    attempts(conn, items, Authors::Current, mode, true).await
 }
 
 /// Atomic mode without writing: the first item (in request order) that would not be
@@ -103,7 +143,7 @@ pub async fn first_failure(
     items: &[NewTransaction],
 ) -> Result<Option<(usize, ItemOutcome)>, WriteError> {
     let mut conn = pool.acquire().await?;
-    match attempts(&mut conn, items, Mode::Atomic, false).await? {
+    match attempts(&mut conn, items, Authors::Current, Mode::Atomic, false).await? {
         BatchResult::Failed { index, outcome } => Ok(Some((index, outcome))),
         BatchResult::Done(_) => Ok(None),
     }
@@ -112,11 +152,12 @@ pub async fn first_failure(
 async fn attempts(
     conn: &mut PgConnection,
     items: &[NewTransaction],
+    authors: Authors<'_>,
     mode: Mode,
     commit: bool,
 ) -> Result<BatchResult, WriteError> {
     for _ in 0..MAX_ID_RACE_RETRIES {
-        match attempt(conn, items, mode, commit).await {
+        match attempt(conn, items, authors, mode, commit).await {
             Ok(Some(result)) => return Ok(result),
             Ok(None) => continue,
             // Rows are inserted in id order and locks taken in a fixed order, so a deadlock
@@ -160,6 +201,7 @@ fn finish(outcomes: Vec<ItemOutcome>, failure: Option<usize>) -> BatchResult {
 async fn attempt(
     conn: &mut PgConnection,
     items: &[NewTransaction],
+    authors: Authors<'_>,
     mode: Mode,
     commit: bool,
 ) -> Result<Option<BatchResult>, WriteError> {
@@ -193,6 +235,8 @@ async fn attempt(
     let now = now_micros();
     let mut outcomes: Vec<ItemOutcome> = Vec::with_capacity(items.len());
     let mut rows: Vec<Rendered> = Vec::new();
+    // The audit row of each stored row: its resource and who asked for it.
+    let mut audited: Vec<(Option<Actor>, String)> = Vec::new();
     // Which item stores each id. An item that stores nothing (unknown account, invalid)
     // leaves its id free, so a later item with that id is decided afresh, as a later single
     // call would be.
@@ -207,6 +251,7 @@ async fn attempt(
                 let row = render(item, &decision, now);
                 let outcome = row.outcome();
                 stored_by.insert(item.id, index);
+                audited.push((authors.of(index), item.id.to_string()));
                 rows.push(row);
                 outcome
             })
@@ -228,14 +273,25 @@ async fn attempt(
         return Ok(None);
     }
     for (clearing, currency) in ledger.clearing_accounts_to_create(&rows) {
-        accounts::ensure_system_account(&mut tx, &clearing, currency).await?;
+        // The account is created by (and audited as) the first row that uses it.
+        let creator = rows
+            .iter()
+            .position(|r| {
+                (r.status == "posted" || r.status == "pending")
+                    && r.account_ids.iter().any(|a| a == clearing.as_str())
+            })
+            .and_then(|i| audited[i].0.clone());
+        let create = accounts::ensure_system_account(&mut tx, &clearing, currency);
+        match creator {
+            Some(actor) => audit::scope(actor, create).await?,
+            None => create.await?,
+        }
     }
     insert_entries(&mut tx, &rows).await?;
     let open_holds: Vec<&holds::OpenHold> = rows.iter().flat_map(|r| r.holds.iter()).collect();
     holds::insert_open_holds(&mut tx, &open_holds).await?;
     record_events(&mut tx, &rows).await?;
-    let created: Vec<String> = rows.iter().map(|r| r.item_id.to_string()).collect();
-    audit::record(&mut tx, "transaction.create", &created).await?;
+    audit::record_each(&mut tx, "transaction.create", &audited).await?;
     tx.commit().await?;
     Ok(Some(finish(outcomes, None)))
 }
