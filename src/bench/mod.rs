@@ -7,6 +7,8 @@
 mod api;
 mod ceiling;
 mod client;
+mod consumer;
+mod history;
 mod report;
 mod server;
 
@@ -184,9 +186,9 @@ impl Bench {
             BenchScenario::ApiTopups => vec![api::topups(self, &pool).await?],
             BenchScenario::ApiReplay => api::replay(self, &pool).await?,
             BenchScenario::ApiBatch => vec![api::batch(self, &pool).await?],
-            BenchScenario::Consumer | BenchScenario::BalanceRead | BenchScenario::Reconcile => {
-                bail!("not built yet")
-            }
+            BenchScenario::Consumer => vec![consumer::run(self, &pool).await?],
+            BenchScenario::BalanceRead => vec![history::balance_read(self, &pool).await?],
+            BenchScenario::Reconcile => vec![history::reconcile(self, &pool).await?],
         };
         pool.close().await;
         Ok(measured)

@@ -66,6 +66,11 @@ impl CpuClock {
         }
     }
 
+    /// Follows a child started after the clock: all of its CPU falls in the phase.
+    pub fn follow_new_child(&mut self, pid: u32) {
+        self.child = Some((pid, 0));
+    }
+
     pub fn stop(self) -> CpuUse {
         let wall = self.wall.elapsed();
         let own = own_cpu().saturating_sub(self.own);
