@@ -77,6 +77,9 @@ pub enum Command {
     /// The seed article's lab, end to end: five payments, one resent, a consumer killed
     /// mid-batch, a second one taking over; exits 0 when the wallet gained exactly 250.00.
     Demo(DemoArgs),
+    /// Run the benchmark scenarios: one JSON line each on stdout (and appended to
+    /// `--results`); exit 0 when every scenario's own check passed, 1 when one failed, 2 on error.
+    Bench(BenchArgs),
 }
 
 #[derive(Debug, Clone, Args)]
@@ -805,4 +808,132 @@ pub enum ApiKeyAction {
     List,
     /// Revoke a key by id: it answers 401 from the next request on.
     Revoke { id: uuid::Uuid },
+}
+
+/// The benchmark's own database: dropped and recreated before every scenario, so its name
+/// must say it is disposable (it must end in `BENCH_DATABASE_SUFFIX`).
+pub const DEFAULT_BENCH_DATABASE_URL: &str =
+    "postgres://postgres@127.0.0.1:5432/wallet_ledger_bench";
+pub const BENCH_DATABASE_SUFFIX: &str = "_bench";
+pub const DEFAULT_BENCH_RESULTS: &str = "bench-results.jsonl";
+/// Concurrent HTTP connections of `api-transfers`, `api-hot` and `api-topups`.
+pub const DEFAULT_BENCH_CONNECTIONS: u64 = 64;
+pub const DEFAULT_BENCH_ACCOUNTS: u64 = 10_000;
+/// Requests of `api-transfers`, `api-hot` and `api-topups`.
+pub const DEFAULT_BENCH_REQUESTS: u64 = 50_000;
+pub const DEFAULT_BENCH_BATCH_CONNECTIONS: u64 = 4;
+/// `api-batch`: batches of `MAX_BATCH_ITEMS` items each.
+pub const DEFAULT_BENCH_BATCHES: u64 = 200;
+pub const DEFAULT_BENCH_REPLAY_CONNECTIONS: u64 = 16;
+/// Replays at `--replay-connections`; the single-connection run sends a tenth of them.
+pub const DEFAULT_BENCH_REPLAY_REQUESTS: u64 = 50_000;
+pub const DEFAULT_BENCH_CONSUMER_PAYMENTS: u64 = 100_000;
+/// Share of the consumer scenario's payments published twice (a producer's resend).
+pub const BENCH_CONSUMER_RESEND_PERCENT: u8 = 10;
+pub const DEFAULT_BENCH_RECONCILE_ROWS: u64 = 1_000_000;
+pub const DEFAULT_BENCH_BALANCE_READ_MAX_ENTRIES: u64 = 1_000_000;
+/// Sequential balance reads measured at each history size (after a warm-up).
+pub const DEFAULT_BENCH_BALANCE_READS: u64 = 2_000;
+pub const DEFAULT_BENCH_CEILING_TRANSFERS: u64 = 200_000;
+pub const DEFAULT_BENCH_CEILING_WORKERS: u64 = 4;
+/// `--quick` divides every size it does not override by this (connections stay as they are).
+pub const BENCH_QUICK_DIVISOR: u64 = 20;
+/// The rate limit the benchmark's server gets: high enough that the bench measures the ledger,
+/// not the limiter (every line of a server scenario says so).
+pub const BENCH_RATE_LIMIT: u32 = 10_000_000;
+
+/// The benchmark's scenarios, in the order `bench` runs them (the ceiling first: it is every
+/// other scenario's denominator).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, clap::ValueEnum)]
+pub enum BenchScenario {
+    /// Bare set-based inserts of the rows a transfer writes: the database's ceiling.
+    Ceiling,
+    /// Transfers between random distinct wallets.
+    ApiTransfers,
+    /// Transfers that all debit one wallet.
+    ApiHot,
+    /// Payments (top-ups) crediting random wallets from one clearing account.
+    ApiTopups,
+    /// One transfer replayed, at 1 connection (latency) and at `--replay-connections`.
+    ApiReplay,
+    /// `POST /v1/transactions/batch`, independent batches of 1,000 transfers.
+    ApiBatch,
+    /// Payment events on a stream applied by a `consume` child process.
+    Consumer,
+    /// Balance-read latency of one wallet at growing history sizes.
+    BalanceRead,
+    /// A `reconcile` child process on a large settlement file with known exceptions.
+    Reconcile,
+}
+
+/// Sizes are optional so that `--quick` can shrink the ones not given; each says its default.
+#[derive(Debug, Clone, Args)]
+pub struct BenchArgs {
+    /// Scenarios to run (default: all), always in the order listed here.
+    #[arg(value_enum)]
+    pub scenarios: Vec<BenchScenario>,
+    /// The benchmark's PostgreSQL database, dropped and recreated before each scenario; its
+    /// name must end in `_bench`.
+    #[arg(long, env = "BENCH_DATABASE_URL", default_value = DEFAULT_BENCH_DATABASE_URL)]
+    pub bench_database_url: String,
+    #[command(flatten)]
+    pub redis: RedisConfig,
+    /// Where each JSON line is appended too.
+    #[arg(long, default_value = DEFAULT_BENCH_RESULTS)]
+    pub results: std::path::PathBuf,
+    /// The wallet-ledger binary run as `serve`, `consume` and `reconcile` (default: this one).
+    #[arg(long)]
+    pub binary: Option<std::path::PathBuf>,
+    /// An extra flag for the `serve` child, e.g. `--server-arg=--pool-max-connections=32`
+    /// (repeatable).
+    #[arg(long = "server-arg", allow_hyphen_values = true)]
+    pub server_args: Vec<String>,
+    /// Shrink every size not given explicitly about 20 times (tests, CI smoke runs).
+    #[arg(long)]
+    pub quick: bool,
+    /// HTTP connections of api-transfers, api-hot and api-topups [default: 64].
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    pub connections: Option<u64>,
+    /// Wallets of the API and consumer scenarios [default: 10000].
+    #[arg(long, value_parser = clap::value_parser!(u64).range(2..))]
+    pub accounts: Option<u64>,
+    /// Requests of api-transfers, api-hot and api-topups [default: 50000].
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    pub requests: Option<u64>,
+    /// HTTP connections of api-batch [default: 4].
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    pub batch_connections: Option<u64>,
+    /// 1,000-item batches of api-batch [default: 200].
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    pub batches: Option<u64>,
+    /// HTTP connections of the second api-replay run [default: 16].
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    pub replay_connections: Option<u64>,
+    /// Replays at --replay-connections; the single-connection run sends a tenth [default: 50000].
+    #[arg(long, value_parser = clap::value_parser!(u64).range(10..))]
+    pub replay_requests: Option<u64>,
+    /// Distinct payments published for the consumer scenario, 10% of them twice [default: 100000].
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    pub consumer_payments: Option<u64>,
+    /// The consumer child's --batch-size.
+    #[arg(long, default_value_t = MAX_CONSUMER_BATCH_SIZE, value_parser = batch_size)]
+    pub consumer_batch_size: usize,
+    /// Rows of the reconcile scenario's settlement file (at least 30: the deliberate
+    /// exceptions) [default: 1000000].
+    #[arg(long, value_parser = clap::value_parser!(u64).range(30..))]
+    pub reconcile_rows: Option<u64>,
+    /// The largest history of the balance-read scenario, built up from 1,000 through 100,000
+    /// and 1,000,000 entries [default: 1000000].
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    pub balance_read_max_entries: Option<u64>,
+    /// Sequential balance reads measured at each history size [default: 2000].
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    pub balance_reads: Option<u64>,
+    /// Transfers inserted by the ceiling scenario [default: 200000].
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    pub ceiling_transfers: Option<u64>,
+    /// Concurrent database connections of the ceiling scenario.
+    #[arg(long, default_value_t = DEFAULT_BENCH_CEILING_WORKERS,
+        value_parser = clap::value_parser!(u64).range(1..))]
+    pub ceiling_workers: u64,
 }

@@ -5,6 +5,8 @@
 
 /// API keys: tokens, scopes, `wallet-ledger api-key`.
 pub mod api_keys;
+/// `wallet-ledger bench`: the benchmark scenarios, each checking its own result.
+pub mod bench;
 /// Typed settings: flags with environment fallbacks, every limit named once.
 pub mod config;
 /// The stream consumer of payment events (Redis/Valkey Streams) and its tools.

@@ -62,6 +62,7 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
         Command::Purge(args) => wallet_ledger::outbox::purge::run(args).await?,
         Command::Dlq(args) => wallet_ledger::consumer::dlq::run(args).await?,
         Command::Publish(args) => wallet_ledger::consumer::producer::run(args).await?,
+        Command::Bench(args) => return wallet_ledger::bench::run(args).await,
         Command::Demo(args) => {
             let expected = wallet_ledger::consumer::demo::run(args).await?;
             return Ok(if expected {

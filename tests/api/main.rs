@@ -8,6 +8,7 @@ mod accounts;
 mod bad_input;
 mod balances;
 mod batch;
+mod bench;
 mod cli;
 mod consumer_apply;
 mod consumer_chaos;

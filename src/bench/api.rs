@@ -1,0 +1,502 @@
+//! The API scenarios against a `serve` child: transfers between random wallets, transfers
+//! from one hot wallet, top-ups through one clearing account, replays of one transfer, and
+//! independent 1,000-item batches. Every plan is made before the clock starts, so the bench
+//! knows each wallet's balance to expect and checks the ledger against it afterwards.
+
+use super::Bench;
+use super::client::{
+    self, Api, CURRENCY, Request, Rng, balance_differences, batch_created, created, run_load,
+    transaction_body, wallet_balances, wallet_ids,
+};
+use super::report::{Check, CpuClock, Measurement};
+use super::server::Server;
+use crate::config::MAX_BATCH_ITEMS;
+use crate::ledger::accounts::AccountType;
+use reqwest::StatusCode;
+use serde_json::json;
+use sqlx::PgPool;
+use std::collections::HashMap;
+use std::sync::Arc;
+use uuid::Uuid;
+
+/// Transfer and payment amounts are 1 to this many minor units: small, so that the funding
+/// that covers every planned debit stays far from any limit.
+const MAX_AMOUNT: u64 = 100;
+/// The provider of `api-topups`: its clearing account is `clearing:bench:SAR`.
+const PROVIDER: &str = "bench";
+
+/// Which wallets the transfers debit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Shape {
+    /// Random distinct wallets (`api-transfers`, `api-batch`).
+    Spread,
+    /// Always the first wallet, crediting random others (`api-hot`).
+    Hot,
+}
+
+struct Transfer {
+    id: Uuid,
+    from: usize,
+    to: usize,
+    amount: i64,
+}
+
+fn plan_transfers(count: u64, wallets: u64, shape: Shape, seed: u64) -> Vec<Transfer> {
+    let mut rng = Rng::new(seed);
+    (0..count)
+        .map(|_| {
+            let from = match shape {
+                Shape::Spread => rng.below(wallets) as usize,
+                Shape::Hot => 0,
+            };
+            let to = (from + 1 + rng.below(wallets - 1) as usize) % wallets as usize;
+            Transfer {
+                id: Uuid::new_v4(),
+                from,
+                to,
+                amount: 1 + rng.below(MAX_AMOUNT) as i64,
+            }
+        })
+        .collect()
+}
+
+/// Every wallet is funded with the largest total any wallet's planned transfers debit, so no
+/// order of arrival can refuse one; returns that funding and the balances to expect.
+fn funding_and_expected(wallets: &[String], plan: &[Transfer]) -> (i64, HashMap<String, i64>) {
+    let mut debits = vec![0i64; wallets.len()];
+    let mut moved = vec![0i64; wallets.len()];
+    for t in plan {
+        debits[t.from] += t.amount;
+        moved[t.from] -= t.amount;
+        moved[t.to] += t.amount;
+    }
+    let funding = debits.iter().copied().max().unwrap_or(0).max(1);
+    let expected = wallets
+        .iter()
+        .zip(moved)
+        .map(|(w, m)| (w.clone(), funding + m))
+        .collect();
+    (funding, expected)
+}
+
+/// A scenario's server, key and wallets.
+struct Setup {
+    server: Server,
+    api: Api,
+    wallets: Vec<String>,
+}
+
+async fn setup(bench: &Bench, pool: &PgPool, label: &str, wallets: u64) -> anyhow::Result<Setup> {
+    let wallets = wallet_ids(wallets);
+    tracing::info!(wallets = wallets.len(), "{label}: creating wallets");
+    client::create_accounts(pool, &wallets, AccountType::Wallet).await?;
+    let (server, api) = bench.serve(pool, label).await?;
+    Ok(Setup {
+        server,
+        api,
+        wallets,
+    })
+}
+
+/// Stops the server (a clean exit is part of the check), and records its peak memory first.
+async fn finish(setup: Setup, m: &mut Measurement) {
+    m.server_peak_rss_mib = setup.server.child.peak_rss_mib();
+    let log = setup.server.child.log.clone();
+    match setup.server.child.stop().await {
+        Ok(status) => m.check.expect(status.success(), || {
+            format!("serve exited with {status} (log: {})", log.display())
+        }),
+        Err(e) => m.check.expect(false, || format!("{e:#}")),
+    }
+}
+
+/// The checks every transfer scenario shares: every answer as expected, one ledger row per
+/// success, each wallet's balance as planned, the wallets' total as funded.
+async fn check_transfers(
+    pool: &PgPool,
+    check: &mut Check,
+    kind_count_sql: &'static str,
+    expected_rows: i64,
+    expected: &HashMap<String, i64>,
+    funded_total: i64,
+) -> anyhow::Result<()> {
+    let rows = client::count(pool, kind_count_sql).await?;
+    check.expect(rows == expected_rows, || {
+        format!("{rows} posted transactions in the ledger, expected {expected_rows}")
+    });
+    let balances = wallet_balances(pool).await?;
+    let differences = balance_differences(expected, &balances);
+    check.expect(differences.is_empty(), || {
+        format!("wallet balances differ: {}", differences.join(", "))
+    });
+    let total: i64 = balances.values().sum();
+    check.expect(total == funded_total, || {
+        format!("wallets hold {total} in total, funded {funded_total}")
+    });
+    Ok(())
+}
+
+/// `api-transfers` and `api-hot`: one `POST /v1/transfers` per planned transfer.
+pub async fn transfers(bench: &Bench, pool: &PgPool, shape: Shape) -> anyhow::Result<Measurement> {
+    let sizes = &bench.sizes;
+    let name = match shape {
+        Shape::Spread => "api-transfers",
+        Shape::Hot => "api-hot",
+    };
+    let setup = setup(bench, pool, name, sizes.accounts).await?;
+    let plan = plan_transfers(sizes.requests, sizes.accounts, shape, 1);
+    let (funding, expected) = funding_and_expected(&setup.wallets, &plan);
+    let funded: Vec<(String, i64)> = setup.wallets.iter().map(|w| (w.clone(), funding)).collect();
+    client::fund(pool, &setup.api, &funded).await?;
+    let requests: Vec<Request> = plan
+        .iter()
+        .map(|t| Request {
+            path: "/v1/transfers",
+            body: json!({"id": t.id, "from": setup.wallets[t.from], "to": setup.wallets[t.to],
+                         "amount": t.amount})
+            .to_string(),
+            ops: 1,
+        })
+        .collect();
+
+    tracing::info!(
+        requests = requests.len(),
+        connections = sizes.connections,
+        "{name}: running"
+    );
+    let clock = CpuClock::start(Some(setup.server.child.pid()));
+    let result = run_load(
+        &setup.api,
+        sizes.connections as usize,
+        Arc::new(requests),
+        Arc::new(created),
+    )
+    .await?;
+    let mut m = Measurement {
+        scenario: name.into(),
+        cpu: clock.stop(),
+        ops: result.ok,
+        errors: result.failed,
+        ..Measurement::default()
+    };
+    m.params.insert("connections", sizes.connections.into());
+    m.params.insert("accounts", sizes.accounts.into());
+    m.params.insert("requests", sizes.requests.into());
+    bench.server_params(&mut m);
+    m.check.expect(result.failed == 0, || {
+        format!(
+            "{} of {} answers were not 201: {}",
+            result.failed,
+            sizes.requests,
+            result.problems()
+        )
+    });
+    check_transfers(
+        pool,
+        &mut m.check,
+        "select count(*) from transactions where kind = 'transfer' and status = 'posted'",
+        result.ok as i64,
+        &expected,
+        funding * setup.wallets.len() as i64,
+    )
+    .await?;
+    m.latencies = result.latencies;
+    finish(setup, &mut m).await;
+    Ok(m)
+}
+
+/// `api-topups`: payments from one provider crediting random wallets.
+pub async fn topups(bench: &Bench, pool: &PgPool) -> anyhow::Result<Measurement> {
+    let sizes = &bench.sizes;
+    let name = "api-topups";
+    let setup = setup(bench, pool, name, sizes.accounts).await?;
+    let mut rng = Rng::new(2);
+    let mut expected: HashMap<String, i64> = HashMap::new();
+    let mut total = 0i64;
+    let requests: Vec<Request> = (0..sizes.requests)
+        .map(|_| {
+            let wallet = &setup.wallets[rng.below(sizes.accounts) as usize];
+            let amount = 1 + rng.below(MAX_AMOUNT) as i64;
+            *expected.entry(wallet.clone()).or_default() += amount;
+            total += amount;
+            Request {
+                path: "/v1/payments",
+                body: json!({"id": Uuid::new_v4(), "account": wallet, "amount": amount,
+                             "currency": CURRENCY, "provider": PROVIDER})
+                .to_string(),
+                ops: 1,
+            }
+        })
+        .collect();
+
+    tracing::info!(
+        requests = requests.len(),
+        connections = sizes.connections,
+        "{name}: running"
+    );
+    let clock = CpuClock::start(Some(setup.server.child.pid()));
+    let result = run_load(
+        &setup.api,
+        sizes.connections as usize,
+        Arc::new(requests),
+        Arc::new(created),
+    )
+    .await?;
+    let mut m = Measurement {
+        scenario: name.into(),
+        cpu: clock.stop(),
+        ops: result.ok,
+        errors: result.failed,
+        ..Measurement::default()
+    };
+    m.params.insert("connections", sizes.connections.into());
+    m.params.insert("accounts", sizes.accounts.into());
+    m.params.insert("requests", sizes.requests.into());
+    m.params.insert("provider", PROVIDER.into());
+    bench.server_params(&mut m);
+    m.check.expect(result.failed == 0, || {
+        format!(
+            "{} of {} answers were not 201: {}",
+            result.failed,
+            sizes.requests,
+            result.problems()
+        )
+    });
+    check_transfers(
+        pool,
+        &mut m.check,
+        "select count(*) from transactions where kind = 'payment' and status = 'posted'",
+        result.ok as i64,
+        &expected,
+        total,
+    )
+    .await?;
+    // The clearing account's balance, as the ledger sums it and as the API answers it
+    // (checkpoint plus the entries since).
+    let clearing = format!("clearing:{PROVIDER}:{CURRENCY}");
+    let summed: Option<i64> =
+        sqlx::query_scalar("select sum(amount)::int8 from entries where account_id = $1")
+            .bind(&clearing)
+            .fetch_one(pool)
+            .await?;
+    m.check.expect(summed == Some(-total), || {
+        format!("{clearing} entries sum to {summed:?}, expected {}", -total)
+    });
+    let view = setup
+        .api
+        .get_json(
+            &setup.api.connection()?,
+            &format!("/v1/accounts/{clearing}"),
+        )
+        .await?;
+    let posted = view["balances"]["posted"].as_i64();
+    m.check.expect(posted == Some(-total), || {
+        format!(
+            "GET /v1/accounts/{clearing} answers posted {posted:?}, expected {}",
+            -total
+        )
+    });
+    m.latencies = result.latencies;
+    finish(setup, &mut m).await;
+    Ok(m)
+}
+
+/// An answer that is the stored one replayed.
+fn replayed(status: StatusCode, replayed: bool, body: &[u8], ops: u64) -> client::Verdict {
+    if status == StatusCode::OK && replayed {
+        client::Verdict {
+            ok: ops,
+            failed: 0,
+            problem: None,
+        }
+    } else {
+        client::Verdict {
+            ok: 0,
+            failed: ops,
+            problem: Some(format!(
+                "{status} replayed={replayed} {}",
+                String::from_utf8_lossy(body)
+            )),
+        }
+    }
+}
+
+/// `api-replay`: one transfer, then the same request again and again: first on one
+/// connection (its latency is the point), then on `--replay-connections` (its throughput).
+/// Two lines: `api-replay-1` and `api-replay-<connections>`.
+pub async fn replay(bench: &Bench, pool: &PgPool) -> anyhow::Result<Vec<Measurement>> {
+    let sizes = &bench.sizes;
+    let name = "api-replay";
+    let setup = setup(bench, pool, name, 2).await?;
+    let funding = 1_000;
+    let amount = 100;
+    client::fund(pool, &setup.api, &[(setup.wallets[0].clone(), funding)]).await?;
+    let id = Uuid::new_v4();
+    let body =
+        json!({"id": id, "from": setup.wallets[0], "to": setup.wallets[1], "amount": amount})
+            .to_string();
+    let first = setup
+        .api
+        .post(&setup.api.connection()?, "/v1/transfers", body.clone())
+        .send()
+        .await?;
+    let first_status = first.status();
+
+    let mut lines = Vec::new();
+    for (connections, requests) in [
+        (1, sizes.replay_requests / 10),
+        (sizes.replay_connections, sizes.replay_requests),
+    ] {
+        let load: Vec<Request> = (0..requests)
+            .map(|_| Request {
+                path: "/v1/transfers",
+                body: body.clone(),
+                ops: 1,
+            })
+            .collect();
+        tracing::info!(requests, connections, "{name}: running");
+        let clock = CpuClock::start(Some(setup.server.child.pid()));
+        let result = run_load(
+            &setup.api,
+            connections as usize,
+            Arc::new(load),
+            Arc::new(replayed),
+        )
+        .await?;
+        let mut m = Measurement {
+            scenario: format!("api-replay-{connections}"),
+            cpu: clock.stop(),
+            ops: result.ok,
+            errors: result.failed,
+            ..Measurement::default()
+        };
+        m.params.insert("connections", connections.into());
+        m.params.insert("requests", requests.into());
+        bench.server_params(&mut m);
+        m.check.expect(first_status == StatusCode::CREATED, || {
+            format!("the first request answered {first_status}, expected 201")
+        });
+        m.check.expect(result.failed == 0, || {
+            format!(
+                "{} of {requests} answers were not 200 with Idempotent-Replayed: true: {}",
+                result.failed,
+                result.problems()
+            )
+        });
+        m.latencies = result.latencies;
+        lines.push(m);
+    }
+
+    // The ledger holds the one transfer, whatever was replayed.
+    let transfers = client::count(
+        pool,
+        "select count(*) from transactions where kind = 'transfer'",
+    )
+    .await?;
+    let stored: i64 = sqlx::query_scalar("select count(*) from transactions where id = $1")
+        .bind(id)
+        .fetch_one(pool)
+        .await?;
+    let balances = wallet_balances(pool).await?;
+    let expected: HashMap<String, i64> = [
+        (setup.wallets[0].clone(), funding - amount),
+        (setup.wallets[1].clone(), amount),
+    ]
+    .into();
+    let differences = balance_differences(&expected, &balances);
+    let peak = setup.server.child.peak_rss_mib();
+    let mut stopped = Measurement::default();
+    finish(setup, &mut stopped).await;
+    for m in &mut lines {
+        m.check.expect(transfers == 1 && stored == 1, || {
+            format!(
+                "{transfers} transfers in the ledger ({stored} with the replayed id), expected 1"
+            )
+        });
+        m.check.expect(differences.is_empty(), || {
+            format!("wallet balances differ: {}", differences.join(", "))
+        });
+        if !stopped.check.passed() {
+            m.check.expect(false, || stopped.check.verdict());
+        }
+        m.server_peak_rss_mib = peak;
+    }
+    Ok(lines)
+}
+
+/// `api-batch`: independent batches of 1,000 transfers (as two-leg transactions) between
+/// random distinct wallets. `per_second` counts items.
+pub async fn batch(bench: &Bench, pool: &PgPool) -> anyhow::Result<Measurement> {
+    let sizes = &bench.sizes;
+    let name = "api-batch";
+    let per_batch = MAX_BATCH_ITEMS;
+    let items = sizes.batches * per_batch;
+    let setup = setup(bench, pool, name, sizes.accounts).await?;
+    let plan = plan_transfers(items, sizes.accounts, Shape::Spread, 3);
+    let (funding, expected) = funding_and_expected(&setup.wallets, &plan);
+    let funded: Vec<(String, i64)> = setup.wallets.iter().map(|w| (w.clone(), funding)).collect();
+    let funding_rows = client::fund(pool, &setup.api, &funded).await?;
+    let requests: Vec<Request> = plan
+        .chunks(per_batch as usize)
+        .map(|chunk| {
+            let items: Vec<String> = chunk
+                .iter()
+                .map(|t| {
+                    transaction_body(t.id, &setup.wallets[t.from], &setup.wallets[t.to], t.amount)
+                })
+                .collect();
+            Request {
+                path: "/v1/transactions/batch",
+                body: format!(r#"{{"mode":"independent","items":[{}]}}"#, items.join(",")),
+                ops: chunk.len() as u64,
+            }
+        })
+        .collect();
+
+    tracing::info!(
+        batches = requests.len(),
+        connections = sizes.batch_connections,
+        "{name}: running"
+    );
+    let clock = CpuClock::start(Some(setup.server.child.pid()));
+    let result = run_load(
+        &setup.api,
+        sizes.batch_connections as usize,
+        Arc::new(requests),
+        Arc::new(batch_created),
+    )
+    .await?;
+    let mut m = Measurement {
+        scenario: name.into(),
+        cpu: clock.stop(),
+        ops: result.ok,
+        errors: result.failed,
+        ..Measurement::default()
+    };
+    m.params
+        .insert("connections", sizes.batch_connections.into());
+    m.params.insert("accounts", sizes.accounts.into());
+    m.params.insert("batches", sizes.batches.into());
+    m.params.insert("items_per_batch", per_batch.into());
+    m.extra.insert("latency_is", "per batch".into());
+    bench.server_params(&mut m);
+    m.check.expect(result.failed == 0, || {
+        format!(
+            "{} of {items} items were not 201: {}",
+            result.failed,
+            result.problems()
+        )
+    });
+    check_transfers(
+        pool,
+        &mut m.check,
+        "select count(*) from transactions where kind = 'transaction' and status = 'posted'",
+        result.ok as i64 + funding_rows as i64,
+        &expected,
+        funding * setup.wallets.len() as i64,
+    )
+    .await?;
+    m.latencies = result.latencies;
+    finish(setup, &mut m).await;
+    Ok(m)
+}

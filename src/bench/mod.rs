@@ -1,0 +1,377 @@
+//! `wallet-ledger bench [SCENARIO ...]`: runs the named scenarios (all by default) in a fixed
+//! order, each on a freshly created database, each checking its own result so that a fast
+//! wrong answer fails. One JSON line per scenario on stdout, appended to `--results` too;
+//! progress on stderr. Exit 0 when every check passed, 1 when one failed (after running the
+//! others), 2 on an error (with its reason on stderr).
+
+mod api;
+mod ceiling;
+mod client;
+mod consumer;
+mod history;
+mod report;
+mod server;
+
+use crate::config::{
+    BENCH_DATABASE_SUFFIX, BENCH_QUICK_DIVISOR, BENCH_RATE_LIMIT, BenchArgs, BenchScenario,
+    DEFAULT_BENCH_ACCOUNTS, DEFAULT_BENCH_BALANCE_READ_MAX_ENTRIES, DEFAULT_BENCH_BALANCE_READS,
+    DEFAULT_BENCH_BATCH_CONNECTIONS, DEFAULT_BENCH_BATCHES, DEFAULT_BENCH_CEILING_TRANSFERS,
+    DEFAULT_BENCH_CONNECTIONS, DEFAULT_BENCH_CONSUMER_PAYMENTS, DEFAULT_BENCH_RECONCILE_ROWS,
+    DEFAULT_BENCH_REPLAY_CONNECTIONS, DEFAULT_BENCH_REPLAY_REQUESTS, DEFAULT_BENCH_REQUESTS,
+    DatabaseConfig,
+};
+use anyhow::{Context, anyhow, bail};
+use report::Measurement;
+use sqlx::{Connection, PgConnection, PgPool};
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// The sizes a run uses: the flags, or their defaults (shrunk by `--quick`).
+#[derive(Debug, Clone)]
+pub struct Sizes {
+    pub connections: u64,
+    pub accounts: u64,
+    pub requests: u64,
+    pub batch_connections: u64,
+    pub batches: u64,
+    pub replay_connections: u64,
+    pub replay_requests: u64,
+    pub consumer_payments: u64,
+    pub consumer_batch_size: usize,
+    pub reconcile_rows: u64,
+    pub balance_read_max_entries: u64,
+    pub balance_reads: u64,
+    pub ceiling_transfers: u64,
+    pub ceiling_workers: u64,
+}
+
+impl Sizes {
+    fn from_args(args: &BenchArgs) -> Sizes {
+        // A size given on the command line wins; `--quick` shrinks only the defaults, and
+        // never below what a scenario needs to mean something.
+        let size = |given: Option<u64>, default: u64, floor: u64| {
+            given.unwrap_or(if args.quick {
+                (default / BENCH_QUICK_DIVISOR).max(floor)
+            } else {
+                default
+            })
+        };
+        Sizes {
+            connections: args.connections.unwrap_or(DEFAULT_BENCH_CONNECTIONS),
+            accounts: size(args.accounts, DEFAULT_BENCH_ACCOUNTS, 2),
+            requests: size(args.requests, DEFAULT_BENCH_REQUESTS, 1),
+            batch_connections: args
+                .batch_connections
+                .unwrap_or(DEFAULT_BENCH_BATCH_CONNECTIONS),
+            batches: size(args.batches, DEFAULT_BENCH_BATCHES, 1),
+            replay_connections: args
+                .replay_connections
+                .unwrap_or(DEFAULT_BENCH_REPLAY_CONNECTIONS),
+            replay_requests: size(args.replay_requests, DEFAULT_BENCH_REPLAY_REQUESTS, 10),
+            consumer_payments: size(args.consumer_payments, DEFAULT_BENCH_CONSUMER_PAYMENTS, 1),
+            consumer_batch_size: args.consumer_batch_size,
+            reconcile_rows: size(args.reconcile_rows, DEFAULT_BENCH_RECONCILE_ROWS, 30),
+            balance_read_max_entries: size(
+                args.balance_read_max_entries,
+                DEFAULT_BENCH_BALANCE_READ_MAX_ENTRIES,
+                1,
+            ),
+            balance_reads: size(args.balance_reads, DEFAULT_BENCH_BALANCE_READS, 1),
+            ceiling_transfers: size(args.ceiling_transfers, DEFAULT_BENCH_CEILING_TRANSFERS, 1),
+            ceiling_workers: args.ceiling_workers,
+        }
+    }
+}
+
+/// One run's settings and where it keeps its files.
+pub struct Bench {
+    pub sizes: Sizes,
+    pub database_url: String,
+    database_name: String,
+    /// The same server's `postgres` database, from which the bench database is dropped and
+    /// created.
+    admin_url: String,
+    pub redis_url: String,
+    pub binary: PathBuf,
+    pub server_args: Vec<String>,
+    /// This run's logs and files (settlement files, reports).
+    pub dir: PathBuf,
+}
+
+/// The database's name from its URL; refused unless it ends in `_bench` (the bench drops it)
+/// and is a plain identifier (it is spliced into `drop database`).
+fn bench_database(url: &str) -> anyhow::Result<(String, String)> {
+    let shown = crate::db::redact(url);
+    let mut parsed = url::Url::parse(url)
+        .map_err(|e| anyhow!("--bench-database-url {shown} is not a URL: {e}"))?;
+    let name = parsed.path().trim_start_matches('/').to_owned();
+    if !name.ends_with(BENCH_DATABASE_SUFFIX) {
+        bail!(
+            "--bench-database-url {shown} names the database {name:?}, which does not end in \
+             {BENCH_DATABASE_SUFFIX:?}: the bench drops and recreates its database before every \
+             scenario, so it refuses any database not named as disposable"
+        );
+    }
+    if !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+        bail!("--bench-database-url {shown}: the database name must be letters, digits and _");
+    }
+    parsed.set_path("/postgres");
+    Ok((name, parsed.to_string()))
+}
+
+impl Bench {
+    /// Drops the bench database, creates it and applies the migrations (the crate's own).
+    pub async fn fresh_database(&self) -> anyhow::Result<PgPool> {
+        let mut admin = PgConnection::connect(&self.admin_url)
+            .await
+            .with_context(|| format!("connecting to {}", crate::db::redact(&self.admin_url)))?;
+        sqlx::query(sqlx::AssertSqlSafe(format!(
+            "drop database if exists \"{}\" with (force)",
+            self.database_name
+        )))
+        .execute(&mut admin)
+        .await?;
+        admin.close().await?;
+        let mut config = DatabaseConfig::with_url(&self.database_url);
+        config.pool_max_connections = 16;
+        config.application_name = Some("wallet-ledger bench".to_owned());
+        crate::db::connect_and_migrate(&config).await
+    }
+
+    pub fn log(&self, name: &str) -> PathBuf {
+        self.dir.join(format!("{name}.log"))
+    }
+
+    /// An admin key for the bench, then `serve` on the bench database.
+    pub async fn serve(
+        &self,
+        pool: &PgPool,
+        label: &str,
+    ) -> anyhow::Result<(server::Server, client::Api)> {
+        let (_, token) = crate::api_keys::create(
+            &mut *pool.acquire().await?,
+            "bench",
+            crate::config::Scope::Admin,
+        )
+        .await?;
+        let server = server::start_server(
+            &self.binary,
+            &self.database_url,
+            &self.server_args,
+            self.log(&format!("serve-{label}")),
+        )
+        .await?;
+        let api = client::Api::new(server.base_url.clone(), &token);
+        Ok((server, api))
+    }
+
+    /// What every line of a server scenario says about the server it ran against.
+    pub fn server_params(&self, m: &mut Measurement) {
+        m.params
+            .insert("rate_limit_per_second", BENCH_RATE_LIMIT.into());
+        m.params.insert("rate_limit_burst", BENCH_RATE_LIMIT.into());
+        m.params
+            .insert("server_args", self.server_args.clone().into());
+    }
+
+    async fn run_scenario(&self, scenario: BenchScenario) -> anyhow::Result<Vec<Measurement>> {
+        let pool = self.fresh_database().await?;
+        let measured = match scenario {
+            BenchScenario::Ceiling => vec![ceiling::run(self, &pool).await?],
+            BenchScenario::ApiTransfers => {
+                vec![api::transfers(self, &pool, api::Shape::Spread).await?]
+            }
+            BenchScenario::ApiHot => vec![api::transfers(self, &pool, api::Shape::Hot).await?],
+            BenchScenario::ApiTopups => vec![api::topups(self, &pool).await?],
+            BenchScenario::ApiReplay => api::replay(self, &pool).await?,
+            BenchScenario::ApiBatch => vec![api::batch(self, &pool).await?],
+            BenchScenario::Consumer => vec![consumer::run(self, &pool).await?],
+            BenchScenario::BalanceRead => vec![history::balance_read(self, &pool).await?],
+            BenchScenario::Reconcile => vec![history::reconcile(self, &pool).await?],
+        };
+        pool.close().await;
+        Ok(measured)
+    }
+}
+
+fn scenario_name(scenario: BenchScenario) -> String {
+    use clap::ValueEnum;
+    scenario
+        .to_possible_value()
+        .map(|v| v.get_name().to_owned())
+        .unwrap_or_default()
+}
+
+/// `git rev-parse --short HEAD` in the working directory, if there is a repository.
+fn git_commit() -> Option<String> {
+    let out = std::process::Command::new("git")
+        .args(["rev-parse", "--short", "HEAD"])
+        .stderr(std::process::Stdio::null())
+        .output()
+        .ok()?;
+    let commit = String::from_utf8(out.stdout).ok()?.trim().to_owned();
+    (out.status.success() && !commit.is_empty()).then_some(commit)
+}
+
+/// The newest passed ceiling in the results file, for runs that do not measure it again.
+fn earlier_ceiling(results: &std::path::Path) -> Option<f64> {
+    let text = std::fs::read_to_string(results).ok()?;
+    text.lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|v| v["scenario"] == "ceiling" && v["check"] == "passed")
+        .filter_map(|v| v["per_second"].as_f64())
+        .next_back()
+}
+
+pub async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
+    let (database_name, admin_url) = bench_database(&args.bench_database_url)?;
+    let mut scenarios = args.scenarios.clone();
+    if scenarios.is_empty() {
+        use clap::ValueEnum;
+        scenarios = BenchScenario::value_variants().to_vec();
+    }
+    scenarios.sort();
+    scenarios.dedup();
+    let binary = match &args.binary {
+        Some(path) => path.clone(),
+        None => std::env::current_exe().context("finding this binary (pass --binary)")?,
+    };
+    anyhow::ensure!(
+        binary.exists(),
+        "--binary {} does not exist",
+        binary.display()
+    );
+    // Fail early and clearly when a service is missing, before any scenario starts.
+    PgConnection::connect(&admin_url)
+        .await
+        .map_err(|e| {
+            anyhow!(
+                "cannot reach PostgreSQL at {}: {e}. Is it running? `bash scripts/services.sh` \
+                 starts the local one (or set BENCH_DATABASE_URL).",
+                crate::db::redact(&admin_url)
+            )
+        })?
+        .close()
+        .await?;
+    if scenarios
+        .iter()
+        .any(|s| matches!(s, BenchScenario::Consumer | BenchScenario::Reconcile))
+    {
+        let mut redis = crate::consumer::stream::connect_redis(&args.redis.url).await?;
+        redis::cmd("PING")
+            .query_async::<String>(&mut redis)
+            .await
+            .with_context(|| format!("Redis at {} does not answer PING", args.redis.url))?;
+    }
+    let dir = std::env::temp_dir().join(format!(
+        "wallet-ledger-bench-{}",
+        uuid::Uuid::new_v4().simple()
+    ));
+    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    let bench = Bench {
+        sizes: Sizes::from_args(&args),
+        database_url: args.bench_database_url.clone(),
+        database_name,
+        admin_url,
+        redis_url: args.redis.url.clone(),
+        binary,
+        server_args: args.server_args.clone(),
+        dir,
+    };
+    tracing::info!(dir = %bench.dir.display(), sizes = ?bench.sizes, "bench: starting");
+
+    let git = git_commit();
+    let mut ceiling = earlier_ceiling(&args.results);
+    let mut failed = false;
+    let mut errored = false;
+    for scenario in scenarios {
+        let name = scenario_name(scenario);
+        tracing::info!("bench: {name}");
+        let measured = match bench.run_scenario(scenario).await {
+            Ok(measured) => measured,
+            Err(e) => {
+                eprintln!(
+                    "error: bench {name}: {e:#} (logs in {})",
+                    bench.dir.display()
+                );
+                errored = true;
+                continue;
+            }
+        };
+        for m in measured {
+            let passed = m.check.passed();
+            if scenario == BenchScenario::Ceiling && passed {
+                ceiling = Some(m.per_second());
+            }
+            let line = serde_json::to_string(&m.into_line(git.clone(), ceiling))?;
+            println!("{line}");
+            std::io::stdout().flush()?;
+            append(&args.results, &line)?;
+            if !passed {
+                failed = true;
+                eprintln!(
+                    "bench {name}: check failed (logs in {})",
+                    bench.dir.display()
+                );
+            }
+        }
+    }
+
+    if failed || errored {
+        eprintln!(
+            "bench: kept the logs in {} and the database {}",
+            bench.dir.display(),
+            crate::db::redact(&bench.database_url)
+        );
+    } else {
+        let _ = std::fs::remove_dir_all(&bench.dir);
+        drop_database(&bench).await?;
+    }
+    Ok(if errored {
+        ExitCode::from(2)
+    } else if failed {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+/// Appends one line to the results file (created if missing).
+fn append(path: &std::path::Path, line: &str) -> anyhow::Result<()> {
+    let mut file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .with_context(|| format!("opening the results file {}", path.display()))?;
+    writeln!(file, "{line}")?;
+    Ok(())
+}
+
+/// A clean run leaves no database behind (the large ones take gigabytes).
+async fn drop_database(bench: &Bench) -> anyhow::Result<()> {
+    let mut admin = PgConnection::connect(&bench.admin_url).await?;
+    sqlx::query(sqlx::AssertSqlSafe(format!(
+        "drop database if exists \"{}\" with (force)",
+        bench.database_name
+    )))
+    .execute(&mut admin)
+    .await?;
+    admin.close().await?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_databases_named_as_disposable_are_accepted() {
+        let (name, admin) =
+            bench_database("postgres://postgres@127.0.0.1:5432/wallet_ledger_bench").unwrap();
+        assert_eq!(name, "wallet_ledger_bench");
+        assert_eq!(admin, "postgres://postgres@127.0.0.1:5432/postgres");
+        assert!(bench_database("postgres://postgres@127.0.0.1:5432/wallet_ledger").is_err());
+        assert!(bench_database("postgres://127.0.0.1/x\"y_bench").is_err());
+    }
+}

@@ -1,0 +1,192 @@
+//! `wallet-ledger bench`: every scenario at tiny sizes against a bench database of the test's
+//! own, each line parsed and checked; and the refusal of a database not named as disposable.
+
+use super::common::server_url;
+use super::stream_support::{BIN, shared_redis_url};
+use serde_json::Value;
+use sqlx::Connection;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+use tokio::process::Command;
+
+static NEXT: AtomicU32 = AtomicU32::new(0);
+
+/// `wl_test_<pid>_<n>_bench`: the bench's suffix, and the test databases' prefix, so that an
+/// abandoned one is swept like theirs.
+fn bench_database() -> (String, String) {
+    let name = format!(
+        "wl_test_{}_{}_bench",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    );
+    let mut url = url::Url::parse(&server_url()).expect("TEST_DATABASE_URL is a URL");
+    url.set_path(&name);
+    (name, url.to_string())
+}
+
+async fn database_exists(name: &str) -> bool {
+    let mut admin = sqlx::PgConnection::connect(&server_url()).await.unwrap();
+    sqlx::query_scalar::<_, bool>("select exists (select 1 from pg_database where datname = $1)")
+        .bind(name)
+        .fetch_one(&mut admin)
+        .await
+        .unwrap()
+}
+
+async fn drop_database(name: &str) {
+    let mut admin = sqlx::PgConnection::connect(&server_url()).await.unwrap();
+    sqlx::query(sqlx::AssertSqlSafe(format!(
+        "drop database if exists {name} with (force)"
+    )))
+    .execute(&mut admin)
+    .await
+    .unwrap();
+}
+
+#[tokio::test]
+async fn every_scenario_runs_checks_itself_and_prints_one_json_line() {
+    let (name, url) = bench_database();
+    let dir = std::env::temp_dir().join(format!("wl-bench-test-{}", uuid::Uuid::new_v4().simple()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let results = dir.join("results.jsonl");
+    let mut command = Command::new(BIN);
+    command
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .args(["bench", "--quick", "--bench-database-url", &url])
+        .args(["--redis-url", &shared_redis_url()])
+        .arg("--results")
+        .arg(&results)
+        // Tiny sizes: the point is every code path and every check, not the figures.
+        .args([
+            "--accounts",
+            "50",
+            "--connections",
+            "8",
+            "--requests",
+            "200",
+        ])
+        .args(["--batch-connections", "2", "--batches", "2"])
+        .args(["--replay-connections", "4", "--replay-requests", "200"])
+        .args(["--consumer-payments", "500", "--consumer-batch-size", "100"])
+        .args([
+            "--reconcile-rows",
+            "300",
+            "--balance-read-max-entries",
+            "1500",
+        ])
+        .args(["--balance-reads", "50", "--ceiling-transfers", "2000"])
+        .env("RUST_LOG", "warn")
+        .env_remove("BENCH_DATABASE_URL")
+        .kill_on_drop(true);
+    let output = tokio::time::timeout(Duration::from_secs(240), command.output())
+        .await
+        .expect("the bench finished in time")
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    let kept = database_exists(&name).await;
+    drop_database(&name).await;
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "stdout:\n{stdout}\nstderr:\n{stderr}"
+    );
+    assert!(!kept, "a clean run drops its database");
+
+    let lines: Vec<Value> = stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect();
+    let names: Vec<&str> = lines
+        .iter()
+        .map(|l| l["scenario"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "ceiling",
+            "api-transfers",
+            "api-hot",
+            "api-topups",
+            "api-replay-1",
+            "api-replay-4",
+            "api-batch",
+            "consumer",
+            "balance-read",
+            "reconcile"
+        ]
+    );
+    let ceiling = lines[0]["per_second"].as_f64().unwrap();
+    for line in &lines {
+        let scenario = line["scenario"].as_str().unwrap();
+        assert_eq!(line["check"], "passed", "{line}");
+        assert_eq!(line["errors"], 0, "{line}");
+        assert!(line["ops"].as_u64().unwrap() > 0, "{line}");
+        assert!(line["seconds"].as_f64().unwrap() > 0.0, "{line}");
+        assert!(line["per_second"].as_f64().unwrap() > 0.0, "{line}");
+        assert!(
+            chrono::DateTime::parse_from_rfc3339(line["at"].as_str().unwrap()).is_ok(),
+            "{line}"
+        );
+        assert!(line["git"].is_string() || line["git"].is_null(), "{line}");
+        assert!(line["client_cpu_pct"].as_f64().unwrap() >= 0.0, "{line}");
+        assert_eq!(line["ceiling_per_second"].as_f64(), Some(ceiling), "{line}");
+        assert!(line["ratio"].as_f64().unwrap() > 0.0, "{line}");
+        let latency = !matches!(scenario, "consumer" | "reconcile");
+        assert_eq!(line["p50_ms"].is_number(), latency, "{line}");
+        if latency {
+            let (p50, p99) = (line["p50_ms"].as_f64(), line["p99_ms"].as_f64());
+            assert!(p50 <= p99, "{line}");
+        }
+        if scenario != "ceiling" {
+            assert!(line["server_cpu_pct"].as_f64().unwrap() > 0.0, "{line}");
+            assert!(
+                line["server_peak_rss_mib"].as_f64().unwrap() > 1.0,
+                "{line}"
+            );
+        }
+        if scenario.starts_with("api-") || scenario == "balance-read" {
+            assert_eq!(line["rate_limit_per_second"], 10_000_000, "{line}");
+        }
+    }
+    assert_eq!(lines[1]["requests"], 200);
+    assert_eq!(lines[6]["ops"], 2_000, "two batches of 1,000 items");
+    assert_eq!(lines[7]["payments"], 500);
+    assert_eq!(lines[7]["messages"], 550, "10% resent");
+    let sizes = lines[8]["p50_ms_by_entries"].as_object().unwrap();
+    assert_eq!(sizes.keys().collect::<Vec<_>>(), ["1000", "1500"]);
+    assert_eq!(lines[9]["exceptions"]["missing_in_ledger"], 10);
+
+    let written = std::fs::read_to_string(&results).unwrap();
+    assert_eq!(written, stdout, "the results file holds the same lines");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test]
+async fn a_database_not_named_as_disposable_is_refused_with_exit_code_2() {
+    let mut url = url::Url::parse(&server_url()).unwrap();
+    url.set_path("wallet_ledger");
+    let dir = std::env::temp_dir().join(format!("wl-bench-test-{}", uuid::Uuid::new_v4().simple()));
+    let results = dir.join("results.jsonl");
+    let output = Command::new(BIN)
+        .args([
+            "bench",
+            "--quick",
+            "ceiling",
+            "--bench-database-url",
+            url.as_str(),
+        ])
+        .arg("--results")
+        .arg(&results)
+        .output()
+        .await
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("does not end in \"_bench\""),
+        "the reason names the rule: {stderr}"
+    );
+    assert!(output.stdout.is_empty());
+    assert!(!results.exists(), "nothing was measured");
+}
