@@ -1083,3 +1083,119 @@ async fn requests_that_time_out_in_a_held_up_group_take_effect_at_most_once() {
     }
     finish(app).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn callers_that_gave_up_before_their_group_formed_are_not_written() {
+    let config = HttpConfig {
+        request_timeout_ms: 500,
+        ..gated()
+    };
+    let app = Arc::new(TestApp::with_config(config).await);
+    create_gate_wallets(&app).await;
+    app.create_wallet("a").await;
+    app.create_wallet("b").await;
+    app.fund("a", 1_000).await;
+
+    // The blocker's group formed and waits on the gate, holding the only slot; the calls
+    // behind it queue, and their callers give up.
+    let gate = Gate::shut(&app, "gate").await;
+    let blocker_id = Uuid::new_v4();
+    let blocker = fire(&app, &[Call::transfer(blocker_id, "gate", "gate-sink", 1)]);
+    wait_for_a_lock_waiter(&app).await;
+    let ids: Vec<Uuid> = (0..5).map(|_| Uuid::new_v4()).collect();
+    let calls: Vec<Call> = ids
+        .iter()
+        .map(|id| Call::transfer(*id, "a", "b", 100))
+        .collect();
+    for r in answers(fire(&app, &calls)).await {
+        assert_problem(&r, 503, "unavailable", "a caller that gave up in the queue");
+    }
+    gate.open().await;
+    let blocker = answers(blocker).await;
+    assert_problem(&blocker[0], 503, "unavailable", "the blocker gave up too");
+
+    // A later request is answered only after the writer has passed the queued ones.
+    let r = send(&app, &Call::transfer(Uuid::new_v4(), "a", "b", 1)).await;
+    assert_eq!(r.status, StatusCode::CREATED, "{}", r.text);
+    // The blocker's group had formed: it was written although its caller got 503 (its
+    // retry replays). The queued callers' were not: their retries create them now, once.
+    assert_eq!(stored(&app, &[blocker_id]).await, 1);
+    assert_eq!(
+        stored(&app, &ids).await,
+        0,
+        "given up before their group formed"
+    );
+    assert_chain(&app, "a", 999).await;
+    for (id, call) in ids.iter().zip(&calls) {
+        let r = send(&app, call).await;
+        assert_eq!(r.status, StatusCode::CREATED, "{}", r.text);
+        assert!(!r.replayed(), "{id} was not written before: {}", r.text);
+    }
+    assert_chain(&app, "a", 499).await;
+    finish(app).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_group_whose_database_session_dies_answers_503_to_all_and_writes_nothing() {
+    let app = Arc::new(TestApp::with_config(gated()).await);
+    create_gate_wallets(&app).await;
+    app.create_wallet("hot").await;
+    app.create_wallet("sink").await;
+    app.fund("hot", 1_000).await;
+    let ids: Vec<Uuid> = (0..6).map(|_| Uuid::new_v4()).collect();
+    let calls: Vec<Call> = ids
+        .iter()
+        .map(|id| Call::transfer(*id, "hot", "sink", 100))
+        .collect();
+
+    // Queue the calls behind the blocker, then let their group form and wait on the hot
+    // wallet, which another session holds.
+    let hot = Gate::shut(&app, "hot").await;
+    let gate = Gate::shut(&app, "gate").await;
+    let blocker = fire(
+        &app,
+        &[Call::transfer(Uuid::new_v4(), "gate", "gate-sink", 1)],
+    );
+    wait_for_a_lock_waiter(&app).await;
+    let handles = fire(&app, &calls);
+    tokio::time::sleep(QUEUE_TIME).await;
+    gate.open().await;
+    answers(blocker).await;
+    wait_for_a_lock_waiter(&app).await;
+    // The group's session is terminated (an operator, a failover): the database, not any
+    // request, failed.
+    let terminated: Vec<bool> = sqlx::query_scalar(
+        "select pg_terminate_backend(pid) from pg_stat_activity
+         where datname = current_database() and wait_event_type = 'Lock'",
+    )
+    .fetch_all(&app.pool)
+    .await
+    .unwrap();
+    assert_eq!(terminated, [true], "one group waits on the hot wallet");
+    let got = answers(handles).await;
+    hot.open().await;
+    for r in &got {
+        assert_problem(
+            r,
+            503,
+            "unavailable",
+            "a member of a group whose session died",
+        );
+        assert_eq!(r.headers.get("retry-after").unwrap(), "1");
+    }
+    assert_eq!(
+        stored(&app, &ids).await,
+        0,
+        "nothing of the group was written"
+    );
+    assert_chain(&app, "hot", 1_000).await;
+
+    // Retries with the same ids: each created once.
+    for (call, r) in calls.iter().zip(answers(fire(&app, &calls)).await) {
+        assert_eq!(r.status, StatusCode::CREATED, "{call:?}: {}", r.text);
+        assert!(!r.replayed());
+    }
+    assert_chain(&app, "hot", 400).await;
+    assert_chain(&app, "sink", 600).await;
+    finish(app).await;
+}
