@@ -17,6 +17,7 @@ mod containers;
 mod dispatch;
 mod faults;
 mod fuzz;
+mod group_commit;
 mod history;
 mod holds;
 mod idempotency;
