@@ -129,7 +129,8 @@ pub struct HttpConfig {
     /// Address the API listens on.
     #[arg(long, env = "LISTEN_ADDR", default_value = DEFAULT_LISTEN_ADDR)]
     pub listen_addr: SocketAddr,
-    /// A request still running after this answers 503 (its transaction is rolled back).
+    /// A request still running after this answers 503: its work is rolled back, or, when its
+    /// group commit had already formed, committed (a retry with the same id replays it).
     #[arg(long, env = "REQUEST_TIMEOUT_MS", default_value_t = DEFAULT_REQUEST_TIMEOUT_MS,
         value_parser = clap::value_parser!(u64).range(1..))]
     pub request_timeout_ms: u64,
