@@ -29,9 +29,11 @@ ENV SQLX_OFFLINE=true CARGO_TERM_COLOR=never CARGO_INCREMENTAL=0
 # lock file changes. `cargo clean --package` then drops the stand-in crate's artifacts, so the
 # real build below cannot take them for fresh, whatever the sources' timestamps (without it, a
 # source file older than the stand-in would leave the stand-in in the image).
-# .cargo/ comes first so the dependencies see the same configuration as the crate.
+# .cargo/ comes first so the dependencies see the same configuration as the crate; vendor/
+# holds the patched sqlx-core that Cargo.toml's [patch.crates-io] points to.
 COPY Cargo.toml Cargo.lock ./
 COPY .cargo .cargo
+COPY vendor vendor
 RUN mkdir src \
     && echo 'fn main() {}' > src/main.rs \
     && touch src/lib.rs \
