@@ -4,9 +4,10 @@
 -- Why: PL/pgSQL caches each query's plan for the session, and the planner knows nothing of a
 -- transition table's size. Plans made while the tables were small (or their statistics stale)
 -- drove the joins from `entries`: the benchmark saw every 2-entry insert scan all 36,000
--- entries, so each write cost O(journal). Here every lookup is driven by the new rows (a
--- correlated subquery or an anti-join whose outer side is `new_entries`), and the function
--- runs with sequential scans, hash joins and merge joins off, so each lookup is an index probe.
+-- entries, so each write cost O(journal); another walked every posted transaction through the
+-- status index. Here every lookup is driven by the new rows (a correlated subquery on a key,
+-- or a left join whose outer side is `new_entries`), and the function runs with sequential
+-- scans, hash joins and merge joins off, so each lookup is an index probe.
 create or replace function check_new_entries() returns trigger language plpgsql
     set enable_seqscan = off
     set enable_hashjoin = off
@@ -27,13 +28,15 @@ begin
         raise exception 'entries of a transaction must all be written in one statement'
             using errcode = 'check_violation';
     end if;
+    -- One primary-key probe per new entry into accounts and one into transactions: the only
+    -- condition on each is its key, so no cached plan can pick another index (a join here
+    -- once walked every posted transaction through transactions_status_seq).
     if exists (select 1 from new_entries n
-               where not exists (
-                   select 1 from accounts a, transactions t
-                   where a.id = n.account_id and t.id = n.transaction_id
-                     and a.currency = n.currency and t.currency = n.currency
-                     and t.status = 'posted'
-                     and (a.type = 'wallet') = (n.sequence is not null))) then
+               where (select a.currency = n.currency
+                             and (a.type = 'wallet') = (n.sequence is not null)
+                      from accounts a where a.id = n.account_id) is not true
+                  or (select t.currency = n.currency and t.status = 'posted'
+                      from transactions t where t.id = n.transaction_id) is not true) then
         raise exception 'entry does not fit its account or transaction (currency, status, wallet chain)'
             using errcode = 'check_violation';
     end if;
