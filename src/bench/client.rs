@@ -15,6 +15,7 @@ use serde_json::{Value, json};
 use sqlx::PgPool;
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 use uuid::Uuid;
 
@@ -24,6 +25,8 @@ pub const CURRENCY: &str = "SAR";
 pub const FUNDING_ACCOUNT: &str = "bench:funding";
 /// A request that takes longer than this is counted as an error (not a hang).
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(120);
+/// How often a running load logs its progress.
+const PROGRESS_EVERY: Duration = Duration::from_secs(30);
 /// Unexpected answers quoted in a failed check.
 const QUOTED_PROBLEMS: usize = 3;
 
@@ -177,12 +180,17 @@ pub async fn run_load(
     judge: Arc<Judge>,
 ) -> anyhow::Result<LoadResult> {
     let connections = connections.max(1);
+    let total_ops: u64 = requests.iter().map(|r| r.ops).sum();
+    let done = Arc::new(AtomicU64::new(0));
+    // Aborted when the load ends, however it ends.
+    let _progress = AbortOnDrop(tokio::spawn(report_progress(Arc::clone(&done), total_ops)));
     let mut tasks = Vec::with_capacity(connections);
     for task in 0..connections {
         let client = api.connection()?;
         let api = api.clone();
         let requests = Arc::clone(&requests);
         let judge = Arc::clone(&judge);
+        let done = Arc::clone(&done);
         tasks.push(tokio::spawn(async move {
             let mut result = LoadResult {
                 latencies: Latencies::with_capacity(requests.len() / connections + 1),
@@ -205,6 +213,7 @@ pub async fn run_load(
                 }
                 .await;
                 result.latencies.record(started.elapsed());
+                done.fetch_add(request.ops, Ordering::Relaxed);
                 let verdict = match answer {
                     Ok((status, replayed, body)) => judge(status, replayed, &body, request.ops),
                     Err(e) => Verdict {
@@ -237,6 +246,30 @@ pub async fn run_load(
         }
     }
     Ok(total)
+}
+
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// Long loads (a hot wallet runs for minutes) say how far they are, on stderr.
+async fn report_progress(done: Arc<AtomicU64>, total: u64) {
+    let mut last = 0;
+    loop {
+        tokio::time::sleep(PROGRESS_EVERY).await;
+        let now = done.load(Ordering::Relaxed);
+        tracing::info!(
+            done = now,
+            total,
+            per_second = (now - last) / PROGRESS_EVERY.as_secs(),
+            "load in progress"
+        );
+        last = now;
+    }
 }
 
 /// Wallet ids `w000000`, `w000001`, ...

@@ -25,9 +25,12 @@ const POLL: Duration = Duration::from_millis(20);
 /// A backlog that does not move for this long means the consumer is stuck.
 const STALL: Duration = Duration::from_secs(120);
 
-/// A stream name of this run's own; the shared Redis is never flushed.
-pub fn unique_stream() -> String {
-    format!("bench-{}", uuid::Uuid::new_v4().simple())
+/// A stream name of this run's own (the shared Redis is never flushed), remembered so that an
+/// interrupted run can still delete it.
+pub fn unique_stream(bench: &Bench) -> String {
+    let stream = format!("bench-{}", uuid::Uuid::new_v4().simple());
+    bench.remember_stream(&stream);
+    stream
 }
 
 /// Deletes the stream and what the consumer keeps beside it.
@@ -143,7 +146,7 @@ pub fn expected_balances(published: &[Published]) -> HashMap<String, i64> {
 
 pub async fn run(bench: &Bench, pool: &PgPool) -> anyhow::Result<Measurement> {
     let mut redis = crate::consumer::stream::connect_redis(&bench.redis_url).await?;
-    let stream = unique_stream();
+    let stream = unique_stream(bench);
     let measured = measure(bench, pool, &mut redis, &stream).await;
     delete_stream(&mut redis, &stream).await;
     measured

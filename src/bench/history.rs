@@ -201,7 +201,7 @@ async fn ledger_payments(bench: &Bench, pool: &PgPool, count: u64) -> anyhow::Re
     let wallets = wallet_ids(bench.sizes.accounts);
     client::create_accounts(pool, &wallets, AccountType::Wallet).await?;
     let mut redis = crate::consumer::stream::connect_redis(&bench.redis_url).await?;
-    let stream = unique_stream();
+    let stream = unique_stream(bench);
     let built = async {
         let mut consumer: Child = start_consumer(
             bench,

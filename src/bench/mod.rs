@@ -97,6 +97,8 @@ pub struct Bench {
     pub server_args: Vec<String>,
     /// This run's logs and files (settlement files, reports).
     pub dir: PathBuf,
+    /// Every stream this run created, deleted again if a signal interrupts it.
+    streams: std::sync::Mutex<Vec<String>>,
 }
 
 /// The database's name from its URL; refused unless it ends in `_bench` (the bench drops it)
@@ -137,6 +139,25 @@ impl Bench {
         config.pool_max_connections = 16;
         config.application_name = Some("wallet-ledger bench".to_owned());
         crate::db::connect_and_migrate(&config).await
+    }
+
+    pub fn remember_stream(&self, stream: &str) {
+        if let Ok(mut streams) = self.streams.lock() {
+            streams.push(stream.to_owned());
+        }
+    }
+
+    /// After an interruption: the scenario's own clean-up did not run.
+    async fn delete_streams(&self) {
+        let streams = self.streams.lock().map(|s| s.clone()).unwrap_or_default();
+        if streams.is_empty() {
+            return;
+        }
+        if let Ok(mut redis) = crate::consumer::stream::connect_redis(&self.redis_url).await {
+            for stream in streams {
+                consumer::delete_stream(&mut redis, &stream).await;
+            }
+        }
     }
 
     pub fn log(&self, name: &str) -> PathBuf {
@@ -278,6 +299,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
         binary,
         server_args: args.server_args.clone(),
         dir,
+        streams: Default::default(),
     };
     tracing::info!(dir = %bench.dir.display(), sizes = ?bench.sizes, "bench: starting");
 
@@ -288,7 +310,20 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
     for scenario in scenarios {
         let name = scenario_name(scenario);
         tracing::info!("bench: {name}");
-        let measured = match bench.run_scenario(scenario).await {
+        // A signal drops the scenario: its children die with their handles.
+        let outcome = tokio::select! {
+            outcome = bench.run_scenario(scenario) => outcome,
+            () = crate::shutdown_signal() => {
+                bench.delete_streams().await;
+                eprintln!(
+                    "error: bench interrupted by a signal during {name}; logs and the database \
+                     are kept ({})",
+                    bench.dir.display()
+                );
+                return Ok(ExitCode::from(2));
+            }
+        };
+        let measured = match outcome {
             Ok(measured) => measured,
             Err(e) => {
                 eprintln!(

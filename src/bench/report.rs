@@ -45,6 +45,9 @@ pub struct CpuUse {
     pub client_pct: f64,
     pub server_pct: Option<f64>,
     pub db_pct: Option<f64>,
+    /// Every process on the host: what the others do not explain was someone else's load,
+    /// which makes the figures unfair.
+    pub host_pct: Option<f64>,
 }
 
 /// Started when the measured phase starts; `stop` gives the phase's wall time and CPU.
@@ -53,6 +56,7 @@ pub struct CpuClock {
     own: Duration,
     child: Option<(u32, u64)>,
     db: Option<u64>,
+    host: Option<u64>,
 }
 
 impl CpuClock {
@@ -61,6 +65,7 @@ impl CpuClock {
         CpuClock {
             child: child.and_then(|pid| Some((pid, process_ticks(pid)?))),
             db: postgres_ticks(),
+            host: host_busy_ticks(),
             own: own_cpu(),
             wall: Instant::now(),
         }
@@ -85,6 +90,9 @@ impl CpuClock {
             db_pct: self
                 .db
                 .and_then(|before| Some(ticks_pct(postgres_ticks()?.saturating_sub(before)))),
+            host_pct: self
+                .host
+                .and_then(|before| Some(ticks_pct(host_busy_ticks()?.saturating_sub(before)))),
         }
     }
 }
@@ -148,6 +156,20 @@ fn postgres_ticks() -> Option<u64> {
         }
     }
     found.then_some(total)
+}
+
+/// Busy time of every CPU of the host, in clock ticks: the first line of /proc/stat less its
+/// idle and iowait columns.
+fn host_busy_ticks() -> Option<u64> {
+    let stat = std::fs::read_to_string("/proc/stat").ok()?;
+    let line = stat.lines().next()?.strip_prefix("cpu ")?;
+    let fields: Vec<u64> = line
+        .split_whitespace()
+        .map(|f| f.parse().ok())
+        .collect::<Option<_>>()?;
+    // user nice system idle iowait irq softirq steal (guest time is already in user).
+    let total: u64 = fields.iter().take(8).sum();
+    Some(total - fields.get(3)? - fields.get(4)?)
 }
 
 /// The peak resident set (VmHWM) of a live process, in MiB.
@@ -232,6 +254,9 @@ pub struct Line {
     pub server_peak_rss_mib: Option<f64>,
     /// Every postgres process on the host (exited backends included), over the same phase.
     pub db_cpu_pct: Option<f64>,
+    /// Every process on the host, 100 per core (`host_cores`).
+    pub host_cpu_pct: Option<f64>,
+    pub host_cores: usize,
     /// `per_second` over the ceiling's `per_second` (this run's, else the results file's).
     pub ratio: Option<f64>,
     pub ceiling_per_second: Option<f64>,
@@ -261,6 +286,8 @@ impl Measurement {
             server_cpu_pct: self.cpu.server_pct,
             server_peak_rss_mib: self.server_peak_rss_mib,
             db_cpu_pct: self.cpu.db_pct,
+            host_cpu_pct: self.cpu.host_pct,
+            host_cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
             ratio: ceiling
                 .filter(|c| *c > 0.0)
                 .map(|c| round(per_second / c, 4)),

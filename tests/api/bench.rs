@@ -130,6 +130,8 @@ async fn every_scenario_runs_checks_itself_and_prints_one_json_line() {
         );
         assert!(line["git"].is_string() || line["git"].is_null(), "{line}");
         assert!(line["client_cpu_pct"].as_f64().unwrap() >= 0.0, "{line}");
+        assert!(line["host_cpu_pct"].as_f64().unwrap() > 0.0, "{line}");
+        assert!(line["host_cores"].as_u64().unwrap() >= 1, "{line}");
         assert_eq!(line["ceiling_per_second"].as_f64(), Some(ceiling), "{line}");
         assert!(line["ratio"].as_f64().unwrap() > 0.0, "{line}");
         let latency = !matches!(scenario, "consumer" | "reconcile");
