@@ -89,6 +89,10 @@ async fn gather(pool: PgPool, config: GroupCommitConfig, mut queue: mpsc::Receiv
             match queue.try_recv() {
                 Ok(job) => group.push(job),
                 Err(mpsc::error::TryRecvError::Disconnected) => break,
+                // Past the deadline (always, with no wait configured), stop at once: a timer
+                // armed for "now" still fires only at the timer's next millisecond tick, which
+                // would add up to 1 ms to every lone request.
+                Err(mpsc::error::TryRecvError::Empty) if Instant::now() >= deadline => break,
                 Err(mpsc::error::TryRecvError::Empty) => {
                     match tokio::time::timeout_at(deadline, queue.recv()).await {
                         Ok(Some(job)) => group.push(job),
