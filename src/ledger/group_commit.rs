@@ -118,7 +118,7 @@ async fn commit(pool: &PgPool, group: Vec<Job>) {
     if group.is_empty() {
         return;
     }
-    metrics::histogram!("ledger_group_commit_size").record(group.len() as f64);
+    metrics::histogram!("wallet_ledger_group_commit_size").record(group.len() as f64);
     let (items, actors): (Vec<NewTransaction>, Vec<Option<Actor>>) = group
         .iter()
         .map(|j| (j.item.clone(), j.actor.clone()))
