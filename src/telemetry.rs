@@ -15,7 +15,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 const SECONDS_BUCKETS: &[f64] = &[
     0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
 ];
-/// Buckets of batch sizes: 1 to the largest batch.
+/// Buckets of batch sizes: 1 to the largest batch. (Bucket bounds are `f64` because the
+/// Prometheus exporter's API takes them so; they are counts, never money.)
 const SIZE_BUCKETS: &[f64] = &[1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0, 200.0, 500.0, 1000.0];
 
 /// Whether the process can do its work now (for `/readyz`): a worker clears it while the

@@ -136,29 +136,15 @@ async fn check_transfers(
     Ok(())
 }
 
-/// `api-transfers` and `api-hot`: one `POST /v1/transfers` per planned transfer.
-pub async fn transfers(bench: &Bench, pool: &PgPool, shape: Shape) -> anyhow::Result<Measurement> {
+/// Sends `requests` (single creates, each answered 201) over `--connections` connections and
+/// measures them: the part `api-transfers`, `api-hot` and `api-topups` share.
+async fn run_single_creates(
+    bench: &Bench,
+    setup: &Setup,
+    name: &str,
+    requests: Vec<Request>,
+) -> anyhow::Result<(Measurement, client::LoadResult)> {
     let sizes = &bench.sizes;
-    let name = match shape {
-        Shape::Spread => "api-transfers",
-        Shape::Hot => "api-hot",
-    };
-    let setup = setup(bench, pool, name, sizes.accounts).await?;
-    let plan = plan_transfers(sizes.requests, sizes.accounts, shape, 1);
-    let (funding, expected) = funding_and_expected(&setup.wallets, &plan);
-    let funded: Vec<(String, i64)> = setup.wallets.iter().map(|w| (w.clone(), funding)).collect();
-    client::fund(pool, &setup.api, &funded).await?;
-    let requests: Vec<Request> = plan
-        .iter()
-        .map(|t| Request {
-            path: "/v1/transfers",
-            body: json!({"id": t.id, "from": setup.wallets[t.from], "to": setup.wallets[t.to],
-                         "amount": t.amount})
-            .to_string(),
-            ops: 1,
-        })
-        .collect();
-
     tracing::info!(
         requests = requests.len(),
         connections = sizes.connections,
@@ -191,6 +177,33 @@ pub async fn transfers(bench: &Bench, pool: &PgPool, shape: Shape) -> anyhow::Re
             result.problems()
         )
     });
+    Ok((m, result))
+}
+
+/// `api-transfers` and `api-hot`: one `POST /v1/transfers` per planned transfer.
+pub async fn transfers(bench: &Bench, pool: &PgPool, shape: Shape) -> anyhow::Result<Measurement> {
+    let sizes = &bench.sizes;
+    let name = match shape {
+        Shape::Spread => "api-transfers",
+        Shape::Hot => "api-hot",
+    };
+    let setup = setup(bench, pool, name, sizes.accounts).await?;
+    let plan = plan_transfers(sizes.requests, sizes.accounts, shape, 1);
+    let (funding, expected) = funding_and_expected(&setup.wallets, &plan);
+    let funded: Vec<(String, i64)> = setup.wallets.iter().map(|w| (w.clone(), funding)).collect();
+    client::fund(pool, &setup.api, &funded).await?;
+    let requests: Vec<Request> = plan
+        .iter()
+        .map(|t| Request {
+            path: "/v1/transfers",
+            body: json!({"id": t.id, "from": setup.wallets[t.from], "to": setup.wallets[t.to],
+                         "amount": t.amount})
+            .to_string(),
+            ops: 1,
+        })
+        .collect();
+
+    let (mut m, result) = run_single_creates(bench, &setup, name, requests).await?;
     check_transfers(
         pool,
         &mut m.check,
@@ -229,39 +242,8 @@ pub async fn topups(bench: &Bench, pool: &PgPool) -> anyhow::Result<Measurement>
         })
         .collect();
 
-    tracing::info!(
-        requests = requests.len(),
-        connections = sizes.connections,
-        "{name}: running"
-    );
-    let clock = CpuClock::start(Some(setup.server.child.pid()));
-    let result = run_load(
-        &setup.api,
-        sizes.connections as usize,
-        Arc::new(requests),
-        Arc::new(created),
-    )
-    .await?;
-    let mut m = Measurement {
-        scenario: name.into(),
-        cpu: clock.stop(),
-        ops: result.ok,
-        errors: result.failed,
-        ..Measurement::default()
-    };
-    m.params.insert("connections", sizes.connections.into());
-    m.params.insert("accounts", sizes.accounts.into());
-    m.params.insert("requests", sizes.requests.into());
+    let (mut m, result) = run_single_creates(bench, &setup, name, requests).await?;
     m.params.insert("provider", PROVIDER.into());
-    bench.server_params(&mut m);
-    m.check.expect(result.failed == 0, || {
-        format!(
-            "{} of {} answers were not 201: {}",
-            result.failed,
-            sizes.requests,
-            result.problems()
-        )
-    });
     check_transfers(
         pool,
         &mut m.check,

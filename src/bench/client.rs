@@ -332,14 +332,7 @@ pub async fn fund(pool: &PgPool, api: &Api, funding: &[(String, i64)]) -> anyhow
         .filter(|(_, amount)| *amount > 0)
         .map(|(wallet, amount)| transaction_body(Uuid::new_v4(), FUNDING_ACCOUNT, wallet, *amount))
         .collect();
-    let requests: Vec<Request> = items
-        .chunks(MAX_BATCH_ITEMS as usize)
-        .map(|chunk| Request {
-            path: "/v1/transactions/batch",
-            body: format!(r#"{{"mode":"independent","items":[{}]}}"#, chunk.join(",")),
-            ops: chunk.len() as u64,
-        })
-        .collect();
+    let requests = batch_requests(&items);
     let result = run_load(api, 4, Arc::new(requests), Arc::new(batch_created)).await?;
     anyhow::ensure!(
         result.failed == 0,
@@ -412,4 +405,17 @@ impl Rng {
     pub fn below(&mut self, n: u64) -> u64 {
         self.next() % n.max(1)
     }
+}
+
+/// `POST /v1/transactions/batch` requests of up to 1,000 independent items each, from the
+/// items' JSON bodies.
+pub fn batch_requests(items: &[String]) -> Vec<Request> {
+    items
+        .chunks(MAX_BATCH_ITEMS as usize)
+        .map(|chunk| Request {
+            path: "/v1/transactions/batch",
+            body: format!(r#"{{"mode":"independent","items":[{}]}}"#, chunk.join(",")),
+            ops: chunk.len() as u64,
+        })
+        .collect()
 }

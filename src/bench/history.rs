@@ -5,12 +5,11 @@
 
 use super::Bench;
 use super::client::{
-    self, FUNDING_ACCOUNT, Request, Rng, batch_created, run_load, transaction_body, wallet_ids,
+    self, FUNDING_ACCOUNT, Rng, batch_created, run_load, transaction_body, wallet_ids,
 };
 use super::consumer::{PAYMENT_AMOUNT, delete_stream, start_consumer, unique_stream, wait_applied};
 use super::report::{CpuClock, Latencies, Measurement, round};
 use super::server::Child;
-use crate::config::MAX_BATCH_ITEMS;
 use crate::consumer::producer::publish_payments;
 use crate::ledger::accounts::AccountType;
 use serde_json::{Map, Value, json};
@@ -64,14 +63,7 @@ pub async fn balance_read(bench: &Bench, pool: &PgPool) -> anyhow::Result<Measur
                 transaction_body(Uuid::new_v4(), FUNDING_ACCOUNT, HISTORY_WALLET, amount)
             })
             .collect();
-        let requests: Vec<Request> = items
-            .chunks(MAX_BATCH_ITEMS as usize)
-            .map(|chunk| Request {
-                path: "/v1/transactions/batch",
-                body: format!(r#"{{"mode":"independent","items":[{}]}}"#, chunk.join(",")),
-                ops: chunk.len() as u64,
-            })
-            .collect();
+        let requests = client::batch_requests(&items);
         tracing::info!(from = entries, to = target, "{name}: building the history");
         let started = Instant::now();
         let built = run_load(

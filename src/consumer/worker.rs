@@ -445,12 +445,12 @@ fn record_backlog(backlog: Backlog) {
     }
 }
 
-/// Seconds since the epoch for the heartbeat gauge: Prometheus samples are floats by
-/// definition (this is a time, not money).
-fn unix_now() -> f64 {
+/// Whole seconds since the epoch (a `u32` lasts until 2106), for the heartbeat gauge (a time, not money; the metrics
+/// API converts it to a Prometheus sample, which is a float by definition).
+fn unix_now() -> u32 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0.0, |d| d.as_secs_f64())
+        .map_or(0, |d| u32::try_from(d.as_secs()).unwrap_or(u32::MAX))
 }
 
 /// Errors that say nothing about the batch: the database is away, overloaded, restarting, or

@@ -67,10 +67,14 @@ impl Settings {
             .backoff
             .saturating_mul(1 << exponent)
             .min(self.backoff_max);
-        let mut byte = [0u8; 2];
-        let _ = getrandom::fill(&mut byte);
-        let fraction = 0.5 + f64::from(u16::from_le_bytes(byte)) / f64::from(u16::MAX) / 2.0;
-        full.mul_f64(fraction)
+        // Half the delay, plus a random share (0..=u16::MAX / u16::MAX) of the other half, in
+        // whole nanoseconds.
+        let mut bytes = [0u8; 2];
+        let _ = getrandom::fill(&mut bytes);
+        let share = u128::from(u16::from_le_bytes(bytes));
+        let half = full.as_nanos() / 2;
+        let nanos = half + half * share / u128::from(u16::MAX);
+        Duration::from_nanos(u64::try_from(nanos).unwrap_or(u64::MAX))
     }
 }
 
