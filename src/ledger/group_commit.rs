@@ -53,7 +53,7 @@ impl GroupCommit {
     }
 
     /// Creates one transaction exactly once per id, together with whatever else is being
-    /// created at the same moment; answered as [`posting::create`] would answer it.
+    /// created at the same moment; answered as a batch of one (`posting::create_many`) would be.
     pub async fn create(&self, item: NewTransaction) -> Result<Created, WriteError> {
         let (answer, answered) = oneshot::channel();
         let job = Job {

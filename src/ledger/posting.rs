@@ -1,6 +1,7 @@
 //! The one write path that creates transactions: a single transfer, payment, multi-leg
 //! transaction, hold or reversal, and a batch of up to a thousand of them, all go through
-//! [`create_many`], set-based, in one database transaction.
+//! [`create_many`] (the API's single creates grouped by `group_commit` into [`create_group`]),
+//! set-based, in one database transaction.
 //!
 //! Order of work (see `docs/architecture.md`):
 //! 1. ids already stored are answered from their row (replay or mismatch); a batch whose ids
@@ -60,18 +61,6 @@ pub enum BatchResult {
         index: usize,
         outcome: ItemOutcome,
     },
-}
-
-/// Creates one transaction exactly once per id.
-pub async fn create(pool: &PgPool, new: &NewTransaction) -> Result<Created, WriteError> {
-    match create_many(pool, std::slice::from_ref(new), Mode::Independent).await? {
-        BatchResult::Done(outcomes) => outcomes
-            .into_iter()
-            .next()
-            .ok_or(WriteError::Contention)?
-            .map_err(WriteError::Item),
-        BatchResult::Failed { outcome, .. } => outcome.map_err(WriteError::Item),
-    }
 }
 
 /// Creates every item exactly once per id, in one database transaction.
