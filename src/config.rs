@@ -12,6 +12,7 @@ pub const DEFAULT_POOL_MAX_CONNECTIONS: u32 = 16;
 /// Generous on purpose: requests for one hot wallet queue on its row lock while holding a
 /// connection, and the ones behind them must wait for a connection rather than fail.
 pub const DEFAULT_POOL_ACQUIRE_TIMEOUT_MS: u64 = 10_000;
+pub const DEFAULT_POOL_PING_IDLE_MS: u64 = 1_000;
 /// Longer than the acquire timeout, so a saturated pool answers 503 before the request times out.
 pub const DEFAULT_REQUEST_TIMEOUT_MS: u64 = 30_000;
 pub const DEFAULT_BODY_LIMIT_BYTES: usize = 256 * 1024;
@@ -97,6 +98,11 @@ pub struct DatabaseConfig {
     #[arg(long, env = "DB_POOL_ACQUIRE_TIMEOUT_MS", default_value_t = DEFAULT_POOL_ACQUIRE_TIMEOUT_MS,
         value_parser = clap::value_parser!(u64).range(1..), global = true)]
     pub pool_acquire_timeout_ms: u64,
+    /// A pooled connection idle longer than this is pinged before use (a dead one is replaced
+    /// unseen); one used more recently is handed out at once, saving a round trip per use.
+    #[arg(long, env = "DB_POOL_PING_IDLE_MS", default_value_t = DEFAULT_POOL_PING_IDLE_MS,
+        global = true)]
+    pub pool_ping_idle_ms: u64,
     /// Neither create the database nor apply migrations; only check that the schema is
     /// current (for a role that may not create tables: migrations run as the owner).
     #[arg(long, env = "DB_NO_MIGRATE", global = true,
@@ -114,6 +120,7 @@ impl DatabaseConfig {
             url: url.into(),
             pool_max_connections: DEFAULT_POOL_MAX_CONNECTIONS,
             pool_acquire_timeout_ms: DEFAULT_POOL_ACQUIRE_TIMEOUT_MS,
+            pool_ping_idle_ms: DEFAULT_POOL_PING_IDLE_MS,
             no_migrate: false,
             application_name: None,
         }
@@ -166,6 +173,7 @@ pub struct HttpConfig {
 pub const DEFAULT_GROUP_COMMIT_MAX_ITEMS: usize = 500;
 pub const DEFAULT_GROUP_COMMIT_MAX_WAIT_US: u64 = 0;
 pub const DEFAULT_GROUP_COMMIT_MAX_IN_FLIGHT: usize = 4;
+pub const DEFAULT_REPLAY_CACHE_ENTRIES: usize = 4_096;
 
 /// Group commit of the API's single creates (`ledger::group_commit`): concurrent requests are
 /// written in one database transaction.
@@ -184,6 +192,11 @@ pub struct GroupCommitConfig {
     #[arg(long = "group-commit-max-in-flight", env = "GROUP_COMMIT_MAX_IN_FLIGHT",
         default_value_t = DEFAULT_GROUP_COMMIT_MAX_IN_FLIGHT, value_parser = positive_usize)]
     pub max_in_flight: usize,
+    /// Most retried creations whose stored answer is kept in memory, to answer further
+    /// retries without the database (0: off). Stored answers never change, so it is exact.
+    #[arg(long = "replay-cache-entries", env = "REPLAY_CACHE_ENTRIES",
+        default_value_t = DEFAULT_REPLAY_CACHE_ENTRIES)]
+    pub replay_cache_entries: usize,
 }
 
 impl Default for GroupCommitConfig {
@@ -192,6 +205,7 @@ impl Default for GroupCommitConfig {
             max_items: DEFAULT_GROUP_COMMIT_MAX_ITEMS,
             max_wait_us: DEFAULT_GROUP_COMMIT_MAX_WAIT_US,
             max_in_flight: DEFAULT_GROUP_COMMIT_MAX_IN_FLIGHT,
+            replay_cache_entries: DEFAULT_REPLAY_CACHE_ENTRIES,
         }
     }
 }

@@ -19,10 +19,14 @@
 //! (a bug, a constraint no decision foresaw), the group is written again one item at a time,
 //! so one bad request never fails its neighbours. A caller that stopped waiting (its request
 //! timed out) before its group formed is left out: it was answered 503, so it is not written.
+//!
+//! Retries: an id whose committed creation a group read back is kept in a [`ReplayCache`],
+//! so the next retry of it is answered before it ever queues.
 
 use super::Created;
 use super::audit::{self, Actor};
 use super::posting;
+use super::replay_cache::ReplayCache;
 use super::transactions::{NewTransaction, WriteError};
 use crate::config::GroupCommitConfig;
 use sqlx::PgPool;
@@ -35,6 +39,7 @@ use tokio::time::Instant;
 #[derive(Clone)]
 pub struct GroupCommit {
     jobs: mpsc::Sender<Job>,
+    replays: Arc<ReplayCache>,
 }
 
 struct Job {
@@ -48,13 +53,18 @@ impl GroupCommit {
     pub fn start(pool: PgPool, config: GroupCommitConfig) -> GroupCommit {
         let capacity = config.max_items * config.max_in_flight * 2;
         let (jobs, queue) = mpsc::channel(capacity.max(1));
-        tokio::spawn(gather(pool, config, queue));
-        GroupCommit { jobs }
+        let replays = Arc::new(ReplayCache::new(config.replay_cache_entries));
+        tokio::spawn(gather(pool, config, queue, replays.clone()));
+        GroupCommit { jobs, replays }
     }
 
     /// Creates one transaction exactly once per id, together with whatever else is being
     /// created at the same moment; answered as a batch of one (`posting::create_many`) would be.
     pub async fn create(&self, item: NewTransaction) -> Result<Created, WriteError> {
+        if let Some(replayed) = self.replays.answer(item.id, &item.request) {
+            metrics::counter!("wallet_ledger_replay_cache_hits_total").increment(1);
+            return Ok(replayed);
+        }
         let (answer, answered) = oneshot::channel();
         let job = Job {
             item,
@@ -71,7 +81,12 @@ fn stopped() -> WriteError {
     WriteError::Database(sqlx::Error::PoolClosed)
 }
 
-async fn gather(pool: PgPool, config: GroupCommitConfig, mut queue: mpsc::Receiver<Job>) {
+async fn gather(
+    pool: PgPool,
+    config: GroupCommitConfig,
+    mut queue: mpsc::Receiver<Job>,
+    replays: Arc<ReplayCache>,
+) {
     let in_flight = Arc::new(Semaphore::new(config.max_in_flight));
     let max_wait = Duration::from_micros(config.max_wait_us);
     loop {
@@ -102,15 +117,16 @@ async fn gather(pool: PgPool, config: GroupCommitConfig, mut queue: mpsc::Receiv
             }
         }
         let pool = pool.clone();
+        let replays = replays.clone();
         tokio::spawn(async move {
-            commit(&pool, group).await;
+            commit(&pool, group, &replays).await;
             drop(slot);
         });
     }
 }
 
 /// Writes one group and answers each of its callers.
-async fn commit(pool: &PgPool, group: Vec<Job>) {
+async fn commit(pool: &PgPool, group: Vec<Job>, replays: &ReplayCache) {
     let group: Vec<Job> = group
         .into_iter()
         .filter(|j| !j.answer.is_closed())
@@ -124,7 +140,8 @@ async fn commit(pool: &PgPool, group: Vec<Job>) {
         .map(|j| (j.item.clone(), j.actor.clone()))
         .unzip();
     match posting::create_group(pool, &items, &actors).await {
-        Ok(outcomes) => {
+        Ok((outcomes, read_back)) => {
+            replays.remember(read_back);
             for (job, outcome) in group.into_iter().zip(outcomes) {
                 let _ = job.answer.send(outcome.map_err(WriteError::Item));
             }
@@ -141,7 +158,7 @@ async fn commit(pool: &PgPool, group: Vec<Job>) {
                 let actor = std::slice::from_ref(&job.actor);
                 let answer = posting::create_group(pool, one, actor)
                     .await
-                    .and_then(|mut outcomes| outcomes.pop().ok_or(WriteError::Contention))
+                    .and_then(|(mut outcomes, _)| outcomes.pop().ok_or(WriteError::Contention))
                     .and_then(|outcome| outcome.map_err(WriteError::Item));
                 let _ = job.answer.send(answer);
             }

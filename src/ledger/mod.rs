@@ -12,6 +12,7 @@ pub mod ids;
 pub mod journal;
 pub mod money;
 pub mod posting;
+pub mod replay_cache;
 pub mod reversals;
 pub mod transactions;
 pub mod views;

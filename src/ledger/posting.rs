@@ -70,28 +70,39 @@ pub async fn create_many(
     mode: Mode,
 ) -> Result<BatchResult, WriteError> {
     let mut conn = pool.acquire().await?;
-    attempts(&mut conn, items, Authors::Current, mode, true).await
+    attempts(
+        &mut conn,
+        items,
+        Authors::Current,
+        mode,
+        true,
+        &mut Vec::new(),
+    )
+    .await
 }
 
 /// The items of several callers in one database transaction (group commit, see
 /// [`super::group_commit`]): each item is answered exactly as its single call would be, and
-/// its audit row names its own caller (`actors[i]` made `items[i]`).
+/// its audit row names its own caller (`actors[i]` made `items[i]`). Also returns the
+/// committed creations it read back for replays (for [`super::replay_cache`]).
 pub(crate) async fn create_group(
     pool: &PgPool,
     items: &[NewTransaction],
     actors: &[Option<Actor>],
-) -> Result<Vec<ItemOutcome>, WriteError> {
+) -> Result<(Vec<ItemOutcome>, Vec<(Uuid, StoredCreation)>), WriteError> {
     let mut conn = pool.acquire().await?;
-    match attempts(
+    let mut read_back = Vec::new();
+    let result = attempts(
         &mut conn,
         items,
         Authors::Each(actors),
         Mode::Independent,
         true,
+        &mut read_back,
     )
-    .await?
-    {
-        BatchResult::Done(outcomes) => Ok(outcomes),
+    .await?;
+    match result {
+        BatchResult::Done(outcomes) => Ok((outcomes, read_back)),
         // Independent mode never fails a whole batch.
         BatchResult::Failed { .. } => Err(WriteError::Contention),
     }
@@ -122,7 +133,7 @@ pub async fn create_many_in(
     items: &[NewTransaction],
     mode: Mode,
 ) -> Result<BatchResult, WriteError> {
-    attempts(conn, items, Authors::Current, mode, true).await
+    attempts(conn, items, Authors::Current, mode, true, &mut Vec::new()).await
 }
 
 /// Atomic mode without writing: the first item (in request order) that would not be
@@ -132,21 +143,32 @@ pub async fn first_failure(
     items: &[NewTransaction],
 ) -> Result<Option<(usize, ItemOutcome)>, WriteError> {
     let mut conn = pool.acquire().await?;
-    match attempts(&mut conn, items, Authors::Current, Mode::Atomic, false).await? {
+    match attempts(
+        &mut conn,
+        items,
+        Authors::Current,
+        Mode::Atomic,
+        false,
+        &mut Vec::new(),
+    )
+    .await?
+    {
         BatchResult::Failed { index, outcome } => Ok(Some((index, outcome))),
         BatchResult::Done(_) => Ok(None),
     }
 }
 
+/// `read_back` collects the committed creations read to answer replays.
 async fn attempts(
     conn: &mut PgConnection,
     items: &[NewTransaction],
     authors: Authors<'_>,
     mode: Mode,
     commit: bool,
+    read_back: &mut Vec<(Uuid, StoredCreation)>,
 ) -> Result<BatchResult, WriteError> {
     for _ in 0..MAX_ID_RACE_RETRIES {
-        match attempt(conn, items, authors, mode, commit).await {
+        match attempt(conn, items, authors, mode, commit, read_back).await {
             Ok(Some(result)) => return Ok(result),
             Ok(None) => continue,
             // Rows are inserted in id order and locks taken in a fixed order, so a deadlock
@@ -193,10 +215,12 @@ async fn attempt(
     authors: Authors<'_>,
     mode: Mode,
     commit: bool,
+    read_back: &mut Vec<(Uuid, StoredCreation)>,
 ) -> Result<Option<BatchResult>, WriteError> {
     let ids: Vec<Uuid> = items.iter().map(|i| i.id).collect();
     let stored = stored_creations(conn, &ids).await?;
-    let replay = |item: &NewTransaction, s: &Stored| {
+    read_back.extend(stored.iter().map(|(id, s)| (*id, s.clone())));
+    let replay = |item: &NewTransaction, s: &StoredCreation| {
         Ok(Created::replay_or_mismatch(
             &s.request,
             &item.request,
@@ -322,16 +346,18 @@ fn same_id_as(
     ))
 }
 
-struct Stored {
-    request: Value,
-    status: u16,
-    body: String,
+/// A committed creation as its row stores it: never changes once committed.
+#[derive(Debug, Clone)]
+pub struct StoredCreation {
+    pub request: Value,
+    pub status: u16,
+    pub body: String,
 }
 
 async fn stored_creations(
     conn: &mut PgConnection,
     ids: &[Uuid],
-) -> Result<HashMap<Uuid, Stored>, sqlx::Error> {
+) -> Result<HashMap<Uuid, StoredCreation>, sqlx::Error> {
     let rows = sqlx::query!(
         "select id, creation_request, creation_status, creation_response from transactions where id = any($1)",
         ids
@@ -341,7 +367,7 @@ async fn stored_creations(
     Ok(rows
         .into_iter()
         .map(|r| {
-            let stored = Stored {
+            let stored = StoredCreation {
                 request: r.creation_request,
                 status: r.creation_status as u16,
                 body: r.creation_response,

@@ -14,6 +14,7 @@ use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 use sqlx::{PgConnection, PgPool};
 use std::io::Read;
+use std::time::Instant;
 use uuid::Uuid;
 
 /// Runs a reconciliation and writes its reports; returns whether it was clean.
@@ -135,30 +136,57 @@ async fn reconcile(
     key: String,
 ) -> anyhow::Result<RunReport> {
     let id = Uuid::new_v4();
-    let invariants = {
-        let hold_grace =
-            TimeDelta::milliseconds(i64::try_from(args.hold_grace_ms).unwrap_or(i64::MAX / 1_000));
-        invariants::check(&mut *pool.acquire().await?, hold_grace).await?
+    // The invariants read the whole ledger in their own snapshot, on their own connection,
+    // while the file is imported and matched on another: two PostgreSQL backends, so both
+    // cores work (each phase alone is one backend, one core).
+    let hold_grace =
+        TimeDelta::milliseconds(i64::try_from(args.hold_grace_ms).unwrap_or(i64::MAX / 1_000));
+    let invariants = async {
+        let started = Instant::now();
+        let findings = invariants::check(&mut *pool.acquire().await?, hold_grace).await?;
+        tracing::info!(
+            elapsed_ms = started.elapsed().as_millis() as u64,
+            findings = findings.len(),
+            "reconcile: ledger invariants checked"
+        );
+        Ok::<_, anyhow::Error>(findings)
     };
-    let mut tx = pool.begin().await?;
-    let imported = settlement::import(&mut tx, id, &args.settlement, columns).await?;
-    let (file_from, file_to) = matching::file_period(&mut tx, id).await?;
-    let now = Utc::now();
-    let from = args.from.or(file_from).unwrap_or(now);
-    let to = args.to.or(file_to).unwrap_or(now);
-    // A provider settles a payment `lag` after it was paid: the file's period, shifted back by
-    // the lag, is when the ledger took the payments it should list (widened at the start by
-    // the date tolerance, for payments that settle late).
-    let lag = TimeDelta::hours(args.settlement_lag_hours.into());
-    let window = Window {
-        clearing_accounts: clearing_accounts(&mut tx, &args.provider).await?,
-        from: from - lag - TimeDelta::hours(args.date_tolerance_hours.into()),
-        to: to - lag,
-        amount_tolerance: args.amount_tolerance,
+    let compared = async {
+        let mut tx = pool.begin().await?;
+        let started = Instant::now();
+        let imported = settlement::import(&mut tx, id, &args.settlement, columns).await?;
+        tracing::info!(
+            elapsed_ms = started.elapsed().as_millis() as u64,
+            rows = imported.rows,
+            "reconcile: file imported"
+        );
+        let (file_from, file_to) = matching::file_period(&mut tx, id).await?;
+        let now = Utc::now();
+        let from = args.from.or(file_from).unwrap_or(now);
+        let to = args.to.or(file_to).unwrap_or(now);
+        // A provider settles a payment `lag` after it was paid: the file's period, shifted
+        // back by the lag, is when the ledger took the payments it should list (widened at
+        // the start by the date tolerance, for payments that settle late).
+        let lag = TimeDelta::hours(args.settlement_lag_hours.into());
+        let window = Window {
+            clearing_accounts: clearing_accounts(&mut tx, &args.provider).await?,
+            from: from - lag - TimeDelta::hours(args.date_tolerance_hours.into()),
+            to: to - lag,
+            amount_tolerance: args.amount_tolerance,
+        };
+        let started = Instant::now();
+        let matching = matching::compare(&mut tx, id, &window, MAX_LISTED_MATCHES).await?;
+        let payouts = matching::payouts(&mut tx, id, &window.clearing_accounts).await?;
+        let totals = matching::totals(&mut tx, id).await?;
+        tracing::info!(
+            elapsed_ms = started.elapsed().as_millis() as u64,
+            matched = matching.matched_count,
+            "reconcile: file matched with the ledger"
+        );
+        Ok::<_, anyhow::Error>((tx, now, window, imported, matching, payouts, totals))
     };
-    let matching = matching::compare(&mut tx, id, &window, MAX_LISTED_MATCHES).await?;
-    let payouts = matching::payouts(&mut tx, id, &window.clearing_accounts).await?;
-    let totals = matching::totals(&mut tx, id).await?;
+    let (invariants, (mut tx, now, window, imported, matching, payouts, totals)) =
+        tokio::try_join!(invariants, compared)?;
 
     let mut exceptions = imported.unparsable;
     exceptions.extend(matching.exceptions);

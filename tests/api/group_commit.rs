@@ -30,6 +30,7 @@ fn grouped(max_items: usize, max_wait_us: u64, max_in_flight: usize) -> HttpConf
             max_items,
             max_wait_us,
             max_in_flight,
+            ..GroupCommitConfig::default()
         },
         ..HttpConfig::default()
     }
@@ -1198,4 +1199,73 @@ async fn a_group_whose_database_session_dies_answers_503_to_all_and_writes_nothi
     assert_chain(&app, "hot", 400).await;
     assert_chain(&app, "sink", 600).await;
     finish(app).await;
+}
+
+/// A retry that was answered once from its row is answered again from memory: byte for
+/// byte the database path's answer (replay or mismatch), and without waiting behind a
+/// group that is stuck. With the cache off the same retry waits for the group.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_retried_create_is_answered_from_memory_exactly_as_from_its_row() {
+    for cache_entries in [64, 0] {
+        let mut config = gated();
+        config.group_commit.replay_cache_entries = cache_entries;
+        let app = Arc::new(TestApp::with_config(config).await);
+        create_gate_wallets(&app).await;
+        app.create_wallet("alice").await;
+        app.create_wallet("bob").await;
+        app.fund("alice", 1_000).await;
+        let id = Uuid::new_v4();
+        let transfer = Call::transfer(id, "alice", "bob", 100);
+        let changed = Call::transfer(id, "alice", "bob", 101);
+        let created = send(&app, &transfer).await;
+        assert_eq!(created.status, StatusCode::CREATED, "{}", created.text);
+        // Answered from the row (which fills the cache, when there is one).
+        let from_row = send(&app, &transfer).await;
+        assert_eq!(from_row.status, StatusCode::OK, "{}", from_row.text);
+        assert_eq!(from_row.text, created.text);
+        let mismatch_from_row = send(&app, &changed).await;
+        assert_problem(
+            &mismatch_from_row,
+            422,
+            "idempotency_mismatch",
+            "a changed retry",
+        );
+
+        // The only group slot is taken by a group stuck on a locked row.
+        let gate = Gate::shut(&app, "gate").await;
+        let blocker = fire(
+            &app,
+            &[Call::transfer(Uuid::new_v4(), "gate", "gate-sink", 1)],
+        );
+        wait_for_a_lock_waiter(&app).await;
+        let retries = fire(&app, &[transfer.clone(), changed.clone()]);
+        tokio::time::sleep(QUEUE_TIME).await;
+        let answered_while_stuck = retries.iter().all(|h| h.is_finished());
+        assert_eq!(
+            answered_while_stuck,
+            cache_entries > 0,
+            "with {cache_entries} cache entries, retries answered while a group is stuck"
+        );
+        gate.open().await;
+        answers(blocker).await;
+        let got = answers(retries).await;
+        assert_eq!(got[0].status, StatusCode::OK, "{}", got[0].text);
+        assert!(got[0].replayed());
+        assert_eq!(got[0].text, created.text, "the stored body, byte for byte");
+        assert_eq!(got[1].status, mismatch_from_row.status);
+        assert_eq!(got[1].body, mismatch_from_row.body, "the same mismatch");
+
+        if cache_entries > 0 {
+            // The recorder is process-wide (other tests count too): at least these two.
+            let metrics = app.get("/metrics").await.text;
+            let hits: u64 = metrics
+                .lines()
+                .find_map(|l| l.strip_prefix("wallet_ledger_replay_cache_hits_total "))
+                .and_then(|n| n.parse().ok())
+                .unwrap_or(0);
+            assert!(hits >= 2, "{metrics}");
+        }
+        assert_chain(&app, "alice", 900).await;
+        finish(app).await;
+    }
 }
