@@ -304,6 +304,10 @@ impl VerifyArgs {
 
 /// Matches listed in a reconciliation report (every match is counted).
 pub const MAX_LISTED_MATCHES: usize = 10_000;
+/// `work_mem` of the whole-ledger jobs' transactions (`reconcile`, `verify`): their sorts and
+/// hashes of a million rows stay in memory instead of spilling to disk (PostgreSQL's default
+/// is 4 MB, sized for many small queries at once).
+pub const BATCH_JOB_WORK_MEM: &str = "256MB";
 
 #[derive(Debug, Clone, Args)]
 pub struct ReconcileArgs {
@@ -906,6 +910,10 @@ pub struct BenchArgs {
     /// Shrink every size not given explicitly about 20 times (tests, CI smoke runs).
     #[arg(long)]
     pub quick: bool,
+    /// Keep the logs and the database after a clean run too (to profile what it left, e.g.
+    /// rerun `reconcile` against the same ledger).
+    #[arg(long)]
+    pub keep: bool,
     /// HTTP connections of api-transfers, api-hot and api-topups [default: 64].
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     pub connections: Option<u64>,

@@ -132,3 +132,15 @@ pub fn is_unavailable(error: &sqlx::Error) -> bool {
         _ => false,
     }
 }
+
+/// Settings for the current transaction of a job that reads the whole ledger in a few large
+/// statements: more `work_mem` (see [`crate::config::BATCH_JOB_WORK_MEM`]) and no JIT, whose
+/// compilation cost nearly a second per statement here and gained nothing back.
+pub async fn tune_for_batch_job(conn: &mut sqlx::PgConnection) -> Result<(), sqlx::Error> {
+    // `set_config(..., true)` is `SET LOCAL` with the value as a parameter.
+    sqlx::query("select set_config('work_mem', $1, true), set_config('jit', 'off', true)")
+        .bind(crate::config::BATCH_JOB_WORK_MEM)
+        .execute(conn)
+        .await?;
+    Ok(())
+}

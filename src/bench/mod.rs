@@ -303,6 +303,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
     };
     tracing::info!(dir = %bench.dir.display(), sizes = ?bench.sizes, "bench: starting");
 
+    let keep = args.keep;
     let git = git_commit();
     let mut ceiling = earlier_ceiling(&args.results);
     let mut failed = false;
@@ -353,7 +354,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
         }
     }
 
-    if failed || errored {
+    if failed || errored || keep {
         eprintln!(
             "bench: kept the logs in {} and the database {}",
             bench.dir.display(),

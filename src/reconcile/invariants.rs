@@ -51,6 +51,7 @@ pub async fn check(
     sqlx::query("set transaction isolation level repeatable read, read only")
         .execute(&mut *tx)
         .await?;
+    crate::db::tune_for_batch_job(&mut tx).await?;
     let mut findings = Vec::new();
     findings.extend(unbalanced_transactions(&mut tx).await?);
     findings.extend(trial_balance(&mut tx).await?);

@@ -153,8 +153,15 @@ async fn reconcile(
     };
     let compared = async {
         let mut tx = pool.begin().await?;
+        crate::db::tune_for_batch_job(&mut tx).await?;
         let started = Instant::now();
         let imported = settlement::import(&mut tx, id, &args.settlement, columns).await?;
+        // The staging table was empty a moment ago: without fresh statistics the planner
+        // takes a million lines for a few and joins them row by row. Only the table's owner
+        // may analyze it; for another role PostgreSQL warns and the plans stay as they were.
+        sqlx::query("analyze settlement_lines")
+            .execute(&mut *tx)
+            .await?;
         tracing::info!(
             elapsed_ms = started.elapsed().as_millis() as u64,
             rows = imported.rows,
