@@ -70,15 +70,7 @@ pub async fn create_many(
     mode: Mode,
 ) -> Result<BatchResult, WriteError> {
     let mut conn = pool.acquire().await?;
-    attempts(
-        &mut conn,
-        items,
-        Authors::Current,
-        mode,
-        true,
-        &mut Vec::new(),
-    )
-    .await
+    attempts(&mut conn, items, Authors::Current, mode, true, None).await
 }
 
 /// The items of several callers in one database transaction (group commit, see
@@ -98,7 +90,7 @@ pub(crate) async fn create_group(
         Authors::Each(actors),
         Mode::Independent,
         true,
-        &mut read_back,
+        Some(&mut read_back),
     )
     .await?;
     match result {
@@ -133,7 +125,7 @@ pub async fn create_many_in(
     items: &[NewTransaction],
     mode: Mode,
 ) -> Result<BatchResult, WriteError> {
-    attempts(conn, items, Authors::Current, mode, true, &mut Vec::new()).await
+    attempts(conn, items, Authors::Current, mode, true, None).await
 }
 
 /// Atomic mode without writing: the first item (in request order) that would not be
@@ -149,7 +141,7 @@ pub async fn first_failure(
         Authors::Current,
         Mode::Atomic,
         false,
-        &mut Vec::new(),
+        None,
     )
     .await?
     {
@@ -158,17 +150,18 @@ pub async fn first_failure(
     }
 }
 
-/// `read_back` collects the committed creations read to answer replays.
+/// `read_back`, when given, collects the committed creations read to answer replays (only
+/// the group-commit writer wants them; elsewhere they are not copied).
 async fn attempts(
     conn: &mut PgConnection,
     items: &[NewTransaction],
     authors: Authors<'_>,
     mode: Mode,
     commit: bool,
-    read_back: &mut Vec<(Uuid, StoredCreation)>,
+    mut read_back: Option<&mut Vec<(Uuid, StoredCreation)>>,
 ) -> Result<BatchResult, WriteError> {
     for _ in 0..MAX_ID_RACE_RETRIES {
-        match attempt(conn, items, authors, mode, commit, read_back).await {
+        match attempt(conn, items, authors, mode, commit, read_back.as_deref_mut()).await {
             Ok(Some(result)) => return Ok(result),
             Ok(None) => continue,
             // Rows are inserted in id order and locks taken in a fixed order, so a deadlock
@@ -215,11 +208,13 @@ async fn attempt(
     authors: Authors<'_>,
     mode: Mode,
     commit: bool,
-    read_back: &mut Vec<(Uuid, StoredCreation)>,
+    read_back: Option<&mut Vec<(Uuid, StoredCreation)>>,
 ) -> Result<Option<BatchResult>, WriteError> {
     let ids: Vec<Uuid> = items.iter().map(|i| i.id).collect();
     let stored = stored_creations(conn, &ids).await?;
-    read_back.extend(stored.iter().map(|(id, s)| (*id, s.clone())));
+    if let Some(read_back) = read_back {
+        read_back.extend(stored.iter().map(|(id, s)| (*id, s.clone())));
+    }
     let replay = |item: &NewTransaction, s: &StoredCreation| {
         Ok(Created::replay_or_mismatch(
             &s.request,

@@ -321,3 +321,15 @@ pub async fn api_key(pool: &PgPool, owner: &str, scope: Scope) -> String {
         .unwrap()
         .1
 }
+
+/// A problem+json answer with this status and code (in the header and the body).
+#[track_caller]
+pub fn assert_problem(r: &TestResponse, status: u16, code: &str, context: &str) {
+    assert_eq!(
+        (r.status.as_u16(), r.code(), r.content_type()),
+        (status, code, "application/problem+json"),
+        "{context}: {}",
+        r.text
+    );
+    assert_eq!(r.body["status"], json!(status), "{context}: {}", r.text);
+}

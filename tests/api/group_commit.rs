@@ -9,7 +9,7 @@
 //! while the requests under test queue; releasing the lock lets the next group take everything
 //! queued at once.
 
-use super::common::{TestApp, TestResponse};
+use super::common::{TestApp, TestResponse, assert_problem};
 use axum::http::{Method, StatusCode};
 use serde_json::{Value, json};
 use sqlx::{Postgres, Transaction};
@@ -234,16 +234,6 @@ async fn assert_chain(app: &TestApp, wallet: &str, expected_balance: i64) {
         app.posted_balance(wallet).await,
         expected_balance,
         "{wallet}"
-    );
-}
-
-#[track_caller]
-fn assert_problem(r: &TestResponse, status: u16, code: &str, context: &str) {
-    assert_eq!(
-        (r.status.as_u16(), r.code(), r.content_type()),
-        (status, code, "application/problem+json"),
-        "{context}: {}",
-        r.text
     );
 }
 

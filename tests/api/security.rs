@@ -6,7 +6,7 @@
 //! JSON logs hold no token, secret or body, `/metrics` counts requests by route and status, and
 //! `wallet-ledger api-key` creates, lists and revokes keys.
 
-use super::common::{TestApp, TestResponse};
+use super::common::{TestApp, TestResponse, assert_problem};
 use super::stream_support::{BIN, eventually, free_port, http_get, terminate};
 use axum::body::Body;
 use axum::http::{Method, Request, StatusCode};
@@ -93,18 +93,6 @@ fn retry_after(r: &TestResponse) -> u64 {
     header(r, "retry-after")
         .parse()
         .unwrap_or_else(|_| panic!("a Retry-After in whole seconds: {:?}", r.headers))
-}
-
-/// A problem+json answer with this status and code.
-#[track_caller]
-fn assert_problem(r: &TestResponse, status: u16, code: &str, context: &str) {
-    assert_eq!(
-        (r.status.as_u16(), r.code(), r.content_type()),
-        (status, code, "application/problem+json"),
-        "{context}: {}",
-        r.text
-    );
-    assert_eq!(r.body["status"], json!(status), "{context}: {}", r.text);
 }
 
 #[track_caller]
