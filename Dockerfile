@@ -13,7 +13,8 @@
 #   glibc), CA certificates (webhooks over https), curl for the HEALTHCHECK, the binary, and an
 #   unprivileged user with a numeric id (so `runAsNonRoot` can check it).
 #
-# The build context needs Cargo.toml, Cargo.lock, .cargo/, .sqlx/, migrations/ and src/ only.
+# The build context needs Cargo.toml, Cargo.lock, build.rs, .cargo/, vendor/, .sqlx/, migrations/
+# and src/ only.
 # Without a .dockerignore the whole directory, target/ included, is sent to the builder: add
 # one with `target` in it.
 
@@ -42,7 +43,9 @@ RUN mkdir src \
     && rm -r src
 
 # The crate. `sqlx::migrate!()` embeds migrations/ in the binary, so the image carries the
-# schema it expects and `wallet-ledger migrate` needs no files at run time.
+# schema it expects and `wallet-ledger migrate` needs no files at run time (build.rs tells
+# cargo that migrations/ is an input).
+COPY build.rs build.rs
 COPY .sqlx .sqlx
 COPY migrations migrations
 COPY src src

@@ -241,16 +241,72 @@ async fn entries_cannot_be_deleted() {
         INTEGRITY_CONSTRAINT_VIOLATION,
         "immutable",
     );
-    // Nor through its transaction: the foreign key keeps the transaction row.
+    // Nor through its transaction or its accounts: neither is ever deleted.
     let parent = sqlx::query("delete from transactions where id = $1")
         .bind(seed)
         .execute(&app.pool)
         .await;
-    assert!(
-        parent.is_err(),
-        "deleting a transaction that has entries must be refused"
+    assert_refused(
+        "DELETE of a transaction",
+        parent,
+        INTEGRITY_CONSTRAINT_VIOLATION,
+        "never deleted",
+    );
+    let account = sqlx::query("delete from accounts where id = 'w1'")
+        .execute(&app.pool)
+        .await;
+    assert_refused(
+        "DELETE of an account",
+        account,
+        INTEGRITY_CONSTRAINT_VIOLATION,
+        "never deleted",
+    );
+    // Not even an account no entry refers to.
+    let unused = sqlx::query("delete from accounts where id = 'sys2'")
+        .execute(&app.pool)
+        .await;
+    assert_refused(
+        "DELETE of an unused account",
+        unused,
+        INTEGRITY_CONSTRAINT_VIOLATION,
+        "never deleted",
     );
     assert_eq!(entry_count(&app.pool).await, 2);
+    let accounts: i64 = sqlx::query_scalar("select count(*) from accounts")
+        .fetch_one(&app.pool)
+        .await
+        .unwrap();
+    assert_eq!(accounts, 5);
+    app.finish().await;
+}
+
+#[tokio::test]
+async fn an_entry_needs_an_existing_account_and_transaction() {
+    let (app, _) = seeded().await;
+    let pool = &app.pool;
+    let ghost_account = post(pool, &[system("sys", -100), system("nobody", 100)]).await;
+    assert_refused(
+        "an entry of an account that does not exist",
+        ghost_account,
+        CHECK_VIOLATION,
+        "does not fit its account",
+    );
+    let ghost_transaction = insert_entries(
+        pool,
+        Uuid::new_v4(),
+        &[system("sys", -100), system("sys2", 100)],
+    )
+    .await;
+    assert_refused(
+        "entries of a transaction that does not exist",
+        ghost_transaction,
+        CHECK_VIOLATION,
+        "does not fit its account or transaction",
+    );
+    assert_eq!(entry_count(pool).await, 2);
+    post(pool, &[system("sys", -100), system("sys2", 100)])
+        .await
+        .expect("the same entries between existing accounts, in an existing transaction, are accepted");
     app.finish().await;
 }
 
@@ -270,6 +326,15 @@ async fn entries_cannot_be_truncated() {
     assert_refused(
         "TRUNCATE transactions CASCADE",
         cascaded,
+        INTEGRITY_CONSTRAINT_VIOLATION,
+        "immutable",
+    );
+    let accounts = sqlx::query("truncate accounts cascade")
+        .execute(&app.pool)
+        .await;
+    assert_refused(
+        "TRUNCATE accounts CASCADE",
+        accounts,
         INTEGRITY_CONSTRAINT_VIOLATION,
         "immutable",
     );
