@@ -67,6 +67,16 @@ pub async fn connect(config: &DatabaseConfig) -> anyhow::Result<PgPool> {
                 Ok(true)
             })
         })
+        // A connection's buffers grow to the largest message it sent or read (a 1,000-item
+        // batch's parameters are megabytes) and sqlx never shrinks them by itself: across a
+        // pool that kept tens of MiB resident after the batches were done. Shrinking on
+        // release is free for a connection whose buffers never grew.
+        .after_release(|conn, _meta| {
+            Box::pin(async move {
+                sqlx::Connection::shrink_buffers(conn);
+                Ok(true)
+            })
+        })
         .connect_with(options)
         .await
         .map_err(|e| unreachable(&shown, e))

@@ -44,8 +44,9 @@ pub struct ItemResult {
     pub status: u16,
     /// `true` when the answer is a stored one replayed (`Idempotent-Replayed` of a single call).
     pub replayed: bool,
+    /// The single call's body as it was stored, byte for byte (not parsed again).
     #[schema(value_type = Object)]
-    pub body: Value,
+    pub body: Box<RawValue>,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -91,7 +92,10 @@ pub async fn batch(
             .collect();
         if let Some((index, outcome)) = posting::first_failure(&state.pool, &before).await? {
             let (_, _, problem) = item_answer(outcome);
-            return Err(ApiError::BatchFailed { index, problem });
+            return Err(ApiError::BatchFailed {
+                index,
+                problem: tree(&problem),
+            });
         }
         let problem = parsed[bad]
             .as_ref()
@@ -103,9 +107,18 @@ pub async fn batch(
             problem,
         });
     }
-    let valid: Vec<NewTransaction> = parsed
-        .iter()
-        .filter_map(|p| p.as_ref().ok().cloned())
+    // The valid items move to the write path (a 1,000-item batch is megabytes of requests:
+    // not copied); each invalid one keeps its problem, in its place.
+    let mut valid: Vec<NewTransaction> = Vec::with_capacity(parsed.len());
+    let problems: Vec<Option<Problem>> = parsed
+        .into_iter()
+        .map(|p| match p {
+            Ok(new) => {
+                valid.push(new);
+                None
+            }
+            Err(e) => Some(e.problem()),
+        })
         .collect();
     let outcomes = match posting::create_many(&state.pool, &valid, mode).await? {
         BatchResult::Done(outcomes) => outcomes,
@@ -113,22 +126,22 @@ pub async fn batch(
             let (_, _, body) = item_answer(outcome);
             return Err(ApiError::BatchFailed {
                 index,
-                problem: body,
+                problem: tree(&body),
             });
         }
     };
     // One outcome per valid item, in order; invalid items answer their own problem.
     let mut outcomes = outcomes.into_iter();
-    let mut results = Vec::with_capacity(parsed.len());
-    for p in parsed {
-        let (status, replayed, body) = match p {
-            Ok(_) => {
+    let mut results = Vec::with_capacity(problems.len());
+    for problem in problems {
+        let (status, replayed, body) = match problem {
+            None => {
                 let outcome = outcomes
                     .next()
                     .ok_or_else(|| ApiError::Internal(anyhow::anyhow!("batch outcome missing")))?;
                 item_answer(outcome)
             }
-            Err(e) => (e.problem().status, false, problem_value(e.problem())),
+            Some(problem) => (problem.status, false, problem_raw(&problem)),
         };
         results.push(ItemResult {
             status,
@@ -143,20 +156,35 @@ fn problem_value(problem: Problem) -> Value {
     serde_json::to_value(problem).unwrap_or(Value::Null)
 }
 
+/// The failing item's answer as a tree, nested in the atomic batch's own problem.
+fn tree(raw: &RawValue) -> Value {
+    serde_json::from_str(raw.get()).unwrap_or(Value::Null)
+}
+
+fn problem_raw(problem: &Problem) -> Box<RawValue> {
+    serde_json::value::to_raw_value(problem).unwrap_or_else(|_| null())
+}
+
+fn null() -> Box<RawValue> {
+    RawValue::from_string("null".to_owned()).expect("null is JSON")
+}
+
 /// An item's status, whether it is a replay, and its body, as its single call would answer.
-fn item_answer(outcome: ItemOutcome) -> (u16, bool, Value) {
-    let parse = |body: &str| serde_json::from_str(body).unwrap_or(Value::Null);
+fn item_answer(outcome: ItemOutcome) -> (u16, bool, Box<RawValue>) {
+    // A stored body is the JSON its single call answered: it is passed on as it is, checked
+    // but not parsed into a tree and rendered again.
+    let raw = |body: String| RawValue::from_string(body).unwrap_or_else(|_| null());
     match outcome {
-        Ok(Created::New { body }) => (201, false, parse(&body)),
-        Ok(Created::Refused { body }) => (422, false, parse(&body)),
-        Ok(Created::Replayed { status, body }) => (status, true, parse(&body)),
+        Ok(Created::New { body }) => (201, false, raw(body)),
+        Ok(Created::Refused { body }) => (422, false, raw(body)),
+        Ok(Created::Replayed { status, body }) => (status, true, raw(body)),
         Ok(Created::Mismatch { differing_fields }) => {
             let problem = ApiError::IdempotencyMismatch(differing_fields).problem();
-            (problem.status, false, problem_value(problem))
+            (problem.status, false, problem_raw(&problem))
         }
         Err(e) => {
             let problem = ApiError::from(e).problem();
-            (problem.status, false, problem_value(problem))
+            (problem.status, false, problem_raw(&problem))
         }
     }
 }

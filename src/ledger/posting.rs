@@ -819,7 +819,8 @@ struct Rendered {
     status: &'static str,
     view: TransactionView,
     account_ids: Vec<String>,
-    request: Value,
+    /// The canonical request as JSON text: what the insert sends (a tree would be copied).
+    request: String,
     refusal: Option<RefusalView>,
     creation_status: i16,
     body: String,
@@ -914,7 +915,7 @@ fn render(item: &NewTransaction, decision: &Decision, now: DateTime<Utc>) -> Ren
         status,
         view,
         account_ids: item.journal.sorted_accounts(),
-        request: item.request.clone(),
+        request: item.request.to_string(),
         refusal,
         creation_status,
         body,
@@ -948,19 +949,20 @@ async fn insert_transactions(
     if rows.is_empty() {
         return Ok(true);
     }
-    let col = |f: fn(&Rendered) -> Value| rows.iter().map(|r| f(r)).collect::<Vec<Value>>();
     let ids: Vec<Uuid> = rows.iter().map(|r| r.item_id).collect();
     let kinds: Vec<&str> = rows.iter().map(|r| r.kind).collect();
     let statuses: Vec<&str> = rows.iter().map(|r| r.status).collect();
     let currencies: Vec<&str> = rows.iter().map(|r| r.view.currency.as_str()).collect();
-    let legs = col(|r| serde_json::to_value(&r.view.entries).expect("legs serialize"));
+    // The JSON columns travel as text and are cast in SQL: serializing once is cheaper than
+    // building a tree per row only for the driver to serialize it.
+    let legs: Vec<String> = rows.iter().map(|r| json_text(&r.view.entries)).collect();
     // Account ids cannot contain a comma, so each row's list travels as one joined string.
     let account_ids: Vec<String> = rows.iter().map(|r| r.account_ids.join(",")).collect();
     let external_refs: Vec<Option<&str>> = rows
         .iter()
         .map(|r| r.view.external_ref.as_deref())
         .collect();
-    let metadata = col(|r| Value::Object(r.view.metadata.clone()));
+    let metadata: Vec<String> = rows.iter().map(|r| json_text(&r.view.metadata)).collect();
     let refusal_codes: Vec<Option<&str>> = rows
         .iter()
         .map(|r| r.refusal.as_ref().map(|x| x.code.as_str()))
@@ -969,7 +971,7 @@ async fn insert_transactions(
         .iter()
         .map(|r| r.refusal.as_ref().map(|x| x.detail.as_str()))
         .collect();
-    let requests = col(|r| r.request.clone());
+    let requests: Vec<&str> = rows.iter().map(|r| r.request.as_str()).collect();
     let creation_statuses: Vec<i16> = rows.iter().map(|r| r.creation_status).collect();
     let bodies: Vec<&str> = rows.iter().map(|r| r.body.as_str()).collect();
     let created: Vec<DateTime<Utc>> = rows.iter().map(|r| r.view.created_at).collect();
@@ -982,11 +984,12 @@ async fn insert_transactions(
                                      metadata, refusal_code, refusal_detail, creation_request,
                                      creation_status, creation_response, created_at, posted_at,
                                      updated_at, expires_at, reverses, reversed_amount)
-           select id, kind, status, currency, legs, string_to_array(account_ids, ','), external_ref,
-                  metadata, refusal_code, refusal_detail, request, creation_status, body,
+           select id, kind, status, currency, legs::jsonb, string_to_array(account_ids, ','),
+                  external_ref, metadata::jsonb, refusal_code, refusal_detail, request::jsonb,
+                  creation_status, body,
                   created_at, posted_at, created_at, expires_at, reverses, reversed_amount
-           from unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::jsonb[], $6::text[],
-                       $7::text[], $8::jsonb[], $9::text[], $10::text[], $11::jsonb[],
+           from unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[],
+                       $7::text[], $8::text[], $9::text[], $10::text[], $11::text[],
                        $12::int2[], $13::text[], $14::timestamptz[], $15::timestamptz[],
                        $16::timestamptz[], $17::uuid[], $18::bigint[])
                 as r(id, kind, status, currency, legs, account_ids, external_ref, metadata,
@@ -1005,7 +1008,7 @@ async fn insert_transactions(
         &metadata,
         &refusal_codes as &[Option<&str>],
         &refusal_details as &[Option<&str>],
-        &requests,
+        &requests as &[&str],
         &creation_statuses,
         &bodies as &[&str],
         &created,
@@ -1017,6 +1020,10 @@ async fn insert_transactions(
     .fetch_all(conn)
     .await?;
     Ok(inserted.len() == rows.len())
+}
+
+fn json_text(value: &impl serde::Serialize) -> String {
+    serde_json::to_string(value).expect("a view always serializes")
 }
 
 /// Every entry of every posted row in one statement: the journal trigger checks them as a set.
