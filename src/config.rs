@@ -359,6 +359,9 @@ pub const DEFAULT_STREAM: &str = "payments";
 pub const DEFAULT_GROUP: &str = "wallet-ledger";
 /// Events applied per database transaction.
 pub const DEFAULT_CONSUMER_BATCH_SIZE: usize = 100;
+/// Batches one `consume` process applies at once, each by a worker of its own in the group.
+pub const DEFAULT_CONSUMER_WORKERS: u64 = 1;
+pub const MAX_CONSUMER_WORKERS: u64 = 16;
 /// Most events one batch may hold: the write path's batch limit.
 pub const MAX_CONSUMER_BATCH_SIZE: usize = MAX_BATCH_ITEMS as usize;
 /// How long one `XREADGROUP` waits for new events; also the longest a shutdown waits for it.
@@ -424,6 +427,12 @@ pub struct ConsumeArgs {
     #[arg(long, env = "CONSUMER_BATCH_SIZE", default_value_t = DEFAULT_CONSUMER_BATCH_SIZE,
         value_parser = batch_size)]
     pub batch_size: usize,
+    /// Workers in this process, each a consumer of the group (named `<consumer>-<n>` when
+    /// more than one) applying its own batches: one reads and acknowledges while another's
+    /// batch is in the database.
+    #[arg(long, env = "CONSUMER_WORKERS", default_value_t = DEFAULT_CONSUMER_WORKERS,
+        value_parser = clap::value_parser!(u64).range(1..=MAX_CONSUMER_WORKERS))]
+    pub workers: u64,
     /// How long one read waits for new events.
     #[arg(long, env = "CONSUMER_BLOCK_MS", default_value_t = DEFAULT_CONSUMER_BLOCK_MS,
         value_parser = clap::value_parser!(u64).range(1..))]
@@ -847,6 +856,9 @@ pub const DEFAULT_BENCH_REPLAY_CONNECTIONS: u64 = 16;
 /// Replays at `--replay-connections`; the single-connection run sends a tenth of them.
 pub const DEFAULT_BENCH_REPLAY_REQUESTS: u64 = 50_000;
 pub const DEFAULT_BENCH_CONSUMER_PAYMENTS: u64 = 100_000;
+/// Workers of the consumer child: two keep one batch in the database while the other reads and
+/// acknowledges (measured in docs/performance.md).
+pub const DEFAULT_BENCH_CONSUMER_WORKERS: u64 = 2;
 /// Share of the consumer scenario's payments published twice (a producer's resend).
 pub const BENCH_CONSUMER_RESEND_PERCENT: u8 = 10;
 pub const DEFAULT_BENCH_RECONCILE_ROWS: u64 = 1_000_000;
@@ -941,6 +953,10 @@ pub struct BenchArgs {
     /// The consumer child's --batch-size.
     #[arg(long, default_value_t = MAX_CONSUMER_BATCH_SIZE, value_parser = batch_size)]
     pub consumer_batch_size: usize,
+    /// The consumer child's --workers.
+    #[arg(long, default_value_t = DEFAULT_BENCH_CONSUMER_WORKERS,
+        value_parser = clap::value_parser!(u64).range(1..=MAX_CONSUMER_WORKERS))]
+    pub consumer_workers: u64,
     /// Rows of the reconcile scenario's settlement file (at least 30: the deliberate
     /// exceptions) [default: 1000000].
     #[arg(long, value_parser = clap::value_parser!(u64).range(30..))]

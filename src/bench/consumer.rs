@@ -66,6 +66,8 @@ pub fn start_consumer(
         "bench",
         "--batch-size",
         &bench.sizes.consumer_batch_size.to_string(),
+        "--workers",
+        &bench.sizes.consumer_workers.to_string(),
         "--block-ms",
         "200",
     ]
@@ -205,6 +207,7 @@ async fn measure(
     m.params.insert("accounts", sizes.accounts.into());
     m.params
         .insert("batch_size", sizes.consumer_batch_size.into());
+    m.params.insert("workers", sizes.consumer_workers.into());
     m.params
         .insert("resend_percent", BENCH_CONSUMER_RESEND_PERCENT.into());
     m.extra.insert(

@@ -39,6 +39,7 @@ pub struct Sizes {
     pub replay_requests: u64,
     pub consumer_payments: u64,
     pub consumer_batch_size: usize,
+    pub consumer_workers: u64,
     pub reconcile_rows: u64,
     pub balance_read_max_entries: u64,
     pub balance_reads: u64,
@@ -71,6 +72,7 @@ impl Sizes {
             replay_requests: size(args.replay_requests, DEFAULT_BENCH_REPLAY_REQUESTS, 10),
             consumer_payments: size(args.consumer_payments, DEFAULT_BENCH_CONSUMER_PAYMENTS, 1),
             consumer_batch_size: args.consumer_batch_size,
+            consumer_workers: args.consumer_workers,
             reconcile_rows: size(args.reconcile_rows, DEFAULT_BENCH_RECONCILE_ROWS, 30),
             balance_read_max_entries: size(
                 args.balance_read_max_entries,

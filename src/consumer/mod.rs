@@ -56,26 +56,6 @@ pub async fn run(args: ConsumeArgs) -> anyhow::Result<()> {
     let pool = crate::db::connect_and_migrate(&args.database).await?;
     let name = args.consumer_name();
     let settings = args.settings();
-    let mut stream = StreamClient::connect(
-        &args.redis.url,
-        args.stream.clone(),
-        name.clone(),
-        settings.block,
-    )
-    .await
-    .with_context(|| {
-        format!(
-            "cannot connect to Redis at {}",
-            crate::db::redact(&args.redis.url)
-        )
-    })?;
-    stream.ensure_group().await.with_context(|| {
-        format!(
-            "cannot create consumer group {} on stream {}",
-            args.stream.group, args.stream.stream
-        )
-    })?;
-
     let readiness = Readiness::new(true);
     if let Some(addr) = args.metrics_addr {
         crate::telemetry::serve(addr, readiness.clone()).await?;
@@ -87,35 +67,44 @@ pub async fn run(args: ConsumeArgs) -> anyhow::Result<()> {
         flag.store(true, Ordering::Relaxed);
     });
 
-    tracing::info!(consumer = %name, stream = %args.stream.stream, group = %args.stream.group, batch_size = args.batch_size, "consuming");
-    let mut consumer = Consumer::new(
-        pool.clone(),
-        stream,
-        settings.clone(),
-        readiness.clone(),
-        shutdown.clone(),
-    );
-    let mut backoff = settings.outage_backoff;
-    let mut totals = worker::StepReport::default();
-    while !shutdown.load(Ordering::Relaxed) {
-        match consumer.step().await {
-            Ok(report) => {
-                backoff = settings.outage_backoff;
-                totals.applied += report.applied;
-                totals.duplicates += report.duplicates;
-                totals.dead_lettered += report.dead_lettered;
-                if args.drain && report.idle() && consumer.drained().await.unwrap_or(false) {
-                    tracing::info!("nothing left in the group; draining done");
-                    break;
-                }
-            }
-            Err(e) => {
-                readiness.set(false);
-                tracing::warn!(error = %e, retry_in = ?backoff, "the broker is unreachable");
-                tokio::time::sleep(backoff).await;
-                backoff = (backoff * 2).min(settings.outage_backoff_max);
-            }
+    tracing::info!(consumer = %name, workers = args.workers, stream = %args.stream.stream, group = %args.stream.group, batch_size = args.batch_size, "consuming");
+    let mut workers = tokio::task::JoinSet::new();
+    for n in 0..args.workers {
+        // Each worker is a consumer of the group in its own right: its own connection to the
+        // broker and its own pending list, so a crash of the process leaves each worker's
+        // batch to be reclaimed like any consumer's. One worker trims the stream.
+        let worker_name = if args.workers == 1 {
+            name.clone()
+        } else {
+            format!("{name}-{n}")
+        };
+        let mut worker_settings = settings.clone();
+        if n > 0 {
+            worker_settings.trim_interval = None;
         }
+        let stream = connect_stream(&args, worker_name.clone(), settings.block).await?;
+        let consumer = Consumer::new(
+            pool.clone(),
+            stream,
+            worker_settings,
+            readiness.clone(),
+            shutdown.clone(),
+        );
+        workers.spawn(work(
+            consumer,
+            settings.outage_backoff,
+            settings.outage_backoff_max,
+            args.drain,
+            readiness.clone(),
+            shutdown.clone(),
+        ));
+    }
+    let mut totals = worker::StepReport::default();
+    while let Some(done) = workers.join_next().await {
+        let report = done.context("a consumer worker panicked")?;
+        totals.applied += report.applied;
+        totals.duplicates += report.duplicates;
+        totals.dead_lettered += report.dead_lettered;
     }
     pool.close().await;
     tracing::info!(
@@ -126,4 +115,61 @@ pub async fn run(args: ConsumeArgs) -> anyhow::Result<()> {
         "consumer stopped"
     );
     Ok(())
+}
+
+async fn connect_stream(
+    args: &ConsumeArgs,
+    name: String,
+    block: Duration,
+) -> anyhow::Result<StreamClient> {
+    let mut stream = StreamClient::connect(&args.redis.url, args.stream.clone(), name, block)
+        .await
+        .with_context(|| {
+            format!(
+                "cannot connect to Redis at {}",
+                crate::db::redact(&args.redis.url)
+            )
+        })?;
+    stream.ensure_group().await.with_context(|| {
+        format!(
+            "cannot create consumer group {} on stream {}",
+            args.stream.group, args.stream.stream
+        )
+    })?;
+    Ok(stream)
+}
+
+/// One worker's loop, until shutdown or (with `drain`) until the group has nothing left;
+/// returns what it did.
+async fn work(
+    mut consumer: Consumer,
+    outage_backoff: Duration,
+    outage_backoff_max: Duration,
+    drain: bool,
+    readiness: Readiness,
+    shutdown: Arc<AtomicBool>,
+) -> worker::StepReport {
+    let mut backoff = outage_backoff;
+    let mut totals = worker::StepReport::default();
+    while !shutdown.load(Ordering::Relaxed) {
+        match consumer.step().await {
+            Ok(report) => {
+                backoff = outage_backoff;
+                totals.applied += report.applied;
+                totals.duplicates += report.duplicates;
+                totals.dead_lettered += report.dead_lettered;
+                if drain && report.idle() && consumer.drained().await.unwrap_or(false) {
+                    tracing::info!("nothing left in the group; draining done");
+                    break;
+                }
+            }
+            Err(e) => {
+                readiness.set(false);
+                tracing::warn!(error = %e, retry_in = ?backoff, "the broker is unreachable");
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(outage_backoff_max);
+            }
+        }
+    }
+    totals
 }

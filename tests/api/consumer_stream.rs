@@ -12,7 +12,7 @@ use super::stream_support::{
 use axum::http::StatusCode;
 use redis::AsyncCommands;
 use redis::aio::MultiplexedConnection;
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::os::unix::process::ExitStatusExt;
 use std::process::{Output, Stdio};
 use std::time::{Duration, Instant};
@@ -375,8 +375,9 @@ async fn a_consumer_killed_in_the_middle_of_a_batch_leaves_none_of_it() {
 
 // 3. -----------------------------------------------------------------------------------------
 
-/// `n` consumers of one group at once over 2,000 payments (200 of them resent).
-async fn consumers_sharing_a_group(n: usize) {
+/// `n` consumer processes of one group at once, each with `workers` workers, over 2,000
+/// payments (200 of them resent).
+async fn consumers_sharing_a_group(n: usize, workers: usize) {
     let app = TestApp::new().await;
     let wallets = wallets(&app, &["w0", "w1", "w2", "w3", "w4", "w5", "w6", "w7"]).await;
     let stream = unique_stream("group");
@@ -402,6 +403,8 @@ async fn consumers_sharing_a_group(n: usize) {
                     "30000",
                     "--max-batch-ms",
                     "15000",
+                    "--workers",
+                    &workers.to_string(),
                 ],
             );
             command.env("RUST_LOG", "info,sqlx=warn");
@@ -426,19 +429,55 @@ async fn consumers_sharing_a_group(n: usize) {
     assert_eq!(totals(&published)["w0"], 250 * 100);
     assert_eq!(pending(&mut redis, &stream).await, 0);
     assert!(dead_letters(&mut redis, &stream).await.is_empty());
+    // Every worker read from the group under a name of its own.
+    let mut expected: Vec<String> = (0..n)
+        .flat_map(|k| {
+            (0..workers).map(move |w| match workers {
+                1 => format!("c{k}"),
+                _ => format!("c{k}-{w}"),
+            })
+        })
+        .collect();
+    expected.sort();
+    let mut names = group_consumers(&mut redis, &stream).await;
+    names.sort();
+    assert_eq!(names, expected);
 
     forget(&mut redis, &stream, GROUP).await;
     app.finish().await;
 }
 
+/// The names of the consumers the group knows.
+async fn group_consumers(redis: &mut MultiplexedConnection, stream: &str) -> Vec<String> {
+    let infos: Vec<HashMap<String, redis::Value>> = redis::cmd("XINFO")
+        .arg("CONSUMERS")
+        .arg(stream)
+        .arg(GROUP)
+        .query_async(redis)
+        .await
+        .unwrap();
+    infos
+        .into_iter()
+        .map(|info| match info.get("name") {
+            Some(redis::Value::BulkString(name)) => String::from_utf8_lossy(name).into_owned(),
+            other => panic!("a consumer without a name: {other:?}"),
+        })
+        .collect()
+}
+
 #[tokio::test]
 async fn two_consumers_in_one_group_apply_every_payment_once() {
-    consumers_sharing_a_group(2).await;
+    consumers_sharing_a_group(2, 1).await;
 }
 
 #[tokio::test]
 async fn three_consumers_in_one_group_apply_every_payment_once() {
-    consumers_sharing_a_group(3).await;
+    consumers_sharing_a_group(3, 1).await;
+}
+
+#[tokio::test]
+async fn one_consumer_with_three_workers_applies_every_payment_once() {
+    consumers_sharing_a_group(1, 3).await;
 }
 
 // 4. -----------------------------------------------------------------------------------------

@@ -306,7 +306,9 @@ async fn an_entry_needs_an_existing_account_and_transaction() {
     assert_eq!(entry_count(pool).await, 2);
     post(pool, &[system("sys", -100), system("sys2", 100)])
         .await
-        .expect("the same entries between existing accounts, in an existing transaction, are accepted");
+        .expect(
+            "the same entries between existing accounts, in an existing transaction, are accepted",
+        );
     app.finish().await;
 }
 
