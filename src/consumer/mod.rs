@@ -56,6 +56,18 @@ pub async fn run(args: ConsumeArgs) -> anyhow::Result<()> {
     let pool = crate::db::connect_and_migrate(&args.database).await?;
     let name = args.consumer_name();
     let settings = args.settings();
+    // Each worker is a consumer of the group in its own right: its own connection to the
+    // broker and its own pending list, so a crash of the process leaves each worker's batch
+    // to be reclaimed like any consumer's. The group exists before `/readyz` says ready.
+    let mut streams = Vec::new();
+    for n in 0..args.workers {
+        let worker_name = if args.workers == 1 {
+            name.clone()
+        } else {
+            format!("{name}-{n}")
+        };
+        streams.push(connect_stream(&args, worker_name, settings.block).await?);
+    }
     let readiness = Readiness::new(true);
     if let Some(addr) = args.metrics_addr {
         crate::telemetry::serve(addr, readiness.clone()).await?;
@@ -69,20 +81,12 @@ pub async fn run(args: ConsumeArgs) -> anyhow::Result<()> {
 
     tracing::info!(consumer = %name, workers = args.workers, stream = %args.stream.stream, group = %args.stream.group, batch_size = args.batch_size, "consuming");
     let mut workers = tokio::task::JoinSet::new();
-    for n in 0..args.workers {
-        // Each worker is a consumer of the group in its own right: its own connection to the
-        // broker and its own pending list, so a crash of the process leaves each worker's
-        // batch to be reclaimed like any consumer's. One worker trims the stream.
-        let worker_name = if args.workers == 1 {
-            name.clone()
-        } else {
-            format!("{name}-{n}")
-        };
+    for (n, stream) in streams.into_iter().enumerate() {
+        // One worker trims the stream.
         let mut worker_settings = settings.clone();
         if n > 0 {
             worker_settings.trim_interval = None;
         }
-        let stream = connect_stream(&args, worker_name.clone(), settings.block).await?;
         let consumer = Consumer::new(
             pool.clone(),
             stream,
@@ -101,10 +105,7 @@ pub async fn run(args: ConsumeArgs) -> anyhow::Result<()> {
     }
     let mut totals = worker::StepReport::default();
     while let Some(done) = workers.join_next().await {
-        let report = done.context("a consumer worker panicked")?;
-        totals.applied += report.applied;
-        totals.duplicates += report.duplicates;
-        totals.dead_lettered += report.dead_lettered;
+        totals.add_totals(&done.context("a consumer worker panicked")?);
     }
     pool.close().await;
     tracing::info!(
@@ -155,9 +156,7 @@ async fn work(
         match consumer.step().await {
             Ok(report) => {
                 backoff = outage_backoff;
-                totals.applied += report.applied;
-                totals.duplicates += report.duplicates;
-                totals.dead_lettered += report.dead_lettered;
+                totals.add_totals(&report);
                 if drain && report.idle() && consumer.drained().await.unwrap_or(false) {
                     tracing::info!("nothing left in the group; draining done");
                     break;

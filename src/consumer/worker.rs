@@ -51,6 +51,13 @@ impl StepReport {
     pub fn idle(&self) -> bool {
         self.read == 0
     }
+
+    /// Adds what `other` applied, found duplicate and dead-lettered (a run's totals).
+    pub fn add_totals(&mut self, other: &StepReport) {
+        self.applied += other.applied;
+        self.duplicates += other.duplicates;
+        self.dead_lettered += other.dead_lettered;
+    }
 }
 
 pub struct Consumer {
