@@ -172,7 +172,10 @@ pub struct HttpConfig {
 
 pub const DEFAULT_GROUP_COMMIT_MAX_ITEMS: usize = 500;
 pub const DEFAULT_GROUP_COMMIT_MAX_WAIT_US: u64 = 0;
-pub const DEFAULT_GROUP_COMMIT_MAX_IN_FLIGHT: usize = 4;
+/// Two groups at once: one writes while the next gathers and waits for the first's locks.
+/// More only split the same load into smaller groups (more statements per transfer) and, on
+/// a hot wallet, queue on its lock (docs/performance.md, third round).
+pub const DEFAULT_GROUP_COMMIT_MAX_IN_FLIGHT: usize = 2;
 pub const DEFAULT_REPLAY_CACHE_ENTRIES: usize = 4_096;
 
 /// Group commit of the API's single creates (`ledger::group_commit`): concurrent requests are
