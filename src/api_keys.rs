@@ -33,7 +33,8 @@ pub struct KeyView {
     pub revoked_at: Option<DateTime<Utc>>,
 }
 
-fn hash(token: &str) -> Vec<u8> {
+/// What the database stores of a token, and looks it up by.
+pub fn hash(token: &str) -> Vec<u8> {
     Sha256::digest(token.as_bytes()).to_vec()
 }
 
@@ -64,24 +65,30 @@ pub async fn create(
     Ok((id, token))
 }
 
-/// The key a token belongs to, if it exists and is not revoked.
-pub async fn authenticate(
+/// The keys that exist and are not revoked among those with these token hashes, by hash
+/// (one statement for the requests of a moment: `http::key_lookups`).
+pub async fn authenticate_many(
     conn: &mut PgConnection,
-    token: &str,
-) -> Result<Option<Principal>, sqlx::Error> {
-    let row = sqlx::query!(
-        "select id, owner, scope from api_keys where token_sha256 = $1 and revoked_at is null",
-        hash(token)
+    token_hashes: &[Vec<u8>],
+) -> Result<Vec<(Vec<u8>, Principal)>, sqlx::Error> {
+    let rows = sqlx::query!(
+        "select token_sha256, id, owner, scope from api_keys
+         where token_sha256 = any($1) and revoked_at is null",
+        token_hashes
     )
-    .fetch_optional(conn)
+    .fetch_all(conn)
     .await?;
-    Ok(row.and_then(|r| {
-        Some(Principal {
-            key_id: r.id,
-            owner: r.owner,
-            scope: Scope::parse(&r.scope)?,
+    Ok(rows
+        .into_iter()
+        .filter_map(|r| {
+            let principal = Principal {
+                key_id: r.id,
+                owner: r.owner,
+                scope: Scope::parse(&r.scope)?,
+            };
+            Some((r.token_sha256, principal))
         })
-    }))
+        .collect())
 }
 
 pub async fn list(conn: &mut PgConnection) -> Result<Vec<KeyView>, sqlx::Error> {

@@ -171,6 +171,10 @@ pub struct HttpConfig {
 }
 
 pub const DEFAULT_GROUP_COMMIT_MAX_ITEMS: usize = 500;
+/// API keys looked up by one statement at most (`http::key_lookups`).
+pub const KEY_LOOKUP_MAX_BATCH: usize = 256;
+/// Key lookups running at once; each holds one pooled connection for one statement.
+pub const KEY_LOOKUP_IN_FLIGHT: usize = 2;
 pub const DEFAULT_GROUP_COMMIT_MAX_WAIT_US: u64 = 0;
 /// Two groups at once: one writes while the next gathers and waits for the first's locks.
 /// More only split the same load into smaller groups (more statements per transfer) and, on

@@ -6,7 +6,8 @@
 
 use super::AppState;
 use super::error::ApiError;
-use crate::api_keys::{self, Principal};
+use super::key_lookups::LookupFailed;
+use crate::api_keys::Principal;
 use crate::config::Scope;
 use crate::ledger::audit::{self, Actor};
 use axum::extract::{Request, State};
@@ -53,10 +54,11 @@ fn bearer(req: &Request) -> Option<&str> {
 /// The request's key, or the 401 (or 503 when the keys cannot be read) that answers it.
 async fn principal(state: &AppState, token: Option<String>) -> Result<Principal, ApiError> {
     let token = token.ok_or(ApiError::Unauthenticated)?;
-    let mut conn = state.pool.acquire().await?;
-    api_keys::authenticate(&mut conn, &token)
-        .await?
-        .ok_or(ApiError::Unauthenticated)
+    match state.keys.principal(&token).await {
+        Ok(found) => found.ok_or(ApiError::Unauthenticated),
+        Err(LookupFailed::Unavailable(why)) => Err(ApiError::Unavailable(why)),
+        Err(LookupFailed::Failed(why)) => Err(ApiError::Internal(anyhow::anyhow!(why))),
+    }
 }
 
 /// The route middleware: authenticates `/v1` requests (and `/metrics` when configured),

@@ -7,6 +7,7 @@ pub mod batch;
 pub mod error;
 pub mod extract;
 pub mod health;
+pub mod key_lookups;
 pub mod metrics;
 pub mod openapi;
 pub mod reconciliations;
@@ -43,17 +44,21 @@ pub struct AppState {
     pub limiter: Arc<auth::RateLimiter>,
     /// Every single create goes through it (group commit).
     pub writer: GroupCommit,
+    /// Every request's API key is read through it.
+    pub keys: key_lookups::KeyLookups,
 }
 
 impl AppState {
     pub fn new(pool: PgPool, config: HttpConfig) -> AppState {
         let limiter = auth::RateLimiter::new(config.rate_limit_per_second, config.rate_limit_burst);
         let writer = GroupCommit::start(pool.clone(), config.group_commit);
+        let keys = key_lookups::KeyLookups::start(pool.clone());
         AppState {
             pool,
             config: Arc::new(config),
             limiter: Arc::new(limiter),
             writer,
+            keys,
         }
     }
 }

@@ -23,6 +23,7 @@ use uuid::Uuid;
 use wallet_ledger::api_keys;
 use wallet_ledger::config::{HttpConfig, Scope};
 use wallet_ledger::http::AppState;
+use wallet_ledger::http::key_lookups::KeyLookups;
 
 // ---------------------------------------------------------------------------------------------
 // Helpers.
@@ -1252,6 +1253,59 @@ async fn every_write_is_audited_with_its_key_owner_request_id_action_and_resourc
     .unwrap();
     assert_eq!(events, 0, "nor its outbox event");
     assert_eq!(audit_rows(&app).await, expected);
+    app.finish().await;
+}
+
+/// Concurrent requests share key lookups (one statement for many): each still gets its own
+/// key's answer, and a revocation is seen by every lookup that starts after it.
+#[tokio::test]
+async fn concurrent_requests_sharing_a_key_lookup_each_get_their_own_keys_answer() {
+    let app = TestApp::new().await;
+    let (reader_id, reader) = key(&app, "reader", Scope::Read).await;
+    let (_, writer) = key(&app, "writer", Scope::Write).await;
+    let (revoked_id, revoked) = key(&app, "gone", Scope::Admin).await;
+    revoke(&app, revoked_id).await;
+    let unknown = format!("wl_{}", "B".repeat(43));
+    let lookups = KeyLookups::start(app.pool.clone());
+
+    // 200 lookups at once, the four tokens interleaved: most share a statement.
+    let tokens = [&reader, &writer, &revoked, &unknown];
+    let mut asked = tokio::task::JoinSet::new();
+    for i in 0..200 {
+        let (lookups, token) = (lookups.clone(), tokens[i % 4].clone());
+        asked.spawn(async move { (i, lookups.principal(&token).await) });
+    }
+    while let Some(done) = asked.join_next().await {
+        let (i, answer) = done.unwrap();
+        let found = answer.expect("the lookup ran").map(|p| (p.owner, p.scope));
+        let expected = match i % 4 {
+            0 => Some(("reader".to_owned(), Scope::Read)),
+            1 => Some(("writer".to_owned(), Scope::Write)),
+            _ => None,
+        };
+        assert_eq!(found, expected, "lookup {i}");
+    }
+
+    // Revoked now: every lookup from here on refuses it, shared or not.
+    revoke(&app, reader_id).await;
+    let mut asked = tokio::task::JoinSet::new();
+    for _ in 0..50 {
+        let (lookups, reader, writer) = (lookups.clone(), reader.clone(), writer.clone());
+        asked.spawn(async move {
+            (
+                lookups.principal(&reader).await,
+                lookups.principal(&writer).await,
+            )
+        });
+    }
+    while let Some(done) = asked.join_next().await {
+        let (reader_answer, writer_answer) = done.unwrap();
+        assert_eq!(reader_answer.expect("the lookup ran"), None);
+        assert_eq!(
+            writer_answer.expect("the lookup ran").map(|p| p.scope),
+            Some(Scope::Write)
+        );
+    }
     app.finish().await;
 }
 

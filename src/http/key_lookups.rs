@@ -1,0 +1,117 @@
+//! API-key lookups shared by concurrent requests: one statement answers every request that
+//! arrived while the previous lookup ran, instead of one statement per request.
+//!
+//! Why: a key is read from the database on every request, so that a revoked key is refused
+//! from the very next request (no cache, no notification window). Under load that lookup was
+//! the most frequent statement of all, more than the writes themselves: a round trip and a
+//! statement's fixed cost in PostgreSQL per request.
+//!
+//! Still fresh: a request's key is checked by a statement that starts after the request
+//! arrived (a job joins a lookup only while it is being gathered, never one already sent), so
+//! a revocation committed before the request arrived is seen exactly as before.
+//!
+//! How: as `group_commit`, a gatherer takes the first job, then whatever is already queued (at
+//! most `KEY_LOOKUP_MAX_BATCH`), and runs the lookup while at most `KEY_LOOKUP_IN_FLIGHT` run
+//! at once. A lone request never waits for company.
+
+use crate::api_keys::{self, Principal};
+use crate::config::{KEY_LOOKUP_IN_FLIGHT, KEY_LOOKUP_MAX_BATCH};
+use sqlx::PgPool;
+use std::collections::HashMap;
+use std::sync::Arc;
+use tokio::sync::{Semaphore, mpsc, oneshot};
+
+/// Why a lookup gave no answer; the same for every request that shared it.
+#[derive(Debug, Clone)]
+pub enum LookupFailed {
+    /// The database cannot be reached or the pool is exhausted (503).
+    Unavailable(String),
+    /// Anything else (500).
+    Failed(String),
+}
+
+type Answer = Result<Option<Principal>, LookupFailed>;
+
+struct Job {
+    token_sha256: Vec<u8>,
+    answer: oneshot::Sender<Answer>,
+}
+
+/// The lookups of one server. Cloning shares it.
+#[derive(Clone)]
+pub struct KeyLookups {
+    jobs: mpsc::Sender<Job>,
+}
+
+impl KeyLookups {
+    /// Starts the gatherer on the current runtime; it stops when every clone is dropped.
+    pub fn start(pool: PgPool) -> KeyLookups {
+        let (jobs, queue) = mpsc::channel(KEY_LOOKUP_MAX_BATCH * KEY_LOOKUP_IN_FLIGHT * 2);
+        tokio::spawn(gather(pool, queue));
+        KeyLookups { jobs }
+    }
+
+    /// The key `token` belongs to, if it exists and is not revoked, read after this call began.
+    pub async fn principal(&self, token: &str) -> Answer {
+        let (answer, answered) = oneshot::channel();
+        let job = Job {
+            token_sha256: api_keys::hash(token),
+            answer,
+        };
+        let stopped = || LookupFailed::Unavailable("the server is shutting down".into());
+        self.jobs.send(job).await.map_err(|_| stopped())?;
+        answered.await.map_err(|_| stopped())?
+    }
+}
+
+async fn gather(pool: PgPool, mut queue: mpsc::Receiver<Job>) {
+    let slots = Arc::new(Semaphore::new(KEY_LOOKUP_IN_FLIGHT));
+    while let Some(first) = queue.recv().await {
+        // Wait for a free slot before gathering, so that what queues meanwhile joins this one.
+        let Ok(slot) = slots.clone().acquire_owned().await else {
+            return;
+        };
+        let mut jobs = vec![first];
+        while jobs.len() < KEY_LOOKUP_MAX_BATCH {
+            match queue.try_recv() {
+                Ok(job) => jobs.push(job),
+                Err(_) => break,
+            }
+        }
+        let pool = pool.clone();
+        tokio::spawn(async move {
+            answer(&pool, jobs).await;
+            drop(slot);
+        });
+    }
+}
+
+async fn answer(pool: &PgPool, jobs: Vec<Job>) {
+    metrics::histogram!("wallet_ledger_key_lookup_size").record(jobs.len() as f64);
+    let mut hashes: Vec<Vec<u8>> = jobs.iter().map(|j| j.token_sha256.clone()).collect();
+    hashes.sort();
+    hashes.dedup();
+    let found = match pool.acquire().await {
+        Ok(mut conn) => api_keys::authenticate_many(&mut conn, &hashes).await,
+        Err(e) => Err(e),
+    };
+    match found {
+        Ok(found) => {
+            let found: HashMap<Vec<u8>, Principal> = found.into_iter().collect();
+            for job in jobs {
+                // A caller that stopped waiting is simply not answered.
+                let _ = job.answer.send(Ok(found.get(&job.token_sha256).cloned()));
+            }
+        }
+        Err(e) => {
+            let failed = if crate::db::is_unavailable(&e) {
+                LookupFailed::Unavailable(e.to_string())
+            } else {
+                LookupFailed::Failed(e.to_string())
+            };
+            for job in jobs {
+                let _ = job.answer.send(Err(failed.clone()));
+            }
+        }
+    }
+}
