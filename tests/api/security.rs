@@ -1266,15 +1266,29 @@ async fn concurrent_requests_sharing_a_key_lookup_each_get_their_own_keys_answer
     let (revoked_id, revoked) = key(&app, "gone", Scope::Admin).await;
     revoke(&app, revoked_id).await;
     let unknown = format!("wl_{}", "B".repeat(43));
-    let lookups = KeyLookups::start(app.pool.clone());
+    // The lookups get a pool of one connection, which the test holds at first: the 200
+    // requests below queue while at most two lookups wait for it, so the others are answered
+    // together, by shared statements, whatever the timing.
+    let one = PgPoolOptions::new()
+        .max_connections(1)
+        .connect_with(app.pool.connect_options().as_ref().clone())
+        .await
+        .unwrap();
+    let held = one.acquire().await.unwrap();
+    let lookups = KeyLookups::start(one.clone());
 
-    // 200 lookups at once, the four tokens interleaved: most share a statement.
     let tokens = [&reader, &writer, &revoked, &unknown];
     let mut asked = tokio::task::JoinSet::new();
     for i in 0..200 {
         let (lookups, token) = (lookups.clone(), tokens[i % 4].clone());
         asked.spawn(async move { (i, lookups.principal(&token).await) });
     }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(
+        asked.try_join_next().is_none(),
+        "no request is answered without a lookup in the database"
+    );
+    drop(held);
     while let Some(done) = asked.join_next().await {
         let (i, answer) = done.unwrap();
         let found = answer.expect("the lookup ran").map(|p| (p.owner, p.scope));
@@ -1306,6 +1320,7 @@ async fn concurrent_requests_sharing_a_key_lookup_each_get_their_own_keys_answer
             Some(Scope::Write)
         );
     }
+    one.close().await;
     app.finish().await;
 }
 
