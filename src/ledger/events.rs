@@ -6,9 +6,14 @@
 //! account and its entry sequence, ...), so the id is the receivers' idempotency key and
 //! recording the same change twice is a primary-key conflict, never a second event.
 
+use super::posting::NewEntry;
+use super::views::TransactionView;
 use chrono::{DateTime, Utc};
+use serde::Serialize;
 use serde_json::json;
 use sqlx::PgConnection;
+use std::borrow::Cow;
+use std::collections::HashMap;
 use uuid::Uuid;
 
 /// The fixed namespace of event ids. Changing it would change every event id: it never changes.
@@ -78,54 +83,117 @@ pub fn event_id(event: EventType, key: &str) -> Uuid {
     )
 }
 
-/// Records one event per `(transaction, type)`, its data read from the transaction as it is
-/// now in this database transaction: call it after the change's writes. Events are numbered
-/// (`seq`) in the order given, which is the order the batch was decided in.
-pub async fn record_transactions(
+/// A transaction's event as the change's writer renders it, from what it just wrote: the
+/// transaction as the API shows it after the change, and the entries the change wrote. No
+/// row is read back to build it.
+pub(crate) struct TransactionEvent<'a> {
+    pub event: EventType,
+    pub transaction_id: Uuid,
+    /// The transaction's API representation ([`TransactionView`]) as JSON text.
+    pub transaction: Cow<'a, str>,
+    /// The entries this change wrote (none for a hold, a refusal, a release, an expiry).
+    pub entries: &'a [NewEntry],
+}
+
+impl<'a> TransactionEvent<'a> {
+    pub fn new(
+        event: EventType,
+        view: &TransactionView,
+        entries: &'a [NewEntry],
+    ) -> TransactionEvent<'a> {
+        TransactionEvent {
+            event,
+            transaction_id: view.id,
+            transaction: Cow::Owned(
+                serde_json::to_string(view).expect("a transaction view always serializes"),
+            ),
+            entries,
+        }
+    }
+
+    /// `{"transaction": ..., "accounts": [...]}`: `accounts` lists each wallet entry's
+    /// `sequence` and `balance_after` (by account), so receivers can order an account's events.
+    fn data(&self) -> String {
+        #[derive(Serialize)]
+        struct Mark<'e> {
+            account: &'e str,
+            sequence: i64,
+            balance_after: i64,
+        }
+        let mut marks: Vec<Mark> = self
+            .entries
+            .iter()
+            .filter_map(|e| {
+                Some(Mark {
+                    account: &e.account,
+                    sequence: e.sequence?,
+                    balance_after: e.balance_after?,
+                })
+            })
+            .collect();
+        marks.sort_by(|a, b| (a.account, a.sequence).cmp(&(b.account, b.sequence)));
+        let marks = serde_json::to_string(&marks).expect("marks always serialize");
+        format!(
+            r#"{{"transaction":{},"accounts":{marks}}}"#,
+            self.transaction
+        )
+    }
+}
+
+/// Records the events of a change, in its database transaction, numbered (`seq`) in the
+/// order given: the order the batch was decided in. One event per `(transaction, type)`.
+pub(crate) async fn record_transactions(
+    conn: &mut PgConnection,
+    events: &[TransactionEvent<'_>],
+) -> Result<(), sqlx::Error> {
+    if events.is_empty() {
+        return Ok(());
+    }
+    let ids: Vec<Uuid> = events
+        .iter()
+        .map(|e| event_id(e.event, &e.transaction_id.to_string()))
+        .collect();
+    let types: Vec<&str> = events.iter().map(|e| e.event.as_str()).collect();
+    let transactions: Vec<Uuid> = events.iter().map(|e| e.transaction_id).collect();
+    // Text cast in SQL, like the write path's other JSON columns.
+    let data: Vec<String> = events.iter().map(TransactionEvent::data).collect();
+    sqlx::query!(
+        r#"insert into outbox_events (id, type, transaction_id, data)
+           select id, type, transaction_id, data::jsonb
+           from unnest($1::uuid[], $2::text[], $3::uuid[], $4::text[]) with ordinality
+                as ev(id, type, transaction_id, data, n)
+           order by n
+           on conflict (id) do nothing"#,
+        &ids,
+        &types as &[&str],
+        &transactions,
+        &data,
+    )
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+/// Records an event per `(transaction, type)` for changes that wrote no entries (an expiry),
+/// the transaction read as it now is in this database transaction.
+pub async fn record_stored_transactions(
     conn: &mut PgConnection,
     events: &[(Uuid, EventType)],
 ) -> Result<(), sqlx::Error> {
     if events.is_empty() {
         return Ok(());
     }
-    let transactions: Vec<Uuid> = events.iter().map(|(t, _)| *t).collect();
-    let types: Vec<&str> = events.iter().map(|(_, e)| e.as_str()).collect();
-    let ids: Vec<Uuid> = events
-        .iter()
-        .map(|(t, e)| event_id(*e, &t.to_string()))
+    let ids: Vec<Uuid> = events.iter().map(|(id, _)| *id).collect();
+    let views: HashMap<Uuid, TransactionView> = super::transactions::find_many(conn, &ids)
+        .await?
+        .into_iter()
+        .map(|v| (v.id, v))
         .collect();
-    sqlx::query!(
-        r#"insert into outbox_events (id, type, transaction_id, data)
-           select ev.id, ev.type, t.id,
-                  jsonb_build_object(
-                      'transaction', jsonb_build_object(
-                          'id', t.id, 'kind', t.kind, 'status', t.status, 'currency', t.currency,
-                          'entries', t.legs, 'external_ref', t.external_ref, 'metadata', t.metadata,
-                          'refusal', case when t.refusal_code is null then null
-                                          else jsonb_build_object('code', t.refusal_code,
-                                                                  'detail', t.refusal_detail) end,
-                          'created_at', t.created_at, 'posted_at', t.posted_at,
-                          'expires_at', t.expires_at, 'reverses', t.reverses,
-                          'captured_amount', t.captured_amount),
-                      'accounts', coalesce(
-                          (select jsonb_agg(jsonb_build_object('account', e.account_id,
-                                                               'sequence', e.sequence,
-                                                               'balance_after', e.balance_after)
-                                            order by e.account_id)
-                           from entries e where e.transaction_id = t.id and e.sequence is not null),
-                          '[]'::jsonb))
-           from unnest($1::uuid[], $2::text[], $3::uuid[]) with ordinality
-                as ev(id, type, transaction_id, n)
-           join transactions t on t.id = ev.transaction_id
-           order by ev.n
-           on conflict (id) do nothing"#,
-        &ids,
-        &types as &[&str],
-        &transactions,
-    )
-    .execute(conn)
-    .await?;
-    Ok(())
+    let events: Vec<TransactionEvent> = events
+        .iter()
+        .filter_map(|(id, event)| Some(TransactionEvent::new(*event, views.get(id)?, &[])))
+        .collect();
+    record_transactions(conn, &events).await
 }
 
 /// Records an account's status change (`account.frozen`, `account.closed`), keyed by the
@@ -162,7 +230,7 @@ pub async fn record_account(
 pub(crate) fn negative_crossings<'a>(
     transaction_id: Uuid,
     currency: &str,
-    entries: impl IntoIterator<Item = &'a super::posting::NewEntry>,
+    entries: impl IntoIterator<Item = &'a NewEntry>,
 ) -> Vec<NegativeBalance> {
     entries
         .into_iter()

@@ -9,7 +9,7 @@
 //! `open_holds` while it is pending and goes away in the same database transaction that ends it.
 
 use super::audit;
-use super::events::{self, EventType};
+use super::events::{self, EventType, TransactionEvent};
 use super::money::{Amount, Currency};
 use super::posting::{self, NewEntry};
 use super::transactions::StoredTransaction;
@@ -19,6 +19,7 @@ use crate::problem::FieldError;
 use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
 use sqlx::{PgConnection, PgPool};
+use std::borrow::Cow;
 use std::collections::HashMap;
 use uuid::Uuid;
 
@@ -246,7 +247,8 @@ pub async fn resolve_in(
         (Action::Post, Some(a)) => Some(a),
     };
     let now = now_micros();
-    let body = match action {
+    // The answer (the transaction's view, serialized) and the entries the change wrote.
+    let (body, entries) = match action {
         Action::Void => {
             let view = resolved_view(tx, id, "voided", None, None, currency).await?;
             let body = serde_json::to_string(&view).expect("a transaction view always serializes");
@@ -261,7 +263,7 @@ pub async fn resolve_in(
             )
             .execute(&mut *tx)
             .await?;
-            body
+            (body, Vec::new())
         }
         Action::Post => {
             let capture: Vec<LegView> = legs
@@ -315,7 +317,7 @@ pub async fn resolve_in(
             posting::insert_entry_rows(tx, &rows).await?;
             let crossings = events::negative_crossings(id, currency.code(), &entries);
             events::record_negative_balances(tx, &crossings).await?;
-            body
+            (body, entries)
         }
     };
     // Whatever was not captured is released with the rest of the hold.
@@ -326,7 +328,13 @@ pub async fn resolve_in(
         Action::Post => EventType::TransactionPosted,
         Action::Void => EventType::TransactionVoided,
     };
-    events::record_transactions(tx, &[(id, event)]).await?;
+    let event = TransactionEvent {
+        event,
+        transaction_id: id,
+        transaction: Cow::Borrowed(&body),
+        entries: &entries,
+    };
+    events::record_transactions(tx, &[event]).await?;
     let action = match action {
         Action::Post => "transaction.post",
         Action::Void => "transaction.void",
@@ -431,7 +439,7 @@ async fn expire(conn: &mut PgConnection, id: Uuid) -> Result<(), sqlx::Error> {
         .execute(&mut *conn)
         .await?;
     if expired == 1 {
-        events::record_transactions(conn, &[(id, EventType::TransactionExpired)]).await?;
+        events::record_stored_transactions(conn, &[(id, EventType::TransactionExpired)]).await?;
     }
     Ok(())
 }
@@ -463,7 +471,7 @@ pub async fn sweep(conn: &mut PgConnection, limit: i64) -> Result<i64, sqlx::Err
         .iter()
         .map(|id| (*id, EventType::TransactionExpired))
         .collect();
-    events::record_transactions(&mut tx, &events).await?;
+    events::record_stored_transactions(&mut tx, &events).await?;
     tx.commit().await?;
     Ok(expired.len() as i64)
 }

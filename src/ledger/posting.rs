@@ -24,7 +24,7 @@
 
 use super::accounts::{self, AccountType};
 use super::audit::{self, Actor};
-use super::events::{self, EventType, NegativeBalance};
+use super::events::{self, EventType, NegativeBalance, TransactionEvent};
 use super::holds;
 use super::ids::AccountId;
 use super::journal::Leg;
@@ -36,6 +36,7 @@ use crate::problem::{FieldError, Problem};
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 use sqlx::{PgConnection, PgPool};
+use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
 use uuid::Uuid;
 
@@ -307,10 +308,21 @@ async fn attempt(
 /// The outbox events of a batch's new rows, in its transaction: one per row, and one per
 /// wallet the batch took from zero or more to below zero.
 async fn record_events(conn: &mut PgConnection, rows: &[&Rendered]) -> Result<(), sqlx::Error> {
-    let new_rows: Vec<(Uuid, EventType)> = rows
+    let new_rows: Vec<TransactionEvent> = rows
         .iter()
         .filter_map(|r| {
-            EventType::of_new_transaction(r.status, r.reverses.is_some()).map(|e| (r.item_id, e))
+            let event = EventType::of_new_transaction(r.status, r.reverses.is_some())?;
+            Some(if r.creation_status == 201 {
+                // The stored answer is the view already serialized.
+                TransactionEvent {
+                    event,
+                    transaction_id: r.item_id,
+                    transaction: Cow::Borrowed(&r.body),
+                    entries: &r.entries,
+                }
+            } else {
+                TransactionEvent::new(event, &r.view, &r.entries)
+            })
         })
         .collect();
     events::record_transactions(conn, &new_rows).await?;
@@ -392,37 +404,35 @@ pub(crate) struct WalletState {
     pub ledger_time: Option<DateTime<Utc>>,
 }
 
-/// Locks the accounts of a set of transactions: wallets exclusively, in sorted id order (the
-/// ORDER BY runs before the rows are locked one by one), system accounts shared so that they
-/// never serialize writers.
+/// Locks the accounts of a set of transactions in one statement: wallets exclusively, in
+/// sorted id order (each ORDER BY runs before its rows are locked one by one), then system
+/// accounts shared so that they never serialize writers.
 pub(crate) async fn lock_accounts(
     conn: &mut PgConnection,
     sorted_ids: &[String],
 ) -> Result<BTreeMap<String, LockedAccount>, sqlx::Error> {
-    let wallets = sqlx::query_as!(
+    let locked = sqlx::query_as!(
         LockedAccount,
-        r#"select id, currency, type as kind, status, overdraft_limit from accounts
-           where id = any($1) and type = 'wallet' order by id for update"#,
+        r#"with wallets as (
+               select id, currency, type as kind, status, overdraft_limit from accounts
+               where id = any($1) and type = 'wallet' order by id for update),
+           systems as (
+               select id, currency, type as kind, status, overdraft_limit from accounts
+               where id = any($1) and type = 'system' order by id for share)
+           select id as "id!", currency as "currency!", kind as "kind!", status as "status!",
+                  overdraft_limit as "overdraft_limit!"
+           from wallets
+           union all
+           select id, currency, kind, status, overdraft_limit from systems"#,
         sorted_ids
     )
     .fetch_all(&mut *conn)
     .await?;
-    let systems = sqlx::query_as!(
-        LockedAccount,
-        r#"select id, currency, type as kind, status, overdraft_limit from accounts
-           where id = any($1) and type = 'system' order by id for share"#,
-        sorted_ids
-    )
-    .fetch_all(&mut *conn)
-    .await?;
-    Ok(wallets
-        .into_iter()
-        .chain(systems)
-        .map(|a| (a.id.clone(), a))
-        .collect())
+    Ok(locked.into_iter().map(|a| (a.id.clone(), a)).collect())
 }
 
-/// The last entry and the open-hold reservations of each wallet, read after its lock.
+/// The last entry and the open-hold reservations of each wallet, read after its lock (in a
+/// statement of their own: one that also took the lock would read from before it).
 pub(crate) async fn wallet_states(
     conn: &mut PgConnection,
     wallets: &[String],
@@ -430,25 +440,28 @@ pub(crate) async fn wallet_states(
     if wallets.is_empty() {
         return Ok(HashMap::new());
     }
-    let heads = sqlx::query!(
-        r#"select w.id as "id!", h.sequence, h.balance_after, h.ledger_time
+    let states = sqlx::query!(
+        r#"select w.id as "id!", h.sequence, h.balance_after, h.ledger_time as "ledger_time?",
+                  p.pending_out as "pending_out!"
            from unnest($1::text[]) as w(id)
            left join lateral (
                select sequence, balance_after, ledger_time from entries
                where account_id = w.id and sequence is not null
-               order by sequence desc limit 1) h on true"#,
+               order by sequence desc limit 1) h on true
+           cross join lateral (
+               select coalesce(sum(-amount) filter (where amount < 0), 0)::bigint as pending_out
+               from open_holds where account_id = w.id and expires_at > now()) p"#,
         wallets
     )
     .fetch_all(&mut *conn)
     .await?;
-    let pending = holds::pending_totals(conn, wallets).await?;
-    Ok(heads
+    Ok(states
         .into_iter()
         .map(|r| {
             let state = WalletState {
                 sequence: r.sequence.unwrap_or(0),
                 balance: r.balance_after.unwrap_or(0),
-                pending_out: pending.get(&r.id).map_or(0, |p| p.pending_out),
+                pending_out: r.pending_out,
                 ledger_time: r.ledger_time,
             };
             (r.id, state)

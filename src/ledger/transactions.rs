@@ -154,19 +154,27 @@ pub async fn find(
     conn: &mut PgConnection,
     id: Uuid,
 ) -> Result<Option<TransactionView>, sqlx::Error> {
-    let row = sqlx::query_as!(
+    Ok(find_many(conn, &[id]).await?.pop())
+}
+
+/// The stored transactions of `ids`, in no particular order; missing ids are left out.
+pub async fn find_many(
+    conn: &mut PgConnection,
+    ids: &[Uuid],
+) -> Result<Vec<TransactionView>, sqlx::Error> {
+    let rows = sqlx::query_as!(
         StoredTransaction,
         r#"select id, seq, kind,
                   (case when status = 'pending' and expires_at <= now() then 'expired'
                         else status end) as "status!",
                   currency, legs, external_ref, metadata, refusal_code, refusal_detail,
                   created_at, posted_at, expires_at, reverses, captured_amount
-           from transactions where id = $1"#,
-        id
+           from transactions where id = any($1)"#,
+        ids
     )
-    .fetch_optional(conn)
+    .fetch_all(conn)
     .await?;
-    Ok(row.map(StoredTransaction::view))
+    Ok(rows.into_iter().map(StoredTransaction::view).collect())
 }
 
 /// Filters of `GET /v1/transactions`; `before_seq` is the decoded cursor.

@@ -151,6 +151,18 @@ async fn transfer_ok(app: &TestApp, from: &str, to: &str, amount: i64) -> Uuid {
     id
 }
 
+async fn reverse_ok(app: &TestApp, original: Uuid, amount: i64) -> Uuid {
+    let id = Uuid::new_v4();
+    let r = app
+        .post(
+            &format!("/v1/transactions/{original}/reverse"),
+            &json!({"id": id, "amount": amount}),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::CREATED, "{}", r.text);
+    id
+}
+
 async fn hold(app: &TestApp, from: &str, to: &str, amount: i64, expires_at: Option<&str>) -> Uuid {
     let id = Uuid::new_v4();
     let mut body = json!({"id": id, "from": from, "to": to, "amount": amount, "status": "pending"});
@@ -447,6 +459,67 @@ async fn an_expired_hold_writes_transaction_expired_by_a_late_capture_or_the_swe
     app.finish().await;
 }
 
+/// Asserts that the event's `data.transaction` is, byte for byte, what
+/// `GET /v1/transactions/{id}` shows right after the change.
+async fn assert_event_shows_the_transaction(app: &TestApp, kind: &str, id: Uuid) {
+    let e = the_event(app, kind, id).await;
+    let shown = app.get(&format!("/v1/transactions/{id}")).await;
+    assert_eq!(shown.status, StatusCode::OK, "{}", shown.text);
+    assert_eq!(
+        e.data["transaction"], shown.body,
+        "the {kind} event of {id} shows the transaction as the API does"
+    );
+}
+
+#[tokio::test]
+async fn every_transaction_event_shows_the_transaction_as_the_api_does_at_that_moment() {
+    let app = TestApp::new().await;
+    app.create_wallet("w1").await;
+    app.create_wallet("w2").await;
+    let payment = app.fund("w1", 1_000).await;
+    let payment: Uuid = payment.body["id"].as_str().unwrap().parse().unwrap();
+    assert_event_shows_the_transaction(&app, "transaction.posted", payment).await;
+
+    let transfer = transfer_ok(&app, "w1", "w2", 300).await;
+    assert_event_shows_the_transaction(&app, "transaction.posted", transfer).await;
+
+    let refused = Uuid::new_v4();
+    let r = app.transfer(refused, "w2", "w1", 5_000).await;
+    assert_eq!(r.status, StatusCode::UNPROCESSABLE_ENTITY, "{}", r.text);
+    assert_event_shows_the_transaction(&app, "transaction.rejected", refused).await;
+
+    let reversal = reverse_ok(&app, transfer, 100).await;
+    assert_event_shows_the_transaction(&app, "transaction.reversed", reversal).await;
+
+    // A partial capture: the event shows the captured amount and its decimal form.
+    let captured = hold(&app, "w1", "w2", 400, None).await;
+    assert_event_shows_the_transaction(&app, "hold.created", captured).await;
+    let r = app
+        .post(
+            &format!("/v1/transactions/{captured}/post"),
+            &json!({"amount": 250}),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.text);
+    assert_event_shows_the_transaction(&app, "transaction.posted", captured).await;
+
+    let released = hold(&app, "w1", "w2", 100, None).await;
+    let r = app
+        .post_empty(&format!("/v1/transactions/{released}/void"))
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.text);
+    assert_event_shows_the_transaction(&app, "transaction.voided", released).await;
+
+    let soon = (Utc::now() + TimeDelta::milliseconds(200)).to_rfc3339();
+    let swept = hold(&app, "w1", "w2", 50, Some(&soon)).await;
+    wait_until_expired(&app, swept).await;
+    let mut conn = app.pool.acquire().await.unwrap();
+    assert_eq!(holds::sweep(&mut conn, 100).await.unwrap(), 1);
+    drop(conn);
+    assert_event_shows_the_transaction(&app, "transaction.expired", swept).await;
+    app.finish().await;
+}
+
 #[tokio::test]
 async fn a_reversal_writes_transaction_reversed_for_the_reversing_transaction() {
     let app = TestApp::new().await;
@@ -454,14 +527,7 @@ async fn a_reversal_writes_transaction_reversed_for_the_reversing_transaction() 
     app.create_wallet("w2").await;
     app.fund("w1", 1_000).await;
     let original = transfer_ok(&app, "w1", "w2", 300).await;
-    let reversal = Uuid::new_v4();
-    let r = app
-        .post(
-            &format!("/v1/transactions/{original}/reverse"),
-            &json!({"id": reversal, "amount": 100}),
-        )
-        .await;
-    assert_eq!(r.status, StatusCode::CREATED, "{}", r.text);
+    let reversal = reverse_ok(&app, original, 100).await;
     let e = the_event(&app, "transaction.reversed", reversal).await;
     assert_eq!(
         e.id,
