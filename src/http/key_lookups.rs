@@ -13,12 +13,20 @@
 //! How: as `group_commit`, a gatherer takes the first job, then whatever is already queued (at
 //! most `KEY_LOOKUP_MAX_BATCH`), and runs the lookup while at most `KEY_LOOKUP_IN_FLIGHT` run
 //! at once. A lone request never waits for company.
+//!
+//! Connections: a lookup keeps its pooled connection for the next one instead of returning
+//! it, while requests keep coming. sqlx pings every connection it gets back (a round trip and
+//! a statement in PostgreSQL), which made the ping as frequent as the lookups themselves. The
+//! kept connections go back to the pool once no request has come for `KEY_LOOKUP_KEEP_IDLE`,
+//! shorter than the pool's own ping-when-idle threshold; a kept connection that failed is
+//! dropped, not kept.
 
 use crate::api_keys::{self, Principal};
-use crate::config::{KEY_LOOKUP_IN_FLIGHT, KEY_LOOKUP_MAX_BATCH};
-use sqlx::PgPool;
+use crate::config::{KEY_LOOKUP_IN_FLIGHT, KEY_LOOKUP_KEEP_IDLE, KEY_LOOKUP_MAX_BATCH};
+use sqlx::pool::PoolConnection;
+use sqlx::{PgPool, Postgres};
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use tokio::sync::{Semaphore, mpsc, oneshot};
 
 /// Why a lookup gave no answer; the same for every request that shared it.
@@ -64,9 +72,49 @@ impl KeyLookups {
     }
 }
 
+/// The connections kept between lookups (at most one per lookup in flight).
+#[derive(Default)]
+struct Kept(Mutex<Vec<PoolConnection<Postgres>>>);
+
+impl Kept {
+    fn take(&self) -> Option<PoolConnection<Postgres>> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).pop()
+    }
+
+    fn keep(&self, conn: PoolConnection<Postgres>) {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).push(conn);
+    }
+
+    /// Returns every kept connection to the pool.
+    fn release(&self) {
+        drop(std::mem::take(
+            &mut *self.0.lock().unwrap_or_else(|e| e.into_inner()),
+        ));
+    }
+}
+
 async fn gather(pool: PgPool, mut queue: mpsc::Receiver<Job>) {
     let slots = Arc::new(Semaphore::new(KEY_LOOKUP_IN_FLIGHT));
-    while let Some(first) = queue.recv().await {
+    let kept = Arc::new(Kept::default());
+    loop {
+        let first = match tokio::time::timeout(KEY_LOOKUP_KEEP_IDLE, queue.recv()).await {
+            Ok(Some(job)) => job,
+            Ok(None) => return,
+            Err(_quiet) => {
+                // Quiet: the kept connections go back to the pool. A lookup still running
+                // keeps its connection when it ends, so the timer goes on until none runs
+                // (checked before releasing: no lookup starts but from this loop).
+                let running = slots.available_permits() < KEY_LOOKUP_IN_FLIGHT;
+                kept.release();
+                if running {
+                    continue;
+                }
+                match queue.recv().await {
+                    Some(job) => job,
+                    None => return,
+                }
+            }
+        };
         // Wait for a free slot before gathering, so that what queues meanwhile joins this one.
         let Ok(slot) = slots.clone().acquire_owned().await else {
             return;
@@ -79,20 +127,31 @@ async fn gather(pool: PgPool, mut queue: mpsc::Receiver<Job>) {
             }
         }
         let pool = pool.clone();
+        let kept = kept.clone();
         tokio::spawn(async move {
-            answer(&pool, jobs).await;
+            answer(&pool, &kept, jobs).await;
             drop(slot);
         });
     }
 }
 
-async fn answer(pool: &PgPool, jobs: Vec<Job>) {
+async fn answer(pool: &PgPool, kept: &Kept, jobs: Vec<Job>) {
     metrics::histogram!("wallet_ledger_key_lookup_size").record(jobs.len() as f64);
     let mut hashes: Vec<Vec<u8>> = jobs.iter().map(|j| j.token_sha256.clone()).collect();
     hashes.sort();
     hashes.dedup();
-    let found = match pool.acquire().await {
-        Ok(mut conn) => api_keys::authenticate_many(&mut conn, &hashes).await,
+    let conn = match kept.take() {
+        Some(conn) => Ok(conn),
+        None => pool.acquire().await,
+    };
+    let found = match conn {
+        Ok(mut conn) => {
+            let found = api_keys::authenticate_many(&mut conn, &hashes).await;
+            if found.is_ok() {
+                kept.keep(conn);
+            }
+            found
+        }
         Err(e) => Err(e),
     };
     match found {

@@ -21,9 +21,9 @@ use tokio::process::Command;
 use tower::ServiceExt;
 use uuid::Uuid;
 use wallet_ledger::api_keys;
-use wallet_ledger::config::{HttpConfig, Scope};
+use wallet_ledger::config::{HttpConfig, KEY_LOOKUP_KEEP_IDLE, Scope};
 use wallet_ledger::http::AppState;
-use wallet_ledger::http::key_lookups::KeyLookups;
+use wallet_ledger::http::key_lookups::{KeyLookups, LookupFailed};
 
 // ---------------------------------------------------------------------------------------------
 // Helpers.
@@ -1320,6 +1320,71 @@ async fn concurrent_requests_sharing_a_key_lookup_each_get_their_own_keys_answer
             Some(Scope::Write)
         );
     }
+    one.close().await;
+    app.finish().await;
+}
+
+/// The lookups keep their connection between lookups while requests come (no release, so no
+/// ping per request) and return it to the pool once quiet; a kept connection that broke is
+/// dropped after one failed lookup, and the next lookup gets a new one.
+#[tokio::test]
+async fn key_lookups_keep_their_connection_while_busy_and_give_it_back_when_quiet() {
+    let app = TestApp::new().await;
+    let (_, reader) = key(&app, "reader", Scope::Read).await;
+    let name = format!("kept-lookups-{}", Uuid::new_v4().simple());
+    let one = PgPoolOptions::new()
+        .max_connections(1)
+        .acquire_timeout(Duration::from_secs(5))
+        .connect_with(
+            app.pool
+                .connect_options()
+                .as_ref()
+                .clone()
+                .application_name(&name),
+        )
+        .await
+        .unwrap();
+    let lookups = KeyLookups::start(one.clone());
+    let owner = |answer: Result<Option<api_keys::Principal>, LookupFailed>| {
+        answer.map(|p| p.map(|p| p.owner))
+    };
+    assert_eq!(
+        owner(lookups.principal(&reader).await).unwrap().as_deref(),
+        Some("reader")
+    );
+    assert!(
+        one.try_acquire().is_none(),
+        "the lookups keep the pool's one connection"
+    );
+
+    // The kept connection dies (a restart, a failover): one lookup fails, the next one works.
+    let killed: i64 = sqlx::query_scalar(
+        "select count(*) from (select pg_terminate_backend(pid) from pg_stat_activity
+                               where application_name = $1) k",
+    )
+    .bind(&name)
+    .fetch_one(&app.pool)
+    .await
+    .unwrap();
+    assert_eq!(killed, 1);
+    assert!(
+        matches!(
+            lookups.principal(&reader).await,
+            Err(LookupFailed::Unavailable(_))
+        ),
+        "the lookup on the dead connection is unavailable"
+    );
+    assert_eq!(
+        owner(lookups.principal(&reader).await).unwrap().as_deref(),
+        Some("reader")
+    );
+
+    // Quiet: the connection goes back to the pool.
+    tokio::time::sleep(KEY_LOOKUP_KEEP_IDLE * 3).await;
+    assert!(
+        one.try_acquire().is_some(),
+        "returned to the pool once quiet"
+    );
     one.close().await;
     app.finish().await;
 }
