@@ -175,9 +175,11 @@ pub const DEFAULT_GROUP_COMMIT_MAX_ITEMS: usize = 500;
 pub const KEY_LOOKUP_MAX_BATCH: usize = 256;
 /// Key lookups running at once; each holds one pooled connection for one statement.
 pub const KEY_LOOKUP_IN_FLIGHT: usize = 2;
-/// How long the key lookups keep their connections after the last request (below the pool's
-/// ping-when-idle threshold, so a kept connection is never older than one the pool would trust).
+/// How long the key lookups keep their connections after the last request: below the pool's
+/// default ping-when-idle threshold, so a kept connection has been idle no longer than one the
+/// pool would hand out unchecked.
 pub const KEY_LOOKUP_KEEP_IDLE: std::time::Duration = std::time::Duration::from_millis(100);
+const _: () = assert!(KEY_LOOKUP_KEEP_IDLE.as_millis() < DEFAULT_POOL_PING_IDLE_MS as u128);
 pub const DEFAULT_GROUP_COMMIT_MAX_WAIT_US: u64 = 0;
 /// Two groups at once: one writes while the next gathers and waits for the first's locks.
 /// More only split the same load into smaller groups (more statements per transfer) and, on

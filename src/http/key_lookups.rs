@@ -18,7 +18,7 @@
 //! it, while requests keep coming. sqlx pings every connection it gets back (a round trip and
 //! a statement in PostgreSQL), which made the ping as frequent as the lookups themselves. The
 //! kept connections go back to the pool once no request has come for `KEY_LOOKUP_KEEP_IDLE`,
-//! shorter than the pool's own ping-when-idle threshold; a kept connection that failed is
+//! shorter than the pool's default ping-when-idle threshold; a kept connection that failed is
 //! dropped, not kept.
 
 use crate::api_keys::{self, Principal};

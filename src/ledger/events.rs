@@ -87,15 +87,31 @@ pub fn event_id(event: EventType, key: &str) -> Uuid {
 /// transaction as the API shows it after the change, and the entries the change wrote. No
 /// row is read back to build it.
 pub(crate) struct TransactionEvent<'a> {
-    pub event: EventType,
-    pub transaction_id: Uuid,
+    event: EventType,
+    transaction_id: Uuid,
     /// The transaction's API representation ([`TransactionView`]) as JSON text.
-    pub transaction: Cow<'a, str>,
+    transaction: Cow<'a, str>,
     /// The entries this change wrote (none for a hold, a refusal, a release, an expiry).
-    pub entries: &'a [NewEntry],
+    entries: &'a [NewEntry],
 }
 
 impl<'a> TransactionEvent<'a> {
+    /// From an answer the change already serialized from the transaction's view (a creation's
+    /// or a capture's stored response), so the view is not serialized twice.
+    pub fn from_answer(
+        event: EventType,
+        transaction_id: Uuid,
+        answer: &'a str,
+        entries: &'a [NewEntry],
+    ) -> TransactionEvent<'a> {
+        TransactionEvent {
+            event,
+            transaction_id,
+            transaction: Cow::Borrowed(answer),
+            entries,
+        }
+    }
+
     pub fn new(
         event: EventType,
         view: &TransactionView,

@@ -19,7 +19,6 @@ use crate::problem::FieldError;
 use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
 use sqlx::{PgConnection, PgPool};
-use std::borrow::Cow;
 use std::collections::HashMap;
 use uuid::Uuid;
 
@@ -328,12 +327,7 @@ pub async fn resolve_in(
         Action::Post => EventType::TransactionPosted,
         Action::Void => EventType::TransactionVoided,
     };
-    let event = TransactionEvent {
-        event,
-        transaction_id: id,
-        transaction: Cow::Borrowed(&body),
-        entries: &entries,
-    };
+    let event = TransactionEvent::from_answer(event, id, &body, &entries);
     events::record_transactions(tx, &[event]).await?;
     let action = match action {
         Action::Post => "transaction.post",

@@ -36,7 +36,6 @@ use crate::problem::{FieldError, Problem};
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 use sqlx::{PgConnection, PgPool};
-use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
 use uuid::Uuid;
 
@@ -314,12 +313,7 @@ async fn record_events(conn: &mut PgConnection, rows: &[&Rendered]) -> Result<()
             let event = EventType::of_new_transaction(r.status, r.reverses.is_some())?;
             Some(if r.creation_status == 201 {
                 // The stored answer is the view already serialized.
-                TransactionEvent {
-                    event,
-                    transaction_id: r.item_id,
-                    transaction: Cow::Borrowed(&r.body),
-                    entries: &r.entries,
-                }
+                TransactionEvent::from_answer(event, r.item_id, &r.body, &r.entries)
             } else {
                 TransactionEvent::new(event, &r.view, &r.entries)
             })
