@@ -158,18 +158,23 @@ pub async fn find(
 }
 
 /// The stored transactions of `ids`, in no particular order; missing ids are left out.
+/// One primary-key probe per id (a lateral `limit 1`, as `posting::stored_creations` explains):
+/// a plain `id = any($1)` could keep a sequential-scan plan made while the table was small.
 pub async fn find_many(
     conn: &mut PgConnection,
     ids: &[Uuid],
 ) -> Result<Vec<TransactionView>, sqlx::Error> {
     let rows = sqlx::query_as!(
         StoredTransaction,
-        r#"select id, seq, kind,
-                  (case when status = 'pending' and expires_at <= now() then 'expired'
-                        else status end) as "status!",
-                  currency, legs, external_ref, metadata, refusal_code, refusal_detail,
-                  created_at, posted_at, expires_at, reverses, captured_amount
-           from transactions where id = any($1)"#,
+        r#"select t.id as "id!", t.seq as "seq!", t.kind as "kind!",
+                  (case when t.status = 'pending' and t.expires_at <= now() then 'expired'
+                        else t.status end) as "status!",
+                  t.currency as "currency!", t.legs as "legs!", t.external_ref,
+                  t.metadata as "metadata!", t.refusal_code, t.refusal_detail,
+                  t.created_at as "created_at!", t.posted_at, t.expires_at, t.reverses,
+                  t.captured_amount
+           from unnest($1::uuid[]) as k(id)
+           cross join lateral (select * from transactions where id = k.id limit 1) t"#,
         ids
     )
     .fetch_all(conn)

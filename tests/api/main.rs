@@ -24,6 +24,7 @@ mod idempotency;
 mod model;
 mod openapi;
 mod operations_doc;
+mod plans;
 mod reconcile;
 mod reversals;
 mod schema;
