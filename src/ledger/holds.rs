@@ -62,19 +62,17 @@ pub struct Pending {
     pub pending_in: i64,
 }
 
-/// What the open, unexpired holds of each account reserve: a sum over open holds only, never
-/// over the account's history.
+/// What the open, unexpired holds of each account reserve (the `open_hold_totals` view, which
+/// the write path's wallet states read too): a sum over open holds only, never over the
+/// account's history.
 pub async fn pending_totals(
     conn: &mut PgConnection,
     accounts: &[String],
 ) -> Result<HashMap<String, Pending>, sqlx::Error> {
     let rows = sqlx::query!(
-        r#"select account_id,
-                  coalesce(sum(-amount) filter (where amount < 0), 0)::bigint as "pending_out!",
-                  coalesce(sum(amount) filter (where amount > 0), 0)::bigint as "pending_in!"
-           from open_holds
-           where account_id = any($1) and expires_at > now()
-           group by account_id"#,
+        r#"select account_id as "account_id!", pending_out as "pending_out!",
+                  pending_in as "pending_in!"
+           from open_hold_totals where account_id = any($1)"#,
         accounts
     )
     .fetch_all(conn)

@@ -437,7 +437,10 @@ pub(crate) async fn lock_accounts(
 }
 
 /// The last entry and the open-hold reservations of each wallet, read after its lock (in a
-/// statement of their own: one that also took the lock would read from before it).
+/// statement of their own: one that also took the lock would read from before it). The
+/// reservations are the `open_hold_totals` view, as balance reads show them; `offset 0` keeps
+/// the lateral a per-wallet probe of `open_holds_account` (pulled up into a plain join, the
+/// view would be aggregated over every open hold).
 pub(crate) async fn wallet_states(
     conn: &mut PgConnection,
     wallets: &[String],
@@ -447,15 +450,15 @@ pub(crate) async fn wallet_states(
     }
     let states = sqlx::query!(
         r#"select w.id as "id!", h.sequence, h.balance_after, h.ledger_time as "ledger_time?",
-                  p.pending_out as "pending_out!"
+                  coalesce(p.pending_out, 0) as "pending_out!"
            from unnest($1::text[]) as w(id)
            left join lateral (
                select sequence, balance_after, ledger_time from entries
                where account_id = w.id and sequence is not null
                order by sequence desc limit 1) h on true
-           cross join lateral (
-               select coalesce(sum(-amount) filter (where amount < 0), 0)::bigint as pending_out
-               from open_holds where account_id = w.id and expires_at > now()) p"#,
+           left join lateral (
+               select pending_out from open_hold_totals where account_id = w.id
+               offset 0) p on true"#,
         wallets
     )
     .fetch_all(&mut *conn)

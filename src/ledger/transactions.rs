@@ -158,8 +158,9 @@ pub async fn find(
 }
 
 /// The stored transactions of `ids`, in no particular order; missing ids are left out and a
-/// repeated id comes back once per mention. One primary-key probe per id (a lateral `limit 1`, as `posting::stored_creations` explains):
-/// a plain `id = any($1)` could keep a sequential-scan plan made while the table was small.
+/// repeated id comes back once per mention. One primary-key probe per id (a lateral
+/// `limit 1`, as `posting::stored_creations` explains): a plain `id = any($1)` could keep a
+/// sequential-scan plan made while the table was small.
 pub async fn find_many(
     conn: &mut PgConnection,
     ids: &[Uuid],
