@@ -23,6 +23,13 @@ pub const DEFAULT_RATE_LIMIT_BURST: u32 = 1_000;
 pub const DEFAULT_CHECKPOINT_INTERVAL_MS: u64 = 5_000;
 /// A hold without `expires_at` expires after this long (7 days).
 pub const DEFAULT_HOLD_EXPIRY_MS: u64 = 7 * 24 * 60 * 60 * 1000;
+/// A hold shorter than a second would expire before its batch or request commits.
+pub const MIN_HOLD_EXPIRY_MS: u64 = 1_000;
+/// 366 days: longer than any card network keeps an authorization.
+pub const MAX_HOLD_EXPIRY_MS: u64 = 366 * 24 * 60 * 60 * 1000;
+/// The longest of the consumer's timings (a day): far below what Redis and the clock
+/// arithmetic take, and far above any sane setting.
+pub const MAX_CONSUMER_DURATION_MS: u64 = 24 * 60 * 60 * 1000;
 pub const DEFAULT_HOLD_SWEEP_INTERVAL_MS: u64 = 1_000;
 /// Most overdue holds one sweeper step expires (one short transaction each step).
 pub const HOLD_SWEEP_BATCH: i64 = 1_000;
@@ -151,7 +158,7 @@ pub struct HttpConfig {
     pub batch_body_limit_bytes: usize,
     /// How long a hold created without `expires_at` lasts.
     #[arg(long, env = "HOLD_EXPIRY_MS", default_value_t = DEFAULT_HOLD_EXPIRY_MS,
-        value_parser = clap::value_parser!(u64).range(1..))]
+        value_parser = clap::value_parser!(u64).range(MIN_HOLD_EXPIRY_MS..=MAX_HOLD_EXPIRY_MS))]
     pub hold_expiry_ms: u64,
     #[command(flatten)]
     pub webhooks: WebhookPolicy,
@@ -447,15 +454,15 @@ pub struct ConsumeArgs {
     pub workers: u64,
     /// How long one read waits for new events.
     #[arg(long, env = "CONSUMER_BLOCK_MS", default_value_t = DEFAULT_CONSUMER_BLOCK_MS,
-        value_parser = clap::value_parser!(u64).range(1..))]
+        value_parser = clap::value_parser!(u64).range(1..=MAX_CONSUMER_DURATION_MS))]
     pub block_ms: u64,
     /// Idle time after which another consumer's pending message is reclaimed (`XAUTOCLAIM`).
     #[arg(long, env = "CONSUMER_CLAIM_IDLE_MS", default_value_t = DEFAULT_CLAIM_IDLE_MS,
-        value_parser = clap::value_parser!(u64).range(1..))]
+        value_parser = clap::value_parser!(u64).range(1..=MAX_CONSUMER_DURATION_MS))]
     pub claim_idle_ms: u64,
     /// The longest one batch may take; checked at start to be below the claim idle time.
     #[arg(long, env = "CONSUMER_MAX_BATCH_MS", default_value_t = DEFAULT_MAX_BATCH_MS,
-        value_parser = clap::value_parser!(u64).range(1..))]
+        value_parser = clap::value_parser!(u64).range(1..=MAX_CONSUMER_DURATION_MS))]
     pub max_batch_ms: u64,
     /// Failures caused by a message itself before it is dead-lettered.
     #[arg(long, env = "CONSUMER_MAX_FAILURES", default_value_t = DEFAULT_MAX_FAILURES,
@@ -463,22 +470,23 @@ pub struct ConsumeArgs {
     pub max_failures: u32,
     /// First backoff while the database or broker is unreachable.
     #[arg(long, env = "CONSUMER_OUTAGE_BACKOFF_MS", default_value_t = DEFAULT_OUTAGE_BACKOFF_MS,
-        value_parser = clap::value_parser!(u64).range(1..))]
+        value_parser = clap::value_parser!(u64).range(1..=MAX_CONSUMER_DURATION_MS))]
     pub outage_backoff_ms: u64,
     /// Longest backoff while the database or broker is unreachable.
     #[arg(long, env = "CONSUMER_OUTAGE_BACKOFF_MAX_MS", default_value_t = DEFAULT_OUTAGE_BACKOFF_MAX_MS,
-        value_parser = clap::value_parser!(u64).range(1..))]
+        value_parser = clap::value_parser!(u64).range(1..=MAX_CONSUMER_DURATION_MS))]
     pub outage_backoff_max_ms: u64,
     /// How often lag and pending count are read for the metrics.
     #[arg(long, env = "CONSUMER_STATS_INTERVAL_MS", default_value_t = DEFAULT_STATS_INTERVAL_MS,
-        value_parser = clap::value_parser!(u64).range(1..))]
+        value_parser = clap::value_parser!(u64).range(1..=MAX_CONSUMER_DURATION_MS))]
     pub stats_interval_ms: u64,
     /// How often the stream is trimmed below its oldest pending entry (0: never).
-    #[arg(long, env = "CONSUMER_TRIM_INTERVAL_MS", default_value_t = DEFAULT_TRIM_INTERVAL_MS)]
+    #[arg(long, env = "CONSUMER_TRIM_INTERVAL_MS", default_value_t = DEFAULT_TRIM_INTERVAL_MS,
+        value_parser = clap::value_parser!(u64).range(0..=MAX_CONSUMER_DURATION_MS))]
     pub trim_interval_ms: u64,
     /// How long a hold made by `payment.authorized` lasts.
     #[arg(long, env = "HOLD_EXPIRY_MS", default_value_t = DEFAULT_HOLD_EXPIRY_MS,
-        value_parser = clap::value_parser!(u64).range(1..))]
+        value_parser = clap::value_parser!(u64).range(MIN_HOLD_EXPIRY_MS..=MAX_HOLD_EXPIRY_MS))]
     pub hold_expiry_ms: u64,
     /// Serve `/metrics` (Prometheus) and `/readyz` on this address.
     #[arg(long, env = "CONSUMER_METRICS_ADDR")]
@@ -520,6 +528,32 @@ impl ConsumeArgs {
     }
 }
 
+/// A complete stream entry id, `<milliseconds>-<sequence>`: Redis reads `1796156703304` alone
+/// as a range covering every entry of that millisecond, which would act on more than was named.
+fn stream_entry_id(value: &str) -> Result<String, String> {
+    let complete = value.split_once('-').is_some_and(|(ms, seq)| {
+        [ms, seq].iter().all(|part| {
+            !part.is_empty()
+                && part.bytes().all(|b| b.is_ascii_digit())
+                && part.parse::<u64>().is_ok()
+        })
+    });
+    if complete {
+        Ok(value.to_owned())
+    } else {
+        Err(
+            "must be a complete entry id such as 1796016587604-0 (as `dlq list` prints it)"
+                .to_owned(),
+        )
+    }
+}
+
+fn wallet_id(value: &str) -> Result<String, String> {
+    crate::ledger::ids::AccountId::parse(value)
+        .map(|id| id.to_string())
+        .ok_or_else(|| "must be an account id: [A-Za-z0-9][A-Za-z0-9._:@-]{0,127}".to_owned())
+}
+
 fn batch_size(value: &str) -> Result<usize, String> {
     match value.parse::<usize>() {
         Ok(n) if (1..=MAX_CONSUMER_BATCH_SIZE).contains(&n) => Ok(n),
@@ -550,7 +584,9 @@ pub enum DlqAction {
     /// Publish dead letters to the stream again (same event id, so they stay idempotent)
     /// and remove them from the dead-letter stream, atomically.
     Replay {
-        /// Dead-letter entry ids (`dlq list` shows them).
+        /// Dead-letter entry ids, exact and complete (`1796016587604-0`, as `dlq list` shows
+        /// them); a repeated id counts once.
+        #[arg(value_parser = stream_entry_id)]
         ids: Vec<String>,
         /// Every dead letter.
         #[arg(long, conflicts_with = "ids")]
@@ -558,6 +594,8 @@ pub enum DlqAction {
     },
     /// Delete dead letters for good.
     Drop {
+        /// Dead-letter entry ids, exact and complete; a repeated id counts once.
+        #[arg(value_parser = stream_entry_id)]
         ids: Vec<String>,
         #[arg(long, conflicts_with = "ids")]
         all: bool,
@@ -574,11 +612,12 @@ pub struct PublishArgs {
     /// Distinct payments to publish.
     #[arg(long, default_value_t = 100)]
     pub count: usize,
-    /// Wallets credited, in turn (comma-separated).
-    #[arg(long, value_delimiter = ',', default_value = "w1")]
+    /// Wallets credited, in turn (comma-separated account ids).
+    #[arg(long, value_delimiter = ',', default_value = "w1", value_parser = wallet_id, required = true)]
     pub wallets: Vec<String>,
-    /// Minor units per payment.
-    #[arg(long, default_value_t = 5_000)]
+    /// Minor units per payment (1 to 2^53 − 1).
+    #[arg(long, default_value_t = 5_000,
+        value_parser = clap::value_parser!(i64).range(1..=crate::ledger::money::MAX_AMOUNT))]
     pub amount: i64,
     /// Percentage of payments sent a second time (a new stream id, the same event id).
     #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u8).range(0..=100))]

@@ -22,19 +22,32 @@ const SIZE_BUCKETS: &[f64] = &[1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0, 200.0, 50
 /// Whether the process can do its work now (for `/readyz`): a worker clears it while the
 /// database or the broker is unreachable and sets it again once they answer.
 #[derive(Clone, Default)]
-pub struct Readiness(Arc<AtomicBool>);
+pub struct Readiness {
+    ready: Arc<AtomicBool>,
+    /// Set once something stopped for good (a consumer worker the broker refused): ready
+    /// never again, whatever the dependencies answer, until the process is restarted.
+    broken: Arc<AtomicBool>,
+}
 
 impl Readiness {
     pub fn new(ready: bool) -> Readiness {
-        Readiness(Arc::new(AtomicBool::new(ready)))
+        Readiness {
+            ready: Arc::new(AtomicBool::new(ready)),
+            broken: Arc::new(AtomicBool::new(false)),
+        }
     }
 
     pub fn set(&self, ready: bool) {
-        self.0.store(ready, Ordering::Relaxed);
+        self.ready.store(ready, Ordering::Relaxed);
+    }
+
+    /// Not ready from now on.
+    pub fn break_for_good(&self) {
+        self.broken.store(true, Ordering::Relaxed);
     }
 
     pub fn get(&self) -> bool {
-        self.0.load(Ordering::Relaxed)
+        self.ready.load(Ordering::Relaxed) && !self.broken.load(Ordering::Relaxed)
     }
 }
 

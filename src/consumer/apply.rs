@@ -47,15 +47,23 @@ pub enum Reason {
     UnknownAccount,
     UnknownPayment,
     ConflictingState,
+    /// A provider's refund whose wallet is closed: the money was paid out, but the ledger
+    /// cannot take it from a closed wallet; an operator decides.
+    AccountClosed,
+    /// Applied alone, the event still took longer than `--max-batch-ms` (a lock held
+    /// elsewhere, an overloaded database): retried, then dead-lettered.
+    TimedOut,
 }
 
 impl Reason {
-    pub const ALL: [Reason; 5] = [
+    pub const ALL: [Reason; 7] = [
         Reason::MalformedEvent,
         Reason::IdempotencyMismatch,
         Reason::UnknownAccount,
         Reason::UnknownPayment,
         Reason::ConflictingState,
+        Reason::AccountClosed,
+        Reason::TimedOut,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -65,6 +73,8 @@ impl Reason {
             Reason::UnknownAccount => "unknown_account",
             Reason::UnknownPayment => "unknown_payment",
             Reason::ConflictingState => "conflicting_state",
+            Reason::AccountClosed => "account_closed",
+            Reason::TimedOut => "timed_out",
         }
     }
 }
@@ -115,6 +125,11 @@ pub enum Outcome {
         reason: Reason,
         detail: String,
     },
+    /// Cannot apply now through no fault of its own (its wallet is locked by someone else):
+    /// left pending, uncharged, and applied once it is reclaimed and the lock is gone.
+    Wait {
+        detail: String,
+    },
     /// Can never apply as it is: dead-lettered now.
     DeadLetter {
         reason: Reason,
@@ -145,6 +160,11 @@ pub enum ApplyError {
 pub struct ApplySettings {
     /// How long a hold made by `payment.authorized` lasts.
     pub hold_expiry: TimeDelta,
+    /// The longest one statement of the batch may run (`statement_timeout`): a batch the
+    /// caller gave up on stops in the database too, instead of holding its locks while it
+    /// waits for someone else's. A lock is waited for half as long (`lock_timeout`), so that
+    /// a row someone else holds shows as such (SQLSTATE 55P03), not as a slow batch.
+    pub statement_timeout: Option<std::time::Duration>,
 }
 
 /// A payment as stored, locked for the batch.
@@ -159,6 +179,9 @@ struct Payment {
     amount: i64,
     /// What was posted: a partial capture posts less than was authorized.
     posted_amount: i64,
+    /// Created as a hold (and captured or voided since, or still pending), rather than
+    /// posted or recorded straight away.
+    from_hold: bool,
 }
 
 /// What one event needs, decided against its payment's state.
@@ -190,6 +213,18 @@ pub async fn apply_batch(
     if !events.is_empty() {
         let mut conn = pool.acquire().await?;
         let mut tx = sqlx::Connection::begin(&mut *conn).await?;
+        if let Some(limit) = settings.statement_timeout {
+            let statement = format!("{}ms", limit.as_millis().max(1));
+            let lock = format!("{}ms", (limit.as_millis() / 2).max(1));
+            sqlx::query!(
+                r#"select set_config('statement_timeout', $1, true) as "statement!",
+                          set_config('lock_timeout', $2, true) as "lock!""#,
+                statement,
+                lock
+            )
+            .fetch_one(&mut *tx)
+            .await?;
+        }
         apply_events(&mut tx, &events, settings, &mut outcomes).await?;
         failpoint::hit(failpoint::CONSUMER_BEFORE_COMMIT);
         tx.commit().await?;
@@ -221,6 +256,7 @@ async fn apply_events(
     let waves = waves(events);
     let wave_count = waves.len();
     for (wave_number, wave) in waves.into_iter().enumerate() {
+        let by_index: HashMap<usize, &PaymentEvent> = wave.iter().copied().collect();
         let mut creates: Vec<(usize, NewTransaction, Effect)> = Vec::new();
         let mut resolutions: Vec<(usize, &PaymentEvent, Action, Option<i64>)> = Vec::new();
         for &(index, event) in &wave {
@@ -259,13 +295,48 @@ async fn apply_events(
                 Err(WriteError::Contention) => return Err(ApplyError::Contention),
                 Err(WriteError::Item(_)) => unreachable!("item errors come back per item"),
             };
+            let mut contested: Vec<(usize, &PaymentEvent)> = Vec::new();
             for ((index, new, effect), result) in creates.into_iter().zip(results) {
-                if matches!(effect, Effect::Refunded { .. })
-                    && matches!(result, Ok(Created::New { .. }))
-                {
+                let refund = matches!(effect, Effect::Refunded { .. });
+                if refund && matches!(result, Ok(Created::New { .. })) {
                     refunds_done.insert(new.id, index);
                 }
-                outcomes[index] = Some(created_outcome(result, effect));
+                if !refund && stored_by_another(&result) {
+                    contested.push((index, by_index[&index]));
+                } else {
+                    outcomes[index] = Some(created_outcome(result, effect));
+                }
+            }
+            // Another writer (a worker of this group, another consumer, the API) stored these
+            // payments after this batch found them absent: what the event does is decided
+            // again from the stored payment, under its lock, by the same table. Comparing the
+            // whole stored request instead would call the event's own id a mismatch, and a
+            // capture racing its authorization would leave the hold pending.
+            if !contested.is_empty() {
+                let mut ids: Vec<Uuid> = contested.iter().map(|(_, e)| e.payment_id).collect();
+                ids.sort();
+                ids.dedup();
+                payments.extend(lock_payments(tx, &ids).await?);
+                for (index, event) in contested {
+                    let wallet_currency = wallet_currencies.get(event.wallet.as_str()).copied();
+                    let stored = payments.get(&event.payment_id);
+                    match decide(event, stored, wallet_currency, settings) {
+                        Step::Resolve(action, amount) => {
+                            resolutions.push((index, event, action, amount))
+                        }
+                        Step::Done(outcome) => outcomes[index] = Some(outcome),
+                        // The id is stored but not as a payment this table knows.
+                        Step::Create(_) | Step::Refund => {
+                            outcomes[index] = Some(Outcome::dead(
+                                Reason::ConflictingState,
+                                format!(
+                                    "transaction {} is stored, but not as a payment",
+                                    event.payment_id
+                                ),
+                            ))
+                        }
+                    }
+                }
             }
         }
         if wave_number == 0 {
@@ -330,8 +401,13 @@ fn decide(
                     detail,
                 });
             }
-            Authorized => Requested::Pending {
-                expires_at: now_micros() + settings.hold_expiry,
+            Authorized => match now_micros().checked_add_signed(settings.hold_expiry) {
+                Some(expires_at) => Requested::Pending { expires_at },
+                // The flag's range keeps this from happening; checked all the same.
+                None => {
+                    let detail = "the hold's expiry is past the last representable time";
+                    return Step::Done(Outcome::dead(Reason::MalformedEvent, detail));
+                }
             },
             Succeeded | Captured => Requested::Posted,
             Failed => Requested::Voided,
@@ -357,7 +433,7 @@ fn decide(
     }
     let conflict = || {
         let detail = format!(
-            "{} cannot apply to a {} payment",
+            "{} cannot apply to a payment that is {}",
             event.kind.as_str(),
             payment.status
         );
@@ -424,23 +500,26 @@ fn differences(event: &PaymentEvent, payment: &Payment) -> (Vec<String>, String)
         ));
     }
     let amount = event.amount.minor_units();
-    let expected = match (event.kind, payment.status.as_str()) {
+    let mismatch = match (event.kind, payment.status.as_str()) {
         // A refund carries the refunded part; the write path checks it against the payment.
         (EventType::Refunded, _) => None,
-        (EventType::Captured, "pending") => (amount > payment.amount).then_some(payment.amount),
-        (EventType::Captured, "posted") => Some(payment.posted_amount),
-        _ => Some(payment.amount),
+        (EventType::Captured, "pending") => {
+            (amount > payment.amount).then_some(("authorized at most", payment.amount))
+        }
+        (EventType::Captured, "posted") => {
+            (amount != payment.posted_amount).then_some(("payment has", payment.posted_amount))
+        }
+        // An authorization applied after its capture (workers take one payment's events out
+        // of stream order): a payment posted straight from a capture knows only what was
+        // captured, which the authorization must cover.
+        (EventType::Authorized, "posted") if !payment.from_hold => {
+            (amount < payment.amount).then_some(("captured", payment.amount))
+        }
+        _ => (amount != payment.amount).then_some(("payment has", payment.amount)),
     };
-    if let Some(expected) = expected
-        && expected != amount
-    {
+    if let Some((what, expected)) = mismatch {
         let format = |a| payment.currency.format(a);
         fields.push("amount".to_owned());
-        let what = if event.kind == EventType::Captured && payment.status == "pending" {
-            "authorized at most"
-        } else {
-            "payment has"
-        };
         parts.push(format!(
             "amount: {what} {}, event has {}",
             format(expected),
@@ -459,6 +538,13 @@ fn new_payment(
 ) -> Result<NewTransaction, Vec<FieldError>> {
     let currency = event.currency.unwrap_or(wallet_currency);
     let clearing = AccountId::clearing(&event.provider, currency.code());
+    if event.wallet == clearing {
+        return Err(vec![FieldError::new(
+            "wallet",
+            "not_a_wallet",
+            format!("{clearing} is the provider's clearing account, not a wallet"),
+        )]);
+    }
     let legs = vec![
         Leg {
             account: event.wallet.clone(),
@@ -560,10 +646,25 @@ async fn refund(
         }),
         Plan::InvalidTransition { current } => Err(Outcome::dead(
             Reason::ConflictingState,
-            format!("a refund cannot apply to a {current} payment"),
+            format!("a refund cannot apply to a payment that is {current}"),
         )),
         Plan::Invalid(errors) => Err(Outcome::dead(Reason::ConflictingState, describe(&errors))),
     })
+}
+
+/// The wallet a message is about ("" when it does not decode): the unit a slow or locked
+/// batch is split by.
+pub fn wallet_of(message: &Message) -> &[u8] {
+    message.fields.get("wallet").unwrap_or_default()
+}
+
+/// Whether the write path found the id already stored by someone else (it answers such an
+/// item as a replay or a mismatch of the stored request).
+fn stored_by_another(result: &Result<Created, ItemError>) -> bool {
+    matches!(
+        result,
+        Ok(Created::Replayed { .. } | Created::Mismatch { .. })
+    )
 }
 
 fn created_outcome(result: Result<Created, ItemError>, effect: Effect) -> Outcome {
@@ -593,6 +694,11 @@ fn created_outcome(result: Result<Created, ItemError>, effect: Effect) -> Outcom
             reason: Reason::UnknownAccount,
             detail: format!("no such account: {}", ids.join(", ")),
         },
+        Err(ItemError::Invalid(errors))
+            if errors.iter().any(|e| e.code == posting::ACCOUNT_CLOSED) =>
+        {
+            Outcome::dead(Reason::AccountClosed, describe(&errors))
+        }
         Err(ItemError::Invalid(errors)) => Outcome::dead(Reason::MalformedEvent, describe(&errors)),
     }
 }
@@ -658,7 +764,7 @@ async fn lock_payments(
         r#"select id, kind,
                   (case when status = 'pending' and expires_at <= clock_timestamp() then 'expired'
                         else status end) as "status!",
-                  currency, legs, captured_amount
+                  currency, legs, captured_amount, expires_at is not null as "from_hold!"
            from transactions where id = any($1) order by id for update"#,
         sorted_ids
     )
@@ -676,6 +782,7 @@ async fn lock_payments(
                 currency: Currency::parse(&r.currency)?,
                 amount: credit.amount,
                 posted_amount: r.captured_amount.unwrap_or(credit.amount),
+                from_hold: r.from_hold,
             };
             Some((r.id, payment))
         })

@@ -24,15 +24,20 @@ pub async fn run(args: DlqArgs) -> anyhow::Result<()> {
             }
         }
         DlqAction::Replay { ids, all } => {
-            let n = for_each(&mut conn, &dead_letters, ids, all, |pipe, entry| {
-                pipe.xadd(&args.stream.stream, "*", &original_fields(entry))
-                    .ignore();
-            })
+            let n = for_each(
+                &mut conn,
+                &dead_letters,
+                distinct(ids),
+                all,
+                |pipe, entry| {
+                    pipe.xadd(&args.stream.stream, "*", &original_fields(entry));
+                },
+            )
             .await?;
             println!("replayed {n} dead letters to {}", args.stream.stream);
         }
         DlqAction::Drop { ids, all } => {
-            let n = for_each(&mut conn, &dead_letters, ids, all, |_, _| {}).await?;
+            let n = for_each(&mut conn, &dead_letters, distinct(ids), all, |_, _| {}).await?;
             println!("dropped {n} dead letters");
         }
     }
@@ -48,7 +53,18 @@ pub async fn list(
     Ok(reply.ids)
 }
 
-/// Runs `step` for each chosen dead letter and deletes it, one `MULTI` per page.
+/// The ids in the order given, each once: naming one twice must not replay it twice.
+fn distinct(ids: Vec<String>) -> Vec<String> {
+    let mut seen = std::collections::HashSet::new();
+    ids.into_iter()
+        .filter(|id| seen.insert(id.clone()))
+        .collect()
+}
+
+/// Runs `step` (writes whose every reply is checked) for each chosen dead letter, then
+/// deletes it, a page at a time. A dead letter is deleted only after its replay was written:
+/// inside one `MULTI` a failing `XADD` would not stop the `XDEL` after it. A crash between the
+/// two leaves the dead letter to be replayed again, which is harmless (the same event id).
 async fn for_each(
     conn: &mut redis::aio::MultiplexedConnection,
     dead_letters: &str,
@@ -89,13 +105,15 @@ async fn for_each(
             return Ok(done);
         }
         let mut pipe = redis::pipe();
-        pipe.atomic();
         for entry in &entries {
             step(&mut pipe, entry);
         }
+        if pipe.cmd_iter().next().is_some() {
+            // An error reply to any command fails the whole call, before anything is deleted.
+            let _: Vec<redis::Value> = pipe.query_async(conn).await?;
+        }
         let entry_ids: Vec<&str> = entries.iter().map(|e| e.id.as_str()).collect();
-        pipe.xdel(dead_letters, &entry_ids).ignore();
-        pipe.query_async::<()>(conn).await?;
+        let _: usize = conn.xdel(dead_letters, &entry_ids).await?;
         done += entries.len();
         if let Some(last) = entries.last() {
             start = format!("({}", last.id);

@@ -9,8 +9,90 @@ use chrono::{DateTime, Utc};
 use std::collections::BTreeMap;
 use uuid::Uuid;
 
-/// A stream entry's fields, as bytes: a field that is not UTF-8 is malformed, not a crash.
-pub type Fields = BTreeMap<String, Vec<u8>>;
+/// A stream entry's fields exactly as the broker holds them: names and values are bytes, in
+/// the producer's order, a repeated name kept. A dead letter carries them unchanged; a field
+/// that is not UTF-8 is malformed, not a crash.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Fields(Vec<(Vec<u8>, Vec<u8>)>);
+
+impl Fields {
+    pub fn new(pairs: Vec<(Vec<u8>, Vec<u8>)>) -> Fields {
+        Fields(pairs)
+    }
+
+    /// The value of the first field named `name`.
+    pub fn get(&self, name: &str) -> Option<&[u8]> {
+        self.0
+            .iter()
+            .find(|(k, _)| k == name.as_bytes())
+            .map(|(_, v)| v.as_slice())
+    }
+
+    pub fn pairs(&self) -> &[(Vec<u8>, Vec<u8>)] {
+        &self.0
+    }
+}
+
+impl From<BTreeMap<String, Vec<u8>>> for Fields {
+    fn from(map: BTreeMap<String, Vec<u8>>) -> Fields {
+        Fields(map.into_iter().map(|(k, v)| (k.into_bytes(), v)).collect())
+    }
+}
+
+/// The fields the contract names; each may appear once.
+const KNOWN_FIELDS: [&str; 10] = [
+    "event_id",
+    "type",
+    "payment_id",
+    "wallet",
+    "amount",
+    "currency",
+    "provider",
+    "external_ref",
+    "refund_id",
+    "occurred_at",
+];
+
+/// The most characters of a producer's value that a reason quotes: a dead letter already
+/// holds the whole value, so its reason (and the log line) need only enough to recognise it.
+const MAX_QUOTED_CHARS: usize = 64;
+
+/// `value` quoted for a reason or a log line: escaped (control and format characters as
+/// `\u{..}`), and cut to [`MAX_QUOTED_CHARS`] with the full length said.
+/// Bytes that are not UTF-8 are shown as `\xff`.
+pub fn quoted(value: &[u8]) -> String {
+    let mut out = String::from("\"");
+    let cut = match std::str::from_utf8(value) {
+        Ok(text) => {
+            for c in text.chars().take(MAX_QUOTED_CHARS) {
+                if is_format_char(c) {
+                    out.extend(c.escape_unicode());
+                } else {
+                    out.extend(c.escape_debug());
+                }
+            }
+            text.chars().nth(MAX_QUOTED_CHARS).is_some()
+        }
+        Err(_) => {
+            let shown = &value[..value.len().min(MAX_QUOTED_CHARS)];
+            out.push_str(&shown.escape_ascii().to_string());
+            value.len() > MAX_QUOTED_CHARS
+        }
+    };
+    out.push('"');
+    if cut {
+        out.push_str(&format!(" (cut: {} bytes in all)", value.len()));
+    }
+    out
+}
+
+/// Invisible characters that change how text is shown (bidirectional overrides, zero-width
+/// joiners, soft hyphens, byte-order marks): a reference holding them can look like another.
+pub fn is_format_char(c: char) -> bool {
+    matches!(c,
+        '\u{00AD}' | '\u{061C}' | '\u{180E}' | '\u{200B}'..='\u{200F}' | '\u{202A}'..='\u{202E}'
+        | '\u{2060}'..='\u{2064}' | '\u{2066}'..='\u{206F}' | '\u{FEFF}' | '\u{FFF9}'..='\u{FFFB}')
+}
 
 pub const DEFAULT_PROVIDER: &str = "default";
 /// The longest `external_ref` in characters, as the API and the transactions table allow.
@@ -89,12 +171,31 @@ fn malformed(field: &str, message: impl Into<String>) -> Malformed {
 }
 
 pub fn decode(fields: &Fields) -> Result<PaymentEvent, Malformed> {
+    for (name, _) in fields.pairs() {
+        if std::str::from_utf8(name).is_err() {
+            return Err(malformed(
+                "(field name)",
+                format!("{} is not UTF-8", quoted(name)),
+            ));
+        }
+    }
+    for known in KNOWN_FIELDS {
+        let times = fields
+            .pairs()
+            .iter()
+            .filter(|(k, _)| k == known.as_bytes())
+            .count();
+        if times > 1 {
+            return Err(malformed(known, format!("appears {times} times")));
+        }
+    }
+    // Values are taken exactly as sent: `" 5"` is not a number, `"w1 "` not a wallet.
     let text = |name: &str| -> Result<Option<&str>, Malformed> {
         match fields.get(name) {
             None => Ok(None),
             Some(bytes) => std::str::from_utf8(bytes)
-                .map(|s| Some(s.trim()))
-                .map_err(|_| malformed(name, "is not UTF-8")),
+                .map(Some)
+                .map_err(|_| malformed(name, format!("{} is not UTF-8", quoted(bytes)))),
         }
     };
     let required = |name: &str| -> Result<&str, Malformed> {
@@ -103,7 +204,8 @@ pub fn decode(fields: &Fields) -> Result<PaymentEvent, Malformed> {
             .ok_or_else(|| malformed(name, "is required"))
     };
     let uuid = |name: &str, value: &str| -> Result<Uuid, Malformed> {
-        Uuid::parse_str(value).map_err(|_| malformed(name, format!("{value:?} is not a UUID")))
+        Uuid::parse_str(value)
+            .map_err(|_| malformed(name, format!("{} is not a UUID", quoted(value.as_bytes()))))
     };
 
     let event_id = uuid("event_id", required("event_id")?)?;
@@ -111,7 +213,14 @@ pub fn decode(fields: &Fields) -> Result<PaymentEvent, Malformed> {
         None | Some("") => EventType::Succeeded,
         Some(t) => EventType::parse(t).ok_or_else(|| {
             let known: Vec<&str> = EventType::ALL.iter().map(|t| t.as_str()).collect();
-            malformed("type", format!("{t:?} is not one of {}", known.join(", ")))
+            malformed(
+                "type",
+                format!(
+                    "{} is not one of {}",
+                    quoted(t.as_bytes()),
+                    known.join(", ")
+                ),
+            )
         })?,
     };
     let optional_uuid = |name: &str| -> Result<Uuid, Malformed> {
@@ -126,16 +235,21 @@ pub fn decode(fields: &Fields) -> Result<PaymentEvent, Malformed> {
     let wallet = AccountId::parse(wallet_raw).ok_or_else(|| {
         malformed(
             "wallet",
-            format!("{wallet_raw:?} must match [A-Za-z0-9][A-Za-z0-9._:@-]{{0,127}}"),
+            format!(
+                "{} must match [A-Za-z0-9][A-Za-z0-9._:@-]{{0,127}}",
+                quoted(wallet_raw.as_bytes())
+            ),
         )
     })?;
     let amount = parse_amount(required("amount")?)?;
     let currency = match text("currency")? {
         None | Some("") => None,
-        Some(c) => Some(
-            Currency::parse(c)
-                .ok_or_else(|| malformed("currency", format!("{c:?} is not a known currency")))?,
-        ),
+        Some(c) => Some(Currency::parse(c).ok_or_else(|| {
+            malformed(
+                "currency",
+                format!("{} is not a known currency", quoted(c.as_bytes())),
+            )
+        })?),
     };
     let provider = match text("provider")? {
         None | Some("") => DEFAULT_PROVIDER.to_owned(),
@@ -143,14 +257,20 @@ pub fn decode(fields: &Fields) -> Result<PaymentEvent, Malformed> {
         Some(p) => {
             return Err(malformed(
                 "provider",
-                format!("{p:?} must be 1-64 of [A-Za-z0-9._@-], starting with a letter or digit"),
+                format!(
+                    "{} must be 1-64 of [A-Za-z0-9._@-], starting with a letter or digit",
+                    quoted(p.as_bytes())
+                ),
             ));
         }
     };
     let external_ref = match text("external_ref")? {
         None | Some("") => None,
-        Some(r) if r.chars().any(char::is_control) => {
-            return Err(malformed("external_ref", "contains control characters"));
+        Some(r) if r.chars().any(|c| c.is_control() || is_format_char(c)) => {
+            return Err(malformed(
+                "external_ref",
+                "contains control or invisible formatting characters",
+            ));
         }
         Some(r) if r.chars().count() <= MAX_EXTERNAL_REF_LEN => Some(r.to_owned()),
         Some(_) => {
@@ -164,7 +284,12 @@ pub fn decode(fields: &Fields) -> Result<PaymentEvent, Malformed> {
         None | Some("") => None,
         Some(t) => Some(
             DateTime::parse_from_rfc3339(t)
-                .map_err(|_| malformed("occurred_at", format!("{t:?} is not an RFC 3339 time")))?
+                .map_err(|_| {
+                    malformed(
+                        "occurred_at",
+                        format!("{} is not an RFC 3339 time", quoted(t.as_bytes())),
+                    )
+                })?
                 .with_timezone(&Utc),
         ),
     };
@@ -188,7 +313,10 @@ fn parse_amount(value: &str) -> Result<Amount, Malformed> {
     let out_of_range = || {
         malformed(
             "amount",
-            format!("{value:?} must be whole minor units from 1 to 9007199254740991"),
+            format!(
+                "{} must be whole minor units from 1 to 9007199254740991",
+                quoted(value.as_bytes())
+            ),
         )
     };
     if value.is_empty() || !value.bytes().all(|b| b.is_ascii_digit()) {
@@ -207,10 +335,17 @@ mod tests {
     use super::*;
 
     fn fields(pairs: &[(&str, &str)]) -> Fields {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.as_bytes().to_vec()))
-            .collect()
+        Fields::new(
+            pairs
+                .iter()
+                .map(|(k, v)| (k.as_bytes().to_vec(), v.as_bytes().to_vec()))
+                .collect(),
+        )
+    }
+
+    fn with(mut fields: Fields, name: &[u8], value: &[u8]) -> Fields {
+        fields.0.push((name.to_vec(), value.to_vec()));
+        fields
     }
 
     const ID: &str = "0b3f5c1e-9a47-4c1d-8f52-6a0e3d2b7c91";
@@ -325,8 +460,102 @@ mod tests {
             let error = decode(&fields(pairs)).unwrap_err();
             assert_eq!(error.field, *field, "{pairs:?}");
         }
-        let mut not_utf8 = fields(&[("event_id", ID), ("amount", "1")]);
-        not_utf8.insert("wallet".into(), vec![0xff, 0xfe]);
+        let not_utf8 = with(
+            fields(&[("event_id", ID), ("amount", "1")]),
+            b"wallet",
+            &[0xff],
+        );
         assert_eq!(decode(&not_utf8).unwrap_err().field, "wallet");
+    }
+
+    #[test]
+    fn a_field_name_that_is_not_utf8_is_malformed_and_quoted_escaped() {
+        let valid = fields(&[("event_id", ID), ("wallet", "w1"), ("amount", "1000")]);
+        let error = decode(&with(valid, b"\xff", b"x")).unwrap_err();
+        assert_eq!(error.field, "(field name)");
+        assert!(error.message.contains("\\xff"), "{}", error.message);
+    }
+
+    #[test]
+    fn a_contract_field_given_twice_is_malformed_whatever_its_values() {
+        let twice = with(
+            fields(&[("event_id", ID), ("wallet", "w1"), ("amount", "1000")]),
+            b"amount",
+            b"1000",
+        );
+        let error = decode(&twice).unwrap_err();
+        assert_eq!(
+            (error.field.as_str(), error.message.as_str()),
+            ("amount", "appears 2 times")
+        );
+        // An unknown field may repeat: it is ignored, and kept in a dead letter.
+        let unknown = with(
+            with(
+                fields(&[("event_id", ID), ("wallet", "w1"), ("amount", "1")]),
+                b"n",
+                b"1",
+            ),
+            b"n",
+            b"2",
+        );
+        assert!(decode(&unknown).is_ok());
+    }
+
+    #[test]
+    fn values_are_taken_exactly_as_sent() {
+        for amount in [" 5", "5 ", "+5", "٥", "5\n"] {
+            let error = decode(&fields(&[
+                ("event_id", ID),
+                ("wallet", "w1"),
+                ("amount", amount),
+            ]))
+            .unwrap_err();
+            assert_eq!(error.field, "amount", "{amount:?}");
+        }
+        let error = decode(&fields(&[
+            ("event_id", ID),
+            ("wallet", "w1 "),
+            ("amount", "5"),
+        ]))
+        .unwrap_err();
+        assert_eq!(error.field, "wallet");
+    }
+
+    #[test]
+    fn references_with_invisible_formatting_characters_are_malformed() {
+        for reference in [
+            "pay\u{202E}321",
+            "pay\u{200B}1",
+            "\u{FEFF}pay",
+            "pay\u{2066}1",
+        ] {
+            let error = decode(&fields(&[
+                ("event_id", ID),
+                ("wallet", "w1"),
+                ("amount", "5"),
+                ("external_ref", reference),
+            ]))
+            .unwrap_err();
+            assert_eq!(error.field, "external_ref", "{reference:?}");
+        }
+    }
+
+    #[test]
+    fn a_huge_bad_value_is_quoted_cut_and_escaped() {
+        let huge = format!("\u{1b}[2J{}", "9".repeat(1_000_000));
+        let error = decode(&fields(&[
+            ("event_id", ID),
+            ("wallet", "w1"),
+            ("amount", &huge),
+        ]))
+        .unwrap_err();
+        assert!(error.message.len() < 300, "{} bytes", error.message.len());
+        assert!(error.message.contains("\\u{1b}[2J"), "{}", error.message);
+        assert!(!error.message.contains('\u{1b}'));
+        assert!(
+            error.message.contains("1000004 bytes in all"),
+            "{}",
+            error.message
+        );
     }
 }

@@ -43,6 +43,7 @@ impl ConsumeArgs {
                 .then(|| Duration::from_millis(self.trim_interval_ms)),
             apply: apply::ApplySettings {
                 hold_expiry: self.hold_expiry(),
+                statement_timeout: Some(Duration::from_millis(self.max_batch_ms)),
             },
             print_events: self.print_events,
         }
@@ -104,8 +105,20 @@ pub async fn run(args: ConsumeArgs) -> anyhow::Result<()> {
         ));
     }
     let mut totals = worker::StepReport::default();
+    let mut stopped = 0;
     while let Some(done) = workers.join_next().await {
-        totals.add_totals(&done.context("a consumer worker panicked")?);
+        let (report, end) = done.context("a consumer worker panicked")?;
+        totals.add_totals(&report);
+        if end == WorkerEnd::Refused {
+            stopped += 1;
+        }
+    }
+    if stopped > 0 && !args.drain {
+        // Every worker left stopped for good: stay up, not ready, so that probes and the
+        // metric say so, until the operator's SIGTERM.
+        while !shutdown.load(Ordering::Relaxed) {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
     }
     pool.close().await;
     tracing::info!(
@@ -113,9 +126,27 @@ pub async fn run(args: ConsumeArgs) -> anyhow::Result<()> {
         applied = totals.applied,
         duplicates = totals.duplicates,
         dead_lettered = totals.dead_lettered,
+        stopped_workers = stopped,
         "consumer stopped"
     );
+    if stopped > 0 {
+        anyhow::bail!(
+            "{stopped} of {} workers stopped because the broker refused a command (see the log above)",
+            args.workers
+        );
+    }
     Ok(())
+}
+
+/// Why a worker's loop ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum WorkerEnd {
+    /// Shutdown, or drained.
+    Finished,
+    /// The broker refused a command in a way no retry mends (a key of the wrong type, a
+    /// missing permission): the worker stopped with nothing acknowledged that it had not
+    /// settled.
+    Refused,
 }
 
 async fn connect_stream(
@@ -149,7 +180,7 @@ async fn work(
     drain: bool,
     readiness: Readiness,
     shutdown: Arc<AtomicBool>,
-) -> worker::StepReport {
+) -> (worker::StepReport, WorkerEnd) {
     let mut backoff = outage_backoff;
     let mut totals = worker::StepReport::default();
     while !shutdown.load(Ordering::Relaxed) {
@@ -162,13 +193,19 @@ async fn work(
                     break;
                 }
             }
-            Err(e) => {
+            Err(e) if stream::is_outage(&e) => {
                 readiness.set(false);
                 tracing::warn!(error = %e, retry_in = ?backoff, "the broker is unreachable");
                 tokio::time::sleep(backoff).await;
                 backoff = (backoff * 2).min(outage_backoff_max);
             }
+            Err(e) => {
+                readiness.break_for_good();
+                metrics::counter!("wallet_ledger_consumer_workers_stopped_total").increment(1);
+                tracing::error!(error = %e, consumer = consumer.name(), "the broker refused a command; this worker stops (its unsettled messages stay pending for another consumer)");
+                return (totals, WorkerEnd::Refused);
+            }
         }
     }
-    totals
+    (totals, WorkerEnd::Finished)
 }

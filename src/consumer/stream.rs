@@ -1,18 +1,20 @@
 //! The broker side of the consumer: one Redis/Valkey stream read by a consumer group.
 //!
 //! Every write that settles messages (acknowledgements, dead letters, failure counts) goes in
-//! one `MULTI ... EXEC`, so a dead letter is never written without its acknowledgement nor
-//! acknowledged without being written.
+//! one Lua script that checks the keys' types first and acknowledges only after every dead
+//! letter was written: inside `MULTI`, a failing `XADD` would not stop the `XACK` after it, so
+//! a message could be acknowledged without its dead letter.
+//!
+//! Entries are read as bytes (field names too), never converted by the client library: a field
+//! that is not UTF-8 becomes a `malformed_event` of its own, not an error of the whole read.
 
 use super::apply::{Message, Reason};
 use super::event::Fields;
 use crate::config::{REDIS_RESPONSE_MARGIN_MS, StreamConfig};
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
-use redis::streams::{
-    StreamAutoClaimOptions, StreamAutoClaimReply, StreamId, StreamInfoGroupsReply,
-    StreamReadOptions, StreamReadReply,
-};
-use redis::{AsyncCommands, RedisResult, Value};
+use redis::streams::StreamInfoGroupsReply;
+use redis::{AsyncCommands, ErrorKind, RedisError, RedisResult, ServerErrorKind, Value};
+use std::sync::LazyLock;
 use std::time::Duration;
 
 /// A connection for the command-line tools, with an error that names the (password-free) URL.
@@ -105,69 +107,111 @@ impl StreamClient {
         cursor: &str,
         count: usize,
     ) -> RedisResult<(String, Vec<Message>)> {
-        let reply: StreamAutoClaimReply = self
-            .conn
-            .xautoclaim_options(
-                &self.config.stream,
-                &self.config.group,
-                &self.consumer,
-                min_idle.as_millis() as u64,
-                cursor,
-                StreamAutoClaimOptions::default().count(count),
-            )
+        let reply: Value = redis::cmd("XAUTOCLAIM")
+            .arg(&self.config.stream)
+            .arg(&self.config.group)
+            .arg(&self.consumer)
+            .arg(min_idle_ms(min_idle))
+            .arg(cursor)
+            .arg("COUNT")
+            .arg(count)
+            .query_async(&mut self.conn)
             .await?;
-        if !reply.deleted_ids.is_empty() {
-            tracing::warn!(ids = ?reply.deleted_ids, "pending messages were deleted from the stream before anyone acknowledged them");
+        let mut parts = items(reply).into_iter();
+        let next = parts
+            .next()
+            .and_then(text)
+            .unwrap_or_else(|| "0-0".to_owned());
+        let messages = parts
+            .next()
+            .map(|entries| entries_of(entries, true))
+            .unwrap_or_default();
+        let deleted: Vec<String> = parts
+            .next()
+            .map(|ids| items(ids).into_iter().filter_map(text).collect())
+            .unwrap_or_default();
+        if !deleted.is_empty() {
+            tracing::warn!(ids = ?deleted, "pending messages were deleted from the stream before anyone acknowledged them");
         }
-        let messages = reply
-            .claimed
-            .into_iter()
-            .map(|m| message(m, true))
-            .collect();
-        Ok((reply.next_stream_id, messages))
+        Ok((next, messages))
     }
 
     /// Up to `count` messages never delivered to the group, waiting up to `block` for them.
     pub async fn read_new(&mut self, count: usize, block: Duration) -> RedisResult<Vec<Message>> {
-        let options = StreamReadOptions::default()
-            .group(&self.config.group, &self.consumer)
-            .count(count)
-            .block(block.as_millis() as usize);
-        let reply: Option<StreamReadReply> = self
-            .conn
-            .xread_options(&[&self.config.stream], &[">"], &options)
+        let reply: Value = redis::cmd("XREADGROUP")
+            .arg("GROUP")
+            .arg(&self.config.group)
+            .arg(&self.consumer)
+            .arg("COUNT")
+            .arg(count)
+            .arg("BLOCK")
+            .arg(u64::try_from(block.as_millis()).unwrap_or(u64::MAX))
+            .arg("STREAMS")
+            .arg(&self.config.stream)
+            .arg(">")
+            .query_async(&mut self.conn)
             .await?;
-        Ok(reply
+        // [[stream, [entry, ...]]] (RESP2) or {stream: [entry, ...]} (RESP3); nil when none came.
+        let streams = match reply {
+            Value::Map(pairs) => pairs.into_iter().map(|(_, v)| v).collect(),
+            other => items(other)
+                .into_iter()
+                .filter_map(|s| items(s).into_iter().nth(1))
+                .collect::<Vec<_>>(),
+        };
+        Ok(streams
             .into_iter()
-            .flat_map(|r| r.keys)
-            .flat_map(|k| k.ids)
-            .map(|m| message(m, false))
+            .flat_map(|entries| entries_of(entries, false))
             .collect())
     }
 
-    /// Acknowledges `acked` and moves `dead` to the dead-letter stream (acknowledged too), in
-    /// one transaction; their failure counts go with them.
+    /// Resets the idle time of those of `ids` this consumer still holds, so that no other
+    /// consumer reclaims a batch this one is still retrying; returns the ids it still holds
+    /// (one taken over meanwhile is that consumer's now).
+    pub async fn keep_claimed(&mut self, ids: &[&str]) -> RedisResult<Vec<String>> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        KEEP_CLAIMED
+            .key(&self.config.stream)
+            .arg(&self.config.group)
+            .arg(&self.consumer)
+            .arg(ids)
+            .invoke_async(&mut self.conn)
+            .await
+    }
+
+    /// Acknowledges `acked` and moves `dead` to the dead-letter stream (acknowledged too);
+    /// their failure counts go with them. The dead letters are written first and each reply
+    /// is checked: nothing is acknowledged unless every dead letter was written. A crash
+    /// between the two steps writes a dead letter twice on redelivery (same event id, same
+    /// `dlq_original_id`), never loses one.
     pub async fn settle(&mut self, acked: &[&str], dead: &[DeadLetter<'_>]) -> RedisResult<()> {
         if acked.is_empty() && dead.is_empty() {
             return Ok(());
         }
-        let dead_letters = self.config.dead_letters();
-        let failures = self.config.failures();
-        let mut pipe = redis::pipe();
-        pipe.atomic();
-        for letter in dead {
-            let fields = dead_letter_fields(letter, &self.config.group, &self.consumer);
-            pipe.xadd(&dead_letters, "*", &fields).ignore();
+        if !dead.is_empty() {
+            let dead_letters = self.config.dead_letters();
+            let mut pipe = redis::pipe();
+            for letter in dead {
+                let fields = dead_letter_fields(letter, &self.config.group, &self.consumer);
+                pipe.xadd(&dead_letters, "*", &fields);
+            }
+            // An error reply to any XADD fails the whole call.
+            let _: Vec<String> = pipe.query_async(&mut self.conn).await?;
         }
         let ids: Vec<&str> = acked
             .iter()
             .copied()
             .chain(dead.iter().map(|d| d.message.id.as_str()))
             .collect();
-        pipe.xack(&self.config.stream, &self.config.group, &ids)
-            .ignore();
-        pipe.hdel(&failures, &ids).ignore();
-        pipe.query_async::<()>(&mut self.conn).await
+        ACKNOWLEDGE
+            .key(&self.config.stream)
+            .key(self.config.failures())
+            .arg(&self.config.group)
+            .arg(&ids)
+            .invoke_async::<()>(&mut self.conn)
+            .await
     }
 
     /// Counts one more failure caused by the message itself; returns the count.
@@ -229,41 +273,148 @@ fn parse_id(id: &str) -> Option<(u64, u64)> {
     Some((ms.parse().ok()?, seq.parse().ok()?))
 }
 
-fn message(entry: StreamId, redelivered: bool) -> Message {
-    let fields: Fields = entry
-        .map
-        .into_iter()
-        .map(|(k, v)| {
-            let bytes = match v {
-                Value::BulkString(b) => b,
-                Value::SimpleString(s) => s.into_bytes(),
-                Value::Int(i) => i.to_string().into_bytes(),
-                other => format!("{other:?}").into_bytes(),
-            };
-            (k, bytes)
-        })
-        .collect();
-    Message {
-        id: entry.id,
-        fields,
-        redelivered,
+/// The elements of an array reply (nothing for nil or a scalar).
+fn items(value: Value) -> Vec<Value> {
+    match value {
+        Value::Array(items) | Value::Set(items) => items,
+        _ => Vec::new(),
     }
 }
+
+fn bytes(value: Value) -> Option<Vec<u8>> {
+    match value {
+        Value::BulkString(b) => Some(b),
+        Value::SimpleString(s) => Some(s.into_bytes()),
+        Value::VerbatimString { text, .. } => Some(text.into_bytes()),
+        Value::Int(i) => Some(i.to_string().into_bytes()),
+        _ => None,
+    }
+}
+
+fn text(value: Value) -> Option<String> {
+    bytes(value).map(|b| String::from_utf8_lossy(&b).into_owned())
+}
+
+/// Stream entries `[[id, [name, value, ...]], ...]` as messages, bytes untouched. An entry
+/// deleted while pending comes back with nil fields: it has nothing to apply and decodes as
+/// malformed (its dead letter names the id).
+fn entries_of(entries: Value, redelivered: bool) -> Vec<Message> {
+    items(entries)
+        .into_iter()
+        .filter_map(|entry| {
+            let mut parts = items(entry).into_iter();
+            let id = parts.next().and_then(text)?;
+            let mut flat = match parts.next() {
+                Some(Value::Map(pairs)) => pairs
+                    .into_iter()
+                    .flat_map(|(k, v)| [k, v])
+                    .collect::<Vec<_>>(),
+                Some(other) => items(other),
+                None => Vec::new(),
+            }
+            .into_iter();
+            let mut pairs = Vec::new();
+            while let (Some(name), Some(value)) = (flat.next(), flat.next()) {
+                pairs.push((
+                    bytes(name).unwrap_or_default(),
+                    bytes(value).unwrap_or_default(),
+                ));
+            }
+            Some(Message {
+                id,
+                fields: Fields::new(pairs),
+                redelivered,
+            })
+        })
+        .collect()
+}
+
+/// `XAUTOCLAIM`'s min-idle-time, which Redis takes as a signed 64-bit count of milliseconds
+/// (the flag's range keeps it far below that).
+fn min_idle_ms(min_idle: Duration) -> i64 {
+    i64::try_from(min_idle.as_millis()).unwrap_or(i64::MAX)
+}
+
+/// Whether a broker error is an outage (retry the same work later) rather than the broker
+/// refusing what was asked (a key of the wrong type, a missing permission, a script error),
+/// which no retry mends: the worker stops and says so.
+pub fn is_outage(error: &RedisError) -> bool {
+    if error.is_io_error()
+        || error.is_timeout()
+        || error.is_connection_dropped()
+        || error.is_connection_refusal()
+    {
+        return true;
+    }
+    match error.kind() {
+        ErrorKind::Server(
+            ServerErrorKind::BusyLoading
+            | ServerErrorKind::TryAgain
+            | ServerErrorKind::ClusterDown
+            | ServerErrorKind::MasterDown
+            | ServerErrorKind::ReadOnly
+            | ServerErrorKind::Moved
+            | ServerErrorKind::Ask,
+        ) => true,
+        // Memory full, a script running, replicas missing, a failed snapshot: the broker is
+        // there but cannot take writes now.
+        _ => error
+            .code()
+            .is_some_and(|code| ["OOM", "BUSY", "NOREPLICAS", "MISCONF"].contains(&code)),
+    }
+}
+
+/// KEYS: stream, failure counts. ARGV: group, then the ids to acknowledge. The types are
+/// checked before anything is written, so a key an operator overwrote fails the call whole
+/// (and stops the worker) instead of acknowledging half of it.
+static ACKNOWLEDGE: LazyLock<redis::Script> = LazyLock::new(|| {
+    redis::Script::new(
+        r#"
+local function expect(key, wanted)
+  local found = redis.call('TYPE', key)['ok']
+  if found ~= wanted and found ~= 'none' then
+    return redis.error_reply('WRONGTYPE ' .. key .. ' holds a ' .. found .. ', not a ' .. wanted)
+  end
+end
+local bad = expect(KEYS[1], 'stream') or expect(KEYS[2], 'hash')
+if bad then return bad end
+redis.call('XACK', KEYS[1], ARGV[1], unpack(ARGV, 2, #ARGV))
+redis.call('HDEL', KEYS[2], unpack(ARGV, 2, #ARGV))
+return redis.status_reply('OK')
+"#,
+    )
+});
+
+/// KEYS: stream. ARGV: group, consumer, ids. Claims again (resetting the idle time) each id
+/// still pending with this consumer; returns those ids.
+static KEEP_CLAIMED: LazyLock<redis::Script> = LazyLock::new(|| {
+    redis::Script::new(
+        r#"
+local held = {}
+for i = 3, #ARGV do
+  local entry = redis.call('XPENDING', KEYS[1], ARGV[1], ARGV[i], ARGV[i], 1)[1]
+  if entry and entry[2] == ARGV[2] then
+    redis.call('XCLAIM', KEYS[1], ARGV[1], ARGV[2], 0, ARGV[i], 'JUSTID')
+    held[#held + 1] = ARGV[i]
+  end
+end
+return held
+"#,
+    )
+});
 
 /// The original fields, untouched, then the dead letter's own (`dlq_*`).
 fn dead_letter_fields(
     letter: &DeadLetter<'_>,
     group: &str,
     consumer: &str,
-) -> Vec<(String, Vec<u8>)> {
-    let mut fields: Vec<(String, Vec<u8>)> = letter
-        .message
-        .fields
-        .iter()
-        .map(|(k, v)| (k.clone(), v.clone()))
-        .collect();
+) -> Vec<(Vec<u8>, Vec<u8>)> {
+    let mut fields: Vec<(Vec<u8>, Vec<u8>)> = letter.message.fields.pairs().to_vec();
     let mut add = |name: &str, value: String| {
-        fields.push((format!("{DEAD_LETTER_PREFIX}{name}"), value.into_bytes()));
+        fields.push((
+            format!("{DEAD_LETTER_PREFIX}{name}").into_bytes(),
+            value.into_bytes(),
+        ));
     };
     add("reason", letter.reason.as_str().to_owned());
     add("detail", letter.detail.to_owned());
@@ -272,6 +423,9 @@ fn dead_letter_fields(
     add("group", group.to_owned());
     add("consumer", consumer.to_owned());
     add("failures", letter.failures.to_string());
-    add("at", chrono::Utc::now().to_rfc3339());
+    add(
+        "at",
+        chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+    );
     fields
 }

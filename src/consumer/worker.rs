@@ -3,13 +3,13 @@
 //! [`Consumer::step`] does one batch and says what it did, so tests drive it step by step.
 
 use super::apply::{self, ApplyError, ApplySettings, Message, Outcome, Reason};
-use super::stream::{Backlog, DeadLetter, StreamClient};
+use super::stream::{Backlog, DeadLetter, StreamClient, is_outage};
 use crate::failpoint;
 use crate::ledger::accounts;
 use crate::ledger::audit::{self, Actor};
 use crate::telemetry::Readiness;
 use sqlx::PgPool;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -94,6 +94,11 @@ impl Consumer {
         }
     }
 
+    /// This consumer's name in the group.
+    pub fn name(&self) -> &str {
+        self.stream.consumer()
+    }
+
     fn stopping(&self) -> bool {
         self.shutdown.load(Ordering::Relaxed)
     }
@@ -156,10 +161,11 @@ impl Consumer {
         report: &mut StepReport,
     ) -> redis::RedisResult<()> {
         let started = Instant::now();
-        let Some(outcomes) = self.apply_until_done(messages).await else {
+        let Some((messages, outcomes)) = self.apply_until_done(messages).await? else {
             report.abandoned = true;
             return Ok(());
         };
+        let messages = &messages[..];
         metrics::histogram!("wallet_ledger_consumer_batch_size").record(messages.len() as f64);
         metrics::histogram!("wallet_ledger_consumer_batch_duration_seconds")
             .record(started.elapsed().as_secs_f64());
@@ -213,7 +219,7 @@ impl Consumer {
                     differing_fields,
                     failures: *failures,
                 }),
-                Outcome::Retry { .. } => report.retried += 1,
+                Outcome::Retry { .. } | Outcome::Wait { .. } => report.retried += 1,
             }
         }
         report.dead_lettered = dead.len();
@@ -230,71 +236,180 @@ impl Consumer {
         Ok(())
     }
 
-    /// Applies the batch, retrying while the database is unreachable (the messages are not
-    /// charged for it, and nothing more is read meanwhile). `None` if shutdown came first.
-    async fn apply_until_done(&mut self, messages: &[Message]) -> Option<Vec<Outcome>> {
+    /// Applies the batch in stream order and says what became of each message it still
+    /// holds; `None` if shutdown came first. While the database is unreachable it retries
+    /// (the messages are not charged, nothing more is read); a part that takes longer than
+    /// `--max-batch-ms` is split in two, and one the database refuses is applied message by
+    /// message, so one slow or bad message cannot hold up the rest. Before each retry the
+    /// messages are claimed again, so no other consumer reclaims a batch being retried; one
+    /// taken over meanwhile is left to its new holder.
+    async fn apply_until_done(
+        &mut self,
+        messages: &[Message],
+    ) -> redis::RedisResult<Option<(Vec<Message>, Vec<Outcome>)>> {
+        let mut parts: VecDeque<Vec<Message>> = VecDeque::from([messages.to_vec()]);
+        let mut done: Vec<(Message, Outcome)> = Vec::with_capacity(messages.len());
         let mut backoff = self.settings.outage_backoff;
-        loop {
+        let mut retrying = false;
+        while let Some(part) = parts.pop_front() {
+            let part = if retrying {
+                let mut rest: Vec<Vec<Message>> = vec![part];
+                rest.extend(parts.drain(..));
+                let held = self.keep_claimed(rest).await?;
+                parts.extend(held);
+                let Some(part) = parts.pop_front() else { break };
+                part
+            } else {
+                part
+            };
             // The consumer writes as itself: its batches are audited under its name.
             let actor = Actor {
                 key_id: None,
                 owner: format!("consumer:{}", self.stream.consumer()),
                 request_id: None,
             };
-            let apply = apply::apply_batch(&self.pool, messages, self.settings.apply);
+            let apply = apply::apply_batch(&self.pool, &part, self.settings.apply);
             let attempt =
                 tokio::time::timeout(self.settings.max_batch, audit::scope(actor, apply)).await;
-            let error = match attempt {
+            let failure = match attempt {
                 Ok(Ok(outcomes)) => {
                     self.readiness.set(true);
                     metrics::gauge!("wallet_ledger_consumer_database_up").set(1.0);
-                    return Some(outcomes);
+                    done.extend(part.into_iter().zip(outcomes));
+                    backoff = self.settings.outage_backoff;
+                    continue;
                 }
-                Ok(Err(e)) if !is_transient(&e) => {
-                    // Something in the batch itself makes the database refuse it: apply the
-                    // messages one by one so that one bad message cannot hold up the others.
-                    tracing::warn!(error = %e, "the batch was refused; applying its messages one by one");
-                    return self.apply_one_by_one(messages).await;
-                }
-                Ok(Err(e)) => e.to_string(),
-                Err(_) => format!("the batch took longer than {:?}", self.settings.max_batch),
+                Ok(Err(e)) => (classify(&e), e.to_string()),
+                Err(_) => (Failure::TooSlow, String::new()),
             };
-            self.readiness.set(false);
-            metrics::gauge!("wallet_ledger_consumer_database_up").set(0.0);
-            tracing::warn!(error, retry_in = ?backoff, "cannot apply the batch; the database seems unreachable");
-            if !self.pause(backoff).await {
-                return None;
+            // Too slow only counts against the batch while the database answers: a
+            // connection that hangs during an outage is the outage.
+            let failure = match failure {
+                (Failure::TooSlow, _) if !self.database_answers().await => (
+                    Failure::Outage,
+                    format!("no answer within {:?}", self.settings.max_batch),
+                ),
+                other => other,
+            };
+            retrying = true;
+            match failure {
+                // A lock someone else holds, or a batch too slow: each wallet's events apart
+                // first, so that one wallet cannot hold up the others.
+                (Failure::Locked | Failure::TooSlow, _) if spans_wallets(&part) => {
+                    metrics::counter!("wallet_ledger_consumer_batch_splits_total").increment(1);
+                    tracing::warn!(
+                        events = part.len(),
+                        "a wallet of the batch is locked or slow; applying each wallet's events apart"
+                    );
+                    for wallet_part in by_wallet(part).into_iter().rev() {
+                        parts.push_front(wallet_part);
+                    }
+                }
+                (Failure::Locked, error) => {
+                    // Nobody's fault: left pending, uncharged, retried once reclaimed.
+                    tracing::warn!(events = part.len(), %error, "the wallet is locked by another session; leaving its events pending");
+                    let detail = format!("its wallet is locked by another session ({error})");
+                    done.extend(part.into_iter().map(|m| {
+                        let outcome = Outcome::Wait {
+                            detail: detail.clone(),
+                        };
+                        (m, outcome)
+                    }));
+                }
+                (Failure::TooSlow, _) if part.len() > 1 => {
+                    metrics::counter!("wallet_ledger_consumer_batch_splits_total").increment(1);
+                    tracing::warn!(events = part.len(), limit = ?self.settings.max_batch, "the batch took too long; applying it in two halves");
+                    let (first, second) = part.split_at(part.len() / 2);
+                    parts.push_front(second.to_vec());
+                    parts.push_front(first.to_vec());
+                }
+                (Failure::TooSlow, _) => {
+                    let detail = format!(
+                        "applying it alone took longer than --max-batch-ms ({} ms)",
+                        self.settings.max_batch.as_millis()
+                    );
+                    done.extend(part.into_iter().map(|m| (m, timed_out(&detail))));
+                }
+                (Failure::Refused, error) if part.len() > 1 => {
+                    // Something in the batch itself makes the database refuse it.
+                    tracing::warn!(%error, "the batch was refused; applying its messages one by one");
+                    for message in part.into_iter().rev() {
+                        parts.push_front(vec![message]);
+                    }
+                }
+                (Failure::Refused, error) => {
+                    let detail = format!("the ledger refused it: {error}");
+                    done.extend(part.into_iter().map(|m| {
+                        let outcome = Outcome::Retry {
+                            reason: Reason::MalformedEvent,
+                            detail: detail.clone(),
+                        };
+                        (m, outcome)
+                    }));
+                }
+                (Failure::Busy, error) => {
+                    tracing::info!(%error, "the batch met a concurrent writer; applying it again");
+                    parts.push_front(part);
+                    if !self.pause(self.settings.outage_backoff).await {
+                        return Ok(None);
+                    }
+                }
+                (Failure::Outage, error) => {
+                    self.readiness.set(false);
+                    metrics::gauge!("wallet_ledger_consumer_database_up").set(0.0);
+                    tracing::warn!(%error, retry_in = ?backoff, "cannot apply the batch; the database seems unreachable");
+                    parts.push_front(part);
+                    if !self.pause(backoff).await {
+                        return Ok(None);
+                    }
+                    backoff = (backoff * 2).min(self.settings.outage_backoff_max);
+                }
             }
-            backoff = (backoff * 2).min(self.settings.outage_backoff_max);
         }
+        Ok(Some(done.into_iter().unzip()))
     }
 
-    async fn apply_one_by_one(&mut self, messages: &[Message]) -> Option<Vec<Outcome>> {
-        let mut outcomes = Vec::with_capacity(messages.len());
-        for message in messages {
-            let one = std::slice::from_ref(message);
-            let mut backoff = self.settings.outage_backoff;
-            let outcome = loop {
-                match apply::apply_batch(&self.pool, one, self.settings.apply).await {
-                    Ok(mut o) => break o.remove(0),
-                    Err(e) if !is_transient(&e) => {
-                        break Outcome::Retry {
-                            reason: Reason::MalformedEvent,
-                            detail: format!("the ledger refused it: {e}"),
-                        };
-                    }
-                    Err(e) => {
-                        tracing::warn!(error = %e, "cannot apply a message; the database seems unreachable");
-                        if !self.pause(backoff).await {
-                            return None;
-                        }
-                        backoff = (backoff * 2).min(self.settings.outage_backoff_max);
-                    }
-                }
-            };
-            outcomes.push(outcome);
+    /// Claims `parts` again (see [`StreamClient::keep_claimed`]) and keeps only the messages
+    /// this consumer still holds. While the broker is unreachable nobody can reclaim them
+    /// either, so they are kept as they are.
+    async fn keep_claimed(
+        &mut self,
+        parts: Vec<Vec<Message>>,
+    ) -> redis::RedisResult<Vec<Vec<Message>>> {
+        let ids: Vec<&str> = parts.iter().flatten().map(|m| m.id.as_str()).collect();
+        let held: HashSet<String> = match self.stream.keep_claimed(&ids).await {
+            Ok(held) => held.into_iter().collect(),
+            Err(e) if is_outage(&e) => {
+                tracing::warn!(error = %e, "cannot claim the batch again; the broker seems unreachable");
+                return Ok(parts);
+            }
+            Err(e) => return Err(e),
+        };
+        let lost = ids.len() - held.len();
+        if lost > 0 {
+            tracing::warn!(
+                lost,
+                "messages of this batch were taken over by another consumer; leaving them to it"
+            );
         }
-        Some(outcomes)
+        Ok(parts
+            .into_iter()
+            .map(|part| {
+                part.into_iter()
+                    .filter(|m| held.contains(&m.id))
+                    .collect::<Vec<_>>()
+            })
+            .filter(|part| !part.is_empty())
+            .collect())
+    }
+
+    /// Whether the database answers a trivial statement promptly.
+    async fn database_answers(&self) -> bool {
+        let ping = sqlx::query("select 1").execute(&self.pool);
+        matches!(
+            tokio::time::timeout(DATABASE_PING_TIMEOUT, ping).await,
+            Ok(Ok(_))
+        )
     }
 
     /// Sleeps `backoff` unless shutdown was asked for; `false` if it was.
@@ -320,7 +435,7 @@ impl Consumer {
                     self.readiness.set(true);
                     return Ok(());
                 }
-                Err(e) if self.stopping() => return Err(e),
+                Err(e) if self.stopping() || !is_outage(&e) => return Err(e),
                 Err(e) => {
                     self.readiness.set(false);
                     tracing::warn!(error = %e, retry_in = ?backoff, "cannot acknowledge; will retry");
@@ -350,11 +465,7 @@ impl Consumer {
                 // Nothing to apply says nothing about the database: ask it, so that /readyz
                 // fails during an outage even when the stream is quiet. Ready means both
                 // dependencies answer.
-                let ping = tokio::time::timeout(
-                    DATABASE_PING_TIMEOUT,
-                    sqlx::query("select 1").execute(&self.pool),
-                );
-                let database_up = matches!(ping.await, Ok(Ok(_)));
+                let database_up = self.database_answers().await;
                 self.readiness.set(database_up && broker_up);
                 let gauge = if database_up { 1.0 } else { 0.0 };
                 metrics::gauge!("wallet_ledger_consumer_database_up").set(gauge);
@@ -387,10 +498,14 @@ impl Consumer {
         let mut balances: HashMap<String, String> = HashMap::new();
         if let Ok(mut conn) = self.pool.acquire().await {
             for message in messages {
-                let Some(wallet) = message.fields.get("wallet") else {
+                let Some(wallet) = message
+                    .fields
+                    .get("wallet")
+                    .and_then(|w| std::str::from_utf8(w).ok())
+                else {
                     continue;
                 };
-                let wallet = String::from_utf8_lossy(wallet).into_owned();
+                let wallet = wallet.to_owned();
                 if let Ok(Some(account)) = accounts::find(&mut conn, &wallet).await
                     && let Ok(balance) = accounts::wallet_posted_balance(&mut conn, &wallet).await
                 {
@@ -399,30 +514,38 @@ impl Consumer {
             }
         }
         for (message, outcome) in messages.iter().zip(outcomes) {
-            let field = |name: &str| {
-                message
-                    .fields
-                    .get(name)
-                    .map(|v| String::from_utf8_lossy(v).into_owned())
-            };
-            let label = match (field("n"), field("event_id")) {
+            // What a producer wrote is printed escaped and bounded: a value holding a newline
+            // or a terminal escape must not forge a line or clear the screen.
+            let field =
+                |name: &str, most: usize| message.fields.get(name).map(|v| printable(v, most));
+            let label = match (field("n", 32), field("event_id", 8)) {
                 (Some(n), _) => n,
-                (None, Some(id)) => id.chars().take(8).collect(),
+                (None, Some(id)) => id,
                 (None, None) => "?".to_owned(),
             };
-            let balance = field("wallet")
-                .and_then(|w| balances.get(&w))
+            let balance = message
+                .fields
+                .get("wallet")
+                .and_then(|w| std::str::from_utf8(w).ok())
+                .and_then(|w| balances.get(w))
                 .map(|b| format!(", balance {b}"))
                 .unwrap_or_default();
             let result = match outcome {
                 Outcome::Applied(effect) => format!("applied ({effect}){balance}"),
                 Outcome::Duplicate => "duplicate, skipped".to_owned(),
-                Outcome::Retry { reason, detail } => {
-                    format!("left pending to retry ({}: {detail})", reason.as_str())
+                Outcome::Retry { reason, detail } => format!(
+                    "left pending to retry ({}: {})",
+                    reason.as_str(),
+                    printable(detail.as_bytes(), 200)
+                ),
+                Outcome::Wait { detail } => {
+                    format!("left pending ({})", printable(detail.as_bytes(), 200))
                 }
-                Outcome::DeadLetter { reason, detail, .. } => {
-                    format!("dead-lettered ({}: {detail})", reason.as_str())
-                }
+                Outcome::DeadLetter { reason, detail, .. } => format!(
+                    "dead-lettered ({}: {})",
+                    reason.as_str(),
+                    printable(detail.as_bytes(), 200)
+                ),
             };
             let kind = if message.redelivered {
                 "redelivered"
@@ -436,6 +559,24 @@ impl Consumer {
             );
         }
     }
+}
+
+/// At most `most` characters of `value`, with control and invisible formatting characters
+/// escaped (`\n`, `\u{1b}`, `\u{202e}`), so one printed event stays one line of plain text.
+fn printable(value: &[u8], most: usize) -> String {
+    let text = String::from_utf8_lossy(value);
+    let mut out = String::new();
+    for c in text.chars().take(most) {
+        if c.is_control() || super::event::is_format_char(c) {
+            out.extend(c.escape_unicode());
+        } else {
+            out.push(c);
+        }
+    }
+    if text.chars().nth(most).is_some() {
+        out.push('…');
+    }
+    out
 }
 
 fn count(outcome: &'static str, n: usize) {
@@ -460,11 +601,29 @@ fn unix_now() -> u32 {
         .map_or(0, |d| u32::try_from(d.as_secs()).unwrap_or(u32::MAX))
 }
 
-/// Errors that say nothing about the batch: the database is away, overloaded, restarting, or
-/// picked this transaction as a deadlock victim. The same batch is applied again.
-pub fn is_transient(error: &ApplyError) -> bool {
-    let ApplyError::Database(e) = error else {
-        return true;
+/// What a failed attempt at a batch says about it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Failure {
+    /// The database is away, overloaded or restarting: the same batch again after a backoff,
+    /// with `/readyz` failing meanwhile.
+    Outage,
+    /// A deadlock or serialization victim, or ids taken concurrently: the same batch again
+    /// now; nothing is wrong with anything.
+    Busy,
+    /// It took longer than allowed (the caller's deadline, or `statement_timeout`): split it.
+    TooSlow,
+    /// It waited longer than `lock_timeout` for a row another session holds.
+    Locked,
+    /// The database refused something in the batch itself: find which message.
+    Refused,
+}
+
+/// The one place that says which database errors are transient for the consumer. Nothing of
+/// the batch was written whichever it is (the transaction rolled back).
+pub fn classify(error: &ApplyError) -> Failure {
+    let e = match error {
+        ApplyError::Contention => return Failure::Busy,
+        ApplyError::Database(e) => e,
     };
     match e {
         sqlx::Error::Io(_)
@@ -472,16 +631,47 @@ pub fn is_transient(error: &ApplyError) -> bool {
         | sqlx::Error::PoolTimedOut
         | sqlx::Error::PoolClosed
         | sqlx::Error::WorkerCrashed
-        | sqlx::Error::Protocol(_) => true,
-        sqlx::Error::Database(db) => db.code().is_some_and(|code| {
+        | sqlx::Error::Protocol(_) => Failure::Outage,
+        sqlx::Error::Database(db) => match db.code().as_deref() {
+            // query_canceled: this batch's own statement_timeout.
+            Some("57014") => Failure::TooSlow,
+            Some("55P03") => Failure::Locked,
+            Some("40001" | "40P01") => Failure::Busy,
             // 08: connection, 53: resources, 57: operator intervention (shutdown),
-            // 58: system, 40001/40P01: serialization failure, deadlock.
-            ["08", "53", "57", "58"]
-                .iter()
-                .any(|class| code.starts_with(class))
-                || code == "40001"
-                || code == "40P01"
-        }),
-        _ => false,
+            // 58: system.
+            Some(code) if ["08", "53", "57", "58"].iter().any(|c| code.starts_with(c)) => {
+                Failure::Outage
+            }
+            _ => Failure::Refused,
+        },
+        _ => Failure::Refused,
+    }
+}
+
+fn spans_wallets(part: &[Message]) -> bool {
+    part.iter()
+        .any(|m| apply::wallet_of(m) != apply::wallet_of(&part[0]))
+}
+
+/// The messages grouped by wallet, each group in stream order, groups in order of first
+/// appearance.
+fn by_wallet(part: Vec<Message>) -> Vec<Vec<Message>> {
+    let mut groups: Vec<Vec<Message>> = Vec::new();
+    for message in part {
+        match groups
+            .iter_mut()
+            .find(|g| apply::wallet_of(&g[0]) == apply::wallet_of(&message))
+        {
+            Some(group) => group.push(message),
+            None => groups.push(vec![message]),
+        }
+    }
+    groups
+}
+
+fn timed_out(detail: &str) -> Outcome {
+    Outcome::Retry {
+        reason: Reason::TimedOut,
+        detail: detail.to_owned(),
     }
 }

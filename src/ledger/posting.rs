@@ -39,6 +39,10 @@ use sqlx::{PgConnection, PgPool};
 use std::collections::{BTreeMap, HashMap};
 use uuid::Uuid;
 
+/// The refusal code of a posting to a closed account, and the field error code of a
+/// provider's refund that meets one.
+pub const ACCOUNT_CLOSED: &str = "account_closed";
+
 /// How often a batch is decided again after concurrent requests took some of its ids.
 const MAX_ID_RACE_RETRIES: usize = 5;
 
@@ -581,9 +585,19 @@ impl LockedLedger {
         // Refusals, in a fixed order: closed (any leg), frozen (debits), the reversal's
         // remainder, funds.
         if let Some(leg) = legs.iter().find(|l| account(l).status == "closed") {
+            // A provider's refund is money already paid out: a stored refusal would be a
+            // record nobody reads. It is answered as not storable, so the caller (the stream
+            // consumer) dead-letters it and an operator decides.
+            if item.provider_initiated {
+                return Err(ItemError::Invalid(vec![FieldError::new(
+                    leg.account_field.clone(),
+                    ACCOUNT_CLOSED,
+                    format!("account {} is closed", leg.account),
+                )]));
+            }
             return Ok(refuse(
                 currency,
-                "account_closed",
+                ACCOUNT_CLOSED,
                 format!("account {} is closed", leg.account),
             ));
         }

@@ -32,6 +32,7 @@ const AMOUNT: i64 = 5_000;
 fn settings() -> ApplySettings {
     ApplySettings {
         hold_expiry: TimeDelta::days(7),
+        statement_timeout: None,
     }
 }
 
@@ -92,7 +93,7 @@ impl Event {
         static NEXT: AtomicU64 = AtomicU64::new(1);
         Message {
             id: format!("{}-0", NEXT.fetch_add(1, Ordering::Relaxed)),
-            fields: self.fields.clone(),
+            fields: self.fields.clone().into(),
             redelivered: false,
         }
     }
@@ -459,6 +460,7 @@ async fn prepare(app: &TestApp, cells: &[Cell]) -> Vec<Prepared> {
     if !short.is_empty() {
         let quick = ApplySettings {
             hold_expiry: TimeDelta::milliseconds(500),
+            statement_timeout: None,
         };
         let events: Vec<&Event> = short.iter().collect();
         for outcome in apply_with(app, &events, quick).await {
@@ -586,14 +588,14 @@ async fn conflicting_state_dead_letters_say_which_event_met_which_state() {
     let fields = assert_dead(
         &outcome,
         Reason::ConflictingState,
-        "payment.failed cannot apply to a posted payment",
+        "payment.failed cannot apply to a payment that is posted",
     );
     assert!(fields.is_empty(), "{fields:?}");
     let outcome = apply_one(&app, &Event::new(SUCCEEDED, voided, "w1", AMOUNT)).await;
     assert_dead(
         &outcome,
         Reason::ConflictingState,
-        "payment.succeeded cannot apply to a voided payment",
+        "payment.succeeded cannot apply to a payment that is voided",
     );
     assert_eq!(balances(&app, "w1").await, credited(AMOUNT, 0));
     app.finish().await;
@@ -674,7 +676,7 @@ async fn a_partial_capture_of_a_voided_payment_is_a_conflicting_state() {
     assert_dead(
         &outcome,
         Reason::ConflictingState,
-        "cannot apply to a voided payment",
+        "cannot apply to a payment that is voided",
     );
     assert_eq!(balances(&app, "w1").await, credited(0, 0));
     app.finish().await;
@@ -687,6 +689,7 @@ async fn an_expired_authorization_cannot_be_captured_later() {
     let payment = Uuid::new_v4();
     let quick = ApplySettings {
         hold_expiry: TimeDelta::milliseconds(500),
+        statement_timeout: None,
     };
     let outcomes = apply_with(
         &app,
@@ -705,7 +708,7 @@ async fn an_expired_authorization_cannot_be_captured_later() {
         assert_dead(
             &outcome,
             Reason::ConflictingState,
-            "cannot apply to a expired payment",
+            "cannot apply to a payment that is expired",
         );
     }
     assert_eq!(
@@ -960,7 +963,7 @@ async fn one_batch_mixing_payments_applies_each_payments_events_in_order() {
     assert_dead(
         &outcomes[8],
         Reason::ConflictingState,
-        "payment.succeeded cannot apply to a voided payment",
+        "payment.succeeded cannot apply to a payment that is voided",
     );
 
     assert_eq!(balances(&app, "wa").await, credited(3_000, 0));
@@ -1710,5 +1713,242 @@ async fn after_a_mixed_run_the_verify_command_finds_the_ledger_consistent() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(stdout.contains("the ledger is consistent"), "{stdout}");
+    app.finish().await;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Parallel workers: two batches that both found a payment absent
+
+/// Sessions of the test database waiting for a lock.
+async fn lock_waiters(app: &TestApp) -> i64 {
+    sqlx::query_scalar::<_, i64>(
+        "select count(*) from pg_stat_activity where datname = $1 and wait_event_type = 'Lock'",
+    )
+    .bind(&app.database)
+    .fetch_one(&app.pool)
+    .await
+    .unwrap()
+}
+
+/// Applies `first` and `second` in two batches at once, as two workers would, both having
+/// found the payment absent: the wallet's row is locked (as an operator's session would) until
+/// both wait on it, so `first` stores the payment and `second` meets it on insert.
+async fn race(app: &TestApp, wallet: &str, first: &Event, second: &Event) -> (Outcome, Outcome) {
+    let mut holder = app.pool.begin().await.unwrap();
+    sqlx::query("select 1 from accounts where id = $1 for update")
+        .bind(wallet)
+        .execute(&mut *holder)
+        .await
+        .unwrap();
+    let spawn = |event: &Event| {
+        let pool = app.pool.clone();
+        let message = event.message();
+        tokio::spawn(async move { apply_batch(&pool, &[message], settings()).await })
+    };
+    let a = spawn(first);
+    assert!(
+        wait_until(|| async { lock_waiters(app).await >= 1 }).await,
+        "the first batch waits for the wallet"
+    );
+    let b = spawn(second);
+    assert!(
+        wait_until(|| async { lock_waiters(app).await >= 2 }).await,
+        "the second batch waits for the wallet"
+    );
+    holder.rollback().await.unwrap();
+    let a = a.await.unwrap().expect("the first batch applies").remove(0);
+    let b = b
+        .await
+        .unwrap()
+        .expect("the second batch applies")
+        .remove(0);
+    (a, b)
+}
+
+async fn wait_until<F, Fut>(mut check: F) -> bool
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let until = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < until {
+        if check().await {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    false
+}
+
+#[tokio::test]
+async fn two_workers_that_both_found_a_payment_absent_still_follow_the_table() {
+    let app = TestApp::new().await;
+    app.create_wallet("race").await;
+    // (first, second, what the second does, the payment's end, posted, pending_in)
+    let cases: Vec<(&str, &str, i64, Expect, &str, i64, i64)> = vec![
+        (
+            AUTHORIZED,
+            CAPTURED,
+            3_000,
+            Expect::Applied(Effect::Captured),
+            "posted",
+            3_000,
+            0,
+        ),
+        (
+            AUTHORIZED,
+            SUCCEEDED,
+            AMOUNT,
+            Expect::Applied(Effect::Captured),
+            "posted",
+            AMOUNT,
+            0,
+        ),
+        (
+            AUTHORIZED,
+            FAILED,
+            AMOUNT,
+            Expect::Applied(Effect::Voided),
+            "voided",
+            0,
+            0,
+        ),
+        (
+            SUCCEEDED,
+            AUTHORIZED,
+            AMOUNT,
+            Expect::Duplicate,
+            "posted",
+            AMOUNT,
+            0,
+        ),
+        (
+            CAPTURED,
+            SUCCEEDED,
+            AMOUNT,
+            Expect::Duplicate,
+            "posted",
+            AMOUNT,
+            0,
+        ),
+        (
+            FAILED,
+            AUTHORIZED,
+            AMOUNT,
+            Expect::Duplicate,
+            "voided",
+            0,
+            0,
+        ),
+        (
+            SUCCEEDED,
+            FAILED,
+            AMOUNT,
+            Expect::Dead(Reason::ConflictingState),
+            "posted",
+            AMOUNT,
+            0,
+        ),
+        (
+            AUTHORIZED,
+            AUTHORIZED,
+            AMOUNT,
+            Expect::Duplicate,
+            "pending",
+            0,
+            AMOUNT,
+        ),
+    ];
+    let mut posted = 0;
+    let mut pending = 0;
+    for (first, second, second_amount, expect, status, gained, held) in cases {
+        let payment = Uuid::new_v4();
+        // Each event has its own event id: only wallet, currency and amount are compared.
+        let a = Event::new(first, payment, "race", AMOUNT);
+        let b = Event::new(second, payment, "race", second_amount);
+        let (got_a, got_b) = race(&app, "race", &a, &b).await;
+        let created = match first {
+            AUTHORIZED => Effect::Held,
+            FAILED => Effect::RecordedFailed,
+            _ => Effect::Posted,
+        };
+        let what = format!("{first} then {second}");
+        assert_eq!(got_a, Outcome::Applied(created), "{what}");
+        assert!(
+            expect.matches(&got_b),
+            "{what}: {got_b:?}, wanted {expect:?}"
+        );
+        assert_eq!(
+            status_of(&app, payment).await.as_deref(),
+            Some(status),
+            "{what}"
+        );
+        posted += gained;
+        pending += held;
+        assert_eq!(
+            balances(&app, "race").await,
+            credited(posted, pending),
+            "{what}"
+        );
+    }
+    // A partial capture that lands before its authorization: the authorization covers what
+    // was captured, so it is a no-op, not a mismatch.
+    let payment = Uuid::new_v4();
+    let (captured, authorized) = race(
+        &app,
+        "race",
+        &Event::new(CAPTURED, payment, "race", 3_000),
+        &Event::new(AUTHORIZED, payment, "race", AMOUNT),
+    )
+    .await;
+    assert_eq!(captured, Outcome::Applied(Effect::Posted));
+    assert_eq!(authorized, Outcome::Duplicate);
+    posted += 3_000;
+    assert_eq!(balances(&app, "race").await, credited(posted, pending));
+    // ...but one for less than was captured is not the same payment.
+    let smaller = apply_one(&app, &Event::new(AUTHORIZED, payment, "race", 2_999)).await;
+    assert_dead(&smaller, Reason::IdempotencyMismatch, "captured 30.00");
+    // A resend that disagrees is still a mismatch, naming only the field that differs.
+    let payment = Uuid::new_v4();
+    let (_, got) = race(
+        &app,
+        "race",
+        &Event::new(SUCCEEDED, payment, "race", AMOUNT),
+        &Event::new(SUCCEEDED, payment, "race", AMOUNT - 1),
+    )
+    .await;
+    let fields = assert_dead(&got, Reason::IdempotencyMismatch, "amount");
+    assert_eq!(fields, ["amount"]);
+    assert_ledger_consistent(&app).await;
+    app.finish().await;
+}
+
+/// A refund is money the provider already paid out: against a closed wallet it can neither be
+/// posted nor stored as a refusal nobody reads, so it is dead-lettered with its own reason and
+/// nothing is written (a replay after an operator acted is decided afresh).
+#[tokio::test]
+async fn a_refund_to_a_closed_wallet_is_dead_lettered_with_nothing_stored() {
+    let app = TestApp::new().await;
+    app.create_wallet("w1").await;
+    app.create_wallet("w2").await;
+    let payment = Uuid::new_v4();
+    apply_one(&app, &Event::new(SUCCEEDED, payment, "w1", AMOUNT)).await;
+    let r = app.transfer(Uuid::new_v4(), "w1", "w2", AMOUNT).await;
+    assert_eq!(r.status, StatusCode::CREATED, "{}", r.text);
+    close(&app, "w1").await;
+    let clearing_before = balances(&app, "clearing:default:SAR").await;
+    let refund_id = Uuid::new_v4();
+    let refund = Event::refund(payment, refund_id, "w1", 1_000);
+    for _ in 0..2 {
+        let outcome = apply_one(&app, &refund).await;
+        assert_dead(&outcome, Reason::AccountClosed, "account w1 is closed");
+        assert_eq!(transaction(&app, refund_id).await, None, "nothing stored");
+    }
+    assert_eq!(
+        balances(&app, "clearing:default:SAR").await,
+        clearing_before
+    );
+    assert_eq!(balances(&app, "w1").await, credited(0, 0));
+    assert_ledger_consistent(&app).await;
     app.finish().await;
 }

@@ -6,15 +6,16 @@
 
 use super::common::TestApp;
 use super::stream_support::{
-    BIN, GROUP, PrivateRedis, consumer_command_with, dead_letters, event, eventually, free_port,
-    http_get, pending, redis_at, run_to_end, shared_redis_url, terminate, unique_stream, xadd,
+    BIN, GROUP, PrivateRedis, assert_exit_0, consume, consumer_command_with, dead_letters,
+    describe, dlq, event, eventually, forget, free_port, http_get, metric, payment, pending,
+    redis_at, run_to_end, shared_redis_url, spawn, stop, text, unique_stream, xadd,
 };
 use axum::http::StatusCode;
 use redis::AsyncCommands;
 use redis::aio::MultiplexedConnection;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::os::unix::process::ExitStatusExt;
-use std::process::{Output, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 use tokio::process::Command;
 use uuid::Uuid;
@@ -23,77 +24,6 @@ use wallet_ledger::consumer::producer::{Published, publish_payments};
 const FAILPOINT: &str = "WALLET_LEDGER_FAILPOINT";
 /// The longest any one process of these tests may run.
 const LIMIT: Duration = Duration::from_secs(20);
-
-/// A consumer of `stream` on the shared Redis, writing to the test's database.
-fn consume(app: &TestApp, stream: &str, name: &str, extra: &[&str]) -> Command {
-    consumer_command_with(&app.database_url, &shared_redis_url(), stream, name, extra)
-}
-
-/// `wallet-ledger dlq --redis-url .. --stream .. <action...>`.
-fn dlq(stream: &str, action: &[&str]) -> Command {
-    let mut command = Command::new(BIN);
-    command
-        .args([
-            "dlq",
-            "--redis-url",
-            &shared_redis_url(),
-            "--stream",
-            stream,
-        ])
-        .args(action)
-        .env("RUST_LOG", "warn")
-        .stdin(Stdio::null())
-        .kill_on_drop(true);
-    command
-}
-
-/// What a process printed, without terminal colours.
-fn text(bytes: &[u8]) -> String {
-    let raw = String::from_utf8_lossy(bytes);
-    let mut out = String::with_capacity(raw.len());
-    let mut chars = raw.chars();
-    while let Some(c) = chars.next() {
-        if c == '\u{1b}' {
-            // CSI: ESC [ parameters final-letter.
-            for c in chars.by_ref() {
-                if c.is_ascii_alphabetic() {
-                    break;
-                }
-            }
-        } else {
-            out.push(c);
-        }
-    }
-    out
-}
-
-fn describe(output: &Output) -> String {
-    format!(
-        "status {:?}\n--- stdout\n{}\n--- stderr\n{}",
-        output.status,
-        text(&output.stdout),
-        text(&output.stderr)
-    )
-}
-
-fn assert_exit_0(output: &Output, what: &str) {
-    assert_eq!(
-        output.status.code(),
-        Some(0),
-        "{what} should exit 0: {}",
-        describe(output)
-    );
-}
-
-/// Removes a test's keys from the shared Redis.
-async fn forget(redis: &mut MultiplexedConnection, stream: &str, group: &str) {
-    let keys = [
-        stream.to_owned(),
-        format!("{stream}.dlq"),
-        format!("{stream}.failures.{group}"),
-    ];
-    let _: () = redis.del(&keys).await.unwrap();
-}
 
 async fn wallets(app: &TestApp, names: &[&str]) -> Vec<String> {
     for name in names {
@@ -173,14 +103,6 @@ fn stopped_total(stderr: &str, key: &str) -> u64 {
     digits.parse().unwrap()
 }
 
-/// The value of one Prometheus series (`name{labels}` exactly as rendered).
-fn metric(text: &str, series: &str) -> Option<f64> {
-    text.lines().find_map(|line| {
-        let value = line.strip_prefix(series)?.strip_prefix(' ')?;
-        value.trim().parse().ok()
-    })
-}
-
 /// Pending entries of the group: (stream id, owner, idle ms).
 async fn pending_entries(
     redis: &mut MultiplexedConnection,
@@ -195,31 +117,6 @@ async fn pending_entries(
         .into_iter()
         .map(|p| (p.id, p.consumer, p.last_delivered_ms))
         .collect()
-}
-
-fn payment(event_id: Uuid, wallet: &str, amount: &str) -> Vec<(String, String)> {
-    event(&[
-        ("event_id", &event_id.to_string()),
-        ("wallet", wallet),
-        ("amount", amount),
-    ])
-}
-
-/// A spawned consumer that runs until told to stop, its output collected.
-fn spawn(mut command: Command) -> tokio::process::Child {
-    command.stdout(Stdio::piped()).stderr(Stdio::piped());
-    command.spawn().expect("the binary starts")
-}
-
-/// SIGTERM, then the output, which must come within `within`.
-async fn stop(child: tokio::process::Child, within: Duration) -> (Output, Duration) {
-    let asked = Instant::now();
-    terminate(&child);
-    let output = tokio::time::timeout(within, child.wait_with_output())
-        .await
-        .expect("the consumer stopped in time after SIGTERM")
-        .unwrap();
-    (output, asked.elapsed())
 }
 
 // 1. -----------------------------------------------------------------------------------------

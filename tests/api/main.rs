@@ -12,6 +12,7 @@ mod bench;
 mod cli;
 mod consumer_apply;
 mod consumer_chaos;
+mod consumer_hostile;
 mod consumer_stream;
 mod containers;
 mod dispatch;

@@ -2,11 +2,12 @@
 //! private `redis-server` for tests that kill the broker, consumer processes of the real
 //! binary, and reads of what the ledger and the broker hold afterwards.
 
+use super::common::TestApp;
 use redis::AsyncCommands;
 use redis::aio::MultiplexedConnection;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::process::Stdio;
+use std::process::{Output, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 use tokio::process::{Child, Command};
@@ -561,4 +562,111 @@ impl PrivateRedis {
         }
         self.restart().await;
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Running and reading the consumer and the dlq tools (shared by the consumer suites)
+
+/// A consumer of `stream` on the shared Redis, writing to the test's database.
+pub fn consume(app: &TestApp, stream: &str, name: &str, extra: &[&str]) -> Command {
+    consumer_command_with(&app.database_url, &shared_redis_url(), stream, name, extra)
+}
+
+/// `wallet-ledger dlq --redis-url .. --stream .. <action...>`.
+pub fn dlq(stream: &str, action: &[&str]) -> Command {
+    let mut command = Command::new(BIN);
+    command
+        .args([
+            "dlq",
+            "--redis-url",
+            &shared_redis_url(),
+            "--stream",
+            stream,
+        ])
+        .args(action)
+        .env("RUST_LOG", "warn")
+        .stdin(Stdio::null())
+        .kill_on_drop(true);
+    command
+}
+
+/// What a process printed, without terminal colours.
+pub fn text(bytes: &[u8]) -> String {
+    let raw = String::from_utf8_lossy(bytes);
+    let mut out = String::with_capacity(raw.len());
+    let mut chars = raw.chars();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            // CSI: ESC [ parameters final-letter.
+            for c in chars.by_ref() {
+                if c.is_ascii_alphabetic() {
+                    break;
+                }
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+pub fn describe(output: &Output) -> String {
+    format!(
+        "status {:?}\n--- stdout\n{}\n--- stderr\n{}",
+        output.status,
+        text(&output.stdout),
+        text(&output.stderr)
+    )
+}
+
+pub fn assert_exit_0(output: &Output, what: &str) {
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{what} should exit 0: {}",
+        describe(output)
+    );
+}
+
+/// Removes a test's keys from the shared Redis.
+pub async fn forget(redis: &mut MultiplexedConnection, stream: &str, group: &str) {
+    let keys = [
+        stream.to_owned(),
+        format!("{stream}.dlq"),
+        format!("{stream}.failures.{group}"),
+    ];
+    let _: () = redis.del(&keys).await.unwrap();
+}
+
+/// The value of one Prometheus series (`name{labels}` exactly as rendered).
+pub fn metric(text: &str, series: &str) -> Option<f64> {
+    text.lines().find_map(|line| {
+        let value = line.strip_prefix(series)?.strip_prefix(' ')?;
+        value.trim().parse().ok()
+    })
+}
+
+pub fn payment(event_id: Uuid, wallet: &str, amount: &str) -> Vec<(String, String)> {
+    event(&[
+        ("event_id", &event_id.to_string()),
+        ("wallet", wallet),
+        ("amount", amount),
+    ])
+}
+
+/// A spawned consumer that runs until told to stop, its output collected.
+pub fn spawn(mut command: Command) -> tokio::process::Child {
+    command.stdout(Stdio::piped()).stderr(Stdio::piped());
+    command.spawn().expect("the binary starts")
+}
+
+/// SIGTERM, then the output, which must come within `within`.
+pub async fn stop(child: tokio::process::Child, within: Duration) -> (Output, Duration) {
+    let asked = Instant::now();
+    terminate(&child);
+    let output = tokio::time::timeout(within, child.wait_with_output())
+        .await
+        .expect("the consumer stopped in time after SIGTERM")
+        .unwrap();
+    (output, asked.elapsed())
 }

@@ -1,0 +1,438 @@
+//! The consumer against what an attacker or a careless operator sends it: undecodable bytes,
+//! a dead-letter stream or failure hash overwritten with a string, timings out of range, a
+//! batch slower than its deadline while a wallet is locked, incomplete dead-letter ids, and
+//! terminal escapes in the printed events. The real binary, the real PostgreSQL and Redis.
+
+use super::common::TestApp;
+use super::stream_support::{
+    GROUP, consume, dead_letters, describe, dlq, eventually, forget, free_port, http_get, metric,
+    payment, pending, redis_at, run_to_end, shared_redis_url, spawn, stop, text, unique_stream,
+    xadd,
+};
+use redis::AsyncCommands;
+use std::time::Duration;
+use uuid::Uuid;
+
+/// The longest any one process of these tests may run.
+const LIMIT: Duration = Duration::from_secs(30);
+
+async fn posted(app: &TestApp, wallet: &str) -> i64 {
+    app.posted_balance(wallet).await
+}
+
+/// Adds an entry whose fields are raw bytes (names included), as any producer may.
+async fn xadd_bytes(
+    redis: &mut redis::aio::MultiplexedConnection,
+    stream: &str,
+    fields: &[(&[u8], &[u8])],
+) -> String {
+    let mut command = redis::cmd("XADD");
+    command.arg(stream).arg("*");
+    for (name, value) in fields {
+        command.arg(*name).arg(*value);
+    }
+    command.query_async(redis).await.unwrap()
+}
+
+/// The dead letters of `stream` as raw (name, value) pairs.
+async fn raw_dead_letters(
+    redis: &mut redis::aio::MultiplexedConnection,
+    stream: &str,
+) -> Vec<Vec<(Vec<u8>, Vec<u8>)>> {
+    let entries: Vec<(String, Vec<Vec<u8>>)> = redis::cmd("XRANGE")
+        .arg(format!("{stream}.dlq"))
+        .arg("-")
+        .arg("+")
+        .query_async(redis)
+        .await
+        .unwrap();
+    entries
+        .into_iter()
+        .map(|(_, flat)| {
+            flat.chunks(2)
+                .map(|pair| (pair[0].clone(), pair[1].clone()))
+                .collect()
+        })
+        .collect()
+}
+
+// 4. Bytes that are not UTF-8 -----------------------------------------------------------------
+
+#[tokio::test]
+async fn a_field_name_that_is_not_utf8_is_a_dead_letter_and_the_rest_of_the_batch_applies() {
+    let app = TestApp::new().await;
+    app.create_wallet("w").await;
+    let stream = unique_stream("bytes");
+    let mut redis = redis_at(&shared_redis_url()).await;
+    let bad_id = Uuid::new_v4().to_string();
+    let bad = xadd_bytes(
+        &mut redis,
+        &stream,
+        &[
+            (b"event_id", bad_id.as_bytes()),
+            (b"wallet", b"w"),
+            (b"amount", b"1000"),
+            (b"\xff", b"x\xfe"),
+        ],
+    )
+    .await;
+    for amount in ["100", "200"] {
+        xadd(&mut redis, &stream, &payment(Uuid::new_v4(), "w", amount)).await;
+    }
+    let output = run_to_end(consume(&app, &stream, "c1", &["--drain"]), LIMIT).await;
+    assert_eq!(output.status.code(), Some(0), "{}", describe(&output));
+    assert_eq!(posted(&app, "w").await, 300, "the valid payments applied");
+    assert_eq!(pending(&mut redis, &stream).await, 0);
+    // The dead letter keeps the original bytes, the bad field name included.
+    let dead = raw_dead_letters(&mut redis, &stream).await;
+    assert_eq!(dead.len(), 1, "{dead:?}");
+    let field = |name: &[u8]| {
+        dead[0]
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| String::from_utf8_lossy(v).into_owned())
+    };
+    assert_eq!(field(b"dlq_reason").as_deref(), Some("malformed_event"));
+    assert_eq!(field(b"dlq_original_id"), Some(bad));
+    assert!(field(b"dlq_detail").unwrap().contains("\\xff"), "{dead:?}");
+    assert!(
+        dead[0].contains(&(b"\xff".to_vec(), b"x\xfe".to_vec())),
+        "the original field, byte for byte: {dead:?}"
+    );
+    forget(&mut redis, &stream, GROUP).await;
+    app.finish().await;
+}
+
+// 2. A dead-letter stream or failure hash that is not what it should be -----------------------
+
+/// The broker refuses a settling write: the worker stops, says why, and acknowledges nothing
+/// it could not settle; once the key is mended a new consumer settles everything, once.
+async fn a_broken_key_stops_the_worker(break_key: impl Fn(&str) -> String, wallet_exists: bool) {
+    let app = TestApp::new().await;
+    app.create_wallet("w").await;
+    let stream = unique_stream("broken");
+    let mut redis = redis_at(&shared_redis_url()).await;
+    let key = break_key(&stream);
+    let _: () = redis.set(&key, "x").await.unwrap();
+    let valid = Uuid::new_v4();
+    xadd(&mut redis, &stream, &payment(valid, "w", "500")).await;
+    // Something that needs the broken key: a malformed event (a dead letter) or an unknown
+    // wallet (a failure count).
+    let wallet = if wallet_exists { "w" } else { "nobody" };
+    let amount = if wallet_exists { "5.00" } else { "100" };
+    xadd(
+        &mut redis,
+        &stream,
+        &payment(Uuid::new_v4(), wallet, amount),
+    )
+    .await;
+
+    let output = run_to_end(consume(&app, &stream, "c1", &["--drain"]), LIMIT).await;
+    let stderr = text(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{}", describe(&output));
+    assert!(
+        stderr.contains("the broker refused a command; this worker stops")
+            && stderr.contains("WRONGTYPE"),
+        "{stderr}"
+    );
+    assert_eq!(
+        pending(&mut redis, &stream).await,
+        2,
+        "nothing was acknowledged"
+    );
+    assert_eq!(
+        posted(&app, "w").await,
+        500,
+        "the valid payment was committed once"
+    );
+
+    let _: () = redis.del(&key).await.unwrap();
+    let output = run_to_end(
+        consume(
+            &app,
+            &stream,
+            "c2",
+            &["--drain", "--claim-idle-ms", "1000", "--max-failures", "1"],
+        ),
+        LIMIT,
+    )
+    .await;
+    assert_eq!(output.status.code(), Some(0), "{}", describe(&output));
+    assert_eq!(pending(&mut redis, &stream).await, 0);
+    assert_eq!(posted(&app, "w").await, 500, "redelivered as a duplicate");
+    let dead = dead_letters(&mut redis, &stream).await;
+    assert_eq!(dead.len(), 1, "the dead letter was written once: {dead:?}");
+    forget(&mut redis, &stream, GROUP).await;
+    app.finish().await;
+}
+
+#[tokio::test]
+async fn a_dead_letter_stream_overwritten_with_a_string_acknowledges_nothing() {
+    a_broken_key_stops_the_worker(|stream| format!("{stream}.dlq"), true).await;
+}
+
+#[tokio::test]
+async fn a_failure_hash_overwritten_with_a_string_acknowledges_nothing() {
+    a_broken_key_stops_the_worker(|stream| format!("{stream}.failures.{GROUP}"), false).await;
+}
+
+#[tokio::test]
+async fn a_stopped_worker_fails_readyz_and_is_counted_until_sigterm() {
+    let app = TestApp::new().await;
+    app.create_wallet("w").await;
+    let stream = unique_stream("stopped");
+    let mut redis = redis_at(&shared_redis_url()).await;
+    let _: () = redis.set(format!("{stream}.dlq"), "x").await.unwrap();
+    xadd(&mut redis, &stream, &payment(Uuid::new_v4(), "w", "1.5")).await;
+    let addr = format!("127.0.0.1:{}", free_port());
+    let child = spawn(consume(&app, &stream, "c1", &["--metrics-addr", &addr]));
+    let stopped = eventually(LIMIT, || async {
+        matches!(http_get(&addr, "/metrics").await, Some((200, body))
+            if metric(&body, "wallet_ledger_consumer_workers_stopped_total") == Some(1.0))
+    })
+    .await;
+    assert!(stopped, "the metric counts the stopped worker");
+    for _ in 0..5 {
+        let ready = http_get(&addr, "/readyz").await.map(|(status, _)| status);
+        assert_eq!(ready, Some(503), "a stopped worker is never ready");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let (output, _) = stop(child, Duration::from_secs(5)).await;
+    assert_eq!(output.status.code(), Some(2), "{}", describe(&output));
+    assert_eq!(pending(&mut redis, &stream).await, 1);
+    forget(&mut redis, &stream, GROUP).await;
+    app.finish().await;
+}
+
+// 5. Timings out of range ---------------------------------------------------------------------
+
+#[tokio::test]
+async fn every_timing_out_of_its_range_is_refused_at_start_with_the_reason() {
+    let app = TestApp::new().await;
+    let stream = unique_stream("ranges");
+    for (flag, value) in [
+        ("--hold-expiry-ms", "10000000000000000"),
+        ("--hold-expiry-ms", "1"),
+        ("--claim-idle-ms", "9223372036854775808"),
+        ("--block-ms", "86400001"),
+        ("--outage-backoff-max-ms", "18446744073709551615"),
+        ("--trim-interval-ms", "86400001"),
+    ] {
+        let output = run_to_end(consume(&app, &stream, "c1", &[flag, value]), LIMIT).await;
+        let stderr = text(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{flag} {value}: {stderr}");
+        assert!(
+            stderr.contains(flag) && !stderr.contains("panicked"),
+            "{stderr}"
+        );
+    }
+    app.finish().await;
+}
+
+// 6. A batch slower than its deadline ----------------------------------------------------------
+
+/// A wallet locked by an operator's session makes every batch that touches it slower than
+/// `--max-batch-ms`: the batches are split until the other wallets' payments apply, the locked
+/// wallet's wait and apply once the lock goes, and with two consumers nothing is both applied
+/// and dead-lettered.
+#[tokio::test]
+async fn a_batch_slower_than_its_deadline_is_split_and_the_rest_applies_meanwhile() {
+    let app = TestApp::new().await;
+    app.create_wallet("locked").await;
+    app.create_wallet("free").await;
+    let stream = unique_stream("slow");
+    let mut redis = redis_at(&shared_redis_url()).await;
+    for i in 0..40 {
+        let wallet = if i % 2 == 0 { "locked" } else { "free" };
+        xadd(&mut redis, &stream, &payment(Uuid::new_v4(), wallet, "100")).await;
+    }
+    let mut holder = app.pool.begin().await.unwrap();
+    sqlx::query("select 1 from accounts where id = 'locked' for update")
+        .execute(&mut *holder)
+        .await
+        .unwrap();
+    let flags = [
+        "--batch-size",
+        "40",
+        "--max-batch-ms",
+        "300",
+        "--claim-idle-ms",
+        "1000",
+        "--max-failures",
+        "1000",
+    ];
+    let c1 = spawn(consume(&app, &stream, "c1", &flags));
+    let c2 = spawn(consume(&app, &stream, "c2", &flags));
+    let free_applied = eventually(Duration::from_secs(15), || async {
+        posted(&app, "free").await == 2_000
+    })
+    .await;
+    assert!(
+        free_applied,
+        "the free wallet's payments applied while the other was locked"
+    );
+    assert_eq!(posted(&app, "locked").await, 0);
+    holder.rollback().await.unwrap();
+    let locked_applied = eventually(Duration::from_secs(15), || async {
+        posted(&app, "locked").await == 2_000
+    })
+    .await;
+    assert!(
+        locked_applied,
+        "the locked wallet's payments applied once the lock went"
+    );
+    let drained = eventually(Duration::from_secs(10), || {
+        let mut redis = redis.clone();
+        let stream = stream.clone();
+        async move { pending(&mut redis, &stream).await == 0 }
+    })
+    .await;
+    let (out1, _) = stop(c1, Duration::from_secs(10)).await;
+    let (out2, _) = stop(c2, Duration::from_secs(10)).await;
+    assert!(drained, "{}\n{}", describe(&out1), describe(&out2));
+    let logs = format!("{}{}", text(&out1.stderr), text(&out2.stderr));
+    assert!(
+        logs.contains("applying each wallet's events apart"),
+        "{logs}"
+    );
+    assert!(logs.contains("leaving its events pending"), "{logs}");
+    assert!(
+        !logs.contains("database seems unreachable"),
+        "a slow batch is no outage: {logs}"
+    );
+    assert_eq!(dead_letters(&mut redis, &stream).await.len(), 0);
+    assert_eq!(posted(&app, "locked").await, 2_000, "nothing applied twice");
+    assert_eq!(posted(&app, "free").await, 2_000, "nothing applied twice");
+    forget(&mut redis, &stream, GROUP).await;
+    app.finish().await;
+}
+
+/// A batch that is simply too big for `--max-batch-ms` (no lock anywhere) is halved until its
+/// parts fit, instead of being retried whole forever as an outage.
+#[tokio::test]
+async fn a_batch_too_big_for_its_deadline_is_halved_until_it_applies() {
+    let app = TestApp::new().await;
+    app.create_wallet("big").await;
+    let stream = unique_stream("big");
+    let mut redis = redis_at(&shared_redis_url()).await;
+    let payments: Vec<Uuid> = (0..600).map(|_| Uuid::new_v4()).collect();
+    let mut pipe = redis::pipe();
+    for (kind, amount) in [("payment.authorized", "100"), ("payment.captured", "60")] {
+        for id in &payments {
+            let mut fields = payment(*id, "big", amount);
+            fields.push(("type".into(), kind.into()));
+            pipe.xadd(&stream, "*", &fields).ignore();
+        }
+    }
+    let _: () = pipe.query_async(&mut redis).await.unwrap();
+    let flags = [
+        "--drain",
+        "--batch-size",
+        "1000",
+        "--max-batch-ms",
+        "40",
+        "--claim-idle-ms",
+        "1000",
+        "--max-failures",
+        "1000",
+    ];
+    let output = run_to_end(
+        consume(&app, &stream, "c1", &flags),
+        Duration::from_secs(120),
+    )
+    .await;
+    assert_eq!(output.status.code(), Some(0), "{}", describe(&output));
+    let stderr = text(&output.stderr);
+    assert!(stderr.contains("applying it in two halves"), "{stderr}");
+    assert!(!stderr.contains("database seems unreachable"), "{stderr}");
+    assert_eq!(
+        posted(&app, "big").await,
+        600 * 60,
+        "every capture posted once"
+    );
+    assert_eq!(dead_letters(&mut redis, &stream).await.len(), 0);
+    forget(&mut redis, &stream, GROUP).await;
+    app.finish().await;
+}
+
+// 7. Dead-letter ids --------------------------------------------------------------------------
+
+#[tokio::test]
+async fn the_dlq_tools_take_exact_full_ids_only_and_each_once() {
+    let app = TestApp::new().await;
+    let stream = unique_stream("dlqids");
+    let mut redis = redis_at(&shared_redis_url()).await;
+    // Three dead letters written together share their millisecond.
+    for _ in 0..3 {
+        xadd(&mut redis, &stream, &payment(Uuid::new_v4(), "w", "x")).await;
+    }
+    let output = run_to_end(consume(&app, &stream, "c1", &["--drain"]), LIMIT).await;
+    assert_eq!(output.status.code(), Some(0), "{}", describe(&output));
+    let ids: Vec<String> = {
+        let reply: redis::streams::StreamRangeReply =
+            redis.xrange_all(format!("{stream}.dlq")).await.unwrap();
+        reply.ids.into_iter().map(|e| e.id).collect()
+    };
+    assert_eq!(ids.len(), 3);
+    let millisecond = ids[0].split_once('-').unwrap().0.to_owned();
+    for incomplete in [millisecond.as_str(), "-", "+", "0-", "-1", "1-x"] {
+        for action in ["drop", "replay"] {
+            let output = run_to_end(dlq(&stream, &[action, incomplete]), LIMIT).await;
+            assert_eq!(
+                output.status.code(),
+                Some(2),
+                "{action} {incomplete}: {}",
+                describe(&output)
+            );
+        }
+    }
+    assert_eq!(
+        dead_letters(&mut redis, &stream).await.len(),
+        3,
+        "nothing was dropped"
+    );
+    // The same id twice replays it once.
+    let output = run_to_end(dlq(&stream, &["replay", &ids[0], &ids[0]]), LIMIT).await;
+    assert_eq!(output.status.code(), Some(0), "{}", describe(&output));
+    assert!(
+        text(&output.stdout).contains("replayed 1 dead letters"),
+        "{}",
+        describe(&output)
+    );
+    let length: usize = redis.xlen(&stream).await.unwrap();
+    assert_eq!(length, 4, "three originals and one replay");
+    assert_eq!(dead_letters(&mut redis, &stream).await.len(), 2);
+    forget(&mut redis, &stream, GROUP).await;
+    app.finish().await;
+}
+
+// 8. What --print-events prints ----------------------------------------------------------------
+
+#[tokio::test]
+async fn printed_events_escape_what_the_producer_wrote() {
+    let app = TestApp::new().await;
+    app.create_wallet("w").await;
+    let stream = unique_stream("print");
+    let mut redis = redis_at(&shared_redis_url()).await;
+    let mut fields = payment(Uuid::new_v4(), "w", "100");
+    fields.push((
+        "n".into(),
+        "7\n  c9: forged -> applied\u{1b}[2J\u{202e}".into(),
+    ));
+    xadd(&mut redis, &stream, &fields).await;
+    let output = run_to_end(
+        consume(&app, &stream, "c1", &["--drain", "--print-events"]),
+        LIMIT,
+    )
+    .await;
+    assert_eq!(output.status.code(), Some(0), "{}", describe(&output));
+    let stdout = String::from_utf8(output.stdout.clone()).unwrap();
+    assert!(
+        !stdout.contains('\u{1b}') && !stdout.contains('\u{202e}'),
+        "{stdout:?}"
+    );
+    assert!(!stdout.lines().any(|l| l.starts_with("  c9:")), "{stdout}");
+    assert!(stdout.contains("\\u{a}  c9: forged"), "{stdout}");
+    forget(&mut redis, &stream, GROUP).await;
+    app.finish().await;
+}
