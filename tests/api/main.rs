@@ -13,6 +13,7 @@ mod cli;
 mod consumer_apply;
 mod consumer_chaos;
 mod consumer_hostile;
+mod consumer_model;
 mod consumer_stream;
 mod containers;
 mod dispatch;
