@@ -797,6 +797,9 @@ pub enum DeliveriesAction {
 /// The shortest retention `purge` accepts beyond the broker's and producers' windows.
 pub const DEFAULT_RETENTION_DAYS: u32 = 30;
 
+/// The longest retention `purge` takes: a century, far inside what timestamps hold.
+pub const MAX_RETENTION_DAYS: u32 = 36_500;
+
 #[derive(Debug, Clone, Args)]
 pub struct PurgeArgs {
     #[command(flatten)]
@@ -805,8 +808,9 @@ pub struct PurgeArgs {
     pub redis: RedisConfig,
     #[command(flatten)]
     pub stream: StreamConfig,
-    /// Keep everything younger than this many days.
-    #[arg(long, env = "RETENTION_DAYS", default_value_t = DEFAULT_RETENTION_DAYS)]
+    /// Keep everything younger than this many days (1 to 36,500: a century).
+    #[arg(long, env = "RETENTION_DAYS", default_value_t = DEFAULT_RETENTION_DAYS,
+        value_parser = clap::value_parser!(u32).range(1..=MAX_RETENTION_DAYS as i64))]
     pub retention_days: u32,
     /// How long the broker keeps messages (a purge must not forget what it may still deliver).
     #[arg(long, env = "BROKER_RETENTION_HOURS", default_value_t = 7 * 24)]
@@ -823,6 +827,18 @@ pub struct PurgeArgs {
 }
 
 impl PurgeArgs {
+    /// The oldest time kept: now less the retention.
+    pub fn cutoff(&self) -> Result<chrono::DateTime<chrono::Utc>, String> {
+        chrono::Utc::now()
+            .checked_sub_signed(chrono::TimeDelta::days(i64::from(self.retention_days)))
+            .ok_or_else(|| {
+                format!(
+                    "--retention-days {} reaches before year 1",
+                    self.retention_days
+                )
+            })
+    }
+
     /// Refuses a retention shorter than the broker's retention plus the producers' retry
     /// window: an event could still arrive again after its traces were purged.
     pub fn check(&self) -> Result<(), String> {

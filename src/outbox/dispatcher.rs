@@ -232,8 +232,15 @@ async fn send(client: &reqwest::Client, settings: &Settings, delivery: &Claimed)
         .header("webhook-signature", signature)
         .header("idempotency-key", &id)
         .body(body);
-    let retry_at =
-        |after: Duration| Utc::now() + chrono::TimeDelta::from_std(after).unwrap_or_default();
+    // Checked: a receiver's `Retry-After` or a configured backoff past the calendar's end
+    // retries at the latest time that can be stored, never panics.
+    let retry_at = |after: Duration| {
+        let now = Utc::now();
+        chrono::TimeDelta::from_std(after)
+            .ok()
+            .and_then(|after| now.checked_add_signed(after))
+            .unwrap_or(chrono::DateTime::<Utc>::MAX_UTC)
+    };
     let give_up = delivery.attempts >= settings.max_attempts;
     match request.send().await {
         Ok(response) => {

@@ -8,7 +8,7 @@
 //! be delivered again is forgotten early.
 
 use crate::config::PurgeArgs;
-use chrono::{DateTime, TimeDelta, Utc};
+use chrono::{DateTime, Utc};
 use sqlx::PgConnection;
 
 /// What a purge deleted (or, with `--dry-run`, would delete).
@@ -82,7 +82,7 @@ pub async fn purge_database(
 
 pub async fn run(args: PurgeArgs) -> anyhow::Result<()> {
     args.check().map_err(anyhow::Error::msg)?;
-    let cutoff = Utc::now() - TimeDelta::days(i64::from(args.retention_days));
+    let cutoff = args.cutoff().map_err(anyhow::Error::msg)?;
     let pool = crate::db::connect(&args.database).await?;
     let mut conn = pool.acquire().await?;
     let streaming = args.events_stream.is_some();

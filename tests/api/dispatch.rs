@@ -1529,6 +1529,21 @@ async fn purge_refuses_a_short_retention_and_deletes_only_old_finished_rows() {
         stderr(&out)
     );
     assert_eq!(purge_counts(&app).await, (4, 4, 6));
+    // A retention past any timestamp is refused with the reason, never a panic.
+    for days in ["4294967295", "90000000", "0"] {
+        let out = run_to_end(
+            purge_command(&app.database_url, &stream, &["--retention-days", days]),
+            Duration::from_secs(30),
+        )
+        .await;
+        assert_eq!(out.status.code(), Some(2), "{days}: {}", stderr(&out));
+        assert!(
+            stderr(&out).contains("--retention-days") && !stderr(&out).contains("panicked"),
+            "{}",
+            stderr(&out)
+        );
+    }
+    assert_eq!(purge_counts(&app).await, (4, 4, 6));
 
     let valid = [
         "--retention-days",
