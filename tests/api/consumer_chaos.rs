@@ -888,3 +888,108 @@ async fn a_database_outage_holds_events_pending_and_the_consumer_recovers_withou
     let _ = std::fs::remove_file(&log);
     drop(postgres);
 }
+
+/// While one consumer retries its batch through a database outage longer than the claim idle
+/// time, a second, idle consumer of the group must not reclaim that batch: the holder claims
+/// it again before each retry. Every message is delivered once, and applied once afterwards.
+#[tokio::test]
+async fn a_batch_retried_through_an_outage_is_never_reclaimed_by_another_consumer() {
+    let mut postgres = PrivatePostgres::start().await;
+    let database_url = postgres.url("wallet_ledger_reclaim");
+    let mut migrate = Command::new(BIN);
+    migrate.args(["migrate", "--database-url", &database_url]);
+    let migrate = run_to_end(migrate, Duration::from_secs(60)).await;
+    assert!(
+        migrate.status.success(),
+        "{}",
+        String::from_utf8_lossy(&migrate.stderr)
+    );
+    let ledger = Ledger::connect(&database_url).await;
+    ledger.create_wallet("held").await;
+    ledger.close().await;
+
+    let redis_url = shared_redis_url();
+    let stream = unique_stream("reclaim");
+    let mut conn = redis_at(&redis_url).await;
+    let log = log_file("reclaim");
+    let mut consumers = Vec::new();
+    for name in ["c1", "c2"] {
+        let mut command = consumer_command(
+            &database_url,
+            &redis_url,
+            &stream,
+            name,
+            &["--batch-size", "100"],
+        );
+        command.stdout(Stdio::null()).stderr(append_to(&log));
+        consumers.push(command.spawn().expect("the consumer starts"));
+    }
+    let group_ready = eventually(Duration::from_secs(20), || {
+        let mut conn = conn.clone();
+        let stream = stream.clone();
+        async move {
+            let groups: redis::RedisResult<redis::streams::StreamInfoGroupsReply> =
+                conn.xinfo_groups(&stream).await;
+            groups.is_ok_and(|g| !g.groups.is_empty())
+        }
+    })
+    .await;
+    assert!(group_ready, "{}", tail(&log, 30));
+
+    postgres.stop().await;
+    // One transaction: the first consumer woken reads the whole batch, the other stays idle
+    // and scans for messages idle longer than --claim-idle-ms (1 s).
+    let mut pipe = redis::pipe();
+    pipe.atomic();
+    for _ in 0..50 {
+        let fields = vec![
+            ("event_id".to_owned(), Uuid::new_v4().to_string()),
+            ("wallet".to_owned(), "held".to_owned()),
+            ("amount".to_owned(), "100".to_owned()),
+        ];
+        pipe.xadd(&stream, "*", &fields).ignore();
+    }
+    let _: () = pipe.query_async(&mut conn).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(3_500)).await;
+    let reply: redis::streams::StreamPendingCountReply = conn
+        .xpending_count(&stream, GROUP, "-", "+", 100)
+        .await
+        .unwrap();
+    let owners: BTreeSet<&str> = reply.ids.iter().map(|p| p.consumer.as_str()).collect();
+    let deliveries: BTreeSet<usize> = reply.ids.iter().map(|p| p.times_delivered).collect();
+    assert_eq!(reply.ids.len(), 50, "{}", tail(&log, 30));
+    assert_eq!(
+        owners.len(),
+        1,
+        "one holder throughout: {owners:?}\n{}",
+        tail(&log, 30)
+    );
+    assert_eq!(
+        deliveries,
+        BTreeSet::from([1]),
+        "never reclaimed during the outage\n{}",
+        tail(&log, 30)
+    );
+
+    postgres.restart().await;
+    let drained = eventually(Duration::from_secs(20), || {
+        let mut conn = conn.clone();
+        let stream = stream.clone();
+        async move { pending(&mut conn, &stream).await == 0 }
+    })
+    .await;
+    assert!(drained, "{}", tail(&log, 30));
+    let ledger = Ledger::connect(&database_url).await;
+    assert_eq!(
+        ledger.posted_balance("held").await,
+        5_000,
+        "each payment once"
+    );
+    ledger.close().await;
+    assert!(dead_letters(&mut conn, &stream).await.is_empty());
+    for mut consumer in consumers {
+        let _ = consumer.start_kill();
+        let _ = consumer.wait().await;
+    }
+    forget_stream(&mut conn, &stream).await;
+}
