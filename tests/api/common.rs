@@ -333,3 +333,34 @@ pub fn assert_problem(r: &TestResponse, status: u16, code: &str, context: &str) 
     );
     assert_eq!(r.body["status"], json!(status), "{context}: {}", r.text);
 }
+
+/// A row lock held by a separate session, in an open transaction, until [`Gate::open`]: an
+/// operator's `SELECT ... FOR UPDATE` on an account.
+pub struct Gate(sqlx::Transaction<'static, sqlx::Postgres>);
+
+impl Gate {
+    pub async fn shut(app: &TestApp, account: &str) -> Gate {
+        let mut tx = app.pool.begin().await.unwrap();
+        sqlx::query("select id from accounts where id = $1 for update")
+            .bind(account)
+            .fetch_one(&mut *tx)
+            .await
+            .unwrap();
+        Gate(tx)
+    }
+
+    pub async fn open(self) {
+        self.0.commit().await.unwrap();
+    }
+}
+
+/// Sessions of the test's database waiting for a lock.
+pub async fn lock_waiters(app: &TestApp) -> i64 {
+    sqlx::query_scalar(
+        "select count(*) from pg_stat_activity
+         where datname = current_database() and wait_event_type = 'Lock'",
+    )
+    .fetch_one(&app.pool)
+    .await
+    .unwrap()
+}

@@ -5,7 +5,8 @@
 //! invariants afterwards. Each test checks both what the applier answers and what a user then
 //! reads through the API.
 
-use super::common::TestApp;
+use super::common::{Gate, TestApp, lock_waiters};
+use super::stream_support::eventually;
 use axum::http::StatusCode;
 use chrono::TimeDelta;
 use serde_json::{Value, json};
@@ -1719,27 +1720,11 @@ async fn after_a_mixed_run_the_verify_command_finds_the_ledger_consistent() {
 // ---------------------------------------------------------------------------------------------
 // Parallel workers: two batches that both found a payment absent
 
-/// Sessions of the test database waiting for a lock.
-async fn lock_waiters(app: &TestApp) -> i64 {
-    sqlx::query_scalar::<_, i64>(
-        "select count(*) from pg_stat_activity where datname = $1 and wait_event_type = 'Lock'",
-    )
-    .bind(&app.database)
-    .fetch_one(&app.pool)
-    .await
-    .unwrap()
-}
-
 /// Applies `first` and `second` in two batches at once, as two workers would, both having
 /// found the payment absent: the wallet's row is locked (as an operator's session would) until
 /// both wait on it, so `first` stores the payment and `second` meets it on insert.
 async fn race(app: &TestApp, wallet: &str, first: &Event, second: &Event) -> (Outcome, Outcome) {
-    let mut holder = app.pool.begin().await.unwrap();
-    sqlx::query("select 1 from accounts where id = $1 for update")
-        .bind(wallet)
-        .execute(&mut *holder)
-        .await
-        .unwrap();
+    let gate = Gate::shut(app, wallet).await;
     let spawn = |event: &Event| {
         let pool = app.pool.clone();
         let message = event.message();
@@ -1747,15 +1732,21 @@ async fn race(app: &TestApp, wallet: &str, first: &Event, second: &Event) -> (Ou
     };
     let a = spawn(first);
     assert!(
-        wait_until(|| async { lock_waiters(app).await >= 1 }).await,
+        eventually(Duration::from_secs(10), || async {
+            lock_waiters(app).await >= 1
+        })
+        .await,
         "the first batch waits for the wallet"
     );
     let b = spawn(second);
     assert!(
-        wait_until(|| async { lock_waiters(app).await >= 2 }).await,
+        eventually(Duration::from_secs(10), || async {
+            lock_waiters(app).await >= 2
+        })
+        .await,
         "the second batch waits for the wallet"
     );
-    holder.rollback().await.unwrap();
+    gate.open().await;
     let a = a.await.unwrap().expect("the first batch applies").remove(0);
     let b = b
         .await
@@ -1763,21 +1754,6 @@ async fn race(app: &TestApp, wallet: &str, first: &Event, second: &Event) -> (Ou
         .expect("the second batch applies")
         .remove(0);
     (a, b)
-}
-
-async fn wait_until<F, Fut>(mut check: F) -> bool
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    let until = Instant::now() + Duration::from_secs(10);
-    while Instant::now() < until {
-        if check().await {
-            return true;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    false
 }
 
 #[tokio::test]

@@ -785,11 +785,10 @@ impl Outage<'_> {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_database_outage_holds_events_pending_and_the_consumer_recovers_without_a_restart() {
-    let test_started = Instant::now();
-    let mut postgres = PrivatePostgres::start().await;
-    let database_url = postgres.url("wallet_ledger_outage");
+/// A PostgreSQL of the test's own with `database` created and migrated by the binary.
+async fn migrated_private_database(database: &str) -> (PrivatePostgres, String) {
+    let postgres = PrivatePostgres::start().await;
+    let database_url = postgres.url(database);
     let mut migrate = Command::new(BIN);
     migrate.args(["migrate", "--database-url", &database_url]);
     let migrate = run_to_end(migrate, Duration::from_secs(60)).await;
@@ -798,6 +797,13 @@ async fn a_database_outage_holds_events_pending_and_the_consumer_recovers_withou
         "{}",
         String::from_utf8_lossy(&migrate.stderr)
     );
+    (postgres, database_url)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_database_outage_holds_events_pending_and_the_consumer_recovers_without_a_restart() {
+    let test_started = Instant::now();
+    let (mut postgres, database_url) = migrated_private_database("wallet_ledger_outage").await;
     let wallets: Vec<String> = (1..=4).map(|i| format!("outage-w{i}")).collect();
     let ledger = Ledger::connect(&database_url).await;
     for wallet in &wallets {
@@ -894,16 +900,7 @@ async fn a_database_outage_holds_events_pending_and_the_consumer_recovers_withou
 /// it again before each retry. Every message is delivered once, and applied once afterwards.
 #[tokio::test]
 async fn a_batch_retried_through_an_outage_is_never_reclaimed_by_another_consumer() {
-    let mut postgres = PrivatePostgres::start().await;
-    let database_url = postgres.url("wallet_ledger_reclaim");
-    let mut migrate = Command::new(BIN);
-    migrate.args(["migrate", "--database-url", &database_url]);
-    let migrate = run_to_end(migrate, Duration::from_secs(60)).await;
-    assert!(
-        migrate.status.success(),
-        "{}",
-        String::from_utf8_lossy(&migrate.stderr)
-    );
+    let (mut postgres, database_url) = migrated_private_database("wallet_ledger_reclaim").await;
     let ledger = Ledger::connect(&database_url).await;
     ledger.create_wallet("held").await;
     ledger.close().await;

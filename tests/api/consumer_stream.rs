@@ -4,7 +4,7 @@
 //! every wallet still gains exactly the sum of its distinct payments, nothing stays pending,
 //! and only the messages that can never apply end up in `<stream>.dlq`.
 
-use super::common::TestApp;
+use super::common::{TestApp, lock_waiters};
 use super::stream_support::{
     BIN, GROUP, PrivateRedis, assert_exit_0, consume, consumer_command_with, dead_letters,
     describe, dlq, event, eventually, forget, free_port, http_get, metric, payment, pending,
@@ -1125,16 +1125,7 @@ async fn a_broker_outage_between_commit_and_ack_is_waited_out_and_reported_by_re
         .unwrap();
     let mut redis = redis_at(&url).await;
     xadd(&mut redis, &stream, &payment(Uuid::new_v4(), "w1", "5000")).await;
-    let waiting = eventually(LIMIT, || async {
-        let waiting: i64 = sqlx::query_scalar(
-            "select count(*) from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock'",
-        )
-        .fetch_one(&app.pool)
-        .await
-        .unwrap();
-        waiting > 0
-    })
-    .await;
+    let waiting = eventually(LIMIT, || async { lock_waiters(&app).await > 0 }).await;
     assert!(waiting, "the consumer never waited on the wallet's lock");
 
     // The broker dies; then the batch commits and its acknowledgement cannot be sent.

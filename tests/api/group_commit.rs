@@ -9,10 +9,9 @@
 //! while the requests under test queue; releasing the lock lets the next group take everything
 //! queued at once.
 
-use super::common::{TestApp, TestResponse, assert_problem};
+use super::common::{Gate, TestApp, TestResponse, assert_problem, lock_waiters};
 use axum::http::{Method, StatusCode};
 use serde_json::{Value, json};
-use sqlx::{Postgres, Transaction};
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -123,37 +122,11 @@ async fn answers(handles: Vec<JoinHandle<TestResponse>>) -> Vec<TestResponse> {
     all
 }
 
-/// A row lock held by a separate session, in an open transaction, until [`Gate::open`].
-struct Gate(Transaction<'static, Postgres>);
-
-impl Gate {
-    async fn shut(app: &TestApp, account: &str) -> Gate {
-        let mut tx = app.pool.begin().await.unwrap();
-        sqlx::query("select id from accounts where id = $1 for update")
-            .bind(account)
-            .fetch_one(&mut *tx)
-            .await
-            .unwrap();
-        Gate(tx)
-    }
-
-    async fn open(self) {
-        self.0.commit().await.unwrap();
-    }
-}
-
 /// Waits until some session of the test's database waits on a lock (the gate's row).
 async fn wait_for_a_lock_waiter(app: &TestApp) {
     let deadline = Instant::now() + Duration::from_secs(5);
     loop {
-        let waiting: i64 = sqlx::query_scalar(
-            "select count(*) from pg_stat_activity
-             where datname = current_database() and wait_event_type = 'Lock'",
-        )
-        .fetch_one(&app.pool)
-        .await
-        .unwrap();
-        if waiting > 0 {
+        if lock_waiters(app).await > 0 {
             return;
         }
         assert!(Instant::now() < deadline, "no request waits on the gate");
