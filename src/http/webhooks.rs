@@ -55,7 +55,7 @@ fn parse_id(raw: &str, what: &str) -> Result<Uuid> {
     responses(
         (status = 201, description = "created; the only answer that shows the secret (a replay shows it again)", body = SubscriptionView),
         (status = 200, description = "replay of the creation response (`Idempotent-Replayed: true`)", body = SubscriptionView),
-        (status = 422, description = "validation_failed (url, url_scheme, url_credentials, url_not_allowed, event_type, secret), idempotency_mismatch", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "validation_failed (url, url_scheme, url_credentials, url_not_allowed, url_not_public, event_type, secret), idempotency_mismatch", body = Problem, content_type = "application/problem+json"),
     ))]
 pub async fn create(
     State(state): State<AppState>,

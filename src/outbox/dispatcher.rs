@@ -7,6 +7,7 @@
 //! other 4xx and any redirect are final; after the retry budget the delivery is `dead`.
 //! Redirects are never followed: the allow-list names where requests may go.
 
+use super::address::GuardedResolver;
 use super::deliveries::{self, Attempt, Claimed};
 use super::signing;
 use super::subscriptions::UrlPolicy;
@@ -15,6 +16,7 @@ use crate::failpoint;
 use chrono::Utc;
 use serde_json::json;
 use sqlx::PgPool;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::watch;
 
@@ -98,8 +100,29 @@ pub struct Dispatcher {
 
 impl Dispatcher {
     pub async fn new(pool: PgPool, settings: Settings) -> anyhow::Result<Dispatcher> {
+        let resolver = GuardedResolver::new(settings.policy.clone());
+        Dispatcher::build(pool, settings, resolver).await
+    }
+
+    /// A dispatcher that resolves names with `resolver` (still guarded: only public addresses
+    /// unless listed). Tests give names their own answers this way.
+    pub async fn with_resolver(
+        pool: PgPool,
+        settings: Settings,
+        resolver: Arc<dyn reqwest::dns::Resolve>,
+    ) -> anyhow::Result<Dispatcher> {
+        let resolver = GuardedResolver::over(settings.policy.clone(), resolver);
+        Dispatcher::build(pool, settings, resolver).await
+    }
+
+    async fn build(
+        pool: PgPool,
+        settings: Settings,
+        resolver: GuardedResolver,
+    ) -> anyhow::Result<Dispatcher> {
         crate::install_crypto_provider();
         let client = reqwest::Client::builder()
+            .dns_resolver(Arc::new(resolver))
             .timeout(settings.timeout)
             .redirect(reqwest::redirect::Policy::none())
             .user_agent(concat!("wallet-ledger/", env!("CARGO_PKG_VERSION")))
@@ -193,6 +216,18 @@ impl Dispatcher {
     }
 }
 
+/// The resolver's refusal inside a request error, if that is why it failed.
+fn not_public(error: &reqwest::Error) -> Option<&super::address::NotPublic> {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(error);
+    while let Some(e) = source {
+        if let Some(refused) = e.downcast_ref::<super::address::NotPublic>() {
+            return Some(refused);
+        }
+        source = e.source();
+    }
+    None
+}
+
 fn count(attempt: &Attempt) {
     let outcome = match attempt {
         Attempt::Delivered { .. } => "delivered",
@@ -281,6 +316,8 @@ async fn send(client: &reqwest::Client, settings: &Settings, delivery: &Claimed)
         Err(e) => {
             let error = if e.is_timeout() {
                 format!("no answer within {:?}", settings.timeout)
+            } else if let Some(refused) = not_public(&e) {
+                format!("refused: {refused}")
             } else if e.is_connect() {
                 "the receiver could not be reached".to_owned()
             } else {

@@ -3,6 +3,7 @@
 //! receiver's idempotency key (`webhook-id` and `Idempotency-Key`).
 //!
 //! - `signing`: the Standard Webhooks signature;
+//! - `address`: which addresses webhooks may reach (public ones, or hosts the operator lists);
 //! - `subscriptions`: webhook subscriptions (create, read, delete, rotate the secret) and the
 //!   URL policy;
 //! - `deliveries`: fan-out of events into deliveries, claiming, recording results, listing,
@@ -11,6 +12,7 @@
 //! - `stream`: the optional outbound stream (`--events-stream`);
 //! - `purge`: retention.
 
+pub mod address;
 pub mod deliveries;
 pub mod dispatcher;
 pub mod purge;

@@ -4,7 +4,7 @@
 //! to a URL a caller chose, so URLs are checked (scheme, no credentials) and the operator can
 //! restrict the hosts they may name.
 
-use super::signing;
+use super::{address, signing};
 use crate::ledger::events::EventType;
 use crate::ledger::now_micros;
 use crate::ledger::{Created, audit};
@@ -19,8 +19,10 @@ use uuid::Uuid;
 /// The longest webhook URL.
 pub const MAX_URL_LEN: usize = 2048;
 
-/// Which hosts webhook URLs may name: any (an empty list), or only these. An entry is a host
-/// (`hooks.example.com`), a host and port (`127.0.0.1:9000`), or a suffix (`*.example.com`).
+/// Which hosts webhook URLs may name: any public one (an empty list), or only these. An entry
+/// is a host (`hooks.example.com`), a host and port (`127.0.0.1:9000`), or a suffix
+/// (`*.example.com`). A listed host may be private (an in-house receiver); an unlisted one
+/// must be public (see `address`).
 #[derive(Debug, Clone, Default)]
 pub struct UrlPolicy {
     pub allowed_hosts: Vec<String>,
@@ -52,35 +54,66 @@ impl UrlPolicy {
         let Some(host) = url.host_str() else {
             return Err(refuse("url", "must name a host"));
         };
-        if !self.allows(host, url.port_or_known_default()) {
+        let port = url.port_or_known_default();
+        if !self.allowed_hosts.is_empty() && !self.matches(host, port) {
             return Err(refuse(
                 "url_not_allowed",
                 &format!("host {host} is not on the operator's allow-list (WEBHOOK_ALLOWED_HOSTS)"),
             ));
         }
+        // Not public: refused unless the operator listed it. A name is checked again on the
+        // address it resolves to, at every connection (`address::GuardedResolver`).
+        let literal = match url.host() {
+            Some(url::Host::Ipv4(ip)) => Some(std::net::IpAddr::V4(ip)),
+            Some(url::Host::Ipv6(ip)) => Some(std::net::IpAddr::V6(ip)),
+            _ => None,
+        };
+        let local =
+            literal.is_some_and(|ip| !address::is_public(ip)) || address::is_local_name(host);
+        if local && !self.matches(host, port) {
+            return Err(refuse(
+                "url_not_public",
+                &format!(
+                    "host {host} is not a public address (loopback, private, link-local and \
+                     the like are refused); list it in WEBHOOK_ALLOWED_HOSTS to allow it"
+                ),
+            ));
+        }
         Ok(url)
     }
 
-    fn allows(&self, host: &str, port: Option<u16>) -> bool {
+    /// Whether an entry of the allow-list names `host` (and `port`, when the entry has one).
+    fn matches(&self, host: &str, port: Option<u16>) -> bool {
+        self.entries_for(host)
+            .any(|entry_port| entry_port.is_none() || entry_port == port)
+    }
+
+    /// Whether the operator listed `host` (on any port): such a host may resolve to a private
+    /// address.
+    pub fn lists_host(&self, host: &str) -> bool {
+        self.entries_for(host).next().is_some()
+    }
+
+    /// The ports (`None`: any) of the allow-list's entries that name `host`.
+    fn entries_for<'a>(&'a self, host: &str) -> impl Iterator<Item = Option<u16>> + 'a {
         let host = host
             .trim_start_matches('[')
             .trim_end_matches(']')
+            .trim_end_matches('.')
             .to_ascii_lowercase();
-        self.allowed_hosts.is_empty()
-            || self.allowed_hosts.iter().any(|entry| {
-                let entry = entry.to_ascii_lowercase();
-                if let Some(suffix) = entry.strip_prefix("*.") {
-                    host.ends_with(&format!(".{suffix}"))
-                } else if let Some((h, p)) = entry
-                    .rsplit_once(':')
-                    .filter(|(_, p)| p.parse::<u16>().is_ok())
-                {
-                    h.trim_start_matches('[').trim_end_matches(']') == host
-                        && port.map(|x| x.to_string()).as_deref() == Some(p)
-                } else {
-                    entry == host
-                }
-            })
+        self.allowed_hosts.iter().filter_map(move |entry| {
+            let entry = entry.to_ascii_lowercase();
+            if let Some(suffix) = entry.strip_prefix("*.") {
+                host.ends_with(&format!(".{suffix}")).then_some(None)
+            } else if let Some((h, p)) = entry
+                .rsplit_once(':')
+                .and_then(|(h, p)| Some((h, p.parse::<u16>().ok()?)))
+            {
+                (h.trim_start_matches('[').trim_end_matches(']') == host).then_some(Some(p))
+            } else {
+                (entry.trim_start_matches('[').trim_end_matches(']') == host).then_some(None)
+            }
+        })
     }
 }
 
@@ -361,5 +394,44 @@ mod tests {
                 "{refused}"
             );
         }
+    }
+
+    #[test]
+    fn by_default_only_public_hosts_are_allowed_and_listed_ones_whatever_they_are() {
+        let open = UrlPolicy::default();
+        for refused in [
+            "http://169.254.169.254/latest/meta-data",
+            "http://10.1.2.3/x",
+            "http://localhost:5432/",
+            "http://LOCALHOST./x",
+            "http://api.localhost/x",
+            "http://[::1]/x",
+            "http://0.0.0.0/x",
+            "http://[::ffff:10.0.0.1]/x",
+            "http://[::ffff:7f00:1]/x",
+            "http://[fd00::1]/x",
+            "http://[fe80::1]/x",
+            "http://100.64.0.1/x",
+            "http://224.0.0.1/x",
+            "http://2130706433/x",
+            "http://0x7f.1/x",
+            "http://127.1/x",
+        ] {
+            assert_eq!(
+                open.check(refused).map_err(|e| e.code),
+                Err("url_not_public".to_owned()),
+                "{refused}"
+            );
+        }
+        assert!(open.check("https://93.184.216.34/x").is_ok());
+        assert!(open.check("https://[2606:4700::1111]/x").is_ok());
+        let listed = UrlPolicy {
+            allowed_hosts: vec!["127.0.0.1:9000".into(), "localhost".into(), "[::1]".into()],
+        };
+        assert!(listed.check("http://127.0.0.1:9000/x").is_ok());
+        assert!(listed.check("http://localhost:1234/x").is_ok());
+        assert!(listed.check("http://[::1]:8080/x").is_ok());
+        assert!(listed.lists_host("127.0.0.1") && listed.lists_host("LocalHost"));
+        assert!(!listed.lists_host("10.0.0.1"));
     }
 }

@@ -14,6 +14,7 @@ use serde_json::{Value, json};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::process::Stdio;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
@@ -1334,6 +1335,68 @@ async fn a_url_no_longer_allowed_when_sending_is_dead_without_a_request() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     assert!(receiver.requests().is_empty(), "no request was sent");
+    receiver.stop().await;
+    app.finish().await;
+}
+
+/// Gives every name one answer, as a DNS server an attacker controls would.
+struct FixedResolver(std::net::IpAddr);
+
+impl reqwest::dns::Resolve for FixedResolver {
+    fn resolve(&self, _name: reqwest::dns::Name) -> reqwest::dns::Resolving {
+        let address = std::net::SocketAddr::new(self.0, 0);
+        Box::pin(async move { Ok(Box::new(std::iter::once(address)) as reqwest::dns::Addrs) })
+    }
+}
+
+/// A public-looking name accepted when the webhook was created, resolving to this machine when
+/// the dispatcher connects (DNS rebinding, or a name pointed at an internal address): refused
+/// at connect time, naming the address, with no request sent. Listed by the operator, the same
+/// name is delivered to.
+#[tokio::test]
+async fn a_name_that_resolves_to_a_private_address_is_refused_at_connect_time() {
+    let port = free_port();
+    let secret = generate_secret();
+    let receiver = Receiver::start(port, "ok", &[&secret]).await;
+    let app = TestApp::new().await;
+    let url = format!("http://hooks.rebind.test:{port}/hook");
+    subscribe(&app, &url, Some(&secret)).await;
+    app.create_wallet("w1").await;
+    let event = pay(&app, "w1", 100).await;
+    let loopback = Arc::new(FixedResolver("127.0.0.1".parse().unwrap()));
+    let mut open = Dispatcher::with_resolver(app.pool.clone(), settings(&[]), loopback.clone())
+        .await
+        .unwrap();
+    let first = open.step().await.unwrap();
+    assert_eq!((first.claimed, first.delivered, first.retried), (1, 0, 1));
+    let detail = only_delivery(&app, event).await;
+    let e = text(&detail["last_error"]);
+    assert!(
+        e.contains("hooks.rebind.test resolves only to non-public addresses (127.0.0.1)")
+            && e.contains("WEBHOOK_ALLOWED_HOSTS"),
+        "{e}"
+    );
+    assert!(
+        receiver.requests().is_empty(),
+        "no request reached the address"
+    );
+
+    // The operator lists the host: it is an in-house receiver.
+    sqlx::query("update webhook_deliveries set next_attempt_at = now()")
+        .execute(&app.pool)
+        .await
+        .unwrap();
+    let listed = Settings {
+        policy: UrlPolicy {
+            allowed_hosts: vec!["hooks.rebind.test".into()],
+        },
+        ..settings(&[])
+    };
+    let mut listed = Dispatcher::with_resolver(app.pool.clone(), listed, loopback)
+        .await
+        .unwrap();
+    assert_eq!(listed.step().await.unwrap().delivered, 1);
+    assert_eq!(receiver.requests().len(), 1);
     receiver.stop().await;
     app.finish().await;
 }

@@ -1567,13 +1567,37 @@ async fn webhook_urls_are_checked() {
         )
         .await;
     assert_invalid(&r, "/url", "length", "too long");
-    // Without an allow-list any host is accepted.
+    // Without an allow-list any public host is accepted...
     for url in [
-        "http://127.0.0.1:9000/in",
         "https://hooks.example.com/in",
-        "http://localhost/x",
+        "http://93.184.216.34:8080/in",
+        "https://[2606:4700::1111]/in",
     ] {
         create_webhook(&app, json!({"id": Uuid::new_v4(), "url": url})).await;
+    }
+    // ...and no address of this machine or its network: a subscription would make this
+    // server send signed requests there (server-side request forgery).
+    for url in [
+        "http://169.254.169.254/latest/meta-data/",
+        "http://10.0.0.1/in",
+        "http://172.16.5.4/in",
+        "http://192.168.1.1/in",
+        "http://100.64.0.1/in",
+        "http://127.0.0.1:9000/in",
+        "http://2130706433/in",
+        "http://localhost:5432/",
+        "http://api.localhost/in",
+        "http://[::1]/in",
+        "http://0.0.0.0/in",
+        "http://[::ffff:10.0.0.1]/in",
+        "http://[fd00::1]/in",
+        "http://[fe80::1]/in",
+        "http://224.0.0.1/in",
+    ] {
+        let r = app
+            .post("/v1/webhooks", &json!({"id": Uuid::new_v4(), "url": url}))
+            .await;
+        assert_invalid(&r, "/url", "url_not_public", url);
     }
     // Several problems at once are all named.
     let r = app
