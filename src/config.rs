@@ -613,7 +613,7 @@ pub struct PublishArgs {
     #[arg(long, default_value_t = 100)]
     pub count: usize,
     /// Wallets credited, in turn (comma-separated account ids).
-    #[arg(long, value_delimiter = ',', default_value = "w1", value_parser = wallet_id, required = true)]
+    #[arg(long, value_delimiter = ',', default_value = "w1", value_parser = wallet_id)]
     pub wallets: Vec<String>,
     /// Minor units per payment (1 to 2^53 − 1).
     #[arg(long, default_value_t = 5_000,
@@ -698,6 +698,7 @@ pub const DEFAULT_WEBHOOK_MAX_ATTEMPTS: i32 = 15;
 pub const DEFAULT_WEBHOOK_BACKOFF_MS: u64 = 1_000;
 pub const DEFAULT_WEBHOOK_BACKOFF_MAX_MS: u64 = 3_600_000;
 pub const DEFAULT_WEBHOOK_CONCURRENCY: u64 = 16;
+pub const DEFAULT_WEBHOOK_SUBSCRIPTION_CONCURRENCY: u64 = 4;
 /// About how many entries the outbound events stream keeps (`XADD MAXLEN ~`).
 pub const EVENTS_STREAM_MAX_LEN: usize = 1_000_000;
 
@@ -707,7 +708,7 @@ pub struct OutboxConfig {
     #[arg(long, env = "OUTBOX_INTERVAL_MS", default_value_t = DEFAULT_OUTBOX_INTERVAL_MS,
         value_parser = clap::value_parser!(u64).range(1..))]
     pub outbox_interval_ms: u64,
-    /// Events fanned out and deliveries sent per step.
+    /// Events fanned out per round, and the most deliveries claimed at once.
     #[arg(long, env = "OUTBOX_BATCH", default_value_t = DEFAULT_OUTBOX_BATCH,
         value_parser = clap::value_parser!(i64).range(1..=1000))]
     pub outbox_batch: i64,
@@ -729,8 +730,14 @@ pub struct OutboxConfig {
     pub webhook_backoff_max_ms: u64,
     /// Requests sent at once by one dispatcher (a receiver is not flooded by a backlog).
     #[arg(long, env = "WEBHOOK_CONCURRENCY", default_value_t = DEFAULT_WEBHOOK_CONCURRENCY,
-        value_parser = clap::value_parser!(u64).range(1..))]
+        value_parser = clap::value_parser!(u64).range(1..=1000))]
     pub webhook_concurrency: u64,
+    /// Requests one dispatcher sends at once to one subscription: a slow or hanging receiver
+    /// holds at most this many of the dispatcher's requests, never the others'.
+    #[arg(long, env = "WEBHOOK_SUBSCRIPTION_CONCURRENCY",
+        default_value_t = DEFAULT_WEBHOOK_SUBSCRIPTION_CONCURRENCY,
+        value_parser = clap::value_parser!(u64).range(1..=1000))]
+    pub webhook_subscription_concurrency: u64,
     /// Also publish every event to this Redis/Valkey stream (for example `ledger.events`),
     /// with the event id as its key; off when unset.
     #[arg(long, env = "EVENTS_STREAM")]
@@ -749,6 +756,7 @@ impl Default for OutboxConfig {
             webhook_backoff_ms: DEFAULT_WEBHOOK_BACKOFF_MS,
             webhook_backoff_max_ms: DEFAULT_WEBHOOK_BACKOFF_MAX_MS,
             webhook_concurrency: DEFAULT_WEBHOOK_CONCURRENCY,
+            webhook_subscription_concurrency: DEFAULT_WEBHOOK_SUBSCRIPTION_CONCURRENCY,
             events_stream: None,
             redis: RedisConfig {
                 url: DEFAULT_REDIS_URL.to_owned(),

@@ -36,6 +36,7 @@ def verified(body, headers):
 class Handler(BaseHTTPRequestHandler):
     def do_POST(self):
         global seen
+        received_at = time.time()
         body = self.rfile.read(int(self.headers.get("content-length", "0")))
         headers = {k.lower(): v for k, v in self.headers.items()}
         with lock:
@@ -50,6 +51,7 @@ class Handler(BaseHTTPRequestHandler):
             time.sleep(float(mode.split(":")[1]))
         record = {
             "n": n,
+            "received_at": received_at,
             "answered": status,
             "verified": verified(body, headers),
             "webhook_id": headers.get("webhook-id"),

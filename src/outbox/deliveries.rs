@@ -49,6 +49,7 @@ pub async fn fan_out(conn: &mut PgConnection, limit: i64) -> Result<i64, sqlx::E
 #[derive(Debug, Clone)]
 pub struct Claimed {
     pub id: Uuid,
+    pub subscription_id: Uuid,
     pub event_id: Uuid,
     pub event_type: String,
     pub event_created_at: DateTime<Utc>,
@@ -60,30 +61,49 @@ pub struct Claimed {
 }
 
 /// Claims up to `limit` due deliveries for `lease` (longer than a send can take).
+/// Takes up to `limit` due deliveries of active subscriptions for `lease`, at most
+/// `per_subscription` of any one subscription, and none of the subscriptions in `full` (those
+/// this dispatcher already sends to at its limit). The caller sends them at once: nothing is
+/// claimed to wait in memory, so a lease never runs out on a delivery not yet sent, and the
+/// subscription's state is read right before its send.
 pub async fn claim(
     conn: &mut PgConnection,
     limit: i64,
+    per_subscription: i64,
+    full: &[Uuid],
     lease: std::time::Duration,
 ) -> Result<Vec<Claimed>, sqlx::Error> {
     let lease_ms = i64::try_from(lease.as_millis()).unwrap_or(i64::MAX);
     sqlx::query_as!(
         Claimed,
-        r#"with due as (
-               select d.id from webhook_deliveries d
+        r#"with candidates as (
+               select d.id, d.subscription_id, d.next_attempt_at from webhook_deliveries d
                where d.status = 'pending' and d.next_attempt_at <= now()
+                 and d.subscription_id <> all($4::uuid[])
                  and exists (select 1 from webhook_subscriptions s
                              where s.id = d.subscription_id and s.status = 'active')
-               order by d.next_attempt_at limit $1
-               for update skip locked)
+               order by d.next_attempt_at limit $1::bigint * $3::bigint
+               for update of d skip locked),
+           due as (
+               select id from (
+                   select id, next_attempt_at,
+                          row_number() over (partition by subscription_id
+                                             order by next_attempt_at) as nth
+                   from candidates) ranked
+               where nth <= $3::bigint
+               order by next_attempt_at limit $1)
            update webhook_deliveries d
               set attempts = d.attempts + 1, updated_at = now(),
                   next_attempt_at = now() + make_interval(secs => $2::bigint / 1000.0)
            from due, outbox_events e, webhook_subscriptions s
            where d.id = due.id and e.id = d.event_id and s.id = d.subscription_id
-           returning d.id, d.event_id, e.type as event_type, e.created_at as event_created_at,
-                     e.data, s.url, s.secrets, d.attempts"#,
+             and s.status = 'active'
+           returning d.id, d.subscription_id, d.event_id, e.type as event_type,
+                     e.created_at as event_created_at, e.data, s.url, s.secrets, d.attempts"#,
         limit,
-        lease_ms
+        lease_ms,
+        per_subscription,
+        full
     )
     .fetch_all(conn)
     .await

@@ -31,6 +31,8 @@ pub struct Settings {
     pub policy: UrlPolicy,
     /// Requests in flight at once.
     pub concurrency: usize,
+    /// Requests in flight at once to one subscription.
+    pub per_subscription: usize,
     pub events_stream: Option<(String, String)>,
 }
 
@@ -45,6 +47,8 @@ impl Settings {
             backoff_max: Duration::from_millis(config.webhook_backoff_max_ms),
             policy: policy.url_policy(),
             concurrency: usize::try_from(config.webhook_concurrency).unwrap_or(usize::MAX),
+            per_subscription: usize::try_from(config.webhook_subscription_concurrency)
+                .unwrap_or(usize::MAX),
             events_stream: config
                 .events_stream
                 .clone()
@@ -53,7 +57,8 @@ impl Settings {
     }
 
     /// How long a claim lasts before another dispatcher may take the delivery again: twice the
-    /// request timeout, so a live dispatcher always records before its lease runs out.
+    /// request timeout. A delivery is claimed only when it can be sent at once, and its request
+    /// ends within the timeout, so a live dispatcher always records before its lease runs out.
     fn lease(&self) -> Duration {
         self.timeout * 2
     }
@@ -139,81 +144,179 @@ impl Dispatcher {
         })
     }
 
-    /// Fans out, then sends what is due, then (when configured) publishes to the stream.
+    /// One round, for tests and tools: fans out, claims what can be sent now (at most
+    /// `concurrency`, `per_subscription` each), sends it all and records each answer, then
+    /// (when configured) publishes to the stream. `run` does the same continuously.
     pub async fn step(&mut self) -> Result<StepReport, sqlx::Error> {
         let mut report = StepReport::default();
-        let mut conn = self.pool.acquire().await?;
-        report.fanned_out = deliveries::fan_out(&mut conn, self.settings.batch).await?;
-        let claimed =
-            deliveries::claim(&mut conn, self.settings.batch, self.settings.lease()).await?;
-        drop(conn);
-        report.claimed = claimed.len();
-        let mut sends = tokio::task::JoinSet::new();
-        let mut waiting = claimed.into_iter();
-        loop {
-            // At most `concurrency` requests in flight; each finished one lets the next go.
-            while sends.len() < self.settings.concurrency.max(1) {
-                let Some(delivery) = waiting.next() else {
-                    break;
-                };
-                let client = self.client.clone();
-                let settings = self.settings.clone();
-                sends.spawn(async move {
-                    let started_at = Utc::now();
-                    let clock = Instant::now();
-                    let attempt = send(&client, &settings, &delivery).await;
-                    (delivery, started_at, clock.elapsed(), attempt)
-                });
-            }
-            let Some(done) = sends.join_next().await else {
-                break;
-            };
-            let Ok((delivery, started_at, took, attempt)) = done else {
-                continue; // a send task panicked: its lease runs out and it is sent again
-            };
-            failpoint::hit(failpoint::OUTBOX_AFTER_SEND);
-            let mut conn = self.pool.acquire().await?;
-            let ms = i32::try_from(took.as_millis()).unwrap_or(i32::MAX);
-            deliveries::record(&mut conn, &delivery, started_at, ms, &attempt).await?;
-            match &attempt {
-                Attempt::Delivered { .. } => report.delivered += 1,
-                Attempt::Retry { .. } => report.retried += 1,
-                Attempt::Dead { status, error } => {
-                    report.dead += 1;
-                    tracing::warn!(delivery = %delivery.id, event = %delivery.event_id, ?status, %error, "webhook delivery is dead");
-                }
-            }
-            count(&attempt);
+        let mut flight = InFlight::default();
+        report.fanned_out = self.fan_out().await?;
+        report.claimed = self.fill(&mut flight).await?;
+        while let Some(done) = flight.sends.join_next().await {
+            self.finish(done, &mut flight, &mut report).await?;
         }
-        if let Some(stream) = &mut self.stream {
-            report.streamed = stream
-                .publish_pending(&self.pool, self.settings.batch)
-                .await?;
-        }
+        report.streamed = self.publish().await?;
         Ok(report)
     }
 
-    /// Steps until `stop` turns true; sleeps `interval` only when a step found nothing to do.
+    /// Sends continuously until `stop` turns true: whenever a request ends, the next due
+    /// delivery takes its place, so a slow receiver holds only its own requests (at most
+    /// `per_subscription`) and every other receiver's deliveries go out on time. Sleeps
+    /// `interval` only when nothing was due. On stop, the requests in flight finish (each
+    /// within the timeout) and are recorded.
     pub async fn run(mut self, mut stop: watch::Receiver<bool>) {
+        let mut flight = InFlight::default();
+        let mut report = StepReport::default();
         loop {
-            let busy = match self.step().await {
-                Ok(r) => r.claimed > 0 || r.fanned_out > 0 || r.streamed > 0,
+            if *stop.borrow() {
+                break;
+            }
+            let busy = match self.round(&mut flight).await {
+                Ok(busy) => busy,
                 Err(e) => {
                     tracing::warn!(error = %e, "outbox step failed; will retry");
                     false
                 }
             };
-            if *stop.borrow() {
-                return;
-            }
-            if !busy {
-                tokio::select! {
-                    _ = tokio::time::sleep(self.settings.interval) => {}
-                    _ = stop.changed() => return,
+            let pause = if busy {
+                Duration::ZERO
+            } else {
+                self.settings.interval
+            };
+            tokio::select! {
+                Some(done) = flight.sends.join_next(), if !flight.sends.is_empty() => {
+                    if let Err(e) = self.finish(done, &mut flight, &mut report).await {
+                        tracing::warn!(error = %e, "cannot record a webhook attempt; its lease will run out and it is sent again");
+                    }
                 }
+                _ = tokio::time::sleep(pause) => {}
+                _ = stop.changed() => {}
+            }
+        }
+        while let Some(done) = flight.sends.join_next().await {
+            if let Err(e) = self.finish(done, &mut flight, &mut report).await {
+                tracing::warn!(error = %e, "cannot record a webhook attempt; its lease will run out and it is sent again");
             }
         }
     }
+
+    /// Fan-out, new sends for the free slots, the stream: whether anything was done.
+    async fn round(&mut self, flight: &mut InFlight) -> Result<bool, sqlx::Error> {
+        let fanned_out = self.fan_out().await?;
+        let claimed = self.fill(flight).await?;
+        let streamed = self.publish().await?;
+        Ok(fanned_out > 0 || streamed > 0 || (claimed > 0 && flight.sends.len() < self.slots()))
+    }
+
+    fn slots(&self) -> usize {
+        self.settings.concurrency.max(1)
+    }
+
+    async fn fan_out(&self) -> Result<i64, sqlx::Error> {
+        let mut conn = self.pool.acquire().await?;
+        deliveries::fan_out(&mut conn, self.settings.batch).await
+    }
+
+    /// Claims as many due deliveries as there are free slots and starts sending each.
+    async fn fill(&self, flight: &mut InFlight) -> Result<usize, sqlx::Error> {
+        let free = self.slots().saturating_sub(flight.sends.len());
+        if free == 0 {
+            return Ok(0);
+        }
+        let per_subscription = self.settings.per_subscription.max(1);
+        let full: Vec<uuid::Uuid> = flight
+            .per_subscription
+            .iter()
+            .filter(|(_, n)| **n >= per_subscription)
+            .map(|(id, _)| *id)
+            .collect();
+        let limit = i64::try_from(free)
+            .unwrap_or(i64::MAX)
+            .min(self.settings.batch);
+        let mut conn = self.pool.acquire().await?;
+        let claimed = deliveries::claim(
+            &mut conn,
+            limit,
+            i64::try_from(per_subscription).unwrap_or(i64::MAX),
+            &full,
+            self.settings.lease(),
+        )
+        .await?;
+        drop(conn);
+        let count = claimed.len();
+        for delivery in claimed {
+            *flight
+                .per_subscription
+                .entry(delivery.subscription_id)
+                .or_default() += 1;
+            let client = self.client.clone();
+            let settings = self.settings.clone();
+            flight.sends.spawn(async move {
+                let started_at = Utc::now();
+                let clock = Instant::now();
+                let attempt = send(&client, &settings, &delivery).await;
+                (delivery, started_at, clock.elapsed(), attempt)
+            });
+        }
+        Ok(count)
+    }
+
+    /// Records one finished send.
+    async fn finish(
+        &self,
+        done: Result<Sent, tokio::task::JoinError>,
+        flight: &mut InFlight,
+        report: &mut StepReport,
+    ) -> Result<(), sqlx::Error> {
+        let Ok((delivery, started_at, took, attempt)) = done else {
+            // A send task panicked: its lease runs out and it is sent again. Its slot count
+            // cannot be told apart, so the counts are rebuilt from what is still in flight.
+            flight.per_subscription.retain(|_, n| *n > 0);
+            return Ok(());
+        };
+        if let Some(n) = flight.per_subscription.get_mut(&delivery.subscription_id) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                flight.per_subscription.remove(&delivery.subscription_id);
+            }
+        }
+        failpoint::hit(failpoint::OUTBOX_AFTER_SEND);
+        let mut conn = self.pool.acquire().await?;
+        let ms = i32::try_from(took.as_millis()).unwrap_or(i32::MAX);
+        deliveries::record(&mut conn, &delivery, started_at, ms, &attempt).await?;
+        match &attempt {
+            Attempt::Delivered { .. } => report.delivered += 1,
+            Attempt::Retry { .. } => report.retried += 1,
+            Attempt::Dead { status, error } => {
+                report.dead += 1;
+                tracing::warn!(delivery = %delivery.id, event = %delivery.event_id, ?status, %error, "webhook delivery is dead");
+            }
+        }
+        count(&attempt);
+        Ok(())
+    }
+
+    async fn publish(&mut self) -> Result<usize, sqlx::Error> {
+        match &mut self.stream {
+            Some(stream) => {
+                stream
+                    .publish_pending(&self.pool, self.settings.batch)
+                    .await
+            }
+            None => Ok(0),
+        }
+    }
+}
+
+/// What a send task hands back: the delivery, when it started, how long it took, and how it
+/// ended.
+type Sent = (Claimed, chrono::DateTime<Utc>, Duration, Attempt);
+
+/// The requests a dispatcher has in flight, and how many of them each subscription has.
+#[derive(Default)]
+struct InFlight {
+    sends: tokio::task::JoinSet<Sent>,
+    per_subscription: std::collections::HashMap<uuid::Uuid, usize>,
 }
 
 /// The resolver's refusal inside a request error, if that is why it failed.
@@ -375,6 +478,7 @@ mod tests {
             backoff_max: Duration::from_millis(1_000),
             policy: UrlPolicy::default(),
             concurrency: 4,
+            per_subscription: 2,
             events_stream: None,
         }
     }

@@ -434,3 +434,44 @@ async fn printed_events_escape_what_the_producer_wrote() {
     forget(&mut redis, &stream, GROUP).await;
     app.finish().await;
 }
+
+// 9. The producer's own flags ----------------------------------------------------------------
+
+#[tokio::test]
+async fn publish_refuses_a_zero_amount_and_an_empty_or_invalid_wallet() {
+    let stream = unique_stream("publish");
+    for args in [
+        ["--amount", "0"],
+        ["--amount", "9007199254740992"],
+        ["--wallets", ""],
+        ["--wallets", "w1,,w2"],
+        ["--wallets", "w 1"],
+    ] {
+        let mut command = tokio::process::Command::new(super::stream_support::BIN);
+        command
+            .args([
+                "publish",
+                "--redis-url",
+                &shared_redis_url(),
+                "--stream",
+                &stream,
+            ])
+            .args(args)
+            .stdin(std::process::Stdio::null());
+        let output = run_to_end(command, LIMIT).await;
+        assert_eq!(
+            output.status.code(),
+            Some(2),
+            "{args:?}: {}",
+            describe(&output)
+        );
+        assert!(
+            text(&output.stderr).contains(args[0]),
+            "{}",
+            describe(&output)
+        );
+    }
+    let mut redis = redis_at(&shared_redis_url()).await;
+    let exists: bool = redis.exists(&stream).await.unwrap();
+    assert!(!exists, "nothing was published");
+}

@@ -8,7 +8,8 @@ use super::common::TestApp;
 use super::stream_support::{
     BIN, eventually, free_port, redis_at, run_to_end, shared_redis_url, terminate, unique_stream,
 };
-use axum::http::StatusCode;
+use axum::body::Body;
+use axum::http::{Method, StatusCode};
 use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, BTreeSet};
@@ -233,6 +234,7 @@ fn settings(ports: &[u16]) -> Settings {
             allowed_hosts: ports.iter().map(|p| format!("127.0.0.1:{p}")).collect(),
         },
         concurrency: 16,
+        per_subscription: 4,
         events_stream: None,
     }
 }
@@ -947,10 +949,16 @@ async fn fifty_payments_to_a_receiver_failing_a_third_of_the_time_are_all_delive
 /// `wallet-ledger outbox` with short timings; `timeout_ms` per request (the lease is twice it)
 /// and `batch` deliveries sent at once per step.
 fn outbox_command(database_url: &str, port: u16, timeout_ms: u64, batch: u32) -> Command {
+    outbox_command_for(database_url, &[port], timeout_ms, batch)
+}
+
+/// [`outbox_command`] allowing the receivers on `ports`.
+fn outbox_command_for(database_url: &str, ports: &[u16], timeout_ms: u64, batch: u32) -> Command {
+    let allowed: Vec<String> = ports.iter().map(|p| format!("127.0.0.1:{p}")).collect();
     let mut command = Command::new(BIN);
     command
         .args(["outbox", "--database-url", database_url])
-        .args(["--webhook-allowed-hosts", &format!("127.0.0.1:{port}")])
+        .args(["--webhook-allowed-hosts", &allowed.join(",")])
         .args(["--webhook-timeout-ms", &timeout_ms.to_string()])
         .args([
             "--outbox-interval-ms",
@@ -1194,6 +1202,129 @@ async fn two_outbox_processes_running_while_payments_arrive_send_each_event_once
     .await
     .unwrap();
     assert_eq!(attempts, 100, "one attempt per delivery: {kinds:?}");
+    receiver.stop().await;
+    app.finish().await;
+}
+
+/// Seconds from each event to its arrival at `receiver`, sorted.
+fn latencies(receiver: &Receiver) -> Vec<f64> {
+    let mut seconds: Vec<f64> = receiver
+        .requests()
+        .iter()
+        .map(|q| {
+            let created: DateTime<Utc> = q["body"]["timestamp"].as_str().unwrap().parse().unwrap();
+            let created = created.timestamp_micros() as f64 / 1e6;
+            q["received_at"].as_f64().unwrap() - created
+        })
+        .collect();
+    seconds.sort_by(f64::total_cmp);
+    seconds
+}
+
+/// One receiver that never answers within the timeout beside a healthy one, two dispatcher
+/// processes (the documented way to scale): the healthy receiver gets every event once and on
+/// time, whatever the hanging one holds, and no lease runs out on a delivery still queued.
+#[tokio::test]
+async fn a_hanging_receiver_costs_only_its_own_deliveries_and_nothing_is_sent_twice() {
+    let (hanging_port, healthy_port) = (free_port(), free_port());
+    let secret = generate_secret();
+    let hanging = Receiver::start(hanging_port, "slow:30", &[&secret]).await;
+    let healthy = Receiver::start(healthy_port, "ok", &[&secret]).await;
+    let app = app_allowing(&[hanging_port, healthy_port]).await;
+    subscribe(&app, &hanging.url(), Some(&secret)).await;
+    subscribe(&app, &healthy.url(), Some(&secret)).await;
+    app.create_wallet("w1").await;
+    let ports = [hanging_port, healthy_port];
+    let mut dispatchers = [
+        outbox_command_for(&app.database_url, &ports, 2_000, 100)
+            .spawn()
+            .unwrap(),
+        outbox_command_for(&app.database_url, &ports, 2_000, 100)
+            .spawn()
+            .unwrap(),
+    ];
+    for i in 0..64 {
+        pay(&app, "w1", 100 + i).await;
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    healthy.wait_for(64, Duration::from_secs(30)).await;
+    // Past a whole lease (twice the timeout): a delivery whose lease ran out while it waited
+    // in a dispatcher's queue would arrive a second time now.
+    tokio::time::sleep(Duration::from_millis(4_500)).await;
+    for child in &mut dispatchers {
+        terminate(child);
+        let status = tokio::time::timeout(Duration::from_secs(10), child.wait())
+            .await
+            .expect("the dispatcher stops on SIGTERM")
+            .unwrap();
+        assert!(status.success(), "{status:?}");
+    }
+    let requests = healthy.requests();
+    let ids: BTreeSet<String> = webhook_ids(&requests).into_iter().collect();
+    assert_eq!(
+        requests.len(),
+        64,
+        "every event once at the healthy receiver"
+    );
+    assert_eq!(
+        ids,
+        all_event_ids(&app)
+            .await
+            .iter()
+            .map(Uuid::to_string)
+            .collect()
+    );
+    let seconds = latencies(&healthy);
+    let (median, worst) = (seconds[seconds.len() / 2], seconds[seconds.len() - 1]);
+    eprintln!("healthy receiver beside a hanging one: median {median:.3} s, worst {worst:.3} s");
+    // Generous bounds: the hanging receiver's timeout is 2 s, which every healthy delivery
+    // waited out before (a median of 3.1 s with a 3 s timeout).
+    assert!(median < 1.0, "median {median:.3} s: {seconds:?}");
+    assert!(worst < 1.9, "worst {worst:.3} s: {seconds:?}");
+    hanging.stop().await;
+    healthy.stop().await;
+    app.finish().await;
+}
+
+/// After `DELETE /v1/webhooks/{id}` answers, at most the requests already in flight arrive:
+/// nothing claimed earlier waits in memory to be sent later.
+#[tokio::test]
+async fn no_delivery_starts_after_its_webhook_was_deleted() {
+    let port = free_port();
+    let secret = generate_secret();
+    let receiver = Receiver::start(port, "slow:0.2", &[&secret]).await;
+    let app = app_allowing(&[port]).await;
+    let (webhook, _) = subscribe(&app, &receiver.url(), Some(&secret)).await;
+    app.create_wallet("w1").await;
+    for i in 0..60 {
+        pay(&app, "w1", 100 + i).await;
+    }
+    let settings = Settings {
+        per_subscription: 4,
+        ..settings(&[port])
+    };
+    let dispatcher = Dispatcher::new(app.pool.clone(), settings).await.unwrap();
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let running = tokio::spawn(dispatcher.run(stopped));
+    receiver.wait_for(8, Duration::from_secs(20)).await;
+    let r = app
+        .raw(
+            Method::DELETE,
+            &format!("/v1/webhooks/{webhook}"),
+            &[],
+            Body::empty(),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.text);
+    let at_delete = receiver.requests().len();
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    let after = receiver.requests().len() - at_delete;
+    assert!(
+        after <= 4,
+        "{after} requests arrived after DELETE answered (4 were in flight at most)"
+    );
+    let _ = stop.send(true);
+    running.await.unwrap();
     receiver.stop().await;
     app.finish().await;
 }

@@ -2162,7 +2162,7 @@ async fn a_delivery_shows_its_attempts_and_can_be_redelivered() {
 
     // One failed attempt, recorded the way the dispatcher does.
     let mut conn = app.pool.acquire().await.unwrap();
-    let claimed = deliveries::claim(&mut conn, 10, Duration::from_secs(30))
+    let claimed = deliveries::claim(&mut conn, 10, 10, &[], Duration::from_secs(30))
         .await
         .unwrap();
     assert_eq!(claimed.len(), 1);
@@ -2229,7 +2229,7 @@ async fn a_finished_delivery_of_a_deleted_webhook_cannot_be_redelivered() {
     assert_eq!(fan_out(&app).await, 2);
     // One delivery ends dead (the receiver answered 410), the other delivered.
     let mut conn = app.pool.acquire().await.unwrap();
-    let claimed = deliveries::claim(&mut conn, 10, Duration::from_secs(30))
+    let claimed = deliveries::claim(&mut conn, 10, 10, &[], Duration::from_secs(30))
         .await
         .unwrap();
     assert_eq!(claimed.len(), 2);
@@ -2266,12 +2266,13 @@ async fn a_finished_delivery_of_a_deleted_webhook_cannot_be_redelivered() {
         out
     };
     let mut conn = app.pool.acquire().await.unwrap();
-    let sent_again: Vec<String> = deliveries::claim(&mut conn, 10, Duration::from_secs(30))
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|c| c.url)
-        .collect();
+    let sent_again: Vec<String> =
+        deliveries::claim(&mut conn, 10, 10, &[], Duration::from_secs(30))
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|c| c.url)
+            .collect();
     for (status, code, text) in &answers {
         assert_eq!(
             (*status, code.as_str()),
