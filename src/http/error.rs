@@ -83,7 +83,7 @@ impl ApiError {
                 400,
                 "id_required",
                 "Id required",
-                "send an `id` in the body or an Idempotency-Key header, so that a retry cannot apply twice",
+                "send an `id` in the body (to rotate a webhook secret: the `secret`) or an Idempotency-Key header, so that a retry cannot apply twice",
             ),
             ApiError::Validation(errors) => {
                 let mut p = Problem::new(

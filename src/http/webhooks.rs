@@ -132,26 +132,34 @@ pub async fn delete(State(state): State<AppState>, PathParam(id): PathParam) -> 
     json(StatusCode::OK, &subscription.view())
 }
 
-#[utoipa::path(post, path = "/v1/webhooks/{id}/rotate-secret", tag = "webhooks", params(("id" = Uuid, Path)),
+#[utoipa::path(post, path = "/v1/webhooks/{id}/rotate-secret", tag = "webhooks",
+    params(("id" = Uuid, Path),
+        ("Idempotency-Key" = Option<String>, Header, description = "required unless the body names the `secret`: a retry with the same key answers the secret the first made")),
     request_body(content = Option<RotateSecretRequest>),
     responses((status = 200, description = "the new secret signs alongside the previous one until the next rotation", body = SubscriptionView),
+        (status = 400, description = "id_required: neither a `secret` nor an Idempotency-Key", body = Problem, content_type = "application/problem+json"),
         (status = 404, body = Problem, content_type = "application/problem+json"),
         (status = 422, body = Problem, content_type = "application/problem+json")))]
 pub async fn rotate_secret(
     State(state): State<AppState>,
     PathParam(id): PathParam,
+    key: IdempotencyKey,
     OptionalJsonBody(req): OptionalJsonBody<RotateSecretRequest>,
 ) -> Result<Response> {
     let uuid = parse_id(&id, "webhook")?;
+    // A retried POST must not rotate twice (the second rotation would drop the secret the
+    // receivers still use): the caller's own secret, or an Idempotency-Key, makes it a replay.
+    let rotation_key = key.resolve(None).ok();
     let secret = match req.secret {
         Some(secret) => {
             check_secret(&secret, "/secret")?;
             secret
         }
-        None => signing::generate_secret(),
+        None if rotation_key.is_some() => signing::generate_secret(),
+        None => return Err(ApiError::IdRequired),
     };
     let mut conn = state.pool.acquire().await?;
-    let view = subscriptions::rotate_secret(&mut conn, uuid, &secret)
+    let view = subscriptions::rotate_secret(&mut conn, uuid, &secret, rotation_key)
         .await?
         .ok_or_else(|| ApiError::NotFound(format!("active webhook {id}")))?;
     json(StatusCode::OK, &view)

@@ -323,33 +323,56 @@ pub async fn delete(
 /// Makes `secret` the newest of the subscription's secrets and keeps the one before it, so
 /// deliveries carry both signatures until the receiver has switched. `None` when there is no
 /// active subscription `id`.
+/// Makes `secret` the first of the subscription's two secrets (the previous first stays second,
+/// the older one goes). Retries apply once: the same `secret` again leaves the pair as it is,
+/// and so does a rotation under a `key` (an `Idempotency-Key`) already applied, which answers
+/// the secret it made. The answer carries the subscription's current first secret.
 pub async fn rotate_secret(
     conn: &mut PgConnection,
     id: Uuid,
     secret: &str,
+    key: Option<Uuid>,
 ) -> Result<Option<SubscriptionView>, sqlx::Error> {
     let mut tx = sqlx::Connection::begin(&mut *conn).await?;
-    let row = sqlx::query_as!(
-        Subscription,
-        // A retried rotation (the same secret again) leaves the pair as it is, so the previous
-        // secret is not lost to a retry.
-        r#"update webhook_subscriptions
-           set secrets = case when secrets[1] = $2 then secrets else array[$2, secrets[1]] end,
-               updated_at = now()
-           where id = $1 and status = 'active'
-           returning seq, id, url, event_types, secrets, status, created_at, updated_at"#,
+    let row = sqlx::query!(
+        r#"with rotated as (
+               update webhook_subscriptions
+               set secrets = case when $3::uuid is not null and rotation_key = $3 then secrets
+                                  when secrets[1] = $2 then secrets
+                                  else array[$2, secrets[1]] end,
+                   rotation_key = coalesce($3, rotation_key),
+                   updated_at = now()
+               where id = $1 and status = 'active'
+               returning seq, id, url, event_types, secrets, status, created_at, updated_at)
+           select r.seq, r.id, r.url, r.event_types, r.secrets, r.status, r.created_at,
+                  r.updated_at, r.secrets is distinct from s.secrets as "changed!"
+           from rotated r join webhook_subscriptions s on s.id = r.id"#,
         id,
-        secret
+        secret,
+        key
     )
     .fetch_optional(&mut *tx)
     .await?;
-    if row.is_some() {
+    let Some(row) = row else {
+        return Ok(None);
+    };
+    if row.changed {
         audit::record(&mut tx, "webhook.rotate_secret", &[id.to_string()]).await?;
     }
     tx.commit().await?;
-    Ok(row.map(|s| SubscriptionView {
-        secret: Some(secret.to_owned()),
-        ..s.view()
+    let subscription = Subscription {
+        seq: row.seq,
+        id: row.id,
+        url: row.url,
+        event_types: row.event_types,
+        secrets: row.secrets,
+        status: row.status,
+        created_at: row.created_at,
+        updated_at: row.updated_at,
+    };
+    Ok(Some(SubscriptionView {
+        secret: subscription.secrets.first().cloned(),
+        ..subscription.view()
     }))
 }
 

@@ -1356,7 +1356,12 @@ async fn after_a_rotation_deliveries_carry_two_signatures_each_verifying_alone()
     assert_eq!(text(&q["webhook_id"]), before.to_string());
 
     let r = app
-        .post_empty(&format!("/v1/webhooks/{hook}/rotate-secret"))
+        .raw(
+            Method::POST,
+            &format!("/v1/webhooks/{hook}/rotate-secret"),
+            &[("idempotency-key", "rotation-1")],
+            Body::empty(),
+        )
         .await;
     assert_eq!(r.status, StatusCode::OK, "{}", r.text);
     assert_eq!(r.body["active_secrets"], 2);

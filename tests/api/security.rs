@@ -324,7 +324,7 @@ fn plausible(method: &Method, template: &str, f: &Fixtures) -> (String, Option<V
         }
         ("POST", "/v1/webhooks/{id}/rotate-secret") => (
             format!("/v1/webhooks/{}/rotate-secret", f.webhook),
-            None,
+            Some(json!({"secret": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"})),
             200,
         ),
         ("GET", "/healthz" | "/readyz" | "/openapi.json" | "/metrics") => {
@@ -1152,7 +1152,7 @@ async fn every_write_is_audited_with_its_key_owner_request_id_action_and_resourc
             Method::POST,
             format!("/v1/webhooks/{webhook}/rotate-secret"),
             "req-rotate",
-            None,
+            Some(json!({"secret": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"})),
             200,
         ),
     ];
@@ -1813,10 +1813,19 @@ async fn a_nul_character_in_metadata_is_a_validation_error_not_a_500() {
 async fn the_binarys_json_logs_hold_no_token_secret_or_body_and_carry_the_request_id() {
     let app = TestApp::new().await;
     let token = cli_token(&app.database_url, "t", "admin").await;
+    // The webhook below points at a port nobody listens on, as an in-house receiver would
+    // be configured: listed, since loopback is refused by default.
+    let dead_port = free_port();
+    let allowed = format!("127.0.0.1:{dead_port}");
     let server = serve(
         &app.database_url,
         &[("LOG_FORMAT", "json"), ("RUST_LOG", "debug,sqlx=debug")],
-        &["--outbox-interval-ms", "100"],
+        &[
+            "--outbox-interval-ms",
+            "100",
+            "--webhook-allowed-hosts",
+            &allowed,
+        ],
     )
     .await;
     let addr = server.addr.clone();
@@ -1831,7 +1840,6 @@ async fn the_binarys_json_logs_hold_no_token_secret_or_body_and_carry_the_reques
     };
     let account_note = format!("note-{}", Uuid::new_v4().simple());
     let payment_memo = format!("memo-{}", Uuid::new_v4().simple());
-    let dead_port = free_port();
     let h = |extra: &[(&'static str, String)]| -> Vec<(String, String)> {
         let mut all = vec![
             ("authorization".to_owned(), auth.clone()),

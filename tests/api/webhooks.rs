@@ -1791,8 +1791,21 @@ async fn rotating_the_secret_signs_with_two_and_drops_the_oldest() {
         }
     };
 
-    // No body: a generated secret, shown once; both sign until the next rotation.
-    let first = app.post_empty(&path).await;
+    // No body, an Idempotency-Key: a generated secret, shown once; both sign until the next
+    // rotation.
+    let keyed = |key: &'static str| {
+        let (app, path) = (&app, path.clone());
+        async move {
+            app.raw(
+                Method::POST,
+                &path,
+                &[("idempotency-key", key)],
+                Body::empty(),
+            )
+            .await
+        }
+    };
+    let first = keyed("rotation-1").await;
     assert_eq!(first.status, StatusCode::OK, "{}", first.text);
     let second_secret = first.body["secret"].as_str().unwrap().to_owned();
     assert!(second_secret.starts_with("whsec_"));
@@ -1805,6 +1818,29 @@ async fn rotating_the_secret_signs_with_two_and_drops_the_oldest() {
     let shown = app.get(&format!("/v1/webhooks/{id}")).await;
     assert_eq!(shown.body["active_secrets"], 2);
     assert!(shown.body.get("secret").is_none());
+    // The same key again (the answer was lost): the same secret, the pair unchanged, so the
+    // receivers' current secret is not dropped by a retry.
+    for _ in 0..2 {
+        let retry = keyed("rotation-1").await;
+        assert_eq!(retry.status, StatusCode::OK, "{}", retry.text);
+        assert_eq!(retry.body["secret"], json!(second_secret));
+        assert_eq!(
+            stored(&app).await,
+            [second_secret.clone(), original.clone()]
+        );
+    }
+    // Neither a secret nor a key: refused, since a retry could not be told from a new rotation.
+    let r = app.post_empty(&path).await;
+    assert_eq!(
+        (r.status, r.code()),
+        (StatusCode::BAD_REQUEST, "id_required"),
+        "{}",
+        r.text
+    );
+    assert_eq!(
+        stored(&app).await,
+        [second_secret.clone(), original.clone()]
+    );
 
     // A chosen secret: the oldest goes, two remain.
     let chosen = secret_of(40);
@@ -1823,14 +1859,19 @@ async fn rotating_the_secret_signs_with_two_and_drops_the_oldest() {
 
     // Unknown or deleted webhook: 404.
     let r = app
-        .post_empty(&format!("/v1/webhooks/{}/rotate-secret", Uuid::new_v4()))
+        .raw(
+            Method::POST,
+            &format!("/v1/webhooks/{}/rotate-secret", Uuid::new_v4()),
+            &[("idempotency-key", "rotation-2")],
+            Body::empty(),
+        )
         .await;
     assert_eq!((r.status, r.code()), (StatusCode::NOT_FOUND, "not_found"));
     assert_eq!(
         delete(&app, &format!("/v1/webhooks/{id}")).await.status,
         StatusCode::OK
     );
-    let r = app.post_empty(&path).await;
+    let r = keyed("rotation-3").await;
     assert_eq!(
         (r.status, r.code()),
         (StatusCode::NOT_FOUND, "not_found"),
