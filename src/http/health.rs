@@ -3,6 +3,7 @@
 use super::AppState;
 use super::error::{ApiError, Result};
 use super::responses::json;
+use crate::outbox::stream::Feed;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::Response;
@@ -18,11 +19,19 @@ pub async fn healthz() -> Result<Response> {
 }
 
 #[utoipa::path(get, path = "/readyz", tag = "operations",
-    responses((status = 200, description = "the database answers"), (status = 503, description = "it does not")))]
+    responses((status = 200, description = "the database answers; `events_stream` (`up` or `down`, with `--events-stream`) says whether the optional outbound feed publishes, and never makes the API unready"), (status = 503, description = "it does not")))]
 pub async fn readyz(State(state): State<AppState>) -> Result<Response> {
     let ping = sqlx::query_scalar!(r#"select 1 as "one!""#).fetch_one(&state.pool);
     match tokio::time::timeout(READINESS_TIMEOUT, ping).await {
-        Ok(Ok(_)) => json(StatusCode::OK, &json!({"status": "ready"})),
+        Ok(Ok(_)) => {
+            let mut body = json!({"status": "ready"});
+            match state.events_feed.get() {
+                Feed::Off => {}
+                Feed::Up => body["events_stream"] = json!("up"),
+                Feed::Down => body["events_stream"] = json!("down"),
+            }
+            json(StatusCode::OK, &body)
+        }
         Ok(Err(e)) => Err(ApiError::Unavailable(format!("readiness: {e}"))),
         Err(_) => Err(ApiError::Unavailable(
             "readiness: database did not answer in time".into(),

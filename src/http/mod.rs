@@ -46,6 +46,8 @@ pub struct AppState {
     pub writer: GroupCommit,
     /// Every request's API key is read through it.
     pub keys: key_lookups::KeyLookups,
+    /// The optional outbound events feed, as `/readyz` reports it.
+    pub events_feed: crate::outbox::stream::FeedHealth,
 }
 
 impl AppState {
@@ -59,6 +61,7 @@ impl AppState {
             limiter: Arc::new(limiter),
             writer,
             keys,
+            events_feed: Default::default(),
         }
     }
 }
@@ -168,15 +171,20 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             }
         },
     ));
+    let mut events_feed = crate::outbox::stream::FeedHealth::default();
     let dispatcher = if args.no_outbox {
         None
     } else {
         let settings = crate::outbox::dispatcher::Settings::new(&args.outbox, &args.http.webhooks);
         let dispatcher = crate::outbox::dispatcher::Dispatcher::new(pool.clone(), settings).await?;
+        events_feed = dispatcher.feed_health();
         Some(tokio::spawn(dispatcher.run(stop.subscribe())))
     };
     tracing::info!(addr = %args.http.listen_addr, "serving");
-    let state = AppState::new(pool.clone(), args.http);
+    let state = AppState {
+        events_feed,
+        ..AppState::new(pool.clone(), args.http)
+    };
     axum::serve(listener, app(state))
         .with_graceful_shutdown(crate::shutdown_signal())
         .await?;

@@ -132,16 +132,25 @@ impl Dispatcher {
             .redirect(reqwest::redirect::Policy::none())
             .user_agent(concat!("wallet-ledger/", env!("CARGO_PKG_VERSION")))
             .build()?;
-        let stream = match &settings.events_stream {
-            Some((url, name)) => Some(super::stream::EventStream::connect(url, name).await?),
-            None => None,
-        };
+        // Never connected here: a Redis down at start must not keep the API from starting.
+        let stream = settings
+            .events_stream
+            .as_ref()
+            .map(|(url, name)| super::stream::EventStream::new(url, name));
         Ok(Dispatcher {
             pool,
             client,
             settings,
             stream,
         })
+    }
+
+    /// The outbound feed's health (`Off` without `--events-stream`), for `/readyz`.
+    pub fn feed_health(&self) -> super::stream::FeedHealth {
+        self.stream
+            .as_ref()
+            .map(super::stream::EventStream::health)
+            .unwrap_or_default()
     }
 
     /// One round, for tests and tools: fans out, claims what can be sent now (at most

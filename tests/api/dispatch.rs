@@ -6,11 +6,14 @@
 
 use super::common::TestApp;
 use super::stream_support::{
-    BIN, eventually, free_port, redis_at, run_to_end, shared_redis_url, terminate, unique_stream,
+    BIN, PrivateRedis, eventually, free_port, http_get, redis_at, run_to_end, serve,
+    shared_redis_url, terminate, unique_stream,
 };
 use axum::body::Body;
 use axum::http::{Method, StatusCode};
 use chrono::{DateTime, Utc};
+use redis::AsyncCommands;
+use redis::aio::MultiplexedConnection;
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
@@ -1617,6 +1620,101 @@ async fn every_event_goes_to_the_outbound_stream_once() {
         .query_async(&mut redis)
         .await
         .unwrap();
+    app.finish().await;
+}
+
+/// `serve` with `--events-stream` starts while the feed's Redis is down: the API serves,
+/// `/readyz` stays ready and says the feed is down, and the events published meanwhile go out,
+/// in order and once each, when Redis answers; after a Redis crash and restart the feed
+/// reconnects by itself.
+#[tokio::test]
+async fn the_events_feed_neither_blocks_start_nor_stays_down_after_its_redis_returns() {
+    let app = TestApp::new().await;
+    app.create_wallet("w1").await;
+    let mut redis = PrivateRedis::start().await;
+    redis.kill();
+    let stream = unique_stream("feed");
+    let server = serve(
+        &app.database_url,
+        &[],
+        &[
+            "--events-stream",
+            &stream,
+            "--redis-url",
+            &redis.url(),
+            "--outbox-interval-ms",
+            "50",
+        ],
+    )
+    .await;
+    let readyz = || {
+        let addr = server.addr.clone();
+        async move { http_get(&addr, "/readyz").await.expect("serve answers") }
+    };
+    let (status, body) = readyz().await;
+    assert_eq!(status, 200, "{body}");
+    let feed = |body: &str| -> Value {
+        serde_json::from_str::<Value>(body).unwrap()["events_stream"].clone()
+    };
+    assert!(
+        eventually(Duration::from_secs(5), || async {
+            feed(&readyz().await.1) == "down"
+        })
+        .await,
+        "/readyz says the feed is down"
+    );
+    let mut before = Vec::new();
+    for i in 0..3 {
+        before.push(pay(&app, "w1", 100 + i).await);
+    }
+    redis.restart().await;
+    let mut conn = redis_at(&redis.url()).await;
+    let published = |conn: &MultiplexedConnection| {
+        let (mut conn, stream) = (conn.clone(), stream.clone());
+        async move {
+            let reply: redis::streams::StreamRangeReply = conn.xrange_all(&stream).await.unwrap();
+            reply
+                .ids
+                .iter()
+                .map(|e| redis::from_redis_value::<String>(e.map["event_id"].clone()).unwrap())
+                .collect::<Vec<String>>()
+        }
+    };
+    assert!(
+        eventually(Duration::from_secs(10), || async {
+            published(&conn).await.len() == 3
+        })
+        .await,
+        "the events waiting in the outbox were published once Redis answered"
+    );
+    let want: Vec<String> = before.iter().map(Uuid::to_string).collect();
+    assert_eq!(published(&conn).await, want, "in order, each once");
+    assert!(
+        eventually(Duration::from_secs(5), || async {
+            feed(&readyz().await.1) == "up"
+        })
+        .await
+    );
+    // The timestamp is RFC 3339 in UTC with `Z`, as in the webhook bodies.
+    let reply: redis::streams::StreamRangeReply = conn.xrange_all(&stream).await.unwrap();
+    let timestamp: String = redis::from_redis_value(reply.ids[0].map["timestamp"].clone()).unwrap();
+    assert!(timestamp.ends_with('Z'), "{timestamp}");
+
+    // A crash and restart of Redis: the broken connection is replaced.
+    redis.kill();
+    let during = pay(&app, "w1", 900).await;
+    redis.restart().await;
+    conn = redis_at(&redis.url()).await;
+    assert!(
+        eventually(Duration::from_secs(10), || async {
+            published(&conn).await.contains(&during.to_string())
+        })
+        .await,
+        "publishing resumed after the restart: {}",
+        std::fs::read_to_string(&server.log).unwrap_or_default()
+    );
+    let (status, log) = server.stop().await;
+    assert!(status.success(), "{log}");
     app.finish().await;
 }
 

@@ -7,7 +7,7 @@
 //! `wallet-ledger api-key` creates, lists and revokes keys.
 
 use super::common::{TestApp, TestResponse, assert_problem};
-use super::stream_support::{BIN, eventually, free_port, http_get, terminate};
+use super::stream_support::{BIN, eventually, free_port, serve};
 use axum::body::Body;
 use axum::http::{Method, Request, StatusCode};
 use http_body_util::BodyExt;
@@ -1711,63 +1711,6 @@ async fn cli_token(database_url: &str, owner: &str, scope: &str) -> String {
         "the token is shown on stdout only"
     );
     token.to_owned()
-}
-
-/// A `serve` process of the real binary on a free port, its stderr in a file.
-struct Server {
-    child: tokio::process::Child,
-    addr: String,
-    log: std::path::PathBuf,
-}
-
-async fn serve(database_url: &str, extra_env: &[(&str, &str)], extra_args: &[&str]) -> Server {
-    let addr = format!("127.0.0.1:{}", free_port());
-    let log = std::env::temp_dir().join(format!("wl-security-{}.log", Uuid::new_v4().simple()));
-    let file = std::fs::File::create(&log).unwrap();
-    let mut command = Command::new(BIN);
-    command
-        .args([
-            "serve",
-            "--database-url",
-            database_url,
-            "--listen-addr",
-            &addr,
-        ])
-        .args(extra_args)
-        .env_remove("DATABASE_URL")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::from(file))
-        .kill_on_drop(true);
-    for (name, value) in extra_env {
-        command.env(name, value);
-    }
-    let child = command.spawn().expect("the binary starts");
-    let up = eventually(Duration::from_secs(30), || {
-        let addr = addr.clone();
-        async move { matches!(http_get(&addr, "/healthz").await, Some((200, _))) }
-    })
-    .await;
-    assert!(
-        up,
-        "serve answered /healthz: {}",
-        std::fs::read_to_string(&log).unwrap_or_default()
-    );
-    Server { child, addr, log }
-}
-
-impl Server {
-    /// SIGTERM, then the exit status and everything it logged.
-    async fn stop(mut self) -> (std::process::ExitStatus, String) {
-        terminate(&self.child);
-        let status = tokio::time::timeout(Duration::from_secs(20), self.child.wait())
-            .await
-            .expect("serve stopped after SIGTERM")
-            .unwrap();
-        let log = std::fs::read_to_string(&self.log).unwrap();
-        let _ = std::fs::remove_file(&self.log);
-        (status, log)
-    }
 }
 
 /// Found while checking that the logs hold no body: a NUL character in `metadata` (valid JSON,

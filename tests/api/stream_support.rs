@@ -670,3 +670,60 @@ pub async fn stop(child: tokio::process::Child, within: Duration) -> (Output, Du
         .unwrap();
     (output, asked.elapsed())
 }
+
+/// A `serve` process of the real binary on a free port, its stderr in a file.
+pub struct Server {
+    pub child: tokio::process::Child,
+    pub addr: String,
+    pub log: std::path::PathBuf,
+}
+
+pub async fn serve(database_url: &str, extra_env: &[(&str, &str)], extra_args: &[&str]) -> Server {
+    let addr = format!("127.0.0.1:{}", free_port());
+    let log = std::env::temp_dir().join(format!("wl-security-{}.log", Uuid::new_v4().simple()));
+    let file = std::fs::File::create(&log).unwrap();
+    let mut command = Command::new(BIN);
+    command
+        .args([
+            "serve",
+            "--database-url",
+            database_url,
+            "--listen-addr",
+            &addr,
+        ])
+        .args(extra_args)
+        .env_remove("DATABASE_URL")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::from(file))
+        .kill_on_drop(true);
+    for (name, value) in extra_env {
+        command.env(name, value);
+    }
+    let child = command.spawn().expect("the binary starts");
+    let up = eventually(Duration::from_secs(30), || {
+        let addr = addr.clone();
+        async move { matches!(http_get(&addr, "/healthz").await, Some((200, _))) }
+    })
+    .await;
+    assert!(
+        up,
+        "serve answered /healthz: {}",
+        std::fs::read_to_string(&log).unwrap_or_default()
+    );
+    Server { child, addr, log }
+}
+
+impl Server {
+    /// SIGTERM, then the exit status and everything it logged.
+    pub async fn stop(mut self) -> (std::process::ExitStatus, String) {
+        terminate(&self.child);
+        let status = tokio::time::timeout(Duration::from_secs(20), self.child.wait())
+            .await
+            .expect("serve stopped after SIGTERM")
+            .unwrap();
+        let log = std::fs::read_to_string(&self.log).unwrap();
+        let _ = std::fs::remove_file(&self.log);
+        (status, log)
+    }
+}
