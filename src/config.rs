@@ -308,10 +308,17 @@ pub struct VerifyArgs {
 
 impl VerifyArgs {
     pub fn hold_grace(&self) -> chrono::TimeDelta {
-        chrono::TimeDelta::milliseconds(
-            i64::try_from(self.hold_grace_ms).unwrap_or(i64::MAX / 1_000),
-        )
+        hold_grace(self.hold_grace_ms)
     }
+}
+
+/// `--hold-grace-ms` as a duration; one longer than a `TimeDelta` holds (about 292 million
+/// years) is taken as the longest, which no hold can be overdue by.
+pub fn hold_grace(ms: u64) -> chrono::TimeDelta {
+    i64::try_from(ms)
+        .ok()
+        .and_then(chrono::TimeDelta::try_milliseconds)
+        .unwrap_or(chrono::TimeDelta::MAX)
 }
 
 /// Matches listed in a reconciliation report (every match is counted).

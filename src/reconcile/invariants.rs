@@ -4,7 +4,7 @@
 //! independent audit that proves they held (and finds what a manual SQL session, a restored
 //! backup or a bug elsewhere may have done). Every finding names the rows it is about.
 
-use chrono::TimeDelta;
+use chrono::{DateTime, TimeDelta, Utc};
 use serde::{Deserialize, Serialize};
 use sqlx::PgConnection;
 use uuid::Uuid;
@@ -208,22 +208,39 @@ async fn posting_mismatches(conn: &mut PgConnection) -> Result<Vec<Finding>, sql
         .collect())
 }
 
+/// A hold still pending that expired before this is overdue. `None` when `now − grace` is
+/// before any time the ledger can hold (PostgreSQL's 4713 BC): no hold can be that overdue,
+/// so a huge grace turns the check off instead of failing on an out-of-range timestamp.
+pub fn overdue_before(now: DateTime<Utc>, grace: TimeDelta) -> Option<DateTime<Utc>> {
+    let earliest = chrono::NaiveDate::from_ymd_opt(-4712, 1, 2)?
+        .and_hms_opt(0, 0, 0)?
+        .and_utc();
+    now.checked_sub_signed(grace).filter(|t| *t >= earliest)
+}
+
 /// No hold stays pending past its expiry by more than `grace` (the sweeper is running), and
 /// no open-hold reservation outlives its hold.
 async fn overdue_holds(
     conn: &mut PgConnection,
     grace: TimeDelta,
 ) -> Result<Vec<Finding>, sqlx::Error> {
-    let grace_ms = grace.num_milliseconds();
-    let overdue = sqlx::query!(
-        r#"select id, expires_at as "expires_at!" from transactions
-           where status = 'pending' and expires_at < now() - make_interval(secs => $1::bigint / 1000.0)
-           order by expires_at limit $2"#,
-        grace_ms,
-        MAX_FINDINGS_PER_CHECK
-    )
-    .fetch_all(&mut *conn)
-    .await?;
+    let now: DateTime<Utc> = sqlx::query_scalar!(r#"select now() as "now!""#)
+        .fetch_one(&mut *conn)
+        .await?;
+    let overdue = match overdue_before(now, grace) {
+        Some(cutoff) => {
+            sqlx::query!(
+                r#"select id, expires_at as "expires_at!" from transactions
+                   where status = 'pending' and expires_at < $1
+                   order by expires_at limit $2"#,
+                cutoff,
+                MAX_FINDINGS_PER_CHECK
+            )
+            .fetch_all(&mut *conn)
+            .await?
+        }
+        None => Vec::new(),
+    };
     let stale = sqlx::query!(
         r#"select h.transaction_id, h.account_id, t.status
            from open_holds h join transactions t on t.id = h.transaction_id
@@ -281,4 +298,24 @@ async fn over_reversed(conn: &mut PgConnection) -> Result<Vec<Finding>, sqlx::Er
             ),
         })
         .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_grace_beyond_any_storable_time_turns_the_overdue_check_off() {
+        let now = Utc::now();
+        assert_eq!(
+            overdue_before(now, TimeDelta::milliseconds(60_000)),
+            Some(now - TimeDelta::milliseconds(60_000))
+        );
+        assert_eq!(
+            overdue_before(now, crate::config::hold_grace(u64::MAX)),
+            None
+        );
+        assert_eq!(overdue_before(now, TimeDelta::days(366 * 7_000)), None);
+        assert!(overdue_before(now, TimeDelta::days(365 * 6_000)).is_some());
+    }
 }

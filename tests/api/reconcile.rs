@@ -542,3 +542,439 @@ async fn category_unparsable_row() {
     )
     .await;
 }
+
+// Issue 24: what was posted, per provider, exactly, one bad line confined to itself. --------
+
+/// The job's raw output, for runs that must fail (exit 2) or be read from stdout.
+async fn reconcile_output(app: &TestApp, args: &[&str]) -> std::process::Output {
+    Command::new(BIN)
+        .args(["reconcile", "--database-url", &app.database_url])
+        .args(args)
+        .env("RUST_BACKTRACE", "1")
+        .output()
+        .await
+        .unwrap()
+}
+
+fn assert_refused(out: &std::process::Output, reason: &str) {
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains(reason), "{reason:?} not in {stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}
+
+async fn payment(app: &TestApp, provider: &str, amount: i64, external_ref: &str) -> Payment {
+    let id = Uuid::new_v4();
+    let r = app
+        .post(
+            "/v1/payments",
+            &json!({"id": id, "account": "w1", "amount": amount, "currency": "SAR",
+                    "provider": provider, "external_ref": external_ref}),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::CREATED, "{}", r.text);
+    Payment {
+        id,
+        external_ref: external_ref.to_owned(),
+    }
+}
+
+#[tokio::test]
+async fn a_partial_capture_through_the_stream_is_compared_at_what_was_posted() {
+    use super::stream_support::*;
+    let app = TestApp::new().await;
+    app.create_wallet("w1").await;
+    let stream = unique_stream("recon-capture");
+    let mut redis = redis_at(&shared_redis_url()).await;
+    let payment_id = Uuid::new_v4();
+    for (kind, amount) in [
+        ("payment.authorized", "10000"),
+        ("payment.captured", "6000"),
+    ] {
+        let fields = event(&[
+            ("event_id", &Uuid::new_v4().to_string()),
+            ("type", kind),
+            ("payment_id", &payment_id.to_string()),
+            ("wallet", "w1"),
+            ("amount", amount),
+            ("provider", "psp"),
+            ("external_ref", "cap_1"),
+        ]);
+        xadd(&mut redis, &stream, &fields).await;
+    }
+    let drained = run_to_end(
+        consumer_command(
+            &app.database_url,
+            &shared_redis_url(),
+            &stream,
+            "c1",
+            &["--drain"],
+        ),
+        std::time::Duration::from_secs(60),
+    )
+    .await;
+    assert!(drained.status.success(), "{drained:?}");
+    assert_eq!(app.posted_balance("w1").await, 6_000);
+
+    // The API shows what was posted, and what was authorized beside it.
+    let t = app.get(&format!("/v1/transactions/{payment_id}")).await;
+    assert_eq!(t.status, StatusCode::OK, "{}", t.text);
+    let mut amounts: Vec<i64> = t.body["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["amount"].as_i64().unwrap())
+        .collect();
+    amounts.sort_unstable();
+    assert_eq!(amounts, [-6_000, 6_000], "{:#}", t.body);
+    assert_eq!(
+        (
+            &t.body["captured_amount"],
+            &t.body["authorized_amount"],
+            &t.body["authorized_amount_decimal"]
+        ),
+        (&json!(6_000), &json!(10_000), &json!("100.00"))
+    );
+
+    let p = Payment {
+        id: payment_id,
+        external_ref: "cap_1".into(),
+    };
+    let at_captured = write_file(&tmp(), &[line_of(&p, "60.00", "SAR", "settled")]);
+    let (code, report, _) = reconcile(&app, &at_captured, &[]).await;
+    assert_eq!(code, 0, "the captured 60.00 is what was posted: {report:#}");
+    assert_eq!(report["summary"]["matched"], 1);
+
+    let at_authorized = write_file(
+        &tmp(),
+        &[line(
+            &p.id.to_string(),
+            "cap_1",
+            "100.00",
+            "SAR",
+            "settled",
+            "po_1",
+        )],
+    );
+    let (code, report, _) = reconcile(&app, &at_authorized, &[]).await;
+    assert_eq!(code, 1, "{report:#}");
+    let e = exceptions(&report, "amount_mismatch");
+    assert_eq!(e.len(), 1, "{report:#}");
+    assert_eq!(
+        e[0]["reasons"],
+        json!(["amount: ledger 60.00, provider 100.00"])
+    );
+    assert_eq!(
+        (
+            &report["payouts"][0]["ledger_gross"],
+            &report["payouts"][0]["agrees"]
+        ),
+        (&json!("60.00"), &json!(false))
+    );
+    app.finish().await;
+}
+
+#[tokio::test]
+async fn a_reference_is_looked_up_among_this_providers_payments_only() {
+    let app = TestApp::new().await;
+    app.create_wallet("w1").await;
+    // Another provider's older payment carries the same reference.
+    payment(&app, "other", 9_900, "shared_ref").await;
+    let ours = payment(&app, "psp", 5_000, "shared_ref").await;
+    let file = write_file(
+        &tmp(),
+        &[line(
+            "",
+            &ours.external_ref,
+            "50.00",
+            "SAR",
+            "settled",
+            "po_1",
+        )],
+    );
+    let (code, report, _) = reconcile(&app, &file, &[]).await;
+    assert_eq!(code, 0, "{report:#}");
+    assert_eq!(report["matched"][0]["payment_id"], json!(ours.id));
+    assert_eq!(
+        (
+            &report["payouts"][0]["ledger_gross"],
+            &report["payouts"][0]["agrees"]
+        ),
+        (&json!("50.00"), &json!(true))
+    );
+    app.finish().await;
+}
+
+#[tokio::test]
+async fn a_reference_line_names_one_payment_and_a_second_with_that_reference_is_missing() {
+    let app = TestApp::new().await;
+    app.create_wallet("w1").await;
+    let first = payment(&app, "psp", 5_000, "twice").await;
+    let second = payment(&app, "psp", 5_000, "twice").await;
+    let file = write_file(&tmp(), &[line("", "twice", "50.00", "SAR", "settled", "")]);
+    let (code, report, _) = reconcile(&app, &file, &[]).await;
+    assert_eq!(code, 1, "{report:#}");
+    assert_eq!(report["matched"][0]["payment_id"], json!(first.id));
+    let missing = exceptions(&report, "missing_at_provider");
+    assert_eq!(missing.len(), 1, "{report:#}");
+    assert_eq!(missing[0]["payment_id"], json!(second.id));
+    app.finish().await;
+}
+
+#[tokio::test]
+async fn a_tolerance_finer_than_the_minor_unit_means_exact_equality() {
+    let app = TestApp::new().await;
+    let p = ledger_with_payments(&app, 1).await;
+    let file = write_file(&tmp(), &[line_of(&p[0], "50.01", "SAR", "settled")]);
+    let (code, report, _) = reconcile(&app, &file, &["--amount-tolerance", "0.001"]).await;
+    assert_eq!(code, 1, "0.001 SAR tolerates nothing: {report:#}");
+    assert_eq!(exceptions(&report, "amount_mismatch").len(), 1);
+    let (code, report, _) = reconcile(&app, &file, &["--amount-tolerance", "0.01"]).await;
+    assert_eq!(code, 0, "{report:#}");
+    let (code, report, _) =
+        reconcile(&app, &file, &["--amount-tolerance", "100000000000000"]).await;
+    assert_eq!(
+        code, 0,
+        "a huge tolerance tolerates the difference: {report:#}"
+    );
+    let file = write_file(&tmp(), &[line_of(&p[0], "50.00", "SAR", "settled")]);
+    let out = reconcile_output(
+        &app,
+        &[
+            "--provider",
+            "psp",
+            "--settlement",
+            file.to_str().unwrap(),
+            "--amount-tolerance=-0.01",
+        ],
+    )
+    .await;
+    assert_refused(&out, "--amount-tolerance -0.01: must not be negative");
+    app.finish().await;
+}
+
+#[tokio::test]
+async fn flags_out_of_range_and_an_inverted_period_are_refused_with_a_reason() {
+    let app = TestApp::new().await;
+    let p = ledger_with_payments(&app, 1).await;
+    let file = write_file(&tmp(), &[settled(&p[0])]);
+    let file = file.to_str().unwrap();
+    let base = ["--provider", "psp", "--settlement", file];
+    for flag in ["--settlement-lag-hours", "--date-tolerance-hours"] {
+        let out = reconcile_output(&app, &[&base[..], &[flag, "4294967295"]].concat()).await;
+        assert_refused(&out, "the earliest time the ledger can hold");
+    }
+    let inverted = [
+        "--from",
+        "2026-12-02T00:00:00Z",
+        "--to",
+        "2026-12-01T00:00:00Z",
+    ];
+    let out = reconcile_output(&app, &[&base[..], &inverted].concat()).await;
+    assert_refused(&out, "the settlement period is inverted");
+    // --from after the file's last settled_at inverts the period too.
+    let out = reconcile_output(
+        &app,
+        &[&base[..], &["--from", "2999-01-01T00:00:00Z"]].concat(),
+    )
+    .await;
+    assert_refused(&out, "the settlement period is inverted");
+    let runs: i64 = sqlx::query_scalar("select count(*) from reconciliation_runs")
+        .fetch_one(&app.pool)
+        .await
+        .unwrap();
+    assert_eq!(runs, 0, "nothing stored");
+    // A huge hold grace turns the overdue-hold check off instead of failing.
+    let (code, report, _) = reconcile(
+        &app,
+        Path::new(file),
+        &["--hold-grace-ms", "18446744073709551615"],
+    )
+    .await;
+    assert_eq!(code, 0, "{report:#}");
+    app.finish().await;
+}
+
+#[tokio::test]
+async fn one_bad_line_is_its_own_unparsable_row_and_the_run_goes_on() {
+    let app = TestApp::new().await;
+    let p = ledger_with_payments(&app, 1).await;
+    let now = chrono::Utc::now().to_rfc3339();
+    let lines = vec![
+        settled(&p[0]),                                                       // 2
+        format!(",ref\0nul,1.00,SAR,settled,{now},0,"),                       // 3
+        format!(",ref_ok,1.00,SAR,settled,{now},0,po\0x"),                    // 4
+        ",ref_y0,1.00,SAR,settled,0000-06-01T00:00:00Z,0,".to_owned(),        // 5
+        ",ref_y10k,1.00,SAR,settled,9999-12-31T23:00:00-05:00,0,".to_owned(), // 6
+    ];
+    let file = write_file(&tmp(), &lines);
+    let (code, report, _) = reconcile(&app, &file, &[]).await;
+    assert_eq!(code, 1, "{report:#}");
+    let bad: Vec<(i64, String)> = exceptions(&report, "unparsable_row")
+        .iter()
+        .map(|e| {
+            (
+                e["line"].as_i64().unwrap(),
+                e["reasons"][0].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        bad,
+        [
+            (3, "external_ref: contains a NUL byte".to_owned()),
+            (4, "payout_ref: contains a NUL byte".to_owned()),
+            (5, "settled_at: \"0000-06-01T00:00:00Z\" is out of range (years 0001 to 9999 in UTC)".to_owned()),
+            (6, "settled_at: \"9999-12-31T23:00:00-05:00\" is out of range (years 0001 to 9999 in UTC)".to_owned()),
+        ]
+    );
+    assert_eq!(report["summary"]["matched"], 1);
+    app.finish().await;
+}
+
+#[tokio::test]
+async fn totals_and_payouts_beyond_bigint_are_summed_exactly() {
+    let app = TestApp::new().await;
+    let p = ledger_with_payments(&app, 1).await;
+    let mut lines = vec![settled(&p[0])];
+    let now = chrono::Utc::now().to_rfc3339();
+    // 1,030 failed lines of 2^53 − 1 halalas (failed: nothing to match), amount and fee.
+    for i in 0..1_030 {
+        lines.push(format!(
+            ",big_{i},90071992547409.91,SAR,failed,{now},90071992547409.91,po_big"
+        ));
+    }
+    let file = write_file(&tmp(), &lines);
+    let (code, report, _) = reconcile(&app, &file, &[]).await;
+    assert_eq!(code, 0, "{:#}", report["summary"]);
+    assert_eq!(
+        report["summary"]["totals"][0],
+        json!({"currency": "SAR", "gross": "50.00", "fee": "92774152323832207.80",
+               "net": "-92774152323832157.80"}),
+        "1,030 × 90071992547409.91 + 0.50 fees"
+    );
+    let payout = report["payouts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["payout_ref"] == "po_big")
+        .unwrap();
+    assert_eq!(
+        (&payout["fee"], &payout["lines"]),
+        (&json!("92774152323832207.30"), &json!(1_030))
+    );
+    app.finish().await;
+}
+
+#[tokio::test]
+async fn a_settlement_file_from_a_pipe_is_read_once() {
+    let app = TestApp::new().await;
+    let p = ledger_with_payments(&app, 1).await;
+    let content = format!("{HEADER}\n{}\n", settled(&p[0]));
+    let out_dir = tmp();
+    let (from, to) = period();
+    let mut child = Command::new(BIN)
+        .args([
+            "reconcile",
+            "--database-url",
+            &app.database_url,
+            "--provider",
+            "psp",
+        ])
+        .args([
+            "--settlement",
+            "/dev/stdin",
+            "--out",
+            out_dir.to_str().unwrap(),
+        ])
+        .args(["--from", &from, "--to", &to, "--settlement-lag-hours", "0"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    {
+        use tokio::io::AsyncWriteExt;
+        let mut stdin = child.stdin.take().unwrap();
+        stdin.write_all(content.as_bytes()).await.unwrap();
+    }
+    let out = child.wait_with_output().await.unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: Value =
+        serde_json::from_str(&std::fs::read_to_string(out_dir.join("report.json")).unwrap())
+            .unwrap();
+    assert_eq!(report["summary"]["matched"], 1);
+    // The key is the content's: the same bytes from a file are the same run.
+    let file = tmp().join("same.csv");
+    std::fs::write(&file, &content).unwrap();
+    let (_, again, _) = reconcile(&app, &file, &[]).await;
+    assert_eq!(again["id"], report["id"]);
+    app.finish().await;
+}
+
+#[tokio::test]
+async fn a_crlf_file_numbers_its_lines_like_an_lf_file() {
+    let app = TestApp::new().await;
+    let p = ledger_with_payments(&app, 2).await;
+    let lines = [settled(&p[0]), line_of(&p[1], "45.00", "SAR", "settled")];
+    let path = tmp().join("crlf.csv");
+    std::fs::write(&path, format!("{HEADER}\r\n{}\r\n", lines.join("\r\n"))).unwrap();
+    let (code, report, _) = reconcile(&app, &path, &[]).await;
+    assert_eq!(code, 1, "{report:#}");
+    let e = exceptions(&report, "amount_mismatch");
+    assert_eq!((e.len(), &e[0]["line"]), (1, &json!(3)), "{report:#}");
+    assert_eq!(report["summary"]["matched"], 1);
+    app.finish().await;
+}
+
+#[tokio::test]
+async fn a_dry_run_returns_the_stored_run_unless_forced() {
+    let app = TestApp::new().await;
+    let p = ledger_with_payments(&app, 1).await;
+    let file = write_file(&tmp(), &[settled(&p[0])]);
+    let (_, stored, _) = reconcile(&app, &file, &[]).await;
+    let (_, dry, _) = reconcile(&app, &file, &["--dry-run"]).await;
+    assert_eq!(
+        dry["id"], stored["id"],
+        "the docs: a dry run returns a stored run"
+    );
+    let (_, forced, _) = reconcile(&app, &file, &["--dry-run", "--force"]).await;
+    assert_ne!(forced["id"], stored["id"]);
+    app.finish().await;
+}
+
+#[tokio::test]
+async fn a_reader_that_goes_away_does_not_make_the_job_panic() {
+    let app = TestApp::new().await;
+    let p = ledger_with_payments(&app, 1).await;
+    let file = write_file(&tmp(), &[settled(&p[0])]);
+    let (from, to) = period();
+    let mut child = Command::new(BIN)
+        .args([
+            "reconcile",
+            "--database-url",
+            &app.database_url,
+            "--provider",
+            "psp",
+        ])
+        .args(["--settlement", file.to_str().unwrap()])
+        .args(["--out", tmp().to_str().unwrap()])
+        .args(["--from", &from, "--to", &to, "--settlement-lag-hours", "0"])
+        .env("RUST_BACKTRACE", "1")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Like `| head -0`: the reading end is closed before the job prints anything.
+    drop(child.stdout.take());
+    let out = child.wait_with_output().await.unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    app.finish().await;
+}

@@ -235,6 +235,19 @@ async fn gaps_checkpoints_holds_postings_and_reversals_are_each_found() {
     );
     let (code, _) = verify_binary(&app, &["--hold-grace-ms", "1000"]).await;
     assert_eq!(code, Some(1));
+    // A grace longer than any time the ledger can hold turns the overdue check off (it used
+    // to fail the whole run: "timestamp out of range").
+    let (code, out) =
+        verify_binary(&app, &["--hold-grace-ms", "18446744073709551615", "--json"]).await;
+    assert_eq!(code, Some(1), "{out}");
+    let report: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let overdue = report["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["check"] == "overdue_hold")
+        .unwrap();
+    assert_eq!(overdue["findings"], serde_json::json!([]), "{out}");
     app.finish().await;
 }
 
