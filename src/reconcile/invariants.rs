@@ -14,7 +14,7 @@ use uuid::Uuid;
 pub struct Finding {
     /// A stable name: `unbalanced_transaction`, `trial_balance`, `wallet_chain`,
     /// `checkpoint_mismatch`, `posting_mismatch`, `overdue_hold`, `stale_open_hold`,
-    /// `over_reversed`.
+    /// `over_reversed`, `entry_mismatch`.
     pub check: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub account: Option<String>,
@@ -35,6 +35,7 @@ pub const CHECKS: &[&str] = &[
     "overdue_hold",
     "stale_open_hold",
     "over_reversed",
+    "entry_mismatch",
 ];
 
 /// Most findings reported per check: a corrupted table should not produce a report the size
@@ -60,6 +61,10 @@ pub async fn check(
     findings.extend(posting_mismatches(&mut tx).await?);
     findings.extend(overdue_holds(&mut tx, hold_grace).await?);
     findings.extend(over_reversed(&mut tx).await?);
+    let mut mismatches = entry_currencies(&mut tx).await?;
+    mismatches.extend(entries_against_legs(&mut tx).await?);
+    mismatches.truncate(MAX_FINDINGS_PER_CHECK as usize);
+    findings.extend(mismatches);
     tx.commit().await?;
     Ok(findings)
 }
@@ -204,6 +209,82 @@ async fn posting_mismatches(conn: &mut PgConnection) -> Result<Vec<Finding>, sql
             } else {
                 "a posted transaction has no entries".to_owned()
             },
+        })
+        .collect())
+}
+
+/// Every entry is in its account's currency and its transaction's (the triggers check it on
+/// insert; a currency changed later mislabels money without unbalancing anything).
+async fn entry_currencies(conn: &mut PgConnection) -> Result<Vec<Finding>, sqlx::Error> {
+    let rows = sqlx::query!(
+        r#"select e.id, e.account_id, e.transaction_id, e.currency,
+                  a.currency as account_currency, t.currency as transaction_currency
+           from entries e
+           join accounts a on a.id = e.account_id
+           join transactions t on t.id = e.transaction_id
+           where e.currency <> a.currency or e.currency <> t.currency
+           order by e.id limit $1"#,
+        MAX_FINDINGS_PER_CHECK
+    )
+    .fetch_all(conn)
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(|r| Finding {
+            check: "entry_mismatch".into(),
+            account: Some(r.account_id),
+            entry: Some(r.id),
+            transaction: Some(r.transaction_id),
+            detail: format!(
+                "entry in {} on an account in {} for a transaction in {}",
+                r.currency, r.account_currency, r.transaction_currency
+            ),
+        })
+        .collect())
+}
+
+/// A posted transaction's entries post, to each account, what its legs say (a captured hold:
+/// the captured amount with each leg's sign). An entry moved to another account, or one
+/// added or removed, breaks it even when every sum still balances.
+async fn entries_against_legs(conn: &mut PgConnection) -> Result<Vec<Finding>, sqlx::Error> {
+    let rows = sqlx::query!(
+        r#"with posted_tx as (
+               select t.id, t.legs, t.captured_amount from transactions t
+               where t.status = 'posted'
+                 and exists (select 1 from entries x where x.transaction_id = t.id)),
+           legs as (
+               select t.id as transaction_id, leg ->> 'account' as account_id,
+                      sum(case when t.captured_amount is null then (leg ->> 'amount')::bigint
+                               else sign((leg ->> 'amount')::bigint)::bigint * t.captured_amount
+                          end) as amount
+               from posted_tx t cross join jsonb_array_elements(t.legs) leg
+               group by 1, 2),
+           posted as (
+               select e.transaction_id, e.account_id, sum(e.amount) as amount
+               from entries e join posted_tx t on t.id = e.transaction_id
+               group by 1, 2)
+           select coalesce(l.transaction_id, p.transaction_id) as "transaction_id!",
+                  coalesce(l.account_id, p.account_id) as "account_id!",
+                  coalesce(l.amount, 0)::text as "legs!", coalesce(p.amount, 0)::text as "posted!"
+           from legs l
+           full join posted p on p.transaction_id = l.transaction_id and p.account_id = l.account_id
+           where l.amount is distinct from p.amount
+           order by 1, 2 limit $1"#,
+        MAX_FINDINGS_PER_CHECK
+    )
+    .fetch_all(conn)
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(|r| Finding {
+            check: "entry_mismatch".into(),
+            account: Some(r.account_id),
+            entry: None,
+            transaction: Some(r.transaction_id),
+            detail: format!(
+                "entries post {} to this account where the legs say {}",
+                r.posted, r.legs
+            ),
         })
         .collect())
 }
