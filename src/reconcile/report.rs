@@ -600,7 +600,17 @@ pub fn html(report: &RunReport) -> String {
 "#,
         count(n_matched, "payment agrees", "payments agree")
     ));
-    if n_matched > 0 {
+    let n_listed = report.matched.len();
+    if n_listed < n_matched {
+        // The figure counts every match; the table lists payments found on both sides.
+        out.push_str(&format!(
+            r#"<p class="muted">{n_listed} listed below. The other {} are failed lines for payments the ledger does not have (both sides agree that nothing moved), or matches beyond the first {} listed.</p>
+"#,
+            n_matched - n_listed,
+            crate::config::MAX_LISTED_MATCHES
+        ));
+    }
+    if n_listed > 0 {
         let rows: String = report
             .matched
             .iter()
@@ -618,7 +628,7 @@ pub fn html(report: &RunReport) -> String {
             .collect();
         out.push_str(&format!(
             "<details><summary>Show the {}</summary>\n{}</details>\n",
-            count(n_matched, "matched payment", "matched payments"),
+            count(n_listed, "listed match", "listed matches"),
             table(
                 "matched",
                 &[
@@ -951,6 +961,22 @@ mod tests {
         assert!(html.contains(&report.matched[0].payment_id.to_string()));
         // Each reason on its own line.
         assert!(html.contains(r#"<div class="reason">currency: ledger EUR, provider USD</div><div class="reason">amount: ledger 30.00"#));
+    }
+
+    #[test]
+    fn html_says_how_many_matches_the_table_does_not_list() {
+        let mut report = clean();
+        let listed = report.matched.len();
+        report.summary.matched = listed as i64 + 1;
+        let page = html(&report);
+        assert!(
+            page.contains(&format!(
+                "{listed} listed below. The other 1 are failed lines"
+            )),
+            "{page}"
+        );
+        report.summary.matched = listed as i64;
+        assert!(!html(&report).contains("listed below"));
     }
 
     #[test]

@@ -978,3 +978,17 @@ async fn a_reader_that_goes_away_does_not_make_the_job_panic() {
     assert!(!stderr.contains("panicked"), "{stderr}");
     app.finish().await;
 }
+
+#[tokio::test]
+async fn a_cursor_the_api_never_returned_is_422() {
+    let app = TestApp::new().await;
+    for cursor in ["-5", "0", "x"] {
+        let r = app
+            .get(&format!("/v1/reconciliations?cursor={cursor}"))
+            .await;
+        super::common::assert_problem(&r, 422, "validation_failed", cursor);
+    }
+    let r = app.get("/v1/reconciliations?cursor=1").await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.text);
+    app.finish().await;
+}
