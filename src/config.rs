@@ -323,6 +323,14 @@ pub fn hold_grace(ms: u64) -> chrono::TimeDelta {
 
 /// Matches listed in a reconciliation report (every match is counted).
 pub const MAX_LISTED_MATCHES: usize = 10_000;
+
+/// Exceptions of each code kept in a reconciliation run and its HTML and JSON reports (every
+/// exception is counted, and exceptions.csv of a fresh run lists them all).
+pub const MAX_LISTED_EXCEPTIONS_PER_CODE: usize = 1_000;
+
+/// Payouts listed in a reconciliation report, the disagreeing ones first (every payout is
+/// counted).
+pub const MAX_LISTED_PAYOUTS: i64 = 10_000;
 /// `work_mem` of the whole-ledger jobs' transactions (`reconcile`, `verify`): their sorts and
 /// hashes of a million rows stay in memory instead of spilling to disk (PostgreSQL's default
 /// is 4 MB, sized for many small queries at once).

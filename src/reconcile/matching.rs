@@ -2,9 +2,11 @@
 //! per side, joined on payment id or `external_ref`), then naming each disagreement with a
 //! reason per field.
 
+use super::exceptions::ExceptionSink;
 use super::model::{CurrencyTotals, Exception, Matched, Payout};
 use crate::ledger::money::{Currency, MAX_AMOUNT};
 use chrono::{DateTime, Utc};
+use futures_util::TryStreamExt;
 use sqlx::PgConnection;
 use uuid::Uuid;
 
@@ -21,9 +23,9 @@ pub struct Window {
     pub amount_tolerance: rust_decimal::Decimal,
 }
 
+/// What matching found besides its exceptions (those went to the sink).
 #[derive(Debug, Default)]
 pub struct Matching {
-    pub exceptions: Vec<Exception>,
     pub matched: Vec<Matched>,
     pub matched_count: i64,
     pub ledger_payments: i64,
@@ -59,8 +61,11 @@ pub async fn compare(
     run_id: Uuid,
     window: &Window,
     max_listed: usize,
-) -> Result<Matching, sqlx::Error> {
-    let rows = sqlx::query!(
+    sink: &mut ExceptionSink,
+) -> anyhow::Result<Matching> {
+    // Streamed row by row (one per payment of the file), never collected: memory stays flat
+    // however large the file.
+    let mut rows = sqlx::query!(
         r#"with per_key as (
                -- The key sorts bytewise ("C"): a UUID or a reference needs no language rules,
                -- and grouping a million lines under the locale's collation costs seconds.
@@ -122,11 +127,10 @@ pub async fn compare(
         run_id,
         &window.clearing_accounts,
     )
-    .fetch_all(&mut *conn)
-    .await?;
+    .fetch(&mut *conn);
 
     let mut out = Matching::default();
-    for r in rows {
+    while let Some(r) = rows.try_next().await? {
         let lines = |l: &Option<Vec<i64>>| {
             let mut lines = l.clone().unwrap_or_default();
             lines.sort_unstable();
@@ -227,7 +231,7 @@ pub async fn compare(
         let mut codes: Vec<&'static str> = found.iter().map(|(c, _)| *c).collect();
         codes.dedup();
         for code in codes {
-            out.exceptions.push(Exception {
+            sink.push(Exception {
                 code: code.to_owned(),
                 payment_id: r.payment_id,
                 external_ref: r.external_ref.clone(),
@@ -237,9 +241,10 @@ pub async fn compare(
                     .filter(|(c, _)| *c == code)
                     .map(|(_, reason)| reason.clone())
                     .collect(),
-            });
+            })?;
         }
     }
+    drop(rows);
 
     // The payments of the window that no line names: a hash anti-join (the file's lines
     // hashed once, the window's payments scanned once) is right at any size, while a nested
@@ -248,7 +253,7 @@ pub async fn compare(
     sqlx::query("select set_config('enable_nestloop', 'off', true)")
         .execute(&mut *conn)
         .await?;
-    let missing = sqlx::query!(
+    let mut missing = sqlx::query!(
         r#"with by_ref as materialized (
                -- The payments that lines without a payment_id name: per reference, this
                -- provider's oldest payment with it, exactly as the matching above takes it.
@@ -274,13 +279,9 @@ pub async fn compare(
         window.from,
         window.to,
     )
-    .fetch_all(&mut *conn)
-    .await?;
-    sqlx::query("select set_config('enable_nestloop', 'on', true)")
-        .execute(&mut *conn)
-        .await?;
-    for m in missing {
-        out.exceptions.push(Exception {
+    .fetch(&mut *conn);
+    while let Some(m) = missing.try_next().await? {
+        sink.push(Exception {
             code: "missing_at_provider".to_owned(),
             payment_id: Some(m.id),
             external_ref: m.external_ref,
@@ -291,8 +292,12 @@ pub async fn compare(
                 m.currency,
                 m.posted_at.to_rfc3339()
             )],
-        });
+        })?;
     }
+    drop(missing);
+    sqlx::query("select set_config('enable_nestloop', 'on', true)")
+        .execute(&mut *conn)
+        .await?;
     out.ledger_payments = sqlx::query_scalar!(
         r#"select count(*) as "count!" from transactions
            where kind = 'payment' and account_ids && $1::text[] and posted_at between $2 and $3"#,
@@ -324,13 +329,18 @@ pub fn format_wide(currency: &str, minor: i128) -> String {
 
 /// Lines sharing a `payout_ref` checked as one bank payout: its gross against the ledger's
 /// amounts (what was posted) for the same payments of this provider.
+/// Returns at most `max_listed` payouts, the disagreeing ones first, and how many there are.
 pub async fn payouts(
     conn: &mut PgConnection,
     run_id: Uuid,
     clearing_accounts: &[String],
-) -> Result<Vec<Payout>, sqlx::Error> {
+    max_listed: i64,
+) -> Result<(Vec<Payout>, i64), sqlx::Error> {
     let rows = sqlx::query!(
         r#"select s.payout_ref as "payout_ref!", min(s.currency) as "currency!", count(*) as "lines!",
+                  count(*) over () as "total!",
+                  (coalesce(sum(s.amount) filter (where s.status = 'settled'), 0)
+                   = coalesce(sum(l.gross) filter (where s.status = 'settled'), 0)) as "agrees!",
                   coalesce(sum(s.amount) filter (where s.status = 'settled'), 0)::text as "gross!",
                   coalesce(sum(s.amount) filter (where s.status = 'refunded'), 0)::text as "refunded!",
                   sum(s.fee)::text as "fee!",
@@ -347,13 +357,16 @@ pub async fn payouts(
                                       order by x.seq limit 1))
                  and t.kind = 'payment' and coalesce(t.account_ids && $2::text[], false)) l on true
            where s.run_id = $1 and s.payout_ref is not null
-           group by s.payout_ref order by s.payout_ref"#,
+           group by s.payout_ref order by 5, s.payout_ref limit $3"#,
         run_id,
-        clearing_accounts
+        clearing_accounts,
+        max_listed,
     )
     .fetch_all(conn)
     .await?;
-    rows.into_iter()
+    let total = rows.first().map_or(0, |r| r.total);
+    let listed = rows
+        .into_iter()
         .map(|r| {
             let f = |minor: i128| format_wide(&r.currency, minor);
             let (gross, refunded, fee, ledger_gross) = (
@@ -370,10 +383,11 @@ pub async fn payouts(
                 fee: f(fee),
                 net: f(gross - refunded - fee),
                 ledger_gross: f(ledger_gross),
-                agrees: gross == ledger_gross,
+                agrees: r.agrees,
             })
         })
-        .collect()
+        .collect::<Result<Vec<Payout>, sqlx::Error>>()?;
+    Ok((listed, total))
 }
 
 /// Gross (settled), fee and net (gross − refunds − fees) of the file, per currency, summed

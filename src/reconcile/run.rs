@@ -2,12 +2,15 @@
 //! reports. The same provider, file content and options make the same key; a second run of
 //! the same key answers the stored one unless `--force`.
 
+use super::exceptions::ExceptionSink;
 use super::invariants;
 use super::matching::{self, Window};
-use super::model::{EXCEPTION_CODES, RunReport, Summary};
+use super::model::{RunReport, Summary};
 use super::report;
 use super::settlement::{self, Columns};
-use crate::config::{MAX_LISTED_MATCHES, ReconcileArgs};
+use crate::config::{
+    MAX_LISTED_EXCEPTIONS_PER_CODE, MAX_LISTED_MATCHES, MAX_LISTED_PAYOUTS, ReconcileArgs,
+};
 use anyhow::Context;
 use chrono::{DateTime, TimeDelta, Utc};
 use serde_json::{Value, json};
@@ -42,21 +45,21 @@ pub async fn run(args: ReconcileArgs) -> anyhow::Result<bool> {
     } else {
         stored_run(&pool, &key).await?
     };
-    let report = match stored {
+    let (report, streamed_csv) = match stored {
         Some(report) => {
             eprintln!(
                 "reconcile: provider {}, this file and these options were reconciled as run {} on {}; \
                  its stored result follows (--force runs again)",
                 report.provider, report.id, report.created_at
             );
-            report
+            (report, None)
         }
         None => reconcile(&pool, &args, &spooled.path, &columns, options, key).await?,
     };
     pool.close().await;
     drop(spooled);
 
-    let written = report::write_all(&report, &args.out, &args.format)
+    let written = report::write_all(&report, &args.out, &args.format, streamed_csv.as_deref())
         .with_context(|| format!("writing reports to {}", args.out.display()))?;
     // A reader that goes away (`reconcile ... | head -1`) does not make the run fail: the run
     // is stored and the reports written; its exit code still says what it found.
@@ -263,8 +266,20 @@ async fn reconcile(
     columns: &Columns,
     options: Value,
     key: String,
-) -> anyhow::Result<RunReport> {
+) -> anyhow::Result<(RunReport, Option<std::path::PathBuf>)> {
     let id = Uuid::new_v4();
+    // Every exception is counted and, for exceptions.csv, written as it is found; only the
+    // first of each code are kept in memory, for the stored run and the other reports.
+    let full_csv = args
+        .format
+        .contains(&report::Format::Csv)
+        .then(|| args.out.join(report::Format::Csv.file_name()));
+    if full_csv.is_some() {
+        std::fs::create_dir_all(&args.out)
+            .with_context(|| format!("creating {}", args.out.display()))?;
+    }
+    let mut sink = ExceptionSink::new(MAX_LISTED_EXCEPTIONS_PER_CODE, full_csv.as_deref())
+        .with_context(|| format!("writing exceptions.csv in {}", args.out.display()))?;
     // The invariants read the whole ledger in their own snapshot, on their own connection,
     // while the file is imported and matched on another: two PostgreSQL backends, so both
     // cores work (each phase alone is one backend, one core).
@@ -280,10 +295,11 @@ async fn reconcile(
         Ok::<_, anyhow::Error>(findings)
     };
     let compared = async {
+        let sink = &mut sink;
         let mut tx = pool.begin().await?;
         crate::db::tune_for_batch_job(&mut tx).await?;
         let started = Instant::now();
-        let imported = settlement::import(&mut tx, id, settlement_file, columns).await?;
+        let imported = settlement::import(&mut tx, id, settlement_file, columns, sink).await?;
         // The staging table was empty a moment ago: without fresh statistics the planner
         // takes a million lines for a few and joins them row by row. Only the table's owner
         // may analyze it; for another role PostgreSQL warns and the plans stay as they were.
@@ -316,8 +332,9 @@ async fn reconcile(
             amount_tolerance: args.amount_tolerance,
         };
         let started = Instant::now();
-        let matching = matching::compare(&mut tx, id, &window, MAX_LISTED_MATCHES).await?;
-        let payouts = matching::payouts(&mut tx, id, &window.clearing_accounts).await?;
+        let matching = matching::compare(&mut tx, id, &window, MAX_LISTED_MATCHES, sink).await?;
+        let payouts =
+            matching::payouts(&mut tx, id, &window.clearing_accounts, MAX_LISTED_PAYOUTS).await?;
         let totals = matching::totals(&mut tx, id).await?;
         tracing::info!(
             elapsed_ms = started.elapsed().as_millis() as u64,
@@ -329,17 +346,8 @@ async fn reconcile(
     let (invariants, (mut tx, now, window, imported, matching, payouts, totals)) =
         tokio::try_join!(invariants, compared)?;
 
-    let mut exceptions = imported.unparsable;
-    exceptions.extend(matching.exceptions);
-    let counts = EXCEPTION_CODES
-        .iter()
-        .map(|code| {
-            (
-                (*code).to_owned(),
-                exceptions.iter().filter(|e| e.code == *code).count() as i64,
-            )
-        })
-        .collect();
+    let (payouts, payouts_total) = payouts;
+    let (collected, pending_csv) = sink.finish().context("writing exceptions.csv")?;
     let report = RunReport {
         id,
         provider: args.provider.clone(),
@@ -354,11 +362,13 @@ async fn reconcile(
             parsed_rows: imported.parsed,
             ledger_payments: matching.ledger_payments,
             matched: matching.matched_count,
-            exceptions: counts,
+            exceptions_listed: Some(collected.listed.len() as i64),
+            exceptions: collected.counts,
+            payouts_total: Some(payouts_total),
             totals,
             invariant_findings: invariants.len() as i64,
         },
-        exceptions,
+        exceptions: collected.listed,
         matched: matching.matched,
         payouts,
         invariants,
@@ -372,7 +382,8 @@ async fn reconcile(
         store(&mut tx, &report).await?;
         tx.commit().await?;
     }
-    Ok(report)
+    let full_csv = pending_csv.publish().context("naming exceptions.csv")?;
+    Ok((report, full_csv))
 }
 
 async fn clearing_accounts(

@@ -3,6 +3,7 @@
 //! currency has is an `unparsable_row`, never a rounding), good lines sent to PostgreSQL with
 //! `COPY`, bad ones kept as exceptions with their line number.
 
+use super::exceptions::ExceptionSink;
 use super::model::Exception;
 use crate::ledger::money::{Currency, MAX_AMOUNT};
 use chrono::{DateTime, Datelike, Utc};
@@ -251,12 +252,11 @@ fn unreadable_values<'a>(bytes: impl Fn(&str) -> Option<&'a [u8]>) -> Vec<String
     reasons
 }
 
-/// What reading the file produced.
+/// What reading the file produced (its unparsable rows went to the sink).
 #[derive(Debug, Default)]
 pub struct Imported {
     pub rows: i64,
     pub parsed: i64,
-    pub unparsable: Vec<Exception>,
 }
 
 /// A CSV reader whose records end at LF, so that a CRLF file counts its lines like an LF one
@@ -294,6 +294,7 @@ pub async fn import(
     run_id: Uuid,
     path: &Path,
     columns: &Columns,
+    sink: &mut ExceptionSink,
 ) -> anyhow::Result<Imported> {
     let mut reader = reader_of(std::fs::File::open(path)?);
     let headers: Vec<Vec<u8>> = reader
@@ -339,16 +340,14 @@ pub async fn import(
             // The file itself cannot be read further: no line is to blame.
             Err((_, e)) if e.is_io_error() => return Err(e.into()),
             Err((line, e)) => {
-                imported
-                    .unparsable
-                    .push(unparsable(line, vec![format!("unreadable: {e}")]));
+                sink.push(unparsable(line, vec![format!("unreadable: {e}")]))?;
                 continue;
             }
         };
         let bytes = |field: &str| -> Option<&[u8]> { record.get(*index.get(field)?) };
         let unreadable = unreadable_values(bytes);
         if !unreadable.is_empty() {
-            imported.unparsable.push(unparsable(line, unreadable));
+            sink.push(unparsable(line, unreadable))?;
             continue;
         }
         let get = |field: &str| -> Option<String> {
@@ -371,7 +370,7 @@ pub async fn import(
                     parsed.payout_ref.unwrap_or_default(),
                 ])?;
             }
-            Err(reasons) => imported.unparsable.push(unparsable(line, reasons)),
+            Err(reasons) => sink.push(unparsable(line, reasons))?,
         }
         if buffer.get_ref().len() >= COPY_CHUNK_BYTES {
             let chunk = std::mem::replace(

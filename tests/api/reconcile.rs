@@ -992,3 +992,116 @@ async fn a_cursor_the_api_never_returned_is_422() {
     assert_eq!(r.status, StatusCode::OK, "{}", r.text);
     app.finish().await;
 }
+
+#[tokio::test]
+async fn exceptions_are_counted_exactly_listed_up_to_a_limit_and_all_in_the_csv() {
+    let app = TestApp::new().await;
+    let p = ledger_with_payments(&app, 1).await;
+    let mut lines = vec![settled(&p[0])];
+    for i in 0..1_500 {
+        lines.push(format!(
+            ",bad_{i},12.345,SAR,settled,2026-11-30T00:00:00Z,,"
+        ));
+    }
+    let file = write_file(&tmp(), &lines);
+    let (code, report, out) = reconcile(&app, &file, &[]).await;
+    assert_eq!(code, 1);
+    assert_eq!(report["summary"]["exceptions"]["unparsable_row"], 1_500);
+    assert_eq!(report["summary"]["exceptions_listed"], 1_000);
+    let listed = report["exceptions"].as_array().unwrap();
+    assert_eq!(listed.len(), 1_000, "the first 1,000 of the code");
+    assert_eq!(
+        (&listed[0]["line"], &listed[999]["line"]),
+        (&json!(3), &json!(1_002))
+    );
+    let csv = std::fs::read_to_string(out.join("exceptions.csv")).unwrap();
+    assert_eq!(
+        csv.lines().count(),
+        1 + 1_500,
+        "exceptions.csv lists every exception"
+    );
+    assert!(
+        csv.lines()
+            .last()
+            .unwrap()
+            .starts_with("unparsable_row,,,1502,")
+    );
+    let html = std::fs::read_to_string(out.join("report.html")).unwrap();
+    assert!(
+        html.contains("The first 1000 listed"),
+        "the HTML says it lists a sample"
+    );
+    let stored = app
+        .get(&format!(
+            "/v1/reconciliations/{}",
+            report["id"].as_str().unwrap()
+        ))
+        .await;
+    assert_eq!(stored.body["exceptions"].as_array().unwrap().len(), 1_000);
+    assert!(
+        std::fs::read_dir(&out).unwrap().all(|f| !f
+            .unwrap()
+            .file_name()
+            .to_string_lossy()
+            .contains("partial")),
+        "no partial file left"
+    );
+    app.finish().await;
+}
+
+#[tokio::test]
+async fn a_runs_exceptions_are_served_a_page_at_a_time() {
+    let app = TestApp::new().await;
+    let p = ledger_with_payments(&app, 3).await;
+    let file = write_file(
+        &tmp(),
+        &[
+            line_of(&p[0], "1.001", "SAR", "settled"),
+            line_of(&p[1], "2.002", "SAR", "settled"),
+            line("", "nowhere", "3.00", "SAR", "settled", ""),
+        ],
+    );
+    let (_, report, _) = reconcile(&app, &file, &[]).await;
+    let id = report["id"].as_str().unwrap();
+    let mut seen = Vec::new();
+    let mut path = format!("/v1/reconciliations/{id}/exceptions?limit=2");
+    loop {
+        let page = app.get(&path).await;
+        assert_eq!(page.status, StatusCode::OK, "{}", page.text);
+        seen.extend(page.body["data"].as_array().unwrap().iter().cloned());
+        match page.body["next_cursor"].as_str() {
+            Some(next) => {
+                path = format!("/v1/reconciliations/{id}/exceptions?limit=2&cursor={next}")
+            }
+            None => break,
+        }
+    }
+    assert_eq!(
+        Value::Array(seen),
+        report["exceptions"],
+        "every page, in report order"
+    );
+    let only = app
+        .get(&format!(
+            "/v1/reconciliations/{id}/exceptions?code=missing_in_ledger"
+        ))
+        .await;
+    assert_eq!(
+        only.body["data"].as_array().unwrap().len(),
+        1,
+        "{}",
+        only.text
+    );
+    let bad = app
+        .get(&format!("/v1/reconciliations/{id}/exceptions?code=nope"))
+        .await;
+    super::common::assert_problem(&bad, 422, "validation_failed", "unknown code");
+    let missing = app
+        .get(&format!(
+            "/v1/reconciliations/{}/exceptions",
+            Uuid::new_v4()
+        ))
+        .await;
+    assert_eq!(missing.status, StatusCode::NOT_FOUND);
+    app.finish().await;
+}
