@@ -1444,3 +1444,33 @@ async fn a_derived_file_is_clean_and_each_perturbation_is_named_and_nothing_else
 fn rng_amount(p: &Modelled) -> i64 {
     (p.id.as_u128() % 500) as i64
 }
+
+#[tokio::test]
+async fn a_database_error_reads_without_postgresqls_source_line() {
+    let app = TestApp::new().await;
+    let p = ledger_with_payments(&app, 1).await;
+    let file = write_file(&tmp(), &[settled(&p[0])]);
+    sqlx::query("drop table settlement_lines")
+        .execute(&app.pool)
+        .await
+        .unwrap();
+    let out = reconcile_output(
+        &app,
+        &[
+            "--provider",
+            "psp",
+            "--settlement",
+            file.to_str().unwrap(),
+            "--out",
+            tmp().to_str().unwrap(),
+        ],
+    )
+    .await;
+    assert_refused(
+        &out,
+        "relation \"settlement_lines\" does not exist (SQLSTATE 42P01)",
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains(" at line "), "{stderr}");
+    app.finish().await;
+}
