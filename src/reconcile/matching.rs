@@ -54,6 +54,28 @@ fn tolerance(window: &Window, currency: &str) -> i64 {
     Currency::parse(currency).map_or(0, |c| tolerance_minor(window.amount_tolerance, c))
 }
 
+/// Lines of one payment and status named in a `duplicate_in_file` reason; the rest are
+/// counted, so a payment repeated a million times does not make a megabyte-long reason.
+const MAX_NAMED_DUPLICATE_LINES: usize = 20;
+
+/// `status settled: lines 7, 8`; beyond `MAX_NAMED_DUPLICATE_LINES`, `… and 9980 more`.
+fn duplicate_reason(status: &str, lines: &[i64]) -> String {
+    let named: Vec<String> = lines
+        .iter()
+        .take(MAX_NAMED_DUPLICATE_LINES)
+        .map(i64::to_string)
+        .collect();
+    let more = lines.len().saturating_sub(MAX_NAMED_DUPLICATE_LINES);
+    if more == 0 {
+        format!("status {status}: lines {}", named.join(", "))
+    } else {
+        format!(
+            "status {status}: lines {} and {more} more",
+            named.join(", ")
+        )
+    }
+}
+
 /// Compares the file lines of `run_id` with the ledger. `max_listed` caps the matched list
 /// kept in the report (every match is counted).
 pub async fn compare(
@@ -152,11 +174,7 @@ pub async fn compare(
             ("failed", &failed_lines),
         ] {
             if at.len() > 1 {
-                let at: Vec<String> = at.iter().map(i64::to_string).collect();
-                found.push((
-                    "duplicate_in_file",
-                    format!("status {status}: lines {}", at.join(", ")),
-                ));
+                found.push(("duplicate_in_file", duplicate_reason(status, at)));
             }
         }
         match (&r.ledger_id, r.ledger_currency.as_deref(), r.ledger_status.as_deref()) {
@@ -467,6 +485,21 @@ mod tests {
     fn a_huge_tolerance_tolerates_every_difference() {
         assert_eq!(tol("100000000000000", "SAR"), MAX_AMOUNT);
         assert_eq!(tol("79228162514264337593543950335", "KWD"), MAX_AMOUNT);
+    }
+
+    #[test]
+    fn a_duplicate_reason_names_the_first_lines_and_counts_the_rest() {
+        assert_eq!(
+            duplicate_reason("settled", &[7, 8]),
+            "status settled: lines 7, 8"
+        );
+        let many: Vec<i64> = (2..10_002).collect();
+        let reason = duplicate_reason("failed", &many);
+        assert!(
+            reason.starts_with("status failed: lines 2, 3, 4,"),
+            "{reason}"
+        );
+        assert!(reason.ends_with(", 21 and 9980 more"), "{reason}");
     }
 
     #[test]
