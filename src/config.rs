@@ -315,14 +315,29 @@ pub struct VerifyArgs {
 
 impl VerifyArgs {
     pub fn hold_grace(&self) -> chrono::TimeDelta {
-        chrono::TimeDelta::milliseconds(
-            i64::try_from(self.hold_grace_ms).unwrap_or(i64::MAX / 1_000),
-        )
+        hold_grace(self.hold_grace_ms)
     }
+}
+
+/// `--hold-grace-ms` as a duration; one longer than a `TimeDelta` holds (about 292 million
+/// years) is taken as the longest, which no hold can be overdue by.
+pub fn hold_grace(ms: u64) -> chrono::TimeDelta {
+    i64::try_from(ms)
+        .ok()
+        .and_then(chrono::TimeDelta::try_milliseconds)
+        .unwrap_or(chrono::TimeDelta::MAX)
 }
 
 /// Matches listed in a reconciliation report (every match is counted).
 pub const MAX_LISTED_MATCHES: usize = 10_000;
+
+/// Exceptions of each code kept in a reconciliation run and its HTML and JSON reports (every
+/// exception is counted, and exceptions.csv of a fresh run lists them all).
+pub const MAX_LISTED_EXCEPTIONS_PER_CODE: usize = 1_000;
+
+/// Payouts listed in a reconciliation report, the disagreeing ones first (every payout is
+/// counted).
+pub const MAX_LISTED_PAYOUTS: i64 = 10_000;
 /// `work_mem` of the whole-ledger jobs' transactions (`reconcile`, `verify`): their sorts and
 /// hashes of a million rows stay in memory instead of spilling to disk (PostgreSQL's default
 /// is 4 MB, sized for many small queries at once).

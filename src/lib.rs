@@ -34,6 +34,28 @@ pub fn install_crypto_provider() {
     let _ = rustls::crypto::ring::default_provider().install_default();
 }
 
+/// An error's one-paragraph reason for stderr: each cause, outermost first, joined by ": ".
+/// A PostgreSQL error shows its message and SQLSTATE, not the line of PostgreSQL's own source
+/// that raised it (sqlx's " at line 1798"), which an operator would look for in their file.
+pub fn error_reason(error: &anyhow::Error) -> String {
+    let mut reasons = Vec::new();
+    let mut causes = error.chain();
+    while let Some(cause) = causes.next() {
+        match cause.downcast_ref::<sqlx::Error>() {
+            Some(sqlx::Error::Database(db)) => {
+                reasons.push(match db.code() {
+                    Some(code) => format!("{} (SQLSTATE {code})", db.message()),
+                    None => db.message().to_owned(),
+                });
+                // Next in the chain is PostgreSQL's own error, said already.
+                causes.next();
+            }
+            _ => reasons.push(cause.to_string()),
+        }
+    }
+    reasons.join(": ")
+}
+
 /// Resolves on SIGINT or SIGTERM: every long-running subcommand stops on either.
 pub async fn shutdown_signal() {
     let interrupt = async {

@@ -21,7 +21,7 @@ fn main() -> ExitCode {
     match runtime.block_on(run(cli.command)) {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            eprintln!("error: {}", wallet_ledger::error_reason(&e));
             ExitCode::from(2)
         }
     }

@@ -252,7 +252,8 @@ impl PageQuery {
         self.cursor
             .as_deref()
             .map(|c| {
-                c.parse::<i64>().map_err(|_| {
+                // Cursors are row numbers, 1 and up: `-5` or `0` was never returned.
+                c.parse::<i64>().ok().filter(|c| *c >= 1).ok_or_else(|| {
                     ApiError::validation("/cursor", "cursor", "not a cursor this API returned")
                 })
             })

@@ -104,6 +104,10 @@ pub fn app(state: AppState) -> Router {
         .route("/v1/deliveries/{id}/redeliver", post(webhooks::redeliver))
         .route("/v1/reconciliations", get(reconciliations::list))
         .route("/v1/reconciliations/{id}", get(reconciliations::get))
+        .route(
+            "/v1/reconciliations/{id}/exceptions",
+            get(reconciliations::exceptions),
+        )
         .route("/healthz", get(health::healthz))
         .route("/readyz", get(health::readyz))
         .route("/openapi.json", get(health::openapi))

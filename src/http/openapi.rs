@@ -31,7 +31,7 @@ use utoipa::{Modify, OpenApi};
         transactions::post, transactions::void, transactions::reverse,
         webhooks::create, webhooks::list, webhooks::get, webhooks::delete, webhooks::rotate_secret,
         webhooks::list_deliveries, webhooks::get_delivery, webhooks::redeliver,
-        reconciliations::list, reconciliations::get,
+        reconciliations::list, reconciliations::get, reconciliations::exceptions,
         health::healthz, health::readyz, health::openapi, metrics::metrics,
     ),
     components(schemas(crate::problem::Problem, crate::problem::FieldError, transactions::StatusFilter)),

@@ -7,7 +7,7 @@ use super::extract::{PathParam, QueryParams};
 use super::responses::json;
 use crate::ledger::transactions::paginate;
 use crate::problem::Problem;
-use crate::reconcile::model::{RunReport, Summary};
+use crate::reconcile::model::{EXCEPTION_CODES, Exception, RunReport, Summary};
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::Response;
@@ -79,4 +79,84 @@ pub async fn get(State(state): State<AppState>, PathParam(id): PathParam) -> Res
         .ok_or_else(not_found)?;
     // Served as stored: the same document the job wrote as report.json.
     json(StatusCode::OK, &report)
+}
+
+/// `GET /v1/reconciliations/{id}/exceptions`: the run's listed exceptions, a page at a time.
+#[derive(Debug, serde::Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
+pub struct ExceptionsQuery {
+    /// 1-500, default 50.
+    pub limit: Option<i64>,
+    /// The `next_cursor` of the previous page.
+    pub cursor: Option<String>,
+    /// Only exceptions of this code (`missing_in_ledger`, ..., `unparsable_row`).
+    pub code: Option<String>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ExceptionPage {
+    pub data: Vec<Exception>,
+    pub next_cursor: Option<String>,
+}
+
+#[utoipa::path(get, path = "/v1/reconciliations/{id}/exceptions", tag = "reconciliations",
+    params(("id" = Uuid, Path), ExceptionsQuery),
+    responses((status = 200, description = "the run's listed exceptions in report order, a page at a time (`summary.exceptions` has the exact counts)", body = ExceptionPage),
+        (status = 404, body = Problem, content_type = "application/problem+json"),
+        (status = 422, body = Problem, content_type = "application/problem+json")))]
+pub async fn exceptions(
+    State(state): State<AppState>,
+    PathParam(id): PathParam,
+    QueryParams(query): QueryParams<ExceptionsQuery>,
+) -> Result<Response> {
+    let page = PageQuery {
+        limit: query.limit,
+        cursor: query.cursor.clone(),
+    };
+    let (limit, cursor) = (page.limit()?, page.cursor()?);
+    if let Some(code) = &query.code
+        && !EXCEPTION_CODES.contains(&code.as_str())
+    {
+        return Err(ApiError::validation(
+            "/code",
+            "invalid_type",
+            format!("one of {}", EXCEPTION_CODES.join(", ")),
+        ));
+    }
+    let not_found = || ApiError::NotFound(format!("reconciliation {id}"));
+    let uuid = Uuid::parse_str(&id).map_err(|_| not_found())?;
+    let mut conn = state.pool.acquire().await?;
+    let stored = sqlx::query_scalar!(
+        r#"select exists(select 1 from reconciliation_runs where id = $1) as "stored!""#,
+        uuid
+    )
+    .fetch_one(&mut *conn)
+    .await?;
+    if !stored {
+        return Err(not_found());
+    }
+    // Unnested in PostgreSQL: only the page crosses to the server, however long the list.
+    let rows = sqlx::query!(
+        r#"select e.ord as "position!", e.value as "exception!"
+           from reconciliation_runs r
+           cross join lateral jsonb_array_elements(r.report -> 'exceptions')
+                with ordinality as e(value, ord)
+           where r.id = $1 and ($2::bigint is null or e.ord > $2)
+             and ($3::text is null or e.value ->> 'code' = $3)
+           order by e.ord limit $4"#,
+        uuid,
+        cursor,
+        query.code,
+        limit + 1
+    )
+    .fetch_all(&mut *conn)
+    .await?;
+    let (data, next) = paginate(rows, limit, |r| r.position, |r| r.exception);
+    let data = data
+        .into_iter()
+        .filter_map(|e| serde_json::from_value(e).ok())
+        .collect();
+    let next_cursor = next.map(|n| n.to_string());
+    json(StatusCode::OK, &ExceptionPage { data, next_cursor })
 }

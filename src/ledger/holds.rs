@@ -291,8 +291,12 @@ pub async fn resolve_in(
                     )]));
                 }
             };
-            let view =
+            let mut view =
                 resolved_view(tx, id, "posted", Some(ledger_time), captured, currency).await?;
+            // The entries are written below: the answer already shows what they post.
+            view.authorized_amount = captured.map(|_| super::transactions::credited_total(&legs));
+            view.authorized_amount_decimal = view.authorized_amount.map(|a| currency.format(a));
+            view.entries = capture.clone();
             let body = serde_json::to_string(&view).expect("a transaction view always serializes");
             sqlx::query!(
                 r#"update transactions set status = 'posted', posted_at = $2, captured_amount = $3,
@@ -480,7 +484,8 @@ pub async fn list_open(
         StoredTransaction,
         r#"select t.id, t.seq, t.kind, t.status as "status!", t.currency, t.legs, t.external_ref,
                   t.metadata, t.refusal_code, t.refusal_detail, t.created_at, t.posted_at,
-                  t.expires_at, t.reverses, t.captured_amount
+                  t.expires_at, t.reverses, t.captured_amount,
+                  null::jsonb as posted_entries
            from open_holds h join transactions t on t.id = h.transaction_id
            where h.account_id = $1 and h.expires_at > now() and t.status = 'pending'
              and ($2::bigint is null or t.seq < $2)

@@ -931,6 +931,8 @@ fn render(item: &NewTransaction, decision: &Decision, now: DateTime<Utc>) -> Ren
         reverses: item.reversal.map(|r| r.original),
         captured_amount: None,
         captured_amount_decimal: None,
+        authorized_amount: None,
+        authorized_amount_decimal: None,
     };
     let (creation_status, body) = match &refusal {
         None => (

@@ -120,17 +120,45 @@ pub(crate) struct StoredTransaction {
     pub expires_at: Option<DateTime<Utc>>,
     pub reverses: Option<Uuid>,
     pub captured_amount: Option<i64>,
+    /// The entries it posted (`[{account, amount}]` in entry order), `None` when it has none.
+    pub posted_entries: Option<Value>,
+}
+
+/// One posted entry as `StoredTransaction::posted_entries` holds it.
+#[derive(serde::Deserialize)]
+struct PostedEntry {
+    account: String,
+    amount: i64,
 }
 
 impl StoredTransaction {
     pub(crate) fn view(self) -> TransactionView {
         let currency = Currency::parse(&self.currency);
+        let legs: Vec<super::views::LegView> =
+            serde_json::from_value(self.legs).unwrap_or_default();
+        // What was posted, once it was: a partly captured hold posted less than its legs held.
+        // Before (a hold, a refusal) there are no entries, and the legs say what was asked.
+        let posted: Option<Vec<PostedEntry>> = self
+            .posted_entries
+            .and_then(|e| serde_json::from_value(e).ok());
+        let authorized = self.captured_amount.map(|_| credited_total(&legs));
+        let entries = match (posted, currency) {
+            (Some(posted), Some(c)) => posted
+                .into_iter()
+                .map(|e| super::views::LegView {
+                    account: e.account,
+                    amount: e.amount,
+                    amount_decimal: c.format(e.amount),
+                })
+                .collect(),
+            _ => legs,
+        };
         TransactionView {
             id: self.id,
             kind: self.kind,
             status: self.status,
             currency: self.currency,
-            entries: serde_json::from_value(self.legs).unwrap_or_default(),
+            entries,
             external_ref: self.external_ref,
             metadata: match self.metadata {
                 Value::Object(m) => m,
@@ -146,6 +174,8 @@ impl StoredTransaction {
             reverses: self.reverses,
             captured_amount: self.captured_amount,
             captured_amount_decimal: self.captured_amount.zip(currency).map(|(a, c)| c.format(a)),
+            authorized_amount: authorized,
+            authorized_amount_decimal: authorized.zip(currency).map(|(a, c)| c.format(a)),
         }
     }
 }
@@ -173,7 +203,10 @@ pub async fn find_many(
                   t.currency as "currency!", t.legs as "legs!", t.external_ref,
                   t.metadata as "metadata!", t.refusal_code, t.refusal_detail,
                   t.created_at as "created_at!", t.posted_at, t.expires_at, t.reverses,
-                  t.captured_amount
+                  t.captured_amount,
+                  (select jsonb_agg(jsonb_build_object('account', e.account_id, 'amount', e.amount)
+                                    order by e.id)
+                   from entries e where e.transaction_id = t.id) as posted_entries
            from unnest($1::uuid[]) as k(id)
            cross join lateral (select * from transactions where id = k.id limit 1) t"#,
         ids
@@ -204,7 +237,10 @@ pub async fn list(
                   (case when status = 'pending' and expires_at <= now() then 'expired'
                         else status end) as "status!",
                   currency, legs, external_ref, metadata, refusal_code, refusal_detail,
-                  created_at, posted_at, expires_at, reverses, captured_amount
+                  created_at, posted_at, expires_at, reverses, captured_amount,
+                  (select jsonb_agg(jsonb_build_object('account', e.account_id, 'amount', e.amount)
+                                    order by e.id)
+                   from entries e where e.transaction_id = transactions.id) as posted_entries
            from transactions
            where ($1::text is null or account_ids @> array[$1::text])
              and ($2::text is null

@@ -94,8 +94,9 @@ pub struct TransactionView {
     /// `pending` (a hold), `posted`, `rejected`, `voided` or `expired`.
     pub status: String,
     pub currency: String,
-    /// The legs as requested: what was posted (or, for a partly captured hold, held: see
-    /// `captured_amount`), held, or refused.
+    /// A posted transaction: the entries it posted (for a partly captured hold, the captured
+    /// amount; see `authorized_amount` for what was held). Otherwise the legs as requested:
+    /// what is held, or what was refused.
     pub entries: Vec<LegView>,
     pub external_ref: Option<String>,
     #[schema(value_type = Object)]
@@ -111,6 +112,9 @@ pub struct TransactionView {
     /// Captured holds: how much was captured (the rest was released).
     pub captured_amount: Option<i64>,
     pub captured_amount_decimal: Option<String>,
+    /// Captured holds: how much the hold reserved (its credits) before it was captured.
+    pub authorized_amount: Option<i64>,
+    pub authorized_amount_decimal: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, ToSchema)]

@@ -4,7 +4,7 @@
 //! independent audit that proves they held (and finds what a manual SQL session, a restored
 //! backup or a bug elsewhere may have done). Every finding names the rows it is about.
 
-use chrono::TimeDelta;
+use chrono::{DateTime, TimeDelta, Utc};
 use serde::{Deserialize, Serialize};
 use sqlx::PgConnection;
 use uuid::Uuid;
@@ -14,7 +14,7 @@ use uuid::Uuid;
 pub struct Finding {
     /// A stable name: `unbalanced_transaction`, `trial_balance`, `wallet_chain`,
     /// `checkpoint_mismatch`, `posting_mismatch`, `overdue_hold`, `stale_open_hold`,
-    /// `over_reversed`.
+    /// `over_reversed`, `entry_mismatch`.
     pub check: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub account: Option<String>,
@@ -35,6 +35,7 @@ pub const CHECKS: &[&str] = &[
     "overdue_hold",
     "stale_open_hold",
     "over_reversed",
+    "entry_mismatch",
 ];
 
 /// Most findings reported per check: a corrupted table should not produce a report the size
@@ -60,6 +61,10 @@ pub async fn check(
     findings.extend(posting_mismatches(&mut tx).await?);
     findings.extend(overdue_holds(&mut tx, hold_grace).await?);
     findings.extend(over_reversed(&mut tx).await?);
+    let mut mismatches = entry_currencies(&mut tx).await?;
+    mismatches.extend(entries_against_legs(&mut tx).await?);
+    mismatches.truncate(MAX_FINDINGS_PER_CHECK as usize);
+    findings.extend(mismatches);
     tx.commit().await?;
     Ok(findings)
 }
@@ -208,22 +213,115 @@ async fn posting_mismatches(conn: &mut PgConnection) -> Result<Vec<Finding>, sql
         .collect())
 }
 
+/// Every entry is in its account's currency and its transaction's (the triggers check it on
+/// insert; a currency changed later mislabels money without unbalancing anything).
+async fn entry_currencies(conn: &mut PgConnection) -> Result<Vec<Finding>, sqlx::Error> {
+    let rows = sqlx::query!(
+        r#"select e.id, e.account_id, e.transaction_id, e.currency,
+                  a.currency as account_currency, t.currency as transaction_currency
+           from entries e
+           join accounts a on a.id = e.account_id
+           join transactions t on t.id = e.transaction_id
+           where e.currency <> a.currency or e.currency <> t.currency
+           order by e.id limit $1"#,
+        MAX_FINDINGS_PER_CHECK
+    )
+    .fetch_all(conn)
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(|r| Finding {
+            check: "entry_mismatch".into(),
+            account: Some(r.account_id),
+            entry: Some(r.id),
+            transaction: Some(r.transaction_id),
+            detail: format!(
+                "entry in {} on an account in {} for a transaction in {}",
+                r.currency, r.account_currency, r.transaction_currency
+            ),
+        })
+        .collect())
+}
+
+/// A posted transaction's entries post, to each account, what its legs say (a captured hold:
+/// the captured amount with each leg's sign). An entry moved to another account, or one
+/// added or removed, breaks it even when every sum still balances.
+async fn entries_against_legs(conn: &mut PgConnection) -> Result<Vec<Finding>, sqlx::Error> {
+    let rows = sqlx::query!(
+        r#"with posted_tx as (
+               select t.id, t.legs, t.captured_amount from transactions t
+               where t.status = 'posted'
+                 and exists (select 1 from entries x where x.transaction_id = t.id)),
+           legs as (
+               select t.id as transaction_id, leg ->> 'account' as account_id,
+                      sum(case when t.captured_amount is null then (leg ->> 'amount')::bigint
+                               else sign((leg ->> 'amount')::bigint)::bigint * t.captured_amount
+                          end) as amount
+               from posted_tx t cross join jsonb_array_elements(t.legs) leg
+               group by 1, 2),
+           posted as (
+               select e.transaction_id, e.account_id, sum(e.amount) as amount
+               from entries e join posted_tx t on t.id = e.transaction_id
+               group by 1, 2)
+           select coalesce(l.transaction_id, p.transaction_id) as "transaction_id!",
+                  coalesce(l.account_id, p.account_id) as "account_id!",
+                  coalesce(l.amount, 0)::text as "legs!", coalesce(p.amount, 0)::text as "posted!"
+           from legs l
+           full join posted p on p.transaction_id = l.transaction_id and p.account_id = l.account_id
+           where l.amount is distinct from p.amount
+           order by 1, 2 limit $1"#,
+        MAX_FINDINGS_PER_CHECK
+    )
+    .fetch_all(conn)
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(|r| Finding {
+            check: "entry_mismatch".into(),
+            account: Some(r.account_id),
+            entry: None,
+            transaction: Some(r.transaction_id),
+            detail: format!(
+                "entries post {} to this account where the legs say {}",
+                r.posted, r.legs
+            ),
+        })
+        .collect())
+}
+
+/// A hold still pending that expired before this is overdue. `None` when `now − grace` is
+/// before any time the ledger can hold (PostgreSQL's 4713 BC): no hold can be that overdue,
+/// so a huge grace turns the check off instead of failing on an out-of-range timestamp.
+pub fn overdue_before(now: DateTime<Utc>, grace: TimeDelta) -> Option<DateTime<Utc>> {
+    let earliest = chrono::NaiveDate::from_ymd_opt(-4712, 1, 2)?
+        .and_hms_opt(0, 0, 0)?
+        .and_utc();
+    now.checked_sub_signed(grace).filter(|t| *t >= earliest)
+}
+
 /// No hold stays pending past its expiry by more than `grace` (the sweeper is running), and
 /// no open-hold reservation outlives its hold.
 async fn overdue_holds(
     conn: &mut PgConnection,
     grace: TimeDelta,
 ) -> Result<Vec<Finding>, sqlx::Error> {
-    let grace_ms = grace.num_milliseconds();
-    let overdue = sqlx::query!(
-        r#"select id, expires_at as "expires_at!" from transactions
-           where status = 'pending' and expires_at < now() - make_interval(secs => $1::bigint / 1000.0)
-           order by expires_at limit $2"#,
-        grace_ms,
-        MAX_FINDINGS_PER_CHECK
-    )
-    .fetch_all(&mut *conn)
-    .await?;
+    let now: DateTime<Utc> = sqlx::query_scalar!(r#"select now() as "now!""#)
+        .fetch_one(&mut *conn)
+        .await?;
+    let overdue = match overdue_before(now, grace) {
+        Some(cutoff) => {
+            sqlx::query!(
+                r#"select id, expires_at as "expires_at!" from transactions
+                   where status = 'pending' and expires_at < $1
+                   order by expires_at limit $2"#,
+                cutoff,
+                MAX_FINDINGS_PER_CHECK
+            )
+            .fetch_all(&mut *conn)
+            .await?
+        }
+        None => Vec::new(),
+    };
     let stale = sqlx::query!(
         r#"select h.transaction_id, h.account_id, t.status
            from open_holds h join transactions t on t.id = h.transaction_id
@@ -281,4 +379,24 @@ async fn over_reversed(conn: &mut PgConnection) -> Result<Vec<Finding>, sqlx::Er
             ),
         })
         .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_grace_beyond_any_storable_time_turns_the_overdue_check_off() {
+        let now = Utc::now();
+        assert_eq!(
+            overdue_before(now, TimeDelta::milliseconds(60_000)),
+            Some(now - TimeDelta::milliseconds(60_000))
+        );
+        assert_eq!(
+            overdue_before(now, crate::config::hold_grace(u64::MAX)),
+            None
+        );
+        assert_eq!(overdue_before(now, TimeDelta::days(366 * 7_000)), None);
+        assert!(overdue_before(now, TimeDelta::days(365 * 6_000)).is_some());
+    }
 }

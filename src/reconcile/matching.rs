@@ -2,9 +2,11 @@
 //! per side, joined on payment id or `external_ref`), then naming each disagreement with a
 //! reason per field.
 
+use super::exceptions::ExceptionSink;
 use super::model::{CurrencyTotals, Exception, Matched, Payout};
-use crate::ledger::money::Currency;
+use crate::ledger::money::{Currency, MAX_AMOUNT};
 use chrono::{DateTime, Utc};
+use futures_util::TryStreamExt;
 use sqlx::PgConnection;
 use uuid::Uuid;
 
@@ -21,9 +23,9 @@ pub struct Window {
     pub amount_tolerance: rust_decimal::Decimal,
 }
 
+/// What matching found besides its exceptions (those went to the sink).
 #[derive(Debug, Default)]
 pub struct Matching {
-    pub exceptions: Vec<Exception>,
     pub matched: Vec<Matched>,
     pub matched_count: i64,
     pub ledger_payments: i64,
@@ -34,17 +36,44 @@ fn format(currency: &str, minor: i64) -> String {
     Currency::parse(currency).map_or_else(|| minor.to_string(), |c| c.format(minor))
 }
 
-/// The tolerance in `currency`'s minor units, rounded up to a whole minor unit (a tolerance
-/// finer than the currency can express still tolerates its smallest step).
+/// The tolerance in `currency`'s minor units, rounded down to a whole minor unit: a tolerance
+/// finer than the currency can express (0.001 in SAR, 0.5 in JPY) tolerates nothing, so
+/// amounts must be equal. One beyond any amount (1e14) tolerates every difference.
+/// `tolerance` is never negative (the command refuses it).
+pub fn tolerance_minor(tolerance: rust_decimal::Decimal, currency: Currency) -> i64 {
+    use rust_decimal::prelude::ToPrimitive;
+    tolerance
+        .checked_mul(rust_decimal::Decimal::from(10_i64.pow(currency.exponent())))
+        .map(|minor| minor.trunc())
+        .map_or(Some(MAX_AMOUNT), |minor| minor.to_i64())
+        .unwrap_or(MAX_AMOUNT)
+        .clamp(0, MAX_AMOUNT)
+}
+
 fn tolerance(window: &Window, currency: &str) -> i64 {
-    Currency::parse(currency)
-        .and_then(|c| {
-            let rounded = window
-                .amount_tolerance
-                .round_dp_with_strategy(c.exponent(), rust_decimal::RoundingStrategy::AwayFromZero);
-            super::settlement::parse_amount(&rounded.to_string(), c, "tolerance").ok()
-        })
-        .unwrap_or(0)
+    Currency::parse(currency).map_or(0, |c| tolerance_minor(window.amount_tolerance, c))
+}
+
+/// Lines of one payment and status named in a `duplicate_in_file` reason; the rest are
+/// counted, so a payment repeated a million times does not make a megabyte-long reason.
+const MAX_NAMED_DUPLICATE_LINES: usize = 20;
+
+/// `status settled: lines 7, 8`; beyond `MAX_NAMED_DUPLICATE_LINES`, `… and 9980 more`.
+fn duplicate_reason(status: &str, lines: &[i64]) -> String {
+    let named: Vec<String> = lines
+        .iter()
+        .take(MAX_NAMED_DUPLICATE_LINES)
+        .map(i64::to_string)
+        .collect();
+    let more = lines.len().saturating_sub(MAX_NAMED_DUPLICATE_LINES);
+    if more == 0 {
+        format!("status {status}: lines {}", named.join(", "))
+    } else {
+        format!(
+            "status {status}: lines {} and {more} more",
+            named.join(", ")
+        )
+    }
 }
 
 /// Compares the file lines of `run_id` with the ledger. `max_listed` caps the matched list
@@ -54,8 +83,11 @@ pub async fn compare(
     run_id: Uuid,
     window: &Window,
     max_listed: usize,
-) -> Result<Matching, sqlx::Error> {
-    let rows = sqlx::query!(
+    sink: &mut ExceptionSink,
+) -> anyhow::Result<Matching> {
+    // Streamed row by row (one per payment of the file), never collected: memory stays flat
+    // however large the file.
+    let mut rows = sqlx::query!(
         r#"with per_key as (
                -- The key sorts bytewise ("C"): a UUID or a reference needs no language rules,
                -- and grouping a million lines under the locale's collation costs seconds.
@@ -85,29 +117,42 @@ pub async fn compare(
                   l.gross as "ledger_gross?", l.reversed as "ledger_refunded?"
            from per_key f
            left join lateral (
+               -- What was posted, not what was asked: a posted payment's gross is the sum of
+               -- its credit entries (a partial capture posted less than it authorized); one
+               -- not posted has no entries, so its requested legs stand in. Refunds are the
+               -- credit entries of its posted reversals.
                select t.id, t.currency, t.status,
-                      (select coalesce(sum((leg ->> 'amount')::bigint), 0) from jsonb_array_elements(t.legs) leg
-                       where (leg ->> 'amount')::bigint > 0)::bigint as gross,
-                      coalesce((select sum(r.reversed_amount) from transactions r
-                                where r.reverses = t.id and r.status = 'posted'), 0)::bigint as reversed
+                      (case when t.status = 'posted'
+                            then (select coalesce(sum(e.amount), 0) from entries e
+                                  where e.transaction_id = t.id and e.amount > 0)
+                            else (select coalesce(sum((leg ->> 'amount')::bigint), 0)
+                                  from jsonb_array_elements(t.legs) leg
+                                  where (leg ->> 'amount')::bigint > 0)
+                       end)::bigint as gross,
+                      coalesce((select sum(e.amount) from transactions r
+                                join entries e on e.transaction_id = r.id
+                                where r.reverses = t.id and r.status = 'posted' and e.amount > 0),
+                               0)::bigint as reversed
                from transactions t
                -- One primary-key lookup per payment (its id, else the id its external_ref
-               -- names); the provider check is a filter on that one row, kept out of the GIN
-               -- index on purpose (through coalesce), which would match every payment.
+               -- names among this provider's payments: another provider may use the same
+               -- reference); the provider check is a filter on the rows of that reference,
+               -- kept out of the GIN index on purpose (through coalesce), which would match
+               -- every payment.
                where t.id = coalesce(f.payment_id,
                                      (select x.id from transactions x
                                       where x.external_ref = f.external_ref and x.kind = 'payment'
+                                        and coalesce(x.account_ids && $2::text[], false)
                                       order by x.seq limit 1))
                  and t.kind = 'payment' and coalesce(t.account_ids && $2::text[], false)) l on true
            order by f.first_line"#,
         run_id,
         &window.clearing_accounts,
     )
-    .fetch_all(&mut *conn)
-    .await?;
+    .fetch(&mut *conn);
 
     let mut out = Matching::default();
-    for r in rows {
+    while let Some(r) = rows.try_next().await? {
         let lines = |l: &Option<Vec<i64>>| {
             let mut lines = l.clone().unwrap_or_default();
             lines.sort_unstable();
@@ -129,11 +174,7 @@ pub async fn compare(
             ("failed", &failed_lines),
         ] {
             if at.len() > 1 {
-                let at: Vec<String> = at.iter().map(i64::to_string).collect();
-                found.push((
-                    "duplicate_in_file",
-                    format!("status {status}: lines {}", at.join(", ")),
-                ));
+                found.push(("duplicate_in_file", duplicate_reason(status, at)));
             }
         }
         match (&r.ledger_id, r.ledger_currency.as_deref(), r.ledger_status.as_deref()) {
@@ -208,7 +249,7 @@ pub async fn compare(
         let mut codes: Vec<&'static str> = found.iter().map(|(c, _)| *c).collect();
         codes.dedup();
         for code in codes {
-            out.exceptions.push(Exception {
+            sink.push(Exception {
                 code: code.to_owned(),
                 payment_id: r.payment_id,
                 external_ref: r.external_ref.clone(),
@@ -218,9 +259,10 @@ pub async fn compare(
                     .filter(|(c, _)| *c == code)
                     .map(|(_, reason)| reason.clone())
                     .collect(),
-            });
+            })?;
         }
     }
+    drop(rows);
 
     // The payments of the window that no line names: a hash anti-join (the file's lines
     // hashed once, the window's payments scanned once) is right at any size, while a nested
@@ -229,29 +271,35 @@ pub async fn compare(
     sqlx::query("select set_config('enable_nestloop', 'off', true)")
         .execute(&mut *conn)
         .await?;
-    let missing = sqlx::query!(
-        r#"select t.id, t.external_ref, t.currency, t.posted_at as "posted_at!",
-                  (select coalesce(sum((leg ->> 'amount')::bigint), 0) from jsonb_array_elements(t.legs) leg
-                   where (leg ->> 'amount')::bigint > 0)::bigint as "gross!"
+    let mut missing = sqlx::query!(
+        r#"with by_ref as materialized (
+               -- The payments that lines without a payment_id name: per reference, this
+               -- provider's oldest payment with it, exactly as the matching above takes it.
+               -- A second payment with the same reference is not named by that line.
+               select p.id
+               from (select distinct external_ref from settlement_lines
+                     where run_id = $1 and payment_id is null) s
+               cross join lateral (select x.id from transactions x
+                                   where x.external_ref = s.external_ref and x.kind = 'payment'
+                                     and coalesce(x.account_ids && $2::text[], false)
+                                   order by x.seq limit 1) p)
+           select t.id, t.external_ref, t.currency, t.posted_at as "posted_at!",
+                  (select coalesce(sum(e.amount), 0) from entries e
+                   where e.transaction_id = t.id and e.amount > 0)::bigint as "gross!"
            from transactions t
            where t.kind = 'payment' and t.status = 'posted' and t.account_ids && $2::text[]
              and t.posted_at between $3 and $4
              and not exists (select 1 from settlement_lines s where s.run_id = $1 and s.payment_id = t.id)
-             and not exists (select 1 from settlement_lines s
-                             where s.run_id = $1 and s.external_ref = t.external_ref)
+             and not exists (select 1 from by_ref r where r.id = t.id)
            order by t.posted_at"#,
         run_id,
         &window.clearing_accounts,
         window.from,
         window.to,
     )
-    .fetch_all(&mut *conn)
-    .await?;
-    sqlx::query("select set_config('enable_nestloop', 'on', true)")
-        .execute(&mut *conn)
-        .await?;
-    for m in missing {
-        out.exceptions.push(Exception {
+    .fetch(&mut *conn);
+    while let Some(m) = missing.try_next().await? {
+        sink.push(Exception {
             code: "missing_at_provider".to_owned(),
             payment_id: Some(m.id),
             external_ref: m.external_ref,
@@ -262,8 +310,12 @@ pub async fn compare(
                 m.currency,
                 m.posted_at.to_rfc3339()
             )],
-        });
+        })?;
     }
+    drop(missing);
+    sqlx::query("select set_config('enable_nestloop', 'on', true)")
+        .execute(&mut *conn)
+        .await?;
     out.ledger_payments = sqlx::query_scalar!(
         r#"select count(*) as "count!" from transactions
            where kind = 'payment' and account_ids && $1::text[] and posted_at between $2 and $3"#,
@@ -276,85 +328,113 @@ pub async fn compare(
     Ok(out)
 }
 
+/// Minor units summed exactly (PostgreSQL `numeric`, read as text): a file may hold more
+/// than `bigint` can sum, 1,030 lines of 2^53 − 1 already.
+/// A numeric sum of bigint columns is an integer; for any file PostgreSQL can stage it has at
+/// most ~25 digits, far inside `i128` (so the differences taken of them cannot overflow).
+fn wide(text: &str) -> Result<i128, sqlx::Error> {
+    text.parse()
+        .map_err(|_| sqlx::Error::Protocol(format!("a sum of minor units read as {text:?}")))
+}
+
+/// `i128` minor units of `currency` → `"50.00"`, exact (the plain integer for an unknown
+/// currency or beyond `rust_decimal`'s 28 digits).
+pub fn format_wide(currency: &str, minor: i128) -> String {
+    Currency::parse(currency)
+        .and_then(|c| rust_decimal::Decimal::try_from_i128_with_scale(minor, c.exponent()).ok())
+        .map_or_else(|| minor.to_string(), |d| d.to_string())
+}
+
 /// Lines sharing a `payout_ref` checked as one bank payout: its gross against the ledger's
-/// amounts for the same payments.
+/// amounts (what was posted) for the same payments of this provider.
+/// Returns at most `max_listed` payouts, the disagreeing ones first, and how many there are.
 pub async fn payouts(
     conn: &mut PgConnection,
     run_id: Uuid,
     clearing_accounts: &[String],
-) -> Result<Vec<Payout>, sqlx::Error> {
+    max_listed: i64,
+) -> Result<(Vec<Payout>, i64), sqlx::Error> {
     let rows = sqlx::query!(
         r#"select s.payout_ref as "payout_ref!", min(s.currency) as "currency!", count(*) as "lines!",
-                  coalesce(sum(s.amount) filter (where s.status = 'settled'), 0)::bigint as "gross!",
-                  coalesce(sum(s.amount) filter (where s.status = 'refunded'), 0)::bigint as "refunded!",
-                  sum(s.fee)::bigint as "fee!",
-                  coalesce(sum(l.gross) filter (where s.status = 'settled'), 0)::bigint as "ledger_gross!"
+                  count(*) over () as "total!",
+                  (coalesce(sum(s.amount) filter (where s.status = 'settled'), 0)
+                   = coalesce(sum(l.gross) filter (where s.status = 'settled'), 0)) as "agrees!",
+                  coalesce(sum(s.amount) filter (where s.status = 'settled'), 0)::text as "gross!",
+                  coalesce(sum(s.amount) filter (where s.status = 'refunded'), 0)::text as "refunded!",
+                  sum(s.fee)::text as "fee!",
+                  coalesce(sum(l.gross) filter (where s.status = 'settled'), 0)::text as "ledger_gross!"
            from settlement_lines s
            left join lateral (
-               select (select coalesce(sum((leg ->> 'amount')::bigint), 0) from jsonb_array_elements(t.legs) leg
-                       where (leg ->> 'amount')::bigint > 0) as gross
+               select (select coalesce(sum(e.amount), 0) from entries e
+                       where e.transaction_id = t.id and e.amount > 0) as gross
                from transactions t
                where t.id = coalesce(s.payment_id,
                                      (select x.id from transactions x
                                       where x.external_ref = s.external_ref and x.kind = 'payment'
+                                        and coalesce(x.account_ids && $2::text[], false)
                                       order by x.seq limit 1))
                  and t.kind = 'payment' and coalesce(t.account_ids && $2::text[], false)) l on true
            where s.run_id = $1 and s.payout_ref is not null
-           group by s.payout_ref order by s.payout_ref"#,
+           group by s.payout_ref order by 5, s.payout_ref limit $3"#,
         run_id,
-        clearing_accounts
+        clearing_accounts,
+        max_listed,
     )
     .fetch_all(conn)
     .await?;
-    Ok(rows
+    let total = rows.first().map_or(0, |r| r.total);
+    let listed = rows
         .into_iter()
         .map(|r| {
-            let f = |minor: i64| {
-                Currency::parse(&r.currency).map_or_else(|| minor.to_string(), |c| c.format(minor))
-            };
-            Payout {
+            let f = |minor: i128| format_wide(&r.currency, minor);
+            let (gross, refunded, fee, ledger_gross) = (
+                wide(&r.gross)?,
+                wide(&r.refunded)?,
+                wide(&r.fee)?,
+                wide(&r.ledger_gross)?,
+            );
+            Ok(Payout {
                 payout_ref: r.payout_ref.clone(),
                 currency: r.currency.clone(),
                 lines: r.lines,
-                gross: f(r.gross),
-                fee: f(r.fee),
-                net: f(r.gross - r.refunded - r.fee),
-                ledger_gross: f(r.ledger_gross),
-                agrees: r.gross == r.ledger_gross,
-            }
+                gross: f(gross),
+                fee: f(fee),
+                net: f(gross - refunded - fee),
+                ledger_gross: f(ledger_gross),
+                agrees: r.agrees,
+            })
         })
-        .collect())
+        .collect::<Result<Vec<Payout>, sqlx::Error>>()?;
+    Ok((listed, total))
 }
 
-/// Gross (settled), fee and net (gross − refunds − fees) of the file, per currency.
+/// Gross (settled), fee and net (gross − refunds − fees) of the file, per currency, summed
+/// exactly.
 pub async fn totals(
     conn: &mut PgConnection,
     run_id: Uuid,
 ) -> Result<Vec<CurrencyTotals>, sqlx::Error> {
     let rows = sqlx::query!(
         r#"select currency,
-                  coalesce(sum(amount) filter (where status = 'settled'), 0)::bigint as "gross!",
-                  coalesce(sum(amount) filter (where status = 'refunded'), 0)::bigint as "refunded!",
-                  sum(fee)::bigint as "fee!"
+                  coalesce(sum(amount) filter (where status = 'settled'), 0)::text as "gross!",
+                  coalesce(sum(amount) filter (where status = 'refunded'), 0)::text as "refunded!",
+                  sum(fee)::text as "fee!"
            from settlement_lines where run_id = $1 group by currency order by currency"#,
         run_id
     )
     .fetch_all(conn)
     .await?;
-    Ok(rows
-        .into_iter()
+    rows.into_iter()
         .map(|r| {
-            let f = |minor: i64| {
-                Currency::parse(&r.currency).map_or_else(|| minor.to_string(), |c| c.format(minor))
-            };
-            CurrencyTotals {
+            let (gross, refunded, fee) = (wide(&r.gross)?, wide(&r.refunded)?, wide(&r.fee)?);
+            Ok(CurrencyTotals {
                 currency: r.currency.clone(),
-                gross: f(r.gross),
-                fee: f(r.fee),
-                net: f(r.gross - r.refunded - r.fee),
-            }
+                gross: format_wide(&r.currency, gross),
+                fee: format_wide(&r.currency, fee),
+                net: format_wide(&r.currency, gross - refunded - fee),
+            })
         })
-        .collect())
+        .collect()
 }
 
 /// The period the file covers: its first and last `settled_at`.
@@ -369,4 +449,64 @@ pub async fn file_period(
     .fetch_one(conn)
     .await?;
     Ok((r.from_at, r.to_at))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rust_decimal::Decimal;
+    use std::str::FromStr;
+
+    fn tol(text: &str, currency: &str) -> i64 {
+        tolerance_minor(
+            Decimal::from_str(text).unwrap(),
+            Currency::parse(currency).unwrap(),
+        )
+    }
+
+    #[test]
+    fn a_tolerance_finer_than_the_minor_unit_tolerates_nothing() {
+        assert_eq!(tol("0.001", "SAR"), 0, "0.001 SAR is below one halala");
+        assert_eq!(tol("0.0001", "KWD"), 0);
+        assert_eq!(tol("0.5", "JPY"), 0);
+        assert_eq!(tol("0", "SAR"), 0);
+    }
+
+    #[test]
+    fn a_tolerance_is_taken_in_whole_minor_units_rounded_down() {
+        assert_eq!(tol("0.01", "SAR"), 1);
+        assert_eq!(tol("0.019", "SAR"), 1);
+        assert_eq!(tol("0.001", "KWD"), 1);
+        assert_eq!(tol("1", "JPY"), 1);
+        assert_eq!(tol("2.5", "JPY"), 2);
+    }
+
+    #[test]
+    fn a_huge_tolerance_tolerates_every_difference() {
+        assert_eq!(tol("100000000000000", "SAR"), MAX_AMOUNT);
+        assert_eq!(tol("79228162514264337593543950335", "KWD"), MAX_AMOUNT);
+    }
+
+    #[test]
+    fn a_duplicate_reason_names_the_first_lines_and_counts_the_rest() {
+        assert_eq!(
+            duplicate_reason("settled", &[7, 8]),
+            "status settled: lines 7, 8"
+        );
+        let many: Vec<i64> = (2..10_002).collect();
+        let reason = duplicate_reason("failed", &many);
+        assert!(
+            reason.starts_with("status failed: lines 2, 3, 4,"),
+            "{reason}"
+        );
+        assert!(reason.ends_with(", 21 and 9980 more"), "{reason}");
+    }
+
+    #[test]
+    fn wide_sums_format_exactly() {
+        let sum = 1_030 * i128::from(MAX_AMOUNT);
+        assert_eq!(format_wide("SAR", sum), "92774152323832207.30");
+        assert_eq!(format_wide("JPY", -5), "-5");
+        assert_eq!(format_wide("XXX", 7), "7");
+    }
 }

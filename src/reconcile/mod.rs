@@ -1,6 +1,7 @@
 //! Reconciliation and verification: the ledger's own books checked (`verify`), and the
 //! ledger compared with a provider's settlement file (`reconcile`).
 
+pub mod exceptions;
 pub mod invariants;
 pub mod matching;
 pub mod model;

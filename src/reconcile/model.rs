@@ -69,8 +69,17 @@ pub struct Summary {
     /// Ledger payments through the provider's clearing accounts in the period.
     pub ledger_payments: i64,
     pub matched: i64,
-    /// Every exception code with its count (zero included).
+    /// Every exception code with its exact count (zero included).
     pub exceptions: BTreeMap<String, i64>,
+    /// How many of them the run lists in `exceptions`: at most
+    /// `MAX_LISTED_EXCEPTIONS_PER_CODE` (1,000) of each code, the first found. A fresh run's
+    /// exceptions.csv lists them all. `null` in runs stored before the limit.
+    #[serde(default)]
+    pub exceptions_listed: Option<i64>,
+    /// How many payouts the file has; `payouts` lists at most `MAX_LISTED_PAYOUTS` (10,000),
+    /// the disagreeing ones first. `null` in runs stored before the limit.
+    #[serde(default)]
+    pub payouts_total: Option<i64>,
     /// Gross, fee and net of the file per currency, as decimal strings.
     pub totals: Vec<CurrencyTotals>,
     /// Broken ledger invariants found by the same run (see `verify`).
@@ -105,6 +114,8 @@ pub struct RunReport {
 
 impl RunReport {
     pub fn is_clean(&self) -> bool {
-        self.exceptions.is_empty() && self.invariants.is_empty()
+        self.exceptions.is_empty()
+            && self.summary.exceptions.values().all(|n| *n == 0)
+            && self.invariants.is_empty()
     }
 }

@@ -43,10 +43,14 @@ impl Format {
 
 /// Writes the report in each format into `dir` (created if missing) and returns the paths
 /// written, in the order asked (a format asked twice is written once).
+///
+/// `streamed_csv` is an exceptions.csv the run already wrote with every exception (see
+/// `exceptions::ExceptionSink`): it is listed, not rewritten from the report's sample.
 pub fn write_all(
     report: &RunReport,
     dir: &Path,
     formats: &[Format],
+    streamed_csv: Option<&Path>,
 ) -> std::io::Result<Vec<PathBuf>> {
     std::fs::create_dir_all(dir)?;
     let mut written = Vec::with_capacity(formats.len());
@@ -55,8 +59,13 @@ pub fn write_all(
         if written.contains(&path) {
             continue;
         }
-        std::fs::write(&path, format.render(report))?;
-        written.push(path);
+        match streamed_csv {
+            Some(streamed) if format == Format::Csv => written.push(streamed.to_owned()),
+            _ => {
+                std::fs::write(&path, format.render(report))?;
+                written.push(path);
+            }
+        }
     }
     Ok(written)
 }
@@ -69,22 +78,31 @@ pub fn json(report: &RunReport) -> String {
     out
 }
 
+/// The header of exceptions.csv, newline-terminated.
+pub const CSV_HEADER: &str = "code,payment_id,external_ref,line,reasons\n";
+
 /// The exceptions as CSV: a header, then one row per exception, reasons joined with `"; "`.
 pub fn exceptions_csv(report: &RunReport) -> String {
-    let mut out = String::from("code,payment_id,external_ref,line,reasons\n");
+    let mut out = String::from(CSV_HEADER);
     for e in &report.exceptions {
-        let fields = [
-            e.code.clone(),
-            e.payment_id.map(|id| id.to_string()).unwrap_or_default(),
-            e.external_ref.clone().unwrap_or_default(),
-            e.line.map(|line| line.to_string()).unwrap_or_default(),
-            e.reasons.join("; "),
-        ];
-        let row: Vec<String> = fields.iter().map(|f| csv_field(f)).collect();
-        out.push_str(&row.join(","));
-        out.push('\n');
+        out.push_str(&exception_csv_row(e));
     }
     out
+}
+
+/// One exception as a row of exceptions.csv, newline-terminated.
+pub fn exception_csv_row(e: &super::model::Exception) -> String {
+    let fields = [
+        e.code.clone(),
+        e.payment_id.map(|id| id.to_string()).unwrap_or_default(),
+        e.external_ref.clone().unwrap_or_default(),
+        e.line.map(|line| line.to_string()).unwrap_or_default(),
+        e.reasons.join("; "),
+    ];
+    let row: Vec<String> = fields.iter().map(|f| csv_field(f)).collect();
+    let mut row = row.join(",");
+    row.push('\n');
+    row
 }
 
 /// One CSV field (RFC 4180 quoting), made inert for spreadsheets: a value a spreadsheet would
@@ -167,12 +185,19 @@ fn table(class: &str, headers: &[(&str, &str)], rows: &str) -> String {
 
 /// The exceptions of each code, in `EXCEPTION_CODES` order (from the list itself, so the chart,
 /// the total and the table always agree).
+/// Each code's exact count (the summary's; the list may hold only the first of each code).
 fn exception_counts(report: &RunReport) -> Vec<(&'static str, usize)> {
     EXCEPTION_CODES
         .iter()
         .map(|&code| {
-            let n = report.exceptions.iter().filter(|e| e.code == code).count();
-            (code, n)
+            let listed = report.exceptions.iter().filter(|e| e.code == code).count();
+            let counted = report
+                .summary
+                .exceptions
+                .get(code)
+                .and_then(|n| usize::try_from(*n).ok())
+                .unwrap_or(0);
+            (code, counted.max(listed))
         })
         .collect()
 }
@@ -305,11 +330,12 @@ footer { color: var(--muted); font-size: 12px; margin-top: 8px; }
 pub fn html(report: &RunReport) -> String {
     let s = &report.summary;
     let counts = exception_counts(report);
-    let n_exceptions = report.exceptions.len();
+    let n_exceptions: usize = counts.iter().map(|(_, n)| n).sum();
+    let n_listed = report.exceptions.len();
     let n_findings = report.invariants.len();
     let provider = escape(&report.provider);
     let created = timestamp(&report.created_at);
-    let mut out = String::with_capacity(24 * 1024 + 256 * (n_exceptions + report.matched.len()));
+    let mut out = String::with_capacity(24 * 1024 + 256 * (n_listed + report.matched.len()));
 
     out.push_str(&format!(
         r#"<!DOCTYPE html>
@@ -463,7 +489,14 @@ pub fn html(report: &RunReport) -> String {
         r#"<section class="card"><h2>Exceptions <span class="n">({n_exceptions})</span></h2>
 "#
     ));
-    if report.exceptions.is_empty() {
+    if n_listed < n_exceptions {
+        out.push_str(&format!(
+            r#"<p class="muted">The first {n_listed} listed (at most {} of each code); exceptions.csv of the run lists all {n_exceptions}.</p>
+"#,
+            crate::config::MAX_LISTED_EXCEPTIONS_PER_CODE
+        ));
+    }
+    if report.exceptions.is_empty() && n_exceptions == 0 {
         out.push_str(r#"<p class="none">None: every payment agrees.</p>"#);
     } else {
         let rows: String = report
@@ -503,9 +536,12 @@ pub fn html(report: &RunReport) -> String {
 
     // Payouts.
     let agreeing = report.payouts.iter().filter(|p| p.agrees).count();
-    let payouts_note = match report.payouts.len() {
-        0 => "(0)".to_owned(),
-        n => format!("({agreeing} of {n} agree with the ledger)"),
+    let payouts_note = match (report.payouts.len(), report.summary.payouts_total) {
+        (0, _) => "(0)".to_owned(),
+        (n, Some(total)) if (n as i64) < total => format!(
+            "({total}; {agreeing} of the {n} listed, disagreeing first, agree with the ledger)"
+        ),
+        (n, _) => format!("({agreeing} of {n} agree with the ledger)"),
     };
     out.push_str(&format!(
         r#"<section class="card"><h2>Payouts <span class="n">{payouts_note}</span></h2>
@@ -600,7 +636,17 @@ pub fn html(report: &RunReport) -> String {
 "#,
         count(n_matched, "payment agrees", "payments agree")
     ));
-    if n_matched > 0 {
+    let n_listed = report.matched.len();
+    if n_listed < n_matched {
+        // The figure counts every match; the table lists payments found on both sides.
+        out.push_str(&format!(
+            r#"<p class="muted">{n_listed} listed below. The other {} are failed lines for payments the ledger does not have (both sides agree that nothing moved), or matches beyond the first {} listed.</p>
+"#,
+            n_matched - n_listed,
+            crate::config::MAX_LISTED_MATCHES
+        ));
+    }
+    if n_listed > 0 {
         let rows: String = report
             .matched
             .iter()
@@ -618,7 +664,7 @@ pub fn html(report: &RunReport) -> String {
             .collect();
         out.push_str(&format!(
             "<details><summary>Show the {}</summary>\n{}</details>\n",
-            count(n_matched, "matched payment", "matched payments"),
+            count(n_listed, "listed match", "listed matches"),
             table(
                 "matched",
                 &[
@@ -783,6 +829,8 @@ mod tests {
                 period_to: Some(Utc.with_ymd_and_hms(2025, 3, 5, 0, 0, 0).unwrap()),
                 file_rows: 32,
                 parsed_rows: 31,
+                exceptions_listed: None,
+                payouts_total: None,
                 ledger_payments: 31,
                 matched: 24,
                 exceptions: by_code,
@@ -954,6 +1002,44 @@ mod tests {
     }
 
     #[test]
+    fn html_counts_every_exception_and_says_how_many_it_lists() {
+        let mut report = sample();
+        let listed = report.exceptions.len() as i64;
+        *report.summary.exceptions.get_mut("unparsable_row").unwrap() += 5_000;
+        report.summary.exceptions_listed = Some(listed);
+        let page = html(&report);
+        let total = listed + 5_000;
+        assert!(
+            page.contains(&format!(
+                "<h2>Exceptions <span class=\"n\">({total})</span>"
+            )),
+            "{page}"
+        );
+        assert!(
+            page.contains(&format!(
+                "The first {listed} listed (at most 1000 of each code)"
+            )),
+            "{page}"
+        );
+    }
+
+    #[test]
+    fn html_says_how_many_matches_the_table_does_not_list() {
+        let mut report = clean();
+        let listed = report.matched.len();
+        report.summary.matched = listed as i64 + 1;
+        let page = html(&report);
+        assert!(
+            page.contains(&format!(
+                "{listed} listed below. The other 1 are failed lines"
+            )),
+            "{page}"
+        );
+        report.summary.matched = listed as i64;
+        assert!(!html(&report).contains("listed below"));
+    }
+
+    #[test]
     fn html_says_a_clean_run_is_clean() {
         let html = html(&clean());
         assert!(html.contains("Clean run"));
@@ -1046,6 +1132,7 @@ mod tests {
             &report,
             &nested,
             &[Format::Html, Format::Json, Format::Csv, Format::Html],
+            None,
         )
         .unwrap();
         assert_eq!(
@@ -1059,7 +1146,7 @@ mod tests {
             exceptions_csv(&report)
         );
         assert_eq!(
-            write_all(&report, &nested, &[Format::Csv]).unwrap(),
+            write_all(&report, &nested, &[Format::Csv], None).unwrap(),
             [nested.join("exceptions.csv")]
         );
         std::fs::remove_dir_all(&dir).unwrap();

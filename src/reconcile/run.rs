@@ -2,18 +2,21 @@
 //! reports. The same provider, file content and options make the same key; a second run of
 //! the same key answers the stored one unless `--force`.
 
+use super::exceptions::ExceptionSink;
 use super::invariants;
 use super::matching::{self, Window};
-use super::model::{EXCEPTION_CODES, RunReport, Summary};
+use super::model::{RunReport, Summary};
 use super::report;
 use super::settlement::{self, Columns};
-use crate::config::{MAX_LISTED_MATCHES, ReconcileArgs};
+use crate::config::{
+    MAX_LISTED_EXCEPTIONS_PER_CODE, MAX_LISTED_MATCHES, MAX_LISTED_PAYOUTS, ReconcileArgs,
+};
 use anyhow::Context;
-use chrono::{TimeDelta, Utc};
+use chrono::{DateTime, TimeDelta, Utc};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 use sqlx::{PgConnection, PgPool};
-use std::io::Read;
+use std::io::{Read, Write};
 use std::time::Instant;
 use uuid::Uuid;
 
@@ -25,39 +28,67 @@ pub async fn run(args: ReconcileArgs) -> anyhow::Result<bool> {
             args.provider
         );
     }
+    check_flags(&args).map_err(anyhow::Error::msg)?;
     let columns = Columns::new(&args.columns).map_err(anyhow::Error::msg)?;
     let options = options(&args, &columns);
-    let key = run_key(&args.provider, &options, &args.settlement)?;
+    // The file is read once: copied aside while it is hashed, and the copy imported, so a
+    // pipe (`--settlement /dev/stdin`) works and a file that changes meanwhile cannot be
+    // stored under the other content's key.
+    let spooled = spool(&args.provider, &options, &args.settlement)?;
+    let key = spooled.key.clone();
     let pool = crate::db::connect_and_migrate(&args.database).await?;
 
-    // A dry run always compares afresh (and stores nothing).
-    let stored = if args.force || args.dry_run {
+    // A dry run returns a stored run too (it stores nothing of its own); --force compares
+    // afresh.
+    let stored = if args.force {
         None
     } else {
         stored_run(&pool, &key).await?
     };
-    let report = match stored {
+    let (report, streamed_csv) = match stored {
         Some(report) => {
             eprintln!(
                 "reconcile: provider {}, this file and these options were reconciled as run {} on {}; \
                  its stored result follows (--force runs again)",
                 report.provider, report.id, report.created_at
             );
-            report
+            (report, None)
         }
-        None => reconcile(&pool, &args, &columns, options, key).await?,
+        None => reconcile(&pool, &args, &spooled.path, &columns, options, key).await?,
     };
     pool.close().await;
+    drop(spooled);
 
-    let written = report::write_all(&report, &args.out, &args.format)
+    let written = report::write_all(&report, &args.out, &args.format, streamed_csv.as_deref())
         .with_context(|| format!("writing reports to {}", args.out.display()))?;
+    // A reader that goes away (`reconcile ... | head -1`) does not make the run fail: the run
+    // is stored and the reports written; its exit code still says what it found.
+    match print_summary(
+        &mut std::io::stdout().lock(),
+        &report,
+        args.dry_run,
+        &written,
+    ) {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {}
+        other => other.context("writing the summary to standard output")?,
+    }
+    Ok(report.is_clean())
+}
+
+fn print_summary(
+    out: &mut impl Write,
+    report: &RunReport,
+    dry_run: bool,
+    written: &[std::path::PathBuf],
+) -> std::io::Result<()> {
     let summary = &report.summary;
     let exceptions: i64 = summary.exceptions.values().sum();
-    println!(
+    writeln!(
+        out,
         "reconcile {}: run {}{}: {} file rows ({} parsed), {} ledger payments, {} matched, {} exceptions, {} invariant findings",
         report.provider,
         report.id,
-        if args.dry_run {
+        if dry_run {
             " (dry run, not stored)"
         } else {
             ""
@@ -68,14 +99,140 @@ pub async fn run(args: ReconcileArgs) -> anyhow::Result<bool> {
         summary.matched,
         exceptions,
         summary.invariant_findings,
-    );
+    )?;
     for (code, count) in summary.exceptions.iter().filter(|(_, c)| **c > 0) {
-        println!("  {code}: {count}");
+        writeln!(out, "  {code}: {count}")?;
     }
     for path in written {
-        println!("  wrote {}", path.display());
+        writeln!(out, "  wrote {}", path.display())?;
     }
-    Ok(report.is_clean())
+    out.flush()
+}
+
+/// Refuses the flags no run can use, with the reason (exit 2), before anything is read.
+fn check_flags(args: &ReconcileArgs) -> Result<(), String> {
+    if args.amount_tolerance.is_sign_negative() && !args.amount_tolerance.is_zero() {
+        return Err(format!(
+            "--amount-tolerance {}: must not be negative",
+            args.amount_tolerance
+        ));
+    }
+    if let (Some(from), Some(to)) = (args.from, args.to) {
+        window_bounds(
+            from,
+            to,
+            args.settlement_lag_hours,
+            args.date_tolerance_hours,
+        )?;
+    }
+    Ok(())
+}
+
+/// The earliest moment PostgreSQL's `timestamptz` holds (4713 BC), with a day to spare.
+fn earliest_storable() -> DateTime<Utc> {
+    chrono::NaiveDate::from_ymd_opt(-4712, 1, 2)
+        .and_then(|d| d.and_hms_opt(0, 0, 0))
+        .map(|t| t.and_utc())
+        .unwrap_or(DateTime::<Utc>::MIN_UTC)
+}
+
+/// The ledger window of the settlement period `[from, to]`: shifted back by the settlement
+/// lag and widened at its start by the date tolerance (see docs/reconciliation.md). An
+/// inverted period, or one that the flags push out of the range of dates the ledger can hold,
+/// is refused with the reason.
+pub fn window_bounds(
+    from: DateTime<Utc>,
+    to: DateTime<Utc>,
+    settlement_lag_hours: u32,
+    date_tolerance_hours: u32,
+) -> Result<(DateTime<Utc>, DateTime<Utc>), String> {
+    if from > to {
+        return Err(format!(
+            "the settlement period is inverted: it starts at {} (--from, or the file's first \
+             settled_at) after it ends at {} (--to, or the file's last settled_at)",
+            from.to_rfc3339(),
+            to.to_rfc3339()
+        ));
+    }
+    let hours = |h: u32| TimeDelta::try_hours(h.into());
+    let out_of_range = || {
+        format!(
+            "--settlement-lag-hours {settlement_lag_hours} and --date-tolerance-hours \
+             {date_tolerance_hours} move the window before {}, the earliest time the ledger \
+             can hold",
+            earliest_storable().date_naive()
+        )
+    };
+    let start = hours(settlement_lag_hours)
+        .zip(hours(date_tolerance_hours))
+        .and_then(|(lag, tolerance)| from.checked_sub_signed(lag)?.checked_sub_signed(tolerance))
+        .filter(|t| *t >= earliest_storable())
+        .ok_or_else(out_of_range)?;
+    let end = hours(settlement_lag_hours)
+        .and_then(|lag| to.checked_sub_signed(lag))
+        .filter(|t| *t >= earliest_storable())
+        .ok_or_else(out_of_range)?;
+    Ok((start, end))
+}
+
+/// The settlement file, copied once to a private file while its run key was computed.
+/// Removed on drop.
+struct Spooled {
+    path: std::path::PathBuf,
+    key: String,
+}
+
+impl Drop for Spooled {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+/// Reads `source` once: its bytes go to a private copy (in the temporary directory,
+/// `TMPDIR`) and into the run key, SHA-256 over the provider, the options and the bytes.
+fn spool(provider: &str, options: &Value, source: &std::path::Path) -> anyhow::Result<Spooled> {
+    let mut file =
+        std::fs::File::open(source).with_context(|| format!("opening {}", source.display()))?;
+    let path = std::env::temp_dir().join(format!(
+        "wallet-ledger-settlement-{}.csv",
+        Uuid::new_v4().simple()
+    ));
+    let mut copy = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&path)
+        .with_context(|| format!("creating {}", path.display()))?;
+    let mut spooled = Spooled {
+        path,
+        key: String::new(),
+    };
+    let mut hasher = Sha256::new();
+    hasher.update(provider.as_bytes());
+    hasher.update(b"\n");
+    hasher.update(options.to_string().as_bytes());
+    hasher.update(b"\n");
+    let mut buffer = vec![0; 1 << 16];
+    loop {
+        let n = match file.read(&mut buffer) {
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e).with_context(|| format!("reading {}", source.display())),
+        };
+        if n == 0 {
+            break;
+        }
+        hasher.update(&buffer[..n]);
+        copy.write_all(&buffer[..n])
+            .with_context(|| format!("writing {}", spooled.path.display()))?;
+    }
+    copy.flush()
+        .with_context(|| format!("writing {}", spooled.path.display()))?;
+    spooled.key = hasher
+        .finalize()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    Ok(spooled)
 }
 
 /// Everything that changes what a run finds, in a fixed order (it is part of the run key).
@@ -88,32 +245,6 @@ fn options(args: &ReconcileArgs, columns: &Columns) -> Value {
         "amount_tolerance": args.amount_tolerance.to_string(),
         "columns": columns.as_map(),
     })
-}
-
-/// SHA-256 over the provider, the options and the file's bytes (read in chunks).
-fn run_key(provider: &str, options: &Value, path: &std::path::Path) -> anyhow::Result<String> {
-    let mut file =
-        std::fs::File::open(path).with_context(|| format!("opening {}", path.display()))?;
-    let mut hasher = Sha256::new();
-    hasher.update(provider.as_bytes());
-    hasher.update(b"\n");
-    hasher.update(options.to_string().as_bytes());
-    hasher.update(b"\n");
-    let mut buffer = vec![0; 1 << 16];
-    loop {
-        let n = file
-            .read(&mut buffer)
-            .with_context(|| format!("reading {}", path.display()))?;
-        if n == 0 {
-            break;
-        }
-        hasher.update(&buffer[..n]);
-    }
-    Ok(hasher
-        .finalize()
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect())
 }
 
 async fn stored_run(pool: &PgPool, key: &str) -> anyhow::Result<Option<RunReport>> {
@@ -131,16 +262,28 @@ async fn stored_run(pool: &PgPool, key: &str) -> anyhow::Result<Option<RunReport
 async fn reconcile(
     pool: &PgPool,
     args: &ReconcileArgs,
+    settlement_file: &std::path::Path,
     columns: &Columns,
     options: Value,
     key: String,
-) -> anyhow::Result<RunReport> {
+) -> anyhow::Result<(RunReport, Option<std::path::PathBuf>)> {
     let id = Uuid::new_v4();
+    // Every exception is counted and, for exceptions.csv, written as it is found; only the
+    // first of each code are kept in memory, for the stored run and the other reports.
+    let full_csv = args
+        .format
+        .contains(&report::Format::Csv)
+        .then(|| args.out.join(report::Format::Csv.file_name()));
+    if full_csv.is_some() {
+        std::fs::create_dir_all(&args.out)
+            .with_context(|| format!("creating {}", args.out.display()))?;
+    }
+    let mut sink = ExceptionSink::new(MAX_LISTED_EXCEPTIONS_PER_CODE, full_csv.as_deref())
+        .with_context(|| format!("writing exceptions.csv in {}", args.out.display()))?;
     // The invariants read the whole ledger in their own snapshot, on their own connection,
     // while the file is imported and matched on another: two PostgreSQL backends, so both
     // cores work (each phase alone is one backend, one core).
-    let hold_grace =
-        TimeDelta::milliseconds(i64::try_from(args.hold_grace_ms).unwrap_or(i64::MAX / 1_000));
+    let hold_grace = crate::config::hold_grace(args.hold_grace_ms);
     let invariants = async {
         let started = Instant::now();
         let findings = invariants::check(&mut *pool.acquire().await?, hold_grace).await?;
@@ -152,10 +295,11 @@ async fn reconcile(
         Ok::<_, anyhow::Error>(findings)
     };
     let compared = async {
+        let sink = &mut sink;
         let mut tx = pool.begin().await?;
         crate::db::tune_for_batch_job(&mut tx).await?;
         let started = Instant::now();
-        let imported = settlement::import(&mut tx, id, &args.settlement, columns).await?;
+        let imported = settlement::import(&mut tx, id, settlement_file, columns, sink).await?;
         // The staging table was empty a moment ago: without fresh statistics the planner
         // takes a million lines for a few and joins them row by row. Only the table's owner
         // may analyze it; for another role PostgreSQL warns and the plans stay as they were.
@@ -174,16 +318,23 @@ async fn reconcile(
         // A provider settles a payment `lag` after it was paid: the file's period, shifted
         // back by the lag, is when the ledger took the payments it should list (widened at
         // the start by the date tolerance, for payments that settle late).
-        let lag = TimeDelta::hours(args.settlement_lag_hours.into());
+        let (window_from, window_to) = window_bounds(
+            from,
+            to,
+            args.settlement_lag_hours,
+            args.date_tolerance_hours,
+        )
+        .map_err(anyhow::Error::msg)?;
         let window = Window {
             clearing_accounts: clearing_accounts(&mut tx, &args.provider).await?,
-            from: from - lag - TimeDelta::hours(args.date_tolerance_hours.into()),
-            to: to - lag,
+            from: window_from,
+            to: window_to,
             amount_tolerance: args.amount_tolerance,
         };
         let started = Instant::now();
-        let matching = matching::compare(&mut tx, id, &window, MAX_LISTED_MATCHES).await?;
-        let payouts = matching::payouts(&mut tx, id, &window.clearing_accounts).await?;
+        let matching = matching::compare(&mut tx, id, &window, MAX_LISTED_MATCHES, sink).await?;
+        let payouts =
+            matching::payouts(&mut tx, id, &window.clearing_accounts, MAX_LISTED_PAYOUTS).await?;
         let totals = matching::totals(&mut tx, id).await?;
         tracing::info!(
             elapsed_ms = started.elapsed().as_millis() as u64,
@@ -195,17 +346,8 @@ async fn reconcile(
     let (invariants, (mut tx, now, window, imported, matching, payouts, totals)) =
         tokio::try_join!(invariants, compared)?;
 
-    let mut exceptions = imported.unparsable;
-    exceptions.extend(matching.exceptions);
-    let counts = EXCEPTION_CODES
-        .iter()
-        .map(|code| {
-            (
-                (*code).to_owned(),
-                exceptions.iter().filter(|e| e.code == *code).count() as i64,
-            )
-        })
-        .collect();
+    let (payouts, payouts_total) = payouts;
+    let (collected, pending_csv) = sink.finish().context("writing exceptions.csv")?;
     let report = RunReport {
         id,
         provider: args.provider.clone(),
@@ -220,11 +362,13 @@ async fn reconcile(
             parsed_rows: imported.parsed,
             ledger_payments: matching.ledger_payments,
             matched: matching.matched_count,
-            exceptions: counts,
+            exceptions_listed: Some(collected.listed.len() as i64),
+            exceptions: collected.counts,
+            payouts_total: Some(payouts_total),
             totals,
             invariant_findings: invariants.len() as i64,
         },
-        exceptions,
+        exceptions: collected.listed,
         matched: matching.matched,
         payouts,
         invariants,
@@ -238,7 +382,8 @@ async fn reconcile(
         store(&mut tx, &report).await?;
         tx.commit().await?;
     }
-    Ok(report)
+    let full_csv = pending_csv.publish().context("naming exceptions.csv")?;
+    Ok((report, full_csv))
 }
 
 async fn clearing_accounts(
@@ -269,4 +414,44 @@ async fn store(conn: &mut PgConnection, report: &RunReport) -> anyhow::Result<()
     .execute(conn)
     .await?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(t: &str) -> DateTime<Utc> {
+        DateTime::parse_from_rfc3339(t).unwrap().with_timezone(&Utc)
+    }
+
+    #[test]
+    fn the_window_is_the_period_shifted_back_by_the_lag_and_widened_by_the_tolerance() {
+        assert_eq!(
+            window_bounds(
+                at("2026-11-30T00:00:00Z"),
+                at("2026-12-01T00:00:00Z"),
+                24,
+                48
+            ),
+            Ok((at("2026-11-27T00:00:00Z"), at("2026-11-30T00:00:00Z")))
+        );
+    }
+
+    #[test]
+    fn an_inverted_period_is_refused() {
+        let e = window_bounds(at("2026-12-02T00:00:00Z"), at("2026-12-01T00:00:00Z"), 0, 0)
+            .unwrap_err();
+        assert!(e.starts_with("the settlement period is inverted"), "{e}");
+    }
+
+    #[test]
+    fn flags_that_push_the_window_out_of_range_are_refused_not_a_panic() {
+        let (from, to) = (at("2026-11-30T00:00:00Z"), at("2026-12-01T00:00:00Z"));
+        for (lag, tolerance) in [(u32::MAX, 0), (0, u32::MAX), (u32::MAX, u32::MAX)] {
+            let e = window_bounds(from, to, lag, tolerance).unwrap_err();
+            assert!(e.contains("the earliest time the ledger can hold"), "{e}");
+        }
+        // Near the start of the calendar, a modest lag is fine.
+        assert!(window_bounds(at("0001-01-01T00:00:00Z"), to, 24, 24).is_ok());
+    }
 }

@@ -3,11 +3,10 @@
 //! currency has is an `unparsable_row`, never a rounding), good lines sent to PostgreSQL with
 //! `COPY`, bad ones kept as exceptions with their line number.
 
+use super::exceptions::ExceptionSink;
 use super::model::Exception;
 use crate::ledger::money::{Currency, MAX_AMOUNT};
-use chrono::{DateTime, Utc};
-use rust_decimal::Decimal;
-use rust_decimal::prelude::ToPrimitive;
+use chrono::{DateTime, Datelike, Utc};
 use sqlx::PgConnection;
 use std::collections::HashMap;
 use std::path::Path;
@@ -71,25 +70,52 @@ pub struct Line {
     pub payout_ref: Option<String>,
 }
 
-/// `text` in major units → minor units of `currency`, exactly.
+/// `text` in major units → minor units of `currency`, exactly: digits, optionally a point
+/// and at most the currency's exponent of decimals. No sign, exponent, separator or space
+/// inside (`1_000.00`, `1e3`, `-0` and `+5` are refused), and at most 2^53 − 1 minor units.
 pub fn parse_amount(text: &str, currency: Currency, field: &str) -> Result<i64, String> {
     let text = text.trim();
-    let value = Decimal::from_str_exact(text)
-        .map_err(|_| format!("{field}: {text:?} is not a decimal number"))?;
-    if value.is_sign_negative() {
+    let (negative, unsigned) = match text.strip_prefix('-') {
+        Some(rest) => (true, rest),
+        None => (false, text),
+    };
+    let (whole, decimals) = unsigned.split_once('.').unwrap_or((unsigned, ""));
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    let well_formed =
+        digits(whole) && (decimals.is_empty() && !unsigned.contains('.') || digits(decimals));
+    if !well_formed {
+        return Err(format!("{field}: {text:?} is not a decimal number"));
+    }
+    if negative {
         return Err(format!("{field}: {text} is negative"));
     }
-    if value.scale() > currency.exponent() {
+    let exponent = currency.exponent() as usize;
+    if decimals.len() > exponent {
         return Err(format!(
-            "{field}: {text} has more decimals than {currency} allows ({})",
-            currency.exponent()
+            "{field}: {text} has more decimals than {currency} allows ({exponent})"
         ));
     }
-    value
-        .checked_mul(Decimal::from(10_i64.pow(currency.exponent())))
-        .and_then(|minor| minor.to_i64())
-        .filter(|minor| *minor <= MAX_AMOUNT)
-        .ok_or_else(|| format!("{field}: {text} is out of range"))
+    // Minor units as digits: the whole part, the decimals padded to the exponent.
+    let minor = format!("{whole}{decimals:0<exponent$}");
+    let minor = minor.trim_start_matches('0');
+    let out_of_range = || format!("{field}: {text} is out of range");
+    if minor.len() > 16 {
+        return Err(out_of_range());
+    }
+    let minor: i64 = if minor.is_empty() {
+        0
+    } else {
+        minor.parse().map_err(|_| out_of_range())?
+    };
+    if minor > MAX_AMOUNT {
+        return Err(out_of_range());
+    }
+    Ok(minor)
+}
+
+/// Settlement times the ledger stores and prints as RFC 3339: years 0001 to 9999 in UTC.
+fn settled_at_in_range(t: &DateTime<Utc>) -> bool {
+    (1..=9999).contains(&t.year())
 }
 
 /// Parses one record; `Err` holds the reasons it is unparsable.
@@ -144,12 +170,19 @@ fn parse_record(get: impl Fn(&str) -> Option<String>, line: u64) -> Result<Line,
             reasons.push("settled_at: missing".to_owned());
             None
         }
-        Some(t) => DateTime::parse_from_rfc3339(&t)
-            .map(|t| t.with_timezone(&Utc))
-            .map_err(|_| {
+        Some(t) => match DateTime::parse_from_rfc3339(&t).map(|t| t.with_timezone(&Utc)) {
+            Ok(at) if settled_at_in_range(&at) => Some(at),
+            Ok(_) => {
+                reasons.push(format!(
+                    "settled_at: {t:?} is out of range (years 0001 to 9999 in UTC)"
+                ));
+                None
+            }
+            Err(_) => {
                 reasons.push(format!("settled_at: {t:?} is not an RFC 3339 time"));
-            })
-            .ok(),
+                None
+            }
+        },
     };
     let (mut amount, mut fee) = (None, Some(0));
     if let Some(currency) = currency {
@@ -198,12 +231,61 @@ fn parse_record(get: impl Fn(&str) -> Option<String>, line: u64) -> Result<Line,
     }
 }
 
-/// What reading the file produced.
+/// Values no field can hold, one reason each: bytes that are not UTF-8 (two different
+/// Latin-1 references would otherwise read alike) and NUL, which no PostgreSQL text holds.
+fn unreadable_values<'a>(bytes: impl Fn(&str) -> Option<&'a [u8]>) -> Vec<String> {
+    let mut reasons = Vec::new();
+    for field in FIELDS {
+        let Some(raw) = bytes(field) else { continue };
+        match std::str::from_utf8(raw) {
+            Err(e) => reasons.push(format!(
+                "{field}: not UTF-8 (an invalid byte 0x{:02x} at byte {})",
+                raw[e.valid_up_to()],
+                e.valid_up_to() + 1
+            )),
+            Ok(text) if text.contains('\0') => {
+                reasons.push(format!("{field}: contains a NUL byte"));
+            }
+            Ok(_) => {}
+        }
+    }
+    reasons
+}
+
+/// What reading the file produced (its unparsable rows went to the sink).
 #[derive(Debug, Default)]
 pub struct Imported {
     pub rows: i64,
     pub parsed: i64,
-    pub unparsable: Vec<Exception>,
+}
+
+/// A CSV reader whose records end at LF, so that a CRLF file counts its lines like an LF one
+/// (the reader's default also ends records at a lone CR, and then numbers every line of a
+/// CRLF file one too low). The CR left at the end of a record's last value is trimmed with
+/// the value.
+fn reader_of<R: std::io::Read>(source: R) -> csv::Reader<R> {
+    csv::ReaderBuilder::new()
+        .flexible(true)
+        .terminator(csv::Terminator::Any(b'\n'))
+        .from_reader(source)
+}
+
+/// The next record into `record` and the file line it starts on (1 is the header);
+/// `Err` with the line for a record the reader cannot read; `None` at the end.
+/// Blank lines (a CR alone, in a CRLF file) are skipped, as the reader skips empty ones.
+fn next_record<R: std::io::Read>(
+    reader: &mut csv::Reader<R>,
+    record: &mut csv::ByteRecord,
+) -> Option<Result<u64, (u64, csv::Error)>> {
+    loop {
+        let line = reader.position().line();
+        match reader.read_byte_record(record) {
+            Err(e) => return Some(Err((line, e))),
+            Ok(false) => return None,
+            Ok(true) if record.len() == 1 && &record[0] == b"\r" => continue,
+            Ok(true) => return Some(Ok(record.position().map_or(line, |p| p.line()))),
+        }
+    }
 }
 
 /// Streams the file at `path` into `settlement_lines` for `run_id` with `COPY`.
@@ -212,9 +294,14 @@ pub async fn import(
     run_id: Uuid,
     path: &Path,
     columns: &Columns,
+    sink: &mut ExceptionSink,
 ) -> anyhow::Result<Imported> {
-    let mut reader = csv::ReaderBuilder::new().flexible(true).from_path(path)?;
-    let headers = reader.byte_headers()?.clone();
+    let mut reader = reader_of(std::fs::File::open(path)?);
+    let headers: Vec<Vec<u8>> = reader
+        .byte_headers()?
+        .iter()
+        .map(|h| h.strip_suffix(b"\r").unwrap_or(h).to_vec())
+        .collect();
     let index: HashMap<&str, usize> = columns
         .0
         .iter()
@@ -246,26 +333,26 @@ pub async fn import(
     let mut imported = Imported::default();
     let mut buffer = csv::Writer::from_writer(Vec::with_capacity(COPY_CHUNK_BYTES));
     let mut record = csv::ByteRecord::new();
-    loop {
-        let line = reader.position().line() + 1;
-        let more = match reader.read_byte_record(&mut record) {
-            Ok(more) => more,
-            Err(e) => {
-                imported.rows += 1;
-                imported
-                    .unparsable
-                    .push(unparsable(line, vec![format!("unreadable: {e}")]));
+    while let Some(read) = next_record(&mut reader, &mut record) {
+        imported.rows += 1;
+        let line = match read {
+            Ok(line) => line,
+            // The file itself cannot be read further: no line is to blame.
+            Err((_, e)) if e.is_io_error() => return Err(e.into()),
+            Err((line, e)) => {
+                sink.push(unparsable(line, vec![format!("unreadable: {e}")]))?;
                 continue;
             }
         };
-        if !more {
-            break;
+        let bytes = |field: &str| -> Option<&[u8]> { record.get(*index.get(field)?) };
+        let unreadable = unreadable_values(bytes);
+        if !unreadable.is_empty() {
+            sink.push(unparsable(line, unreadable))?;
+            continue;
         }
-        imported.rows += 1;
-        let line = record.position().map_or(line, |p| p.line());
         let get = |field: &str| -> Option<String> {
-            let raw = record.get(*index.get(field)?)?;
-            Some(String::from_utf8(raw.to_vec()).unwrap_or_else(|_| "\u{fffd}".to_owned()))
+            // Checked above: every value read is UTF-8.
+            std::str::from_utf8(bytes(field)?).ok().map(str::to_owned)
         };
         match parse_record(get, line) {
             Ok(parsed) => {
@@ -283,7 +370,7 @@ pub async fn import(
                     parsed.payout_ref.unwrap_or_default(),
                 ])?;
             }
-            Err(reasons) => imported.unparsable.push(unparsable(line, reasons)),
+            Err(reasons) => sink.push(unparsable(line, reasons))?,
         }
         if buffer.get_ref().len() >= COPY_CHUNK_BYTES {
             let chunk = std::mem::replace(
@@ -330,6 +417,90 @@ mod tests {
         let jpy = Currency::parse("JPY").unwrap();
         assert!(parse_amount("1.5", jpy, "amount").is_err());
         assert_eq!(parse_amount("1500", jpy, "amount"), Ok(1500));
+    }
+
+    #[test]
+    fn amounts_are_digits_a_point_and_decimals_only() {
+        let sar = Currency::parse("SAR").unwrap();
+        for bad in ["1_000.00", "1__0", "+5", "5.", ".5", "1 000", "0x10", ""] {
+            assert_eq!(
+                parse_amount(bad, sar, "amount"),
+                Err(format!("amount: {bad:?} is not a decimal number")),
+                "{bad}"
+            );
+        }
+        assert_eq!(
+            parse_amount("-0", sar, "amount"),
+            Err("amount: -0 is negative".into())
+        );
+        assert_eq!(parse_amount("000.10", sar, "amount"), Ok(10));
+        assert_eq!(parse_amount("0", sar, "amount"), Ok(0));
+        assert_eq!(
+            parse_amount("90071992547409.91", sar, "amount"),
+            Ok(MAX_AMOUNT)
+        );
+        for big in ["90071992547409.92", "12345678901234567890123456789012"] {
+            assert_eq!(
+                parse_amount(big, sar, "amount"),
+                Err(format!("amount: {big} is out of range")),
+                "{big}"
+            );
+        }
+        let kwd = Currency::parse("KWD").unwrap();
+        assert_eq!(parse_amount("1.5", kwd, "fee"), Ok(1_500));
+    }
+
+    /// The line each record of `text` starts on, as the import numbers them.
+    fn lines(text: &str) -> Vec<u64> {
+        let mut reader = reader_of(text.as_bytes());
+        reader.byte_headers().unwrap();
+        let mut record = csv::ByteRecord::new();
+        let mut lines = Vec::new();
+        while let Some(read) = next_record(&mut reader, &mut record) {
+            lines.push(read.unwrap());
+        }
+        lines
+    }
+
+    #[test]
+    fn crlf_and_lf_files_number_their_lines_alike() {
+        assert_eq!(lines("a,b\n1,2\n3,4\n"), [2, 3]);
+        assert_eq!(lines("a,b\r\n1,2\r\n3,4\r\n"), [2, 3]);
+        assert_eq!(
+            lines("a,b\r\n1,2\r\n\r\n3,4"),
+            [2, 4],
+            "a blank line is skipped"
+        );
+        assert_eq!(
+            lines("a,b\r\n\"x\r\ny\",2\r\n3,4\r\n"),
+            [2, 4],
+            "a quoted value spans two lines"
+        );
+    }
+
+    #[test]
+    fn values_no_text_column_holds_are_named() {
+        let values = [
+            ("external_ref", &b"ch\xe9"[..]),
+            ("payout_ref", &b"p\0o"[..]),
+        ];
+        let get = |field: &str| values.iter().find(|(f, _)| *f == field).map(|(_, v)| *v);
+        assert_eq!(
+            unreadable_values(get),
+            [
+                "external_ref: not UTF-8 (an invalid byte 0xe9 at byte 3)",
+                "payout_ref: contains a NUL byte"
+            ]
+        );
+    }
+
+    #[test]
+    fn settlement_times_outside_years_1_to_9999_in_utc_are_out_of_range() {
+        let at = |t: &str| DateTime::parse_from_rfc3339(t).unwrap().with_timezone(&Utc);
+        assert!(settled_at_in_range(&at("0001-01-01T00:00:00Z")));
+        assert!(settled_at_in_range(&at("9999-12-31T23:59:59Z")));
+        assert!(!settled_at_in_range(&at("0000-06-01T00:00:00Z")));
+        assert!(!settled_at_in_range(&at("9999-12-31T23:00:00-05:00")));
     }
 
     #[test]

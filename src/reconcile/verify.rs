@@ -24,10 +24,21 @@ pub async fn run(args: VerifyArgs) -> anyhow::Result<bool> {
         dead_deliveries,
         pending_deliveries,
     };
-    if args.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+    let text = if args.json {
+        format!("{}\n", serde_json::to_string_pretty(&report)?)
     } else {
-        print!("{}", report.text());
+        report.text()
+    };
+    // A reader that goes away (`verify | head -1`) is not an error: the exit code still says
+    // whether the books are clean.
+    let mut stdout = std::io::stdout().lock();
+    match std::io::Write::write_all(&mut stdout, text.as_bytes())
+        .and_then(|()| std::io::Write::flush(&mut stdout))
+    {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {}
+        other => {
+            other.map_err(|e| anyhow::anyhow!("writing the report to standard output: {e}"))?
+        }
     }
     Ok(report.clean)
 }

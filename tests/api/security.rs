@@ -278,6 +278,11 @@ fn plausible(method: &Method, template: &str, f: &Fixtures) -> (String, Option<V
         ("GET", "/v1/reconciliations/{id}") => {
             (format!("/v1/reconciliations/{}", Uuid::new_v4()), None, 404)
         }
+        ("GET", "/v1/reconciliations/{id}/exceptions") => (
+            format!("/v1/reconciliations/{}/exceptions", Uuid::new_v4()),
+            None,
+            404,
+        ),
         ("GET", "/v1/transactions") => {
             (format!("/v1/transactions?account={}", f.wallet), None, 200)
         }

@@ -235,6 +235,76 @@ async fn gaps_checkpoints_holds_postings_and_reversals_are_each_found() {
     );
     let (code, _) = verify_binary(&app, &["--hold-grace-ms", "1000"]).await;
     assert_eq!(code, Some(1));
+    // A grace longer than any time the ledger can hold turns the overdue check off (it used
+    // to fail the whole run: "timestamp out of range").
+    let (code, out) =
+        verify_binary(&app, &["--hold-grace-ms", "18446744073709551615", "--json"]).await;
+    assert_eq!(code, Some(1), "{out}");
+    let report: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let overdue = report["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["check"] == "overdue_hold")
+        .unwrap();
+    assert_eq!(overdue["findings"], serde_json::json!([]), "{out}");
+    app.finish().await;
+}
+
+#[tokio::test]
+async fn an_entry_relabelled_or_moved_behind_the_guards_is_an_entry_mismatch() {
+    let app = busy_ledger().await;
+    app.create_wallet("w9").await;
+    let (relabelled, moved, moved_tx): (i64, i64, Uuid) = sqlx::query_as(
+        "select (select id from entries where account_id = 'w1' order by id limit 1),
+                e.id, e.transaction_id
+         from entries e where e.account_id = 'w2' order by e.id desc limit 1",
+    )
+    .fetch_one(&app.pool)
+    .await
+    .unwrap();
+    sql(
+        &app,
+        "alter table entries disable trigger entries_immutable",
+    )
+    .await;
+    sql(
+        &app,
+        &format!("update entries set currency = 'USD' where id = {relabelled}"),
+    )
+    .await;
+    sql(
+        &app,
+        &format!("update entries set account_id = 'w9' where id = {moved}"),
+    )
+    .await;
+    sql(&app, "alter table entries enable trigger entries_immutable").await;
+
+    let found = findings(&app).await;
+    let mismatches: Vec<&Finding> = found
+        .iter()
+        .filter(|f| f.check == "entry_mismatch")
+        .collect();
+    let relabel = mismatches
+        .iter()
+        .find(|f| f.entry == Some(relabelled))
+        .unwrap_or_else(|| panic!("the relabelled entry: {found:?}"));
+    assert_eq!(
+        relabel.detail,
+        "entry in USD on an account in SAR for a transaction in SAR"
+    );
+    let moved_to: Vec<&str> = mismatches
+        .iter()
+        .filter(|f| f.transaction == Some(moved_tx) && f.entry.is_none())
+        .map(|f| f.account.as_deref().unwrap())
+        .collect();
+    assert_eq!(moved_to, ["w2", "w9"], "{found:?}");
+    let (code, out) = verify_binary(&app, &[]).await;
+    assert_eq!(code, Some(1), "{out}");
+    assert!(
+        out.contains("entry_mismatch") && out.contains("FAILED"),
+        "{out}"
+    );
     app.finish().await;
 }
 
@@ -317,5 +387,24 @@ async fn dead_letters_and_dead_deliveries_are_counted_without_failing_the_books(
     let _: () = redis::AsyncCommands::del(&mut redis, format!("{stream}.dlq"))
         .await
         .unwrap();
+    app.finish().await;
+}
+
+#[tokio::test]
+async fn a_reader_that_goes_away_does_not_make_verify_panic() {
+    let app = busy_ledger().await;
+    let mut child = Command::new(BIN)
+        .args(["verify", "--database-url", &app.database_url])
+        .env("RUST_BACKTRACE", "1")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Like `| head -0`: the reading end is closed before verify prints anything.
+    drop(child.stdout.take());
+    let out = child.wait_with_output().await.unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
     app.finish().await;
 }
