@@ -239,11 +239,42 @@ impl Consumer {
     /// Applies the batch in stream order and says what became of each message it still
     /// holds; `None` if shutdown came first. While the database is unreachable it retries
     /// (the messages are not charged, nothing more is read); a part that takes longer than
-    /// `--max-batch-ms` is split in two, and one the database refuses is applied message by
-    /// message, so one slow or bad message cannot hold up the rest. Before each retry the
-    /// messages are claimed again, so no other consumer reclaims a batch being retried; one
-    /// taken over meanwhile is left to its new holder.
+    /// `--max-batch-ms` or waits on a lock is split (by wallet, then in halves), and one the
+    /// database refuses is applied message by message, so one slow or bad message cannot hold
+    /// up the rest. A message another consumer took over meanwhile (this one stalled past the
+    /// claim idle time) is left to its new holder.
     async fn apply_until_done(
+        &mut self,
+        messages: &[Message],
+    ) -> redis::RedisResult<Option<(Vec<Message>, Vec<Outcome>)>> {
+        // While the batch is in hand (attempts, pings, backoffs), its messages are claimed
+        // again every third of the claim idle time, so none is ever idle long enough for
+        // another consumer to reclaim it, however long one attempt takes.
+        let heartbeat = self.heartbeat(messages);
+        let applied = self.apply_parts(messages).await;
+        heartbeat.abort();
+        applied
+    }
+
+    /// Claims `messages` again periodically (only those still pending with this consumer)
+    /// until aborted.
+    fn heartbeat(&self, messages: &[Message]) -> tokio::task::JoinHandle<()> {
+        let mut stream = self.stream.clone();
+        let ids: Vec<String> = messages.iter().map(|m| m.id.clone()).collect();
+        let every = (self.settings.claim_idle / 3).max(Duration::from_millis(1));
+        tokio::spawn(async move {
+            let mut ticks = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
+            loop {
+                ticks.tick().await;
+                let ids: Vec<&str> = ids.iter().map(String::as_str).collect();
+                if let Err(e) = stream.keep_claimed(&ids).await {
+                    tracing::debug!(error = %e, "cannot claim the batch in hand again");
+                }
+            }
+        })
+    }
+
+    async fn apply_parts(
         &mut self,
         messages: &[Message],
     ) -> redis::RedisResult<Option<(Vec<Message>, Vec<Outcome>)>> {
