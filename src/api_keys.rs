@@ -2,6 +2,7 @@
 //! scope (`read` < `write` < `admin`). `wallet-ledger api-key create | list | revoke`.
 
 use crate::config::{ApiKeyAction, ApiKeyArgs, Scope};
+use crate::ledger::audit;
 use crate::ledger::ids::AccountId;
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
@@ -53,6 +54,7 @@ pub async fn create(
     getrandom::fill(&mut secret).map_err(|e| anyhow::anyhow!("no randomness available: {e}"))?;
     let token = format!("{TOKEN_PREFIX}{}", URL_SAFE_NO_PAD.encode(secret));
     let id = Uuid::new_v4();
+    let mut tx = sqlx::Connection::begin(&mut *conn).await?;
     sqlx::query!(
         "insert into api_keys (id, owner, scope, token_sha256) values ($1, $2, $3, $4)",
         id,
@@ -60,8 +62,10 @@ pub async fn create(
         scope.as_str(),
         hash(&token)
     )
-    .execute(conn)
+    .execute(&mut *tx)
     .await?;
+    audit::record(&mut tx, "api_key.create", &[id.to_string()]).await?;
+    tx.commit().await?;
     Ok((id, token))
 }
 
@@ -102,35 +106,45 @@ pub async fn list(conn: &mut PgConnection) -> Result<Vec<KeyView>, sqlx::Error> 
 
 /// Revokes a key (a repeat is a no-op); false when there is no such key.
 pub async fn revoke(conn: &mut PgConnection, id: Uuid) -> Result<bool, sqlx::Error> {
+    let mut tx = sqlx::Connection::begin(&mut *conn).await?;
     let found = sqlx::query!(
         "update api_keys set revoked_at = coalesce(revoked_at, now()) where id = $1",
         id
     )
-    .execute(conn)
+    .execute(&mut *tx)
     .await?
     .rows_affected();
+    if found == 1 {
+        audit::record(&mut tx, "api_key.revoke", &[id.to_string()]).await?;
+    }
+    tx.commit().await?;
     Ok(found == 1)
 }
 
 pub async fn run(args: ApiKeyArgs) -> anyhow::Result<()> {
     let pool = crate::db::connect_and_migrate(&args.database).await?;
     let mut conn = pool.acquire().await?;
-    match args.action {
-        ApiKeyAction::Create { owner, scope } => {
-            let (id, token) = create(&mut conn, &owner, scope).await?;
-            tracing::info!(%id, %owner, scope = scope.as_str(), "API key created");
-            println!("{token}");
-        }
-        ApiKeyAction::List => {
-            for key in list(&mut conn).await? {
-                println!("{}", serde_json::to_string(&key)?);
+    // What the operator does here is audited under their operating-system user.
+    audit::scope(audit::operator(), async {
+        match args.action {
+            ApiKeyAction::Create { owner, scope } => {
+                let (id, token) = create(&mut conn, &owner, scope).await?;
+                tracing::info!(%id, %owner, scope = scope.as_str(), "API key created");
+                println!("{token}");
+            }
+            ApiKeyAction::List => {
+                for key in list(&mut conn).await? {
+                    println!("{}", serde_json::to_string(&key)?);
+                }
+            }
+            ApiKeyAction::Revoke { id } => {
+                anyhow::ensure!(revoke(&mut conn, id).await?, "no API key {id}");
+                tracing::info!(%id, "API key revoked");
             }
         }
-        ApiKeyAction::Revoke { id } => {
-            anyhow::ensure!(revoke(&mut conn, id).await?, "no API key {id}");
-            tracing::info!(%id, "API key revoked");
-        }
-    }
+        anyhow::Ok(())
+    })
+    .await?;
     drop(conn);
     pool.close().await;
     Ok(())

@@ -803,7 +803,7 @@ pub enum DeliveriesAction {
     /// Print deliveries, newest first, one JSON object a line.
     List {
         /// Only `pending`, `delivered`, `dead` or `cancelled` ones.
-        #[arg(long)]
+        #[arg(long, value_parser = ["pending", "delivered", "dead", "cancelled"])]
         status: Option<String>,
         #[arg(long, default_value_t = DEFAULT_PAGE_SIZE)]
         limit: i64,

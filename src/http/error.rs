@@ -92,7 +92,8 @@ impl ApiError {
                     "Validation failed",
                     summary(errors),
                 );
-                p.errors = errors.clone();
+                // Bounded: a body of 20,000 bad items must not make an answer of megabytes.
+                p.errors = errors.iter().take(MAX_LISTED_ERRORS).cloned().collect();
                 p
             }
             ApiError::UnknownAccounts(ids) => Problem::new(
@@ -189,9 +190,16 @@ impl ApiError {
     }
 }
 
+/// The most field errors one answer lists; the detail gives the whole count.
+pub const MAX_LISTED_ERRORS: usize = 100;
+
 fn summary(errors: &[FieldError]) -> String {
     match errors {
         [one] => format!("{}: {}", one.field, one.message),
+        many if many.len() > MAX_LISTED_ERRORS => format!(
+            "{} fields are invalid; the first {MAX_LISTED_ERRORS} are listed",
+            many.len()
+        ),
         many => format!("{} fields are invalid", many.len()),
     }
 }

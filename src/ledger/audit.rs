@@ -30,6 +30,21 @@ pub async fn scope<F: Future>(actor: Actor, work: F) -> F::Output {
     ACTOR.scope(actor, work).await
 }
 
+/// The operator of a command-line tool: the operating-system user who ran it (`cli:<user>`),
+/// so that what an operator did by hand (API keys, redeliveries) is audited like an API call.
+pub fn operator() -> Actor {
+    let user = ["USER", "LOGNAME"]
+        .iter()
+        .find_map(|name| std::env::var(name).ok().filter(|u| !u.is_empty()))
+        // SAFETY: getuid(2) has no preconditions and cannot fail.
+        .unwrap_or_else(|| format!("uid {}", unsafe { libc::getuid() }));
+    Actor {
+        key_id: None,
+        owner: format!("cli:{user}"),
+        request_id: None,
+    }
+}
+
 /// The actor of the current task, if any.
 pub fn current() -> Option<Actor> {
     ACTOR.try_with(Actor::clone).ok()

@@ -20,7 +20,7 @@ use uuid::Uuid;
 pub async fn fan_out(conn: &mut PgConnection, limit: i64) -> Result<i64, sqlx::Error> {
     sqlx::query_scalar!(
         r#"with events as (
-               select seq, id, type, created_at from outbox_events
+               select seq, id, type, created_at, xid from outbox_events
                where fanned_out_at is null
                order by seq limit $1
                for update skip locked),
@@ -29,7 +29,11 @@ pub async fn fan_out(conn: &mut PgConnection, limit: i64) -> Result<i64, sqlx::E
                select gen_random_uuid(), e.id, s.id, now()
                from events e
                join webhook_subscriptions s
-                 on s.status = 'active' and s.created_at <= e.created_at
+                 on s.status = 'active'
+                -- Commit order: the events whose transaction the subscription's creation did
+                -- not see (migration 11). Older subscriptions compare times, as they did.
+                and (case when s.created_snapshot is null then s.created_at <= e.created_at
+                          else not pg_visible_in_snapshot(e.xid, s.created_snapshot) end)
                 and (cardinality(s.event_types) = 0 or e.type = any(s.event_types))
                order by e.seq, s.id
                on conflict (event_id, subscription_id) do nothing
@@ -49,6 +53,8 @@ pub async fn fan_out(conn: &mut PgConnection, limit: i64) -> Result<i64, sqlx::E
 #[derive(Debug, Clone)]
 pub struct Claimed {
     pub id: Uuid,
+    /// This claim's own id: its result is recorded only while no later claim took the delivery.
+    pub claim_id: Uuid,
     pub subscription_id: Uuid,
     pub event_id: Uuid,
     pub event_type: String,
@@ -93,12 +99,13 @@ pub async fn claim(
                where nth <= $3::bigint
                order by next_attempt_at limit $1)
            update webhook_deliveries d
-              set attempts = d.attempts + 1, updated_at = now(),
+              set attempts = d.attempts + 1, updated_at = now(), claim_id = gen_random_uuid(),
                   next_attempt_at = now() + make_interval(secs => $2::bigint / 1000.0)
            from due, outbox_events e, webhook_subscriptions s
            where d.id = due.id and e.id = d.event_id and s.id = d.subscription_id
              and s.status = 'active'
-           returning d.id, d.subscription_id, d.event_id, e.type as event_type,
+           returning d.id, d.claim_id as "claim_id!", d.subscription_id, d.event_id,
+                     e.type as event_type,
                      e.created_at as event_created_at, e.data, s.url, s.secrets, d.attempts"#,
         limit,
         lease_ms,
@@ -125,8 +132,9 @@ pub enum Attempt {
     Dead { status: Option<u16>, error: String },
 }
 
-/// Records an attempt and, if this claim is still the delivery's latest, its new state.
-/// Returns whether the state was updated (false: a later claim owns the delivery now).
+/// Records an attempt and, if this claim is still the delivery's latest (its `claim_id`; the
+/// attempt count repeats after a redelivery), its new state. Returns whether the state was
+/// updated (false: a later claim owns the delivery now).
 pub async fn record(
     conn: &mut PgConnection,
     claimed: &Claimed,
@@ -159,9 +167,9 @@ pub async fn record(
               set status = $3, last_status = $4, last_error = $5, updated_at = now(),
                   next_attempt_at = coalesce($6, next_attempt_at),
                   delivered_at = case when $3 = 'delivered' then now() end
-            where id = $1 and attempts = $2 and status = 'pending'"#,
+            where id = $1 and claim_id = $2 and status = 'pending'"#,
         claimed.id,
-        claimed.attempts,
+        claimed.claim_id,
         state,
         status,
         error,
@@ -415,7 +423,12 @@ pub async fn run_cli(args: crate::config::DeliveriesArgs) -> anyhow::Result<()> 
                 "name the deliveries to send again, or pass --all-dead"
             );
             for id in &ids {
-                match redeliver(&mut conn, *id).await? {
+                // Audited under the operator's operating-system user, like the API's own.
+                let redelivery = crate::ledger::audit::scope(
+                    crate::ledger::audit::operator(),
+                    redeliver(&mut conn, *id),
+                );
+                match redelivery.await? {
                     Redelivery::Scheduled(_) => println!("{id}: due now"),
                     Redelivery::NotFound => anyhow::bail!("no delivery {id}"),
                     Redelivery::Cancelled => {

@@ -773,6 +773,24 @@ async fn a_receiver_that_is_down_goes_dead_and_is_redelivered_by_the_api_and_the
         "{}",
         stdout(&out)
     );
+    // Audited as the API's redelivery is, under the operator's operating-system user.
+    let audited: Vec<String> = sqlx::query_scalar(
+        "select owner from audit_log where action = 'delivery.redeliver' and resource = $1",
+    )
+    .bind(&id2)
+    .fetch_all(&app.pool)
+    .await
+    .unwrap();
+    assert_eq!(audited.len(), 1, "{audited:?}");
+    assert!(audited[0].starts_with("cli:"), "{audited:?}");
+    // A status that is not one refuses, as the API does (422), instead of listing nothing.
+    let out = run_to_end(
+        deliveries_cli(&app.database_url, &["list", "--status", "bogus"]),
+        Duration::from_secs(30),
+    )
+    .await;
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("--status"), "{}", stderr(&out));
     settle(&app, &mut dispatcher, Duration::from_secs(10)).await;
     assert_eq!(delivery(&app, &id2).await["status"], "delivered");
     let requests = receiver.wait_for(2, Duration::from_secs(5)).await;
@@ -1234,7 +1252,6 @@ async fn a_hanging_receiver_costs_only_its_own_deliveries_and_nothing_is_sent_tw
     let hanging = Receiver::start(hanging_port, "slow:30", &[&secret]).await;
     let healthy = Receiver::start(healthy_port, "ok", &[&secret]).await;
     let app = app_allowing(&[hanging_port, healthy_port]).await;
-    subscribe(&app, &hanging.url(), Some(&secret)).await;
     subscribe(&app, &healthy.url(), Some(&secret)).await;
     app.create_wallet("w1").await;
     let ports = [hanging_port, healthy_port];
@@ -1246,11 +1263,19 @@ async fn a_hanging_receiver_costs_only_its_own_deliveries_and_nothing_is_sent_tw
             .spawn()
             .unwrap(),
     ];
-    for i in 0..64 {
+    // First the healthy receiver alone, for comparison; then with the hanging one beside it.
+    for i in 0..32 {
         pay(&app, "w1", 100 + i).await;
         tokio::time::sleep(Duration::from_millis(25)).await;
     }
-    healthy.wait_for(64, Duration::from_secs(30)).await;
+    healthy.wait_for(32, Duration::from_secs(30)).await;
+    let alone = latencies(&healthy);
+    subscribe(&app, &hanging.url(), Some(&secret)).await;
+    for i in 0..64 {
+        pay(&app, "w1", 1_000 + i).await;
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    healthy.wait_for(96, Duration::from_secs(30)).await;
     // Past a whole lease (twice the timeout): a delivery whose lease ran out while it waited
     // in a dispatcher's queue would arrive a second time now.
     tokio::time::sleep(Duration::from_millis(4_500)).await;
@@ -1266,7 +1291,7 @@ async fn a_hanging_receiver_costs_only_its_own_deliveries_and_nothing_is_sent_tw
     let ids: BTreeSet<String> = webhook_ids(&requests).into_iter().collect();
     assert_eq!(
         requests.len(),
-        64,
+        96,
         "every event once at the healthy receiver"
     );
     assert_eq!(
@@ -1277,13 +1302,23 @@ async fn a_hanging_receiver_costs_only_its_own_deliveries_and_nothing_is_sent_tw
             .map(Uuid::to_string)
             .collect()
     );
-    let seconds = latencies(&healthy);
-    let (median, worst) = (seconds[seconds.len() / 2], seconds[seconds.len() - 1]);
-    eprintln!("healthy receiver beside a hanging one: median {median:.3} s, worst {worst:.3} s");
+    let beside: Vec<f64> = latencies(&healthy)
+        .into_iter()
+        .filter(|s| !alone.contains(s))
+        .collect();
+    let median = |s: &[f64]| s[s.len() / 2];
+    let worst = |s: &[f64]| s[s.len() - 1];
+    eprintln!(
+        "healthy receiver alone: median {:.3} s, worst {:.3} s; beside a hanging one: median {:.3} s, worst {:.3} s",
+        median(&alone),
+        worst(&alone),
+        median(&beside),
+        worst(&beside)
+    );
     // Generous bounds: the hanging receiver's timeout is 2 s, which every healthy delivery
-    // waited out before (a median of 3.1 s with a 3 s timeout).
-    assert!(median < 1.0, "median {median:.3} s: {seconds:?}");
-    assert!(worst < 1.9, "worst {worst:.3} s: {seconds:?}");
+    // waited out before (a median of 3.3 s here on the old dispatcher).
+    assert!(median(&beside) < 1.0, "{beside:?}");
+    assert!(worst(&beside) < 1.9, "{beside:?}");
     hanging.stop().await;
     healthy.stop().await;
     app.finish().await;

@@ -1690,6 +1690,49 @@ async fn api_key_cli(database_url: &str, args: &[&str]) -> std::process::Output 
         .unwrap()
 }
 
+/// Keys made and revoked from the command line are audited, as the operator who ran it.
+#[tokio::test]
+async fn api_keys_made_and_revoked_from_the_cli_are_audited_under_the_os_user() {
+    let app = TestApp::new().await;
+    let mut command = Command::new(BIN);
+    command
+        .args(["api-key", "create", "--owner", "ops", "--scope", "read"])
+        .args(["--database-url", &app.database_url])
+        .env("USER", "alice-ops")
+        .env_remove("DATABASE_URL")
+        .stdin(Stdio::null());
+    let out = command.output().await.unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let id: Uuid = sqlx::query_scalar("select id from api_keys where owner = 'ops'")
+        .fetch_one(&app.pool)
+        .await
+        .unwrap();
+    let out = api_key_cli(&app.database_url, &["revoke", &id.to_string()]).await;
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rows: Vec<(String, String)> =
+        sqlx::query_as("select action, owner from audit_log where resource = $1 order by seq")
+            .bind(id.to_string())
+            .fetch_all(&app.pool)
+            .await
+            .unwrap();
+    assert_eq!(rows.len(), 2, "{rows:?}");
+    assert_eq!(
+        rows[0],
+        ("api_key.create".to_owned(), "cli:alice-ops".to_owned())
+    );
+    assert_eq!(rows[1].0, "api_key.revoke");
+    assert!(rows[1].1.starts_with("cli:"), "{rows:?}");
+    app.finish().await;
+}
+
 /// A token made by `wallet-ledger api-key create`, checking that stdout is that token alone.
 async fn cli_token(database_url: &str, owner: &str, scope: &str) -> String {
     let out = api_key_cli(

@@ -2732,3 +2732,137 @@ async fn bad_input_on_webhook_and_delivery_endpoints_is_refused_and_writes_nothi
     );
     app.finish().await;
 }
+
+// ---------------------------------------------------------------------------------------------
+// Read in the code, confirmed by these tests, and fixed.
+// ---------------------------------------------------------------------------------------------
+
+/// Two dispatchers and a redelivery between their claims: both claims have attempt number 1
+/// (a redelivery starts the count again), so a guard on the attempt number let the first
+/// claim's late result overwrite the second's. Each claim's own id decides now.
+#[tokio::test]
+async fn a_late_result_of_a_claim_taken_over_by_a_redelivery_changes_nothing() {
+    let app = TestApp::new().await;
+    app.create_wallet("w1").await;
+    webhook(&app, json!([])).await;
+    app.fund("w1", 100).await;
+    assert_eq!(fan_out(&app).await, 1);
+    let mut conn = app.pool.acquire().await.unwrap();
+    let lease = Duration::from_secs(30);
+    let first = deliveries::claim(&mut conn, 10, 10, &[], lease)
+        .await
+        .unwrap();
+    assert_eq!(first.len(), 1);
+    // An operator redelivers while the first dispatcher's request is still out.
+    let r = app
+        .post_empty(&format!("/v1/deliveries/{}/redeliver", first[0].id))
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.text);
+    let second = deliveries::claim(&mut conn, 10, 10, &[], lease)
+        .await
+        .unwrap();
+    assert_eq!(second.len(), 1);
+    assert_eq!((first[0].attempts, second[0].attempts), (1, 1));
+    // The first claim's answer comes while the second is still out: recorded as an attempt,
+    // but it no longer decides the delivery's state...
+    let failed = deliveries::Attempt::Dead {
+        status: Some(400),
+        error: "the receiver answered 400 Bad Request (final)".into(),
+    };
+    assert!(
+        !deliveries::record(&mut conn, &first[0], Utc::now(), 5, &failed)
+            .await
+            .unwrap()
+    );
+    // ...the second, the latest claim, does.
+    let delivered = deliveries::Attempt::Delivered { status: 200 };
+    assert!(
+        deliveries::record(&mut conn, &second[0], Utc::now(), 5, &delivered)
+            .await
+            .unwrap()
+    );
+    let r = app.get(&format!("/v1/deliveries/{}", first[0].id)).await;
+    assert_eq!(r.body["status"], "delivered", "{}", r.text);
+    drop(conn);
+    app.finish().await;
+}
+
+/// A write transaction that began before a subscription was created and committed after it:
+/// its event committed while the subscription existed, so the subscription gets it. (The event's
+/// `created_at` is its transaction's start, earlier than the subscription's: comparing times
+/// skipped it.)
+#[tokio::test]
+async fn an_event_committed_after_a_subscription_was_created_reaches_it() {
+    let app = TestApp::new().await;
+    app.create_wallet("w1").await;
+    app.create_wallet("w2").await;
+    app.fund("w1", 1_000).await;
+    assert_eq!(
+        fan_out(&app).await,
+        1,
+        "the funding event, before any subscription"
+    );
+    // A long write transaction: begun, its transfer written, not committed.
+    let mut long = app.pool.begin().await.unwrap();
+    sqlx::query("select now()")
+        .execute(&mut *long)
+        .await
+        .unwrap();
+    let request: wallet_ledger::http::requests::TransferRequest = serde_json::from_value(
+        json!({"id": Uuid::new_v4(), "from": "w1", "to": "w2", "amount": 100}),
+    )
+    .unwrap();
+    let key = wallet_ledger::http::extract::IdempotencyKey {
+        key: None,
+        owner: "default".into(),
+    };
+    let transfer = request.into_new(&key, TimeDelta::days(7)).unwrap();
+    let written = wallet_ledger::ledger::posting::create_many_in(
+        &mut long,
+        &[transfer],
+        wallet_ledger::ledger::posting::Mode::Atomic,
+    )
+    .await
+    .unwrap();
+    assert!(matches!(
+        written,
+        wallet_ledger::ledger::posting::BatchResult::Done(_)
+    ));
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let hook = webhook(&app, json!([])).await;
+    long.commit().await.unwrap();
+    // Made after the subscription: delivered to it too.
+    app.fund("w2", 5).await;
+    fan_out(&app).await;
+    let rows = delivery_rows(&app).await;
+    let to_hook = rows.iter().filter(|(_, s, _)| *s == hook).count();
+    assert_eq!(
+        to_hook, 2,
+        "the long transaction's event and the later one: {rows:?}"
+    );
+    app.finish().await;
+}
+
+/// A body of 20,000 bad event types answers a bounded 422: the first 100 errors and the count.
+#[tokio::test]
+async fn twenty_thousand_bad_event_types_answer_a_bounded_422() {
+    let app = TestApp::new().await;
+    let bad: Vec<String> = (0..20_000).map(|i| format!("nope.{i}")).collect();
+    let r = app
+        .post(
+            "/v1/webhooks",
+            &json!({"id": Uuid::new_v4(), "url": "https://hooks.example.com/in", "event_types": bad}),
+        )
+        .await;
+    assert_eq!(
+        (r.status, r.code()),
+        (StatusCode::UNPROCESSABLE_ENTITY, "validation_failed")
+    );
+    assert_eq!(r.body["errors"].as_array().unwrap().len(), 100);
+    assert_eq!(
+        r.body["detail"],
+        "20000 fields are invalid; the first 100 are listed"
+    );
+    assert!(r.text.len() < 20_000, "{} bytes", r.text.len());
+    app.finish().await;
+}
