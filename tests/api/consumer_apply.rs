@@ -1928,3 +1928,22 @@ async fn a_refund_to_a_closed_wallet_is_dead_lettered_with_nothing_stored() {
     assert_ledger_consistent(&app).await;
     app.finish().await;
 }
+
+/// A payment whose wallet is the provider's own clearing account would credit and debit one
+/// account: refused as not a wallet, with that cause (it said "appears more than once").
+#[tokio::test]
+async fn a_clearing_account_named_as_the_wallet_is_malformed_with_that_cause() {
+    let app = TestApp::new().await;
+    app.create_wallet("w1").await;
+    apply_one(&app, &Event::new(SUCCEEDED, Uuid::new_v4(), "w1", AMOUNT)).await;
+    let clearing = "clearing:default:SAR";
+    let payment = Uuid::new_v4();
+    let outcome = apply_one(&app, &Event::new(SUCCEEDED, payment, clearing, AMOUNT)).await;
+    assert_dead(
+        &outcome,
+        Reason::MalformedEvent,
+        "clearing:default:SAR is the provider's clearing account, not a wallet",
+    );
+    assert_eq!(transaction(&app, payment).await, None);
+    app.finish().await;
+}
