@@ -53,9 +53,11 @@ trap cleanup EXIT
 token=$("$bin" api-key create --owner schemathesis --scope admin --database-url "$database_url")
 
 # The rate limit is raised so that schemathesis's pace is never answered 429 (429 is documented,
-# but a run of refusals would test nothing).
+# but a run of refusals would test nothing). The seeded webhooks point at 127.0.0.1:9, listed as
+# an in-house receiver would be (loopback is refused by default).
 LOG_FORMAT=json "$bin" serve --database-url "$database_url" --listen-addr "127.0.0.1:$port" \
-    --no-outbox --rate-limit-per-second 100000 --rate-limit-burst 100000 >"$log" 2>&1 &
+    --no-outbox --rate-limit-per-second 100000 --rate-limit-burst 100000 \
+    --webhook-allowed-hosts 127.0.0.1:9 >"$log" 2>&1 &
 server=$!
 
 for _ in $(seq 1 100); do
