@@ -114,7 +114,7 @@ pub async fn method_not_allowed(State(state): State<AppState>, req: Request) -> 
 async fn unmatched(state: AppState, req: Request, answer: ApiError) -> Response {
     let needs_key = required_scope(req.method(), req.uri().path(), false).is_some();
     let token = bearer(&req).map(str::to_owned);
-    let method = req.method().as_str().to_owned();
+    let method = super::metrics::method_label(req.method());
     drop(req);
     let response = match needs_key {
         true => match principal(&state, token).await {
@@ -124,7 +124,7 @@ async fn unmatched(state: AppState, req: Request, answer: ApiError) -> Response 
         false => answer,
     }
     .into_response();
-    super::metrics::count(&method, "unmatched", &response);
+    super::metrics::count(method, "unmatched", &response);
     response
 }
 

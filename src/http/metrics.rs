@@ -19,23 +19,42 @@ const SCRAPE_QUERY_TIMEOUT: Duration = Duration::from_secs(2);
 /// included, under the route's pattern.
 pub async fn track(req: Request, next: Next) -> Response {
     let started = Instant::now();
-    let method = req.method().as_str().to_owned();
+    let method = method_label(req.method());
     let route = req
         .extensions()
         .get::<MatchedPath>()
         .map_or_else(|| "unmatched".to_owned(), |p| p.as_str().to_owned());
     let response = next.run(req).await;
-    count(&method, &route, &response);
+    count(method, &route, &response);
     metrics::histogram!("wallet_ledger_http_request_duration_seconds",
         "method" => method, "route" => route)
     .record(started.elapsed().as_secs_f64());
     response
 }
 
-/// Counts one answer (also used by the fallback, which no route layer wraps).
-pub fn count(method: &str, route: &str, response: &Response) {
+/// A request method as a label value, from a closed set: a client may send any token as a
+/// method, and every distinct label value is a series kept for the life of the process.
+pub fn method_label(method: &axum::http::Method) -> &'static str {
+    use axum::http::Method;
+    match *method {
+        Method::GET => "GET",
+        Method::POST => "POST",
+        Method::PUT => "PUT",
+        Method::PATCH => "PATCH",
+        Method::DELETE => "DELETE",
+        Method::HEAD => "HEAD",
+        Method::OPTIONS => "OPTIONS",
+        Method::TRACE => "TRACE",
+        Method::CONNECT => "CONNECT",
+        _ => "other",
+    }
+}
+
+/// Counts one answer (also used by the fallback, which no route layer wraps). `route` is a
+/// matched route template or `unmatched`, never a raw path.
+pub fn count(method: &'static str, route: &str, response: &Response) {
     metrics::counter!("wallet_ledger_http_requests_total",
-        "method" => method.to_owned(), "route" => route.to_owned(),
+        "method" => method, "route" => route.to_owned(),
         "status" => response.status().as_u16().to_string())
     .increment(1);
 }
