@@ -71,6 +71,15 @@ pub async fn authenticate(State(state): State<AppState>, mut req: Request, next:
     ) else {
         return next.run(req).await;
     };
+    if req
+        .headers()
+        .get_all(header::AUTHORIZATION)
+        .iter()
+        .nth(1)
+        .is_some()
+    {
+        return ApiError::DuplicateHeader("Authorization").into_response();
+    }
     let token = bearer(&req).map(str::to_owned);
     let principal = match principal(&state, token).await {
         Ok(principal) => principal,

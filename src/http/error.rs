@@ -19,6 +19,10 @@ pub enum ApiError {
     PayloadTooLarge,
     #[error("neither an id nor an Idempotency-Key")]
     IdRequired,
+    /// A header that carries meaning (`Authorization`, `Idempotency-Key`) sent more than once:
+    /// which one counts would be a guess.
+    #[error("the {0} header was sent more than once")]
+    DuplicateHeader(&'static str),
     #[error("validation failed")]
     Validation(Vec<FieldError>),
     #[error("unknown accounts {0:?}")]
@@ -78,6 +82,12 @@ impl ApiError {
                 "payload_too_large",
                 "Payload too large",
                 "the request body exceeds the configured limit",
+            ),
+            ApiError::DuplicateHeader(name) => Problem::new(
+                400,
+                "duplicate_header",
+                "Duplicate header",
+                format!("the {name} header was sent more than once; send it once"),
             ),
             ApiError::IdRequired => Problem::new(
                 400,

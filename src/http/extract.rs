@@ -247,9 +247,13 @@ impl<S: Send + Sync> FromRequestParts<S> for IdempotencyKey {
             .extensions
             .get::<crate::api_keys::Principal>()
             .map_or_else(|| DEFAULT_OWNER.to_owned(), |p| p.owner.clone());
-        let Some(raw) = parts.headers.get("idempotency-key") else {
+        let mut sent = parts.headers.get_all("idempotency-key").iter();
+        let Some(raw) = sent.next() else {
             return Ok(IdempotencyKey { key: None, owner });
         };
+        if sent.next().is_some() {
+            return Err(ApiError::DuplicateHeader("Idempotency-Key"));
+        }
         raw.to_str()
             .ok()
             .and_then(parse_idempotency_key)

@@ -555,6 +555,46 @@ async fn other_spellings_of_an_admin_path_do_not_reach_it_with_a_read_key() {
     app.finish().await;
 }
 
+/// Two `Authorization` or two `Idempotency-Key` headers: which one counts would be a guess, so
+/// the request is refused (400 `duplicate_header`) and nothing is written.
+#[tokio::test]
+async fn a_header_that_carries_meaning_sent_twice_is_refused() {
+    let app = TestApp::new().await;
+    app.create_wallet("w1").await;
+    let (_, write) = key(&app, "twice", Scope::Write).await;
+    let (_, other) = key(&app, "other", Scope::Write).await;
+    let body = json!({"account": "w1", "amount": 100, "currency": "SAR", "provider": "test"});
+    let before = app.row_counts().await;
+    let cases: [(&str, Vec<(&str, String)>); 2] = [
+        (
+            "Authorization",
+            vec![
+                ("authorization", bearer(&write)),
+                ("authorization", bearer(&other)),
+                ("idempotency-key", "k-1".into()),
+            ],
+        ),
+        (
+            "Idempotency-Key",
+            vec![
+                ("authorization", bearer(&write)),
+                ("idempotency-key", "k-2".into()),
+                ("idempotency-key", "k-3".into()),
+            ],
+        ),
+    ];
+    for (header, headers) in &cases {
+        let headers: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        let r = app
+            .send_as_is(request(Method::POST, "/v1/payments", &headers, Some(&body)))
+            .await;
+        assert_problem(&r, 400, "duplicate_header", header);
+        assert!(r.text.contains(header), "{}", r.text);
+    }
+    assert_eq!(app.row_counts().await, before, "nothing was written");
+    app.finish().await;
+}
+
 /// Any token is a valid request method, and any path can be asked for: neither may become a
 /// label value, or unauthenticated clients grow `/metrics` and the server's memory without
 /// bound (16,000 random methods grew it from 68 KB to 65 MB).
