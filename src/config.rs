@@ -175,6 +175,8 @@ pub struct HttpConfig {
     pub metrics_require_key: bool,
     #[command(flatten)]
     pub group_commit: GroupCommitConfig,
+    #[command(flatten)]
+    pub transport: crate::http::transport::TransportConfig,
 }
 
 pub const DEFAULT_GROUP_COMMIT_MAX_ITEMS: usize = 500;
@@ -244,6 +246,7 @@ impl Default for HttpConfig {
             rate_limit_burst: DEFAULT_RATE_LIMIT_BURST,
             metrics_require_key: false,
             group_commit: GroupCommitConfig::default(),
+            transport: Default::default(),
         }
     }
 }

@@ -17,6 +17,9 @@ pub enum ApiError {
     UnsupportedMediaType,
     #[error("payload too large")]
     PayloadTooLarge,
+    /// The client did not send the body it announced within `--body-read-timeout-ms`.
+    #[error("the body did not arrive in time")]
+    BodyTimeout,
     #[error("neither an id nor an Idempotency-Key")]
     IdRequired,
     /// A header that carries meaning (`Authorization`, `Idempotency-Key`) sent more than once:
@@ -82,6 +85,12 @@ impl ApiError {
                 "payload_too_large",
                 "Payload too large",
                 "the request body exceeds the configured limit",
+            ),
+            ApiError::BodyTimeout => Problem::new(
+                408,
+                "body_timeout",
+                "Body timeout",
+                "the request body did not arrive within the time allowed; nothing was done, send the request again",
             ),
             ApiError::DuplicateHeader(name) => Problem::new(
                 400,

@@ -5,7 +5,6 @@
 use super::error::ApiError;
 use crate::ledger::ids::{id_from_idempotency_key, parse_idempotency_key};
 use crate::problem::FieldError;
-use axum::body::Bytes;
 use axum::extract::{FromRequest, FromRequestParts, Path, Request};
 use axum::http::{header, request::Parts};
 use serde::de::DeserializeOwned;
@@ -19,17 +18,11 @@ pub struct JsonBody<T>(pub T);
 impl<S: Send + Sync, T: DeserializeOwned + Validate> FromRequest<S> for JsonBody<T> {
     type Rejection = ApiError;
 
-    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
+    async fn from_request(req: Request, _state: &S) -> Result<Self, Self::Rejection> {
         if !is_json(req.headers().get(header::CONTENT_TYPE)) {
             return Err(ApiError::UnsupportedMediaType);
         }
-        let bytes = Bytes::from_request(req, state).await.map_err(|rejection| {
-            if rejection.status() == axum::http::StatusCode::PAYLOAD_TOO_LARGE {
-                ApiError::PayloadTooLarge
-            } else {
-                ApiError::MalformedJson(rejection.body_text())
-            }
-        })?;
+        let bytes = super::body::read(req).await?;
         parse_valid(&bytes).map(JsonBody)
     }
 }
@@ -54,13 +47,7 @@ impl<S: Send + Sync, T: DeserializeOwned + Validate + Default> FromRequest<S>
         }
         if !has_type {
             // No content type: accept only an empty body.
-            let bytes = Bytes::from_request(req, state).await.map_err(|rejection| {
-                if rejection.status() == axum::http::StatusCode::PAYLOAD_TOO_LARGE {
-                    ApiError::PayloadTooLarge
-                } else {
-                    ApiError::MalformedJson(rejection.body_text())
-                }
-            })?;
+            let bytes = super::body::read(req).await?;
             return if bytes.is_empty() {
                 Ok(OptionalJsonBody(T::default()))
             } else {

@@ -4,6 +4,7 @@
 pub mod accounts;
 pub mod auth;
 pub mod batch;
+pub mod body;
 pub mod error;
 pub mod extract;
 pub mod health;
@@ -14,6 +15,7 @@ pub mod reconciliations;
 pub mod requests;
 pub mod responses;
 pub mod transactions;
+pub mod transport;
 pub mod validate;
 pub mod webhooks;
 
@@ -22,6 +24,7 @@ use crate::ledger::group_commit::GroupCommit;
 use crate::ledger::{checkpoints, holds};
 use anyhow::Context;
 use axum::Router;
+use axum::Extension;
 use axum::extract::{DefaultBodyLimit, Request, State};
 use axum::http::HeaderName;
 use axum::middleware::{self, Next};
@@ -72,7 +75,12 @@ const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 /// limit, request timeout, request ids, tracing, metrics, and a panic guard that still answers
 /// problem+json.
 pub fn app(state: AppState) -> Router {
-    let body_limit = state.config.body_limit_bytes;
+    let body = |limit_bytes| {
+        Extension(body::BodyPolicy {
+            limit_bytes,
+            read_timeout: state.config.transport.body_read_timeout(),
+        })
+    };
     // The metrics recorder is process-wide; a failure to install it costs the metrics only.
     if let Err(e) = crate::telemetry::recorder() {
         tracing::warn!(error = %e, "metrics are off");
@@ -88,7 +96,7 @@ pub fn app(state: AppState) -> Router {
         .route("/v1/transactions", post(transactions::create).get(transactions::list))
         .route(
             "/v1/transactions/batch",
-            post(batch::batch).layer(DefaultBodyLimit::max(state.config.batch_body_limit_bytes)),
+            post(batch::batch).layer(body(state.config.batch_body_limit_bytes)),
         )
         .route("/v1/transactions/{id}", get(transactions::get))
         .route("/v1/transactions/{id}/post", post(transactions::post))
@@ -118,7 +126,9 @@ pub fn app(state: AppState) -> Router {
         .route_layer(middleware::from_fn(metrics::track))
         .fallback(auth::not_found)
         .method_not_allowed_fallback(auth::method_not_allowed)
-        .layer(DefaultBodyLimit::max(body_limit))
+        // Bodies are read by `body::read` under these limits, not by axum's.
+        .layer(body(state.config.body_limit_bytes))
+        .layer(DefaultBodyLimit::disable())
         .layer(middleware::from_fn_with_state(state.clone(), request_timeout))
         .layer(CatchPanicLayer::custom(|_| ApiError::Internal(anyhow::anyhow!("handler panicked")).into_response()))
         .layer(TraceLayer::new_for_http().make_span_with(|req: &Request| {
@@ -189,16 +199,20 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         events_feed,
         ..AppState::new(pool.clone(), args.http)
     };
-    axum::serve(listener, app(state))
-        .with_graceful_shutdown(crate::shutdown_signal())
-        .await?;
+    let transport = state.config.transport.clone();
+    let stopped = transport::serve(listener, app(state), &transport, crate::shutdown_signal()).await;
+    tracing::info!(
+        open_at_signal = stopped.open_at_signal,
+        cut_at_deadline = stopped.cut_at_deadline,
+        "connections closed"
+    );
     let _ = stop.send(true);
     let _ = tokio::join!(checkpointer, sweeper);
     if let Some(dispatcher) = dispatcher {
         let _ = dispatcher.await;
     }
     pool.close().await;
-    tracing::info!("stopped: in-flight requests finished, pool closed");
+    tracing::info!("stopped: requests finished or cut, pool closed");
     Ok(())
 }
 

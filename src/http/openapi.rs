@@ -96,6 +96,12 @@ const SHARED: &[(&str, &str, When, &str)] = &[
         "not_found: nothing has this id",
     ),
     (
+        "408",
+        "BodyTimeout",
+        When::Body,
+        "body_timeout: the body did not arrive within the time allowed (trickled, or shorter than its Content-Length); nothing was done",
+    ),
+    (
         "413",
         "PayloadTooLarge",
         When::Body,
@@ -278,7 +284,7 @@ mod tests {
                     assert!(responses.contains_key("404"), "{method} {path} 404");
                 }
                 if operation.get("requestBody").is_some() {
-                    for status in ["400", "413", "415", "422"] {
+                    for status in ["400", "408", "413", "415", "422"] {
                         assert!(responses.contains_key(status), "{method} {path} {status}");
                     }
                 }

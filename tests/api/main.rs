@@ -32,5 +32,6 @@ mod reversals;
 mod schema;
 mod security;
 mod transactions;
+mod transport;
 mod verify;
 mod webhooks;

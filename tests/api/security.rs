@@ -2052,7 +2052,7 @@ async fn the_binarys_json_logs_hold_no_token_secret_or_body_and_carry_the_reques
     assert!(
         messages
             .iter()
-            .any(|m| m.contains("stopped") && m.contains("in-flight requests finished")),
+            .any(|m| m.contains("stopped") && m.contains("pool closed")),
         "the log says it stopped gracefully: {messages:?}"
     );
     assert!(

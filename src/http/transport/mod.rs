@@ -1,0 +1,385 @@
+//! The sockets under the router: accepting within a cap, HTTP/1.1 and HTTP/2 (cleartext) with
+//! bounded heads, idle connections closed, and a shutdown that ends by a deadline whatever
+//! clients do.
+//!
+//! Why not `axum::serve`: it installs no timer (a client sending half a request line holds a
+//! connection, and the shutdown, forever), has no connection cap, and answers `EMFILE` by
+//! retrying once a second while every new client, health checks included, times out.
+//!
+//! Limits, and who enforces them:
+//! - request heads: `--max-header-bytes` (431) and `--header-read-timeout-ms` (cut), here;
+//! - idle keep-alive connections: `--idle-timeout-ms`, here;
+//! - bodies: `--body-limit-bytes` (413, from the declared length before reading) and
+//!   `--body-read-timeout-ms` (408), in the router (`http::body`);
+//! - handlers: `--request-timeout-ms` (503), in the router;
+//! - connections: `--max-connections`; above it [`OVERFLOW_CONNECTIONS`] more are accepted to
+//!   answer health checks and refuse the rest with 503, and beyond those new connections wait
+//!   in the kernel's backlog.
+
+mod io;
+mod service;
+pub mod watchdog;
+
+use axum::Router;
+use clap::Args;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::server::conn::auto::Builder;
+use service::{Admission, ConnectionService};
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
+use tokio::time::Instant;
+use watchdog::{Activity, Timers, Verdict};
+
+pub const DEFAULT_HEADER_READ_TIMEOUT_MS: u64 = 10_000;
+/// Above the idle timeout of the usual load balancers (60 s), so that the balancer, not the
+/// service, closes a resting connection: a request it sends as the service closes would fail.
+pub const DEFAULT_IDLE_TIMEOUT_MS: u64 = 75_000;
+pub const DEFAULT_BODY_READ_TIMEOUT_MS: u64 = 10_000;
+pub const DEFAULT_MAX_CONNECTIONS: usize = 4_096;
+/// Longer than the request timeout, so in-flight requests finish or time out first.
+pub const DEFAULT_SHUTDOWN_TIMEOUT_MS: u64 = 35_000;
+pub const DEFAULT_MAX_HEADER_BYTES: usize = 16 * 1024;
+pub const DEFAULT_HTTP2_MAX_CONCURRENT_STREAMS: u32 = 100;
+/// Connections accepted above the cap, to answer health checks and refuse the rest.
+pub const OVERFLOW_CONNECTIONS: usize = 64;
+/// File descriptors kept for everything that is not a client connection (database pool,
+/// Redis, webhook deliveries, logs).
+const RESERVED_FILES: u64 = 256;
+/// HTTP/2 streams a client may reset before the server accepts them (the rapid-reset flood,
+/// CVE-2023-44487); more end the connection with `ENHANCE_YOUR_CALM`.
+const HTTP2_MAX_PENDING_RESETS: usize = 20;
+/// Streams the server may reset for a client's protocol errors before it ends the connection.
+const HTTP2_MAX_LOCAL_RESETS: usize = 256;
+const HTTP2_KEEP_ALIVE: Duration = Duration::from_secs(20);
+
+/// The transport's limits: flags with environment fallbacks, small in tests.
+#[derive(Debug, Clone, Args)]
+pub struct TransportConfig {
+    /// Time a client has to send a request's head, from the connection's opening or the
+    /// first byte of its next request; a slower one is disconnected.
+    #[arg(long, env = "HEADER_READ_TIMEOUT_MS", default_value_t = DEFAULT_HEADER_READ_TIMEOUT_MS,
+        value_parser = clap::value_parser!(u64).range(1..))]
+    pub header_read_timeout_ms: u64,
+    /// A keep-alive connection with no request for this long is closed.
+    #[arg(long, env = "IDLE_TIMEOUT_MS", default_value_t = DEFAULT_IDLE_TIMEOUT_MS,
+        value_parser = clap::value_parser!(u64).range(1..))]
+    pub idle_timeout_ms: u64,
+    /// Time a client has to send a request's whole body once the handler reads it; a slower
+    /// one is answered 408 `body_timeout`.
+    #[arg(long, env = "BODY_READ_TIMEOUT_MS", default_value_t = DEFAULT_BODY_READ_TIMEOUT_MS,
+        value_parser = clap::value_parser!(u64).range(1..))]
+    pub body_read_timeout_ms: u64,
+    /// Most client connections served at once (and at most what the process's file limit
+    /// allows). Above it, health checks are still answered and other requests get 503.
+    #[arg(long, env = "MAX_CONNECTIONS", default_value_t = DEFAULT_MAX_CONNECTIONS,
+        value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1_000_000))]
+    pub max_connections: usize,
+    /// After SIGTERM, how long connections have to finish their requests before the rest
+    /// are cut and the process exits.
+    #[arg(long, env = "SHUTDOWN_TIMEOUT_MS", default_value_t = DEFAULT_SHUTDOWN_TIMEOUT_MS,
+        value_parser = clap::value_parser!(u64).range(1..))]
+    pub shutdown_timeout_ms: u64,
+    /// Largest request head (request line and headers; HTTP/2: the decoded header list);
+    /// larger is 431.
+    #[arg(long, env = "MAX_HEADER_BYTES", default_value_t = DEFAULT_MAX_HEADER_BYTES,
+        value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(8 * 1024..=1024 * 1024))]
+    pub max_header_bytes: usize,
+    /// Most requests one HTTP/2 connection may have open at once.
+    #[arg(long, env = "HTTP2_MAX_CONCURRENT_STREAMS",
+        default_value_t = DEFAULT_HTTP2_MAX_CONCURRENT_STREAMS,
+        value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    pub http2_max_concurrent_streams: u32,
+}
+
+impl Default for TransportConfig {
+    fn default() -> TransportConfig {
+        TransportConfig {
+            header_read_timeout_ms: DEFAULT_HEADER_READ_TIMEOUT_MS,
+            idle_timeout_ms: DEFAULT_IDLE_TIMEOUT_MS,
+            body_read_timeout_ms: DEFAULT_BODY_READ_TIMEOUT_MS,
+            max_connections: DEFAULT_MAX_CONNECTIONS,
+            shutdown_timeout_ms: DEFAULT_SHUTDOWN_TIMEOUT_MS,
+            max_header_bytes: DEFAULT_MAX_HEADER_BYTES,
+            http2_max_concurrent_streams: DEFAULT_HTTP2_MAX_CONCURRENT_STREAMS,
+        }
+    }
+}
+
+impl TransportConfig {
+    pub fn body_read_timeout(&self) -> Duration {
+        Duration::from_millis(self.body_read_timeout_ms)
+    }
+
+    fn timers(&self) -> Timers {
+        let header_read = Duration::from_millis(self.header_read_timeout_ms);
+        Timers {
+            header_read,
+            idle: Duration::from_millis(self.idle_timeout_ms),
+            closing_grace: header_read,
+        }
+    }
+
+    fn builder(&self) -> Builder<TokioExecutor> {
+        let mut builder = Builder::new(TokioExecutor::new());
+        builder
+            .http1()
+            // hyper's own head timeout would also close connections resting between
+            // requests; the watchdog times heads instead.
+            .timer(TokioTimer::new())
+            .header_read_timeout(None)
+            // A head must fit the read buffer (else 431), and the buffer is all a trickled
+            // head can make a connection hold (hyper's default is about 400 KB).
+            .max_buf_size(self.max_header_bytes)
+            .http2()
+            .timer(TokioTimer::new())
+            .max_concurrent_streams(self.http2_max_concurrent_streams)
+            .max_header_list_size(u32::try_from(self.max_header_bytes).unwrap_or(u32::MAX))
+            .max_pending_accept_reset_streams(HTTP2_MAX_PENDING_RESETS)
+            .max_local_error_reset_streams(HTTP2_MAX_LOCAL_RESETS)
+            .keep_alive_interval(HTTP2_KEEP_ALIVE)
+            .keep_alive_timeout(HTTP2_KEEP_ALIVE);
+        builder
+    }
+}
+
+/// What the shutdown did, for its log line.
+#[derive(Debug, Clone, Copy)]
+pub struct Stopped {
+    pub open_at_signal: usize,
+    pub cut_at_deadline: usize,
+}
+
+/// Serves `router` until `shutdown` resolves, then stops accepting, lets connections finish
+/// their requests, and cuts what is still open after `--shutdown-timeout-ms`.
+pub async fn serve(
+    listener: TcpListener,
+    router: Router,
+    config: &TransportConfig,
+    shutdown: impl Future<Output = ()>,
+) -> Stopped {
+    let max_connections = fit_file_limit(config.max_connections);
+    let builder = Arc::new(config.builder());
+    let timers = config.timers();
+    let served = Arc::new(Semaphore::new(max_connections));
+    let overflow = Arc::new(Semaphore::new(OVERFLOW_CONNECTIONS));
+    let (stop, stopping) = watch::channel(false);
+    let (cut, cutting) = watch::channel(false);
+    let mut accept_errors = AcceptErrors::default();
+    tokio::pin!(shutdown);
+    loop {
+        let (admission, permit) = tokio::select! {
+            biased;
+            _ = &mut shutdown => break,
+            admitted = admit(&served, &overflow) => admitted,
+        };
+        let stream = tokio::select! {
+            biased;
+            _ = &mut shutdown => break,
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => stream,
+                Err(e) => {
+                    accept_errors.wait_after(e).await;
+                    continue;
+                }
+            },
+        };
+        let connection = Connection {
+            builder: builder.clone(),
+            router: router.clone(),
+            admission,
+            timers,
+            stopping: stopping.clone(),
+            cutting: cutting.clone(),
+        };
+        tokio::spawn(connection.run(stream, permit));
+    }
+    drop(listener);
+    let open = |s: &Semaphore, max: usize| max - s.available_permits();
+    let open_at_signal = open(&served, max_connections) + open(&overflow, OVERFLOW_CONNECTIONS);
+    let _ = stop.send(true);
+    let all_closed = async {
+        let _ = served.acquire_many(max_connections as u32).await;
+        let _ = overflow.acquire_many(OVERFLOW_CONNECTIONS as u32).await;
+    };
+    let deadline = Duration::from_millis(config.shutdown_timeout_ms);
+    let cut_at_deadline = match tokio::time::timeout(deadline, all_closed).await {
+        Ok(()) => 0,
+        Err(_) => {
+            let still_open =
+                open(&served, max_connections) + open(&overflow, OVERFLOW_CONNECTIONS);
+            let _ = cut.send(true);
+            still_open
+        }
+    };
+    Stopped {
+        open_at_signal,
+        cut_at_deadline,
+    }
+}
+
+/// A slot for the next connection: within the cap if one is free, else an overflow one,
+/// else the first of either to free up.
+async fn admit(
+    served: &Arc<Semaphore>,
+    overflow: &Arc<Semaphore>,
+) -> (Admission, OwnedSemaphorePermit) {
+    if let Ok(permit) = served.clone().try_acquire_owned() {
+        return (Admission::Served, permit);
+    }
+    if let Ok(permit) = overflow.clone().try_acquire_owned() {
+        return (Admission::Overflow, permit);
+    }
+    // Neither semaphore is ever closed.
+    tokio::select! {
+        Ok(permit) = served.clone().acquire_owned() => (Admission::Served, permit),
+        Ok(permit) = overflow.clone().acquire_owned() => (Admission::Overflow, permit),
+    }
+}
+
+struct Connection {
+    builder: Arc<Builder<TokioExecutor>>,
+    router: Router,
+    admission: Admission,
+    timers: Timers,
+    stopping: watch::Receiver<bool>,
+    cutting: watch::Receiver<bool>,
+}
+
+impl Connection {
+    /// Serves one connection until it ends, its watchdog cuts it, or the shutdown deadline
+    /// does. The permit is its place under the cap, released when it ends.
+    async fn run(mut self, stream: TcpStream, _permit: OwnedSemaphorePermit) {
+        let _ = stream.set_nodelay(true);
+        let activity = Activity::new(Instant::now());
+        let io = TokioIo::new(io::TrackedStream::new(stream, activity.clone()));
+        let service = ConnectionService {
+            router: self.router.clone(),
+            activity: activity.clone(),
+            admission: self.admission,
+        };
+        let conn = self.builder.serve_connection(io, service);
+        tokio::pin!(conn);
+        let timers = match self.admission {
+            Admission::Served => self.timers,
+            // Overflow connections serve one request, then close.
+            Admission::Overflow => Timers {
+                idle: Duration::ZERO,
+                ..self.timers
+            },
+        };
+        // Busy connections have no deadline of their own; they are looked at this often, so
+        // that one that went idle meanwhile is timed from when it did.
+        let recheck = timers
+            .header_read
+            .min(timers.idle)
+            .clamp(Duration::from_millis(50), Duration::from_secs(1));
+        let mut stopping = *self.stopping.borrow();
+        if stopping {
+            conn.as_mut().graceful_shutdown();
+        }
+        loop {
+            let now = Instant::now();
+            let wake = match watchdog::verdict(&activity.state(), now, &timers) {
+                Verdict::Wait(Some(at)) => at.min(now + recheck),
+                Verdict::Wait(None) => now + recheck,
+                Verdict::CloseIdle => {
+                    activity.closing(now);
+                    conn.as_mut().graceful_shutdown();
+                    continue;
+                }
+                Verdict::Cut(reason) => {
+                    metrics::counter!("wallet_ledger_http_connections_cut_total", "reason" => reason.label())
+                        .increment(1);
+                    tracing::debug!(reason = reason.label(), "connection cut");
+                    return;
+                }
+            };
+            tokio::select! {
+                ended = conn.as_mut() => {
+                    if let Err(e) = ended {
+                        tracing::debug!(error = %e, "connection ended with an error");
+                    }
+                    return;
+                }
+                _ = tokio::time::sleep_until(wake) => {}
+                _ = self.stopping.changed(), if !stopping => {
+                    stopping = true;
+                    conn.as_mut().graceful_shutdown();
+                }
+                _ = self.cutting.changed() => return,
+            }
+        }
+    }
+}
+
+/// `accept` failing for want of file descriptors or memory is the process's state, not the
+/// client's: wait a little (the connections that end free some) and log it at most once a
+/// second. Other failures belong to one connection and are skipped.
+#[derive(Default)]
+struct AcceptErrors {
+    last_logged: Option<Instant>,
+}
+
+impl AcceptErrors {
+    async fn wait_after(&mut self, error: std::io::Error) {
+        let exhausted = matches!(
+            error.raw_os_error(),
+            Some(libc::EMFILE | libc::ENFILE | libc::ENOBUFS | libc::ENOMEM)
+        );
+        if !exhausted {
+            tracing::debug!(%error, "accept failed for one connection");
+            return;
+        }
+        metrics::counter!("wallet_ledger_http_accept_errors_total").increment(1);
+        let now = Instant::now();
+        if self
+            .last_logged
+            .is_none_or(|t| now.duration_since(t) >= Duration::from_secs(1))
+        {
+            tracing::warn!(%error, "cannot accept connections: lower --max-connections or raise the file limit");
+            self.last_logged = Some(now);
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Raises the soft file limit as far as needed (and the hard limit allows), and lowers the
+/// connection cap to what the limit can hold, saying so.
+fn fit_file_limit(max_connections: usize) -> usize {
+    let wanted = (max_connections + OVERFLOW_CONNECTIONS) as u64 + RESERVED_FILES;
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit and setrlimit only read and write the struct passed.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } != 0 {
+        return max_connections;
+    }
+    if limit.rlim_cur < wanted {
+        let raised = libc::rlimit {
+            rlim_cur: wanted.min(limit.rlim_max),
+            rlim_max: limit.rlim_max,
+        };
+        // SAFETY: as above.
+        if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) } == 0 {
+            limit.rlim_cur = raised.rlim_cur;
+        }
+    }
+    let fits = limit
+        .rlim_cur
+        .saturating_sub(RESERVED_FILES + OVERFLOW_CONNECTIONS as u64)
+        .max(1) as usize;
+    if fits < max_connections {
+        tracing::warn!(
+            max_connections,
+            file_limit = limit.rlim_cur,
+            serving = fits,
+            "the file limit holds fewer connections than --max-connections"
+        );
+        return fits;
+    }
+    max_connections
+}
