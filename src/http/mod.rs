@@ -23,8 +23,8 @@ use crate::config::{HOLD_SWEEP_BATCH, HttpConfig, ServeArgs};
 use crate::ledger::group_commit::GroupCommit;
 use crate::ledger::{checkpoints, holds};
 use anyhow::Context;
-use axum::Router;
 use axum::Extension;
+use axum::Router;
 use axum::extract::{DefaultBodyLimit, Request, State};
 use axum::http::HeaderName;
 use axum::middleware::{self, Next};
@@ -200,7 +200,8 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         ..AppState::new(pool.clone(), args.http)
     };
     let transport = state.config.transport.clone();
-    let stopped = transport::serve(listener, app(state), &transport, crate::shutdown_signal()).await;
+    let stopped =
+        transport::serve(listener, app(state), &transport, crate::shutdown_signal()).await;
     tracing::info!(
         open_at_signal = stopped.open_at_signal,
         cut_at_deadline = stopped.cut_at_deadline,

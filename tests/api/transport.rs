@@ -87,10 +87,16 @@ async fn a_head_sent_slowly_or_not_at_all_is_cut_at_the_header_timeout() {
         }
     };
     let (_, healthy) = tokio::join!(trickle, http_get(&server.addr, "/healthz"));
-    assert_eq!(healthy.map(|(s, _)| s), Some(200), "others are served meanwhile");
+    assert_eq!(
+        healthy.map(|(s, _)| s),
+        Some(200),
+        "others are served meanwhile"
+    );
     for stream in silent.iter_mut().chain(trickling.iter_mut()) {
         assert!(
-            closed_within(stream, Duration::from_secs(3)).await.is_some(),
+            closed_within(stream, Duration::from_secs(3))
+                .await
+                .is_some(),
             "a connection without a whole head was still open after {:?}",
             started.elapsed()
         );
@@ -106,7 +112,12 @@ async fn a_resting_keep_alive_connection_is_closed_after_the_idle_timeout_not_th
     let server = serve(
         &app.database_url,
         &[],
-        &["--header-read-timeout-ms", "300", "--idle-timeout-ms", "1500"],
+        &[
+            "--header-read-timeout-ms",
+            "300",
+            "--idle-timeout-ms",
+            "1500",
+        ],
     )
     .await;
     let mut stream = connect(&server).await;
@@ -130,7 +141,10 @@ async fn a_resting_keep_alive_connection_is_closed_after_the_idle_timeout_not_th
         "an idle connection was never closed"
     );
     let after = rested.elapsed();
-    assert!(after >= Duration::from_millis(1200), "closed after {after:?}, before the idle timeout");
+    assert!(
+        after >= Duration::from_millis(1200),
+        "closed after {after:?}, before the idle timeout"
+    );
     let (status, _) = server.stop().await;
     assert!(status.success());
     app.finish().await;
@@ -142,7 +156,12 @@ async fn above_the_connection_cap_health_is_answered_and_other_requests_are_503(
     let server = serve(
         &app.database_url,
         &[],
-        &["--max-connections", "3", "--header-read-timeout-ms", "30000"],
+        &[
+            "--max-connections",
+            "3",
+            "--header-read-timeout-ms",
+            "30000",
+        ],
     )
     .await;
     // The start-up health polls have closed; their connections must be gone before the cap
@@ -157,9 +176,14 @@ async fn above_the_connection_cap_health_is_answered_and_other_requests_are_503(
     over.write_all(b"GET /v1/accounts/a HTTP/1.1\r\nhost: x\r\n\r\n")
         .await
         .unwrap();
-    let refused = closed_within(&mut over, Duration::from_secs(5)).await.unwrap();
+    let refused = closed_within(&mut over, Duration::from_secs(5))
+        .await
+        .unwrap();
     assert!(refused.starts_with("HTTP/1.1 503"), "{refused}");
-    assert!(refused.to_ascii_lowercase().contains("retry-after: 1"), "{refused}");
+    assert!(
+        refused.to_ascii_lowercase().contains("retry-after: 1"),
+        "{refused}"
+    );
     assert!(refused.contains(r#""code":"unavailable""#), "{refused}");
     for path in ["/healthz", "/readyz"] {
         let answer = http_get(&server.addr, path).await;
@@ -176,7 +200,10 @@ async fn above_the_connection_cap_health_is_answered_and_other_requests_are_503(
             .is_some_and(|r| r.starts_with("HTTP/1.1 401"))
     })
     .await;
-    assert!(served_again, "connections are served again once the cap frees");
+    assert!(
+        served_again,
+        "connections are served again once the cap frees"
+    );
     let (status, log) = server.stop().await;
     assert!(status.success(), "{log}");
     app.finish().await;
@@ -188,7 +215,12 @@ async fn sigterm_lets_a_request_finish_and_cuts_a_held_connection_at_the_deadlin
     let mut server = serve(
         &app.database_url,
         &[("LOG_FORMAT", "json")],
-        &["--shutdown-timeout-ms", "1500", "--header-read-timeout-ms", "60000"],
+        &[
+            "--shutdown-timeout-ms",
+            "1500",
+            "--header-read-timeout-ms",
+            "60000",
+        ],
     )
     .await;
     let mut held = connect(&server).await;
@@ -203,8 +235,13 @@ async fn sigterm_lets_a_request_finish_and_cuts_a_held_connection_at_the_deadlin
     terminate(&server.child);
     tokio::time::sleep(Duration::from_millis(300)).await;
     finishing.write_all(b"\r\n").await.unwrap();
-    let answered = closed_within(&mut finishing, Duration::from_secs(5)).await.unwrap();
-    assert!(answered.starts_with("HTTP/1.1 200"), "in flight at SIGTERM: {answered:?}");
+    let answered = closed_within(&mut finishing, Duration::from_secs(5))
+        .await
+        .unwrap();
+    assert!(
+        answered.starts_with("HTTP/1.1 200"),
+        "in flight at SIGTERM: {answered:?}"
+    );
     let status = tokio::time::timeout(Duration::from_secs(10), server.child.wait())
         .await
         .expect("serve exited within its shutdown deadline whatever a client holds")
@@ -212,7 +249,11 @@ async fn sigterm_lets_a_request_finish_and_cuts_a_held_connection_at_the_deadlin
     let took = asked.elapsed();
     assert!(status.success());
     assert!(took < Duration::from_secs(5), "exited after {took:?}");
-    assert!(closed_within(&mut held, Duration::from_secs(1)).await.is_some());
+    assert!(
+        closed_within(&mut held, Duration::from_secs(1))
+            .await
+            .is_some()
+    );
     let log = std::fs::read_to_string(&server.log).unwrap();
     assert!(log.contains(r#""cut_at_deadline":1"#), "{log}");
     let _ = std::fs::remove_file(&server.log);
@@ -238,7 +279,10 @@ async fn a_body_that_does_not_arrive_in_time_is_408_and_nothing_is_created() {
         .await
         .unwrap();
     let mut trickled = connect(&server).await;
-    trickled.write_all(head(body.len()).as_bytes()).await.unwrap();
+    trickled
+        .write_all(head(body.len()).as_bytes())
+        .await
+        .unwrap();
     let started = Instant::now();
     let trickle = async {
         for byte in body.bytes() {
@@ -284,7 +328,10 @@ async fn a_declared_length_over_the_limit_is_413_before_any_body_and_without_100
         stream.write_all(head.as_bytes()).await.unwrap();
         let answer = response(&mut stream).await;
         assert!(answer.starts_with("HTTP/1.1 413"), "{path}: {answer}");
-        assert!(answer.contains(r#""code":"payload_too_large""#), "{path}: {answer}");
+        assert!(
+            answer.contains(r#""code":"payload_too_large""#),
+            "{path}: {answer}"
+        );
     }
     // Within the limit, the client is told to go on.
     let mut stream = connect(&server).await;
@@ -357,13 +404,23 @@ async fn h2_connect(server: &Server) -> (TcpStream, Vec<(u16, u32)>) {
     let mut stream = connect(server).await;
     stream.write_all(PREFACE).await.unwrap();
     stream.write_all(&frame(SETTINGS, 0, 0, &[])).await.unwrap();
-    let (kind, _, payload) = read_frame(&mut stream).await.expect("the server's SETTINGS");
+    let (kind, _, payload) = read_frame(&mut stream)
+        .await
+        .expect("the server's SETTINGS");
     assert_eq!(kind, SETTINGS, "HTTP/2 is served");
     let settings = payload
         .chunks(6)
-        .map(|c| (u16::from_be_bytes([c[0], c[1]]), u32::from_be_bytes([c[2], c[3], c[4], c[5]])))
+        .map(|c| {
+            (
+                u16::from_be_bytes([c[0], c[1]]),
+                u32::from_be_bytes([c[2], c[3], c[4], c[5]]),
+            )
+        })
         .collect();
-    stream.write_all(&frame(SETTINGS, 0x1, 0, &[])).await.unwrap();
+    stream
+        .write_all(&frame(SETTINGS, 0x1, 0, &[]))
+        .await
+        .unwrap();
     (stream, settings)
 }
 
@@ -373,7 +430,12 @@ async fn http2_is_served_with_its_stream_and_header_limits_announced() {
     let server = serve(
         &app.database_url,
         &[],
-        &["--http2-max-concurrent-streams", "7", "--max-header-bytes", "12288"],
+        &[
+            "--http2-max-concurrent-streams",
+            "7",
+            "--max-header-bytes",
+            "12288",
+        ],
     )
     .await;
     let (raw, settings) = h2_connect(&server).await;
@@ -381,8 +443,14 @@ async fn http2_is_served_with_its_stream_and_header_limits_announced() {
     drop(raw);
     const MAX_CONCURRENT_STREAMS: u16 = 0x3;
     const MAX_HEADER_LIST_SIZE: u16 = 0x6;
-    assert!(settings.contains(&(MAX_CONCURRENT_STREAMS, 7)), "{settings:?}");
-    assert!(settings.contains(&(MAX_HEADER_LIST_SIZE, 12288)), "{settings:?}");
+    assert!(
+        settings.contains(&(MAX_CONCURRENT_STREAMS, 7)),
+        "{settings:?}"
+    );
+    assert!(
+        settings.contains(&(MAX_HEADER_LIST_SIZE, 12288)),
+        "{settings:?}"
+    );
     wallet_ledger::install_crypto_provider();
     let client = reqwest::Client::builder()
         .http2_prior_knowledge()
@@ -423,7 +491,10 @@ async fn http2_floods_of_continuation_frames_and_rapid_resets_end_the_connection
     // A header block that never ends: 200 CONTINUATION frames of 16 KB, far above the header
     // list limit, must not be buffered.
     let (mut stream, _) = h2_connect(&server).await;
-    stream.write_all(&frame(HEADERS, 0, 1, &GET_ROOT)).await.unwrap();
+    stream
+        .write_all(&frame(HEADERS, 0, 1, &GET_ROOT))
+        .await
+        .unwrap();
     let mut block = Vec::new();
     while block.len() < 16_000 {
         block.push(0x00); // a literal header, new name, not indexed
@@ -433,12 +504,18 @@ async fn http2_floods_of_continuation_frames_and_rapid_resets_end_the_connection
         block.extend(std::iter::repeat_n(b'a', 1000));
     }
     for _ in 0..200 {
-        if stream.write_all(&frame(CONTINUATION, 0, 1, &block)).await.is_err() {
+        if stream
+            .write_all(&frame(CONTINUATION, 0, 1, &block))
+            .await
+            .is_err()
+        {
             break;
         }
     }
     assert!(
-        goaway_within(&mut stream, Duration::from_secs(5)).await.is_some(),
+        goaway_within(&mut stream, Duration::from_secs(5))
+            .await
+            .is_some(),
         "a never-ending header block kept the connection open"
     );
 
@@ -457,7 +534,10 @@ async fn http2_floods_of_continuation_frames_and_rapid_resets_end_the_connection
         matches!(code, Some(ENHANCE_YOUR_CALM | u32::MAX)),
         "rapid resets: {code:?}"
     );
-    assert_eq!(http_get(&server.addr, "/healthz").await.map(|(s, _)| s), Some(200));
+    assert_eq!(
+        http_get(&server.addr, "/healthz").await.map(|(s, _)| s),
+        Some(200)
+    );
     let (status, _) = server.stop().await;
     assert!(status.success());
     app.finish().await;

@@ -35,7 +35,8 @@ impl AsyncRead for TrackedStream {
         let result = Pin::new(&mut this.stream).poll_read(cx, buf);
         let read = &buf.filled()[before..];
         if matches!(result, Poll::Ready(Ok(()))) && !read.is_empty() {
-            this.activity.on_read(read, !this.read_before, Instant::now());
+            this.activity
+                .on_read(read, !this.read_before, Instant::now());
             this.read_before = true;
         }
         result

@@ -208,8 +208,7 @@ pub async fn serve(
     let cut_at_deadline = match tokio::time::timeout(deadline, all_closed).await {
         Ok(()) => 0,
         Err(_) => {
-            let still_open =
-                open(&served, max_connections) + open(&overflow, OVERFLOW_CONNECTIONS);
+            let still_open = open(&served, max_connections) + open(&overflow, OVERFLOW_CONNECTIONS);
             let _ = cut.send(true);
             still_open
         }

@@ -44,8 +44,8 @@ impl hyper::service::Service<Request<Incoming>> for ConnectionService {
         let router = self.router.clone();
         let admission = self.admission;
         Box::pin(async move {
-            let refused = admission == Admission::Overflow
-                && !HEALTH_PATHS.contains(&request.uri().path());
+            let refused =
+                admission == Admission::Overflow && !HEALTH_PATHS.contains(&request.uri().path());
             let mut response = if refused {
                 metrics::counter!("wallet_ledger_http_overflow_refusals_total").increment(1);
                 ApiError::Unavailable("too many open connections".into()).into_response()

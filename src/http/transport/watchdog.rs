@@ -168,7 +168,9 @@ impl Activity {
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
         // The state is plain data, valid after any panic of a holder.
-        self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.0
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 }
 
@@ -219,7 +221,10 @@ mod tests {
         let activity = Activity::new(t0);
         activity.on_read(b"GET / HTTP/1.1\r\n\r\n", true, t0);
         activity.request_started();
-        assert_eq!(verdict(&activity.state(), at(t0, 500), &TIMERS), Verdict::Wait(None));
+        assert_eq!(
+            verdict(&activity.state(), at(t0, 500), &TIMERS),
+            Verdict::Wait(None)
+        );
         activity.request_ended(at(t0, 1));
         assert_eq!(
             verdict(&activity.state(), at(t0, 60), &TIMERS),
@@ -237,7 +242,10 @@ mod tests {
         let idle = Activity::new(t0);
         idle.request_started();
         idle.request_ended(t0);
-        assert_eq!(verdict(&idle.state(), at(t0, 75), &TIMERS), Verdict::CloseIdle);
+        assert_eq!(
+            verdict(&idle.state(), at(t0, 75), &TIMERS),
+            Verdict::CloseIdle
+        );
     }
 
     #[test]
@@ -247,13 +255,22 @@ mod tests {
         activity.on_read(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", true, t0);
         activity.on_read(b"ping frame", false, at(t0, 30));
         assert!(activity.state().http2);
-        assert_eq!(verdict(&activity.state(), at(t0, 75), &TIMERS), Verdict::CloseIdle);
+        assert_eq!(
+            verdict(&activity.state(), at(t0, 75), &TIMERS),
+            Verdict::CloseIdle
+        );
         activity.request_started();
         activity.request_started();
         activity.request_ended(at(t0, 80));
-        assert_eq!(verdict(&activity.state(), at(t0, 900), &TIMERS), Verdict::Wait(None));
+        assert_eq!(
+            verdict(&activity.state(), at(t0, 900), &TIMERS),
+            Verdict::Wait(None)
+        );
         activity.request_ended(at(t0, 90));
-        assert_eq!(verdict(&activity.state(), at(t0, 165), &TIMERS), Verdict::CloseIdle);
+        assert_eq!(
+            verdict(&activity.state(), at(t0, 165), &TIMERS),
+            Verdict::CloseIdle
+        );
     }
 
     #[test]
