@@ -195,6 +195,9 @@ pub const DEFAULT_GROUP_COMMIT_MAX_WAIT_US: u64 = 0;
 /// a hot wallet, queue on its lock (docs/performance.md, third round).
 pub const DEFAULT_GROUP_COMMIT_MAX_IN_FLIGHT: usize = 2;
 pub const DEFAULT_REPLAY_CACHE_ENTRIES: usize = 4_096;
+/// Far above a group's own lock waits behind the other group in flight (milliseconds, a
+/// whole group's COMMIT), far below a request's timeout.
+pub const DEFAULT_GROUP_COMMIT_LOCK_TIMEOUT_MS: u64 = 500;
 
 /// Group commit of the API's single creates (`ledger::group_commit`): concurrent requests are
 /// written in one database transaction.
@@ -218,6 +221,12 @@ pub struct GroupCommitConfig {
     #[arg(long = "replay-cache-entries", env = "REPLAY_CACHE_ENTRIES",
         default_value_t = DEFAULT_REPLAY_CACHE_ENTRIES)]
     pub replay_cache_entries: usize,
+    /// How long a group waits for a row lock another transaction holds before the items
+    /// touching that row are written apart and the rest of the group goes on.
+    #[arg(long = "group-commit-lock-timeout-ms", env = "GROUP_COMMIT_LOCK_TIMEOUT_MS",
+        default_value_t = DEFAULT_GROUP_COMMIT_LOCK_TIMEOUT_MS,
+        value_parser = clap::value_parser!(u64).range(1..=3_600_000))]
+    pub lock_timeout_ms: u64,
 }
 
 impl Default for GroupCommitConfig {
@@ -227,6 +236,7 @@ impl Default for GroupCommitConfig {
             max_wait_us: DEFAULT_GROUP_COMMIT_MAX_WAIT_US,
             max_in_flight: DEFAULT_GROUP_COMMIT_MAX_IN_FLIGHT,
             replay_cache_entries: DEFAULT_REPLAY_CACHE_ENTRIES,
+            lock_timeout_ms: DEFAULT_GROUP_COMMIT_LOCK_TIMEOUT_MS,
         }
     }
 }

@@ -22,24 +22,48 @@
 //!
 //! Retries: an id whose committed creation a group read back is kept in a [`ReplayCache`],
 //! so the next retry of it is answered before it ever queues.
+//!
+//! Rows locked elsewhere: a group waits at most `--group-commit-lock-timeout-ms` for a row
+//! lock. One held longer (an operator's `SELECT ... FOR UPDATE`, a long report, a consumer
+//! batch) would otherwise hold the group, both slots, and every wallet's writes behind it.
+//! On that timeout nothing of the group was written; the rows some transaction holds are
+//! looked up without waiting, and those still held after one more lock timeout count as
+//! held elsewhere (a row this writer's other group holds is free by then: that group commits
+//! or gives up within its own timeout). The items touching them are written apart, each on
+//! its own, on at most [`WRITERS_APART`] connections, once their rows are free; the rest of
+//! the group is written again at once. For [`BLOCKED_FOR`] after, or until an item written
+//! apart gets the lock, new items touching those rows skip the groups too.
 
 use super::Created;
 use super::audit::{self, Actor};
-use super::posting;
+use super::posting::{self, LockWait};
 use super::replay_cache::ReplayCache;
 use super::transactions::{NewTransaction, WriteError};
 use crate::config::GroupCommitConfig;
 use sqlx::PgPool;
-use std::sync::Arc;
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::{Semaphore, mpsc, oneshot};
 use tokio::time::Instant;
+use uuid::Uuid;
+
+/// Connections that items set apart (their rows locked elsewhere) may wait on at once.
+pub const WRITERS_APART: usize = 2;
+/// How long rows found locked elsewhere keep new items out of the groups.
+pub const BLOCKED_FOR: Duration = Duration::from_secs(5);
+/// How long an item set apart waits for its rows at a time before it checks that its caller
+/// still waits.
+const WAIT_APART: Duration = Duration::from_secs(1);
+/// Lock timeouts one group meets before its remaining items are all written apart.
+const LOCK_ROUNDS: usize = 3;
 
 /// The writer behind every single create of the API. Cloning shares it.
 #[derive(Clone)]
 pub struct GroupCommit {
     jobs: mpsc::Sender<Job>,
     replays: Arc<ReplayCache>,
+    locks: Arc<Locks>,
 }
 
 struct Job {
@@ -54,8 +78,13 @@ impl GroupCommit {
         let capacity = config.max_items * config.max_in_flight * 2;
         let (jobs, queue) = mpsc::channel(capacity.max(1));
         let replays = Arc::new(ReplayCache::new(config.replay_cache_entries));
-        tokio::spawn(gather(pool, config, queue, replays.clone()));
-        GroupCommit { jobs, replays }
+        let locks = Arc::new(Locks::new(pool.clone(), replays.clone(), &config));
+        tokio::spawn(gather(pool, config, queue, replays.clone(), locks.clone()));
+        GroupCommit {
+            jobs,
+            replays,
+            locks,
+        }
     }
 
     /// Creates one transaction exactly once per id, together with whatever else is being
@@ -71,7 +100,11 @@ impl GroupCommit {
             actor: audit::current(),
             answer,
         };
-        self.jobs.send(job).await.map_err(|_| stopped())?;
+        if self.locks.is_blocked(&job.item) {
+            self.locks.clone().write_apart(job);
+        } else {
+            self.jobs.send(job).await.map_err(|_| stopped())?;
+        }
         answered.await.map_err(|_| stopped())?
     }
 }
@@ -86,6 +119,7 @@ async fn gather(
     config: GroupCommitConfig,
     mut queue: mpsc::Receiver<Job>,
     replays: Arc<ReplayCache>,
+    locks: Arc<Locks>,
 ) {
     let in_flight = Arc::new(Semaphore::new(config.max_in_flight));
     let max_wait = Duration::from_micros(config.max_wait_us);
@@ -118,28 +152,64 @@ async fn gather(
         }
         let pool = pool.clone();
         let replays = replays.clone();
+        let locks = locks.clone();
         tokio::spawn(async move {
-            commit(&pool, group, &replays).await;
+            commit(&pool, group, &replays, &locks).await;
             drop(slot);
         });
     }
 }
 
-/// Writes one group and answers each of its callers.
-async fn commit(pool: &PgPool, group: Vec<Job>, replays: &ReplayCache) {
-    let group: Vec<Job> = group
+/// Writes one group, setting apart the items whose rows are locked elsewhere, and answers
+/// each of its callers.
+async fn commit(pool: &PgPool, group: Vec<Job>, replays: &ReplayCache, locks: &Arc<Locks>) {
+    let mut group: Vec<Job> = group
         .into_iter()
         .filter(|j| !j.answer.is_closed())
         .collect();
-    if group.is_empty() {
-        return;
+    for _ in 0..LOCK_ROUNDS {
+        if group.is_empty() {
+            return;
+        }
+        metrics::histogram!("wallet_ledger_group_commit_size").record(group.len() as f64);
+        let (items, actors): (Vec<NewTransaction>, Vec<Option<Actor>>) = group
+            .iter()
+            .map(|j| (j.item.clone(), j.actor.clone()))
+            .unzip();
+        let keys: HashSet<LockKey> = items.iter().flat_map(lock_keys).collect();
+        let result = posting::create_group(pool, &items, &actors, locks.group_wait).await;
+        match result {
+            Err(e) if posting::is_lock_timeout(&e) => {
+                metrics::counter!("wallet_ledger_group_commit_lock_timeouts_total").increment(1);
+                let held = locks.held_elsewhere(&keys).await;
+                let (apart, rest): (Vec<Job>, Vec<Job>) = group
+                    .into_iter()
+                    .partition(|j| lock_keys(&j.item).iter().any(|k| held.contains(k)));
+                for job in apart {
+                    locks.clone().write_apart(job);
+                }
+                group = rest;
+            }
+            result => return answer(pool, group, result, replays).await,
+        }
     }
-    metrics::histogram!("wallet_ledger_group_commit_size").record(group.len() as f64);
-    let (items, actors): (Vec<NewTransaction>, Vec<Option<Actor>>) = group
-        .iter()
-        .map(|j| (j.item.clone(), j.actor.clone()))
-        .unzip();
-    match posting::create_group(pool, &items, &actors).await {
+    // Still waiting with no row found held: what holds the group is not a row lock this can
+    // see (an id another transaction is inserting, say). Each item waits on its own.
+    for job in group {
+        locks.clone().write_apart(job);
+    }
+}
+
+type GroupResult = Result<
+    (
+        Vec<posting::ItemOutcome>,
+        Vec<(Uuid, posting::StoredCreation)>,
+    ),
+    WriteError,
+>;
+
+async fn answer(pool: &PgPool, group: Vec<Job>, result: GroupResult, replays: &ReplayCache) {
+    match result {
         Ok((outcomes, read_back)) => {
             replays.remember(read_back);
             for (job, outcome) in group.into_iter().zip(outcomes) {
@@ -156,7 +226,7 @@ async fn commit(pool: &PgPool, group: Vec<Job>, replays: &ReplayCache) {
             for job in group {
                 let one = std::slice::from_ref(&job.item);
                 let actor = std::slice::from_ref(&job.actor);
-                let answer = posting::create_group(pool, one, actor)
+                let answer = posting::create_group(pool, one, actor, LockWait::Unbounded)
                     .await
                     .and_then(|(mut outcomes, _)| outcomes.pop().ok_or(WriteError::Contention))
                     .and_then(|outcome| outcome.map_err(WriteError::Item));
@@ -193,4 +263,177 @@ fn copy_of(error: &WriteError) -> WriteError {
             WriteError::Database(sqlx::Error::Io(std::io::Error::other(e.to_string())))
         }
     }
+}
+
+/// A row a create locks: each account of its legs, and the transaction it reverses.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+enum LockKey {
+    Account(String),
+    Transaction(Uuid),
+}
+
+fn lock_keys(item: &NewTransaction) -> Vec<LockKey> {
+    let accounts = item
+        .journal
+        .legs()
+        .iter()
+        .map(|l| LockKey::Account(l.account.to_string()));
+    let original = item.reversal.map(|r| LockKey::Transaction(r.original));
+    accounts.chain(original).collect()
+}
+
+fn split(keys: &HashSet<LockKey>) -> (Vec<String>, Vec<Uuid>) {
+    let mut accounts = Vec::new();
+    let mut transactions = Vec::new();
+    for key in keys {
+        match key {
+            LockKey::Account(id) => accounts.push(id.clone()),
+            LockKey::Transaction(id) => transactions.push(*id),
+        }
+    }
+    (accounts, transactions)
+}
+
+/// What the writer knows of rows locked elsewhere, and the writers that wait for them.
+struct Locks {
+    pool: PgPool,
+    replays: Arc<ReplayCache>,
+    group_wait: LockWait,
+    /// Rows found held elsewhere, and when.
+    blocked: Mutex<HashMap<LockKey, Instant>>,
+    writers_apart: Arc<Semaphore>,
+}
+
+impl Locks {
+    fn new(pool: PgPool, replays: Arc<ReplayCache>, config: &GroupCommitConfig) -> Locks {
+        Locks {
+            pool,
+            replays,
+            group_wait: LockWait::Bounded(Duration::from_millis(config.lock_timeout_ms)),
+            blocked: Mutex::new(HashMap::new()),
+            writers_apart: Arc::new(Semaphore::new(WRITERS_APART)),
+        }
+    }
+
+    fn is_blocked(&self, item: &NewTransaction) -> bool {
+        let mut blocked = lock(&self.blocked);
+        if blocked.is_empty() {
+            return false;
+        }
+        let now = Instant::now();
+        blocked.retain(|_, since| now.duration_since(*since) < BLOCKED_FOR);
+        lock_keys(item).iter().any(|k| blocked.contains_key(k))
+    }
+
+    /// Of `keys`, those some transaction holds locked and still holds after the group lock
+    /// timeout. That wait tells the rows held elsewhere from those this writer's other group
+    /// holds (or some other process's writer): such a group commits, or gives up on its own
+    /// lock timeout, within that time. A failed lookup names none (the group is then simply
+    /// written again).
+    async fn held_elsewhere(&self, keys: &HashSet<LockKey>) -> HashSet<LockKey> {
+        let (accounts, transactions) = split(keys);
+        let found = async {
+            let mut conn = self.pool.acquire().await?;
+            posting::held_elsewhere(&mut conn, &accounts, &transactions).await
+        };
+        let (accounts, transactions) = match found.await {
+            Ok(found) => found,
+            Err(e) => {
+                tracing::warn!(error = %e, "could not look up which rows are locked");
+                return HashSet::new();
+            }
+        };
+        let candidates = accounts
+            .into_iter()
+            .map(LockKey::Account)
+            .chain(transactions.into_iter().map(LockKey::Transaction));
+        let LockWait::Bounded(patience) = self.group_wait else {
+            return HashSet::new();
+        };
+        let still_held = candidates.map(|key| async move {
+            let row = HashSet::from([key.clone()]);
+            (!self.wait_for(&row, patience).await).then_some(key)
+        });
+        let held: HashSet<LockKey> = futures_util::future::join_all(still_held)
+            .await
+            .into_iter()
+            .flatten()
+            .collect();
+        if !held.is_empty() {
+            tracing::info!(rows = ?held, "rows locked elsewhere: their writes wait apart");
+            let now = Instant::now();
+            let mut blocked = lock(&self.blocked);
+            for key in &held {
+                blocked.insert(key.clone(), now);
+            }
+        }
+        held
+    }
+
+    /// Writes one job on its own, on one of the connections kept for that, once the rows
+    /// it needs are free. It waits for those rows holding no other (a write that waited
+    /// holding the rest of its rows would hold up every writer of those), then writes with
+    /// the group's bounded wait, and starts over if a row was taken again meanwhile. It
+    /// stops trying when its caller has given up (answered 503: nothing of it written).
+    fn write_apart(self: Arc<Self>, job: Job) {
+        metrics::counter!("wallet_ledger_group_commit_set_apart_total").increment(1);
+        tokio::spawn(async move {
+            let keys: HashSet<LockKey> = lock_keys(&job.item).into_iter().collect();
+            let one = std::slice::from_ref(&job.item);
+            let actor = std::slice::from_ref(&job.actor);
+            loop {
+                let Ok(_writer) = self.writers_apart.acquire().await else {
+                    return;
+                };
+                if job.answer.is_closed() {
+                    return;
+                }
+                let held = self.held_elsewhere(&keys).await;
+                if !held.is_empty() && !self.wait_for(&held, WAIT_APART).await {
+                    continue;
+                }
+                let written = posting::create_group(&self.pool, one, actor, self.group_wait).await;
+                let answer = match written {
+                    Err(e) if posting::is_lock_timeout(&e) => continue,
+                    Ok((mut outcomes, read_back)) => {
+                        self.replays.remember(read_back);
+                        let mut blocked = lock(&self.blocked);
+                        for key in &keys {
+                            blocked.remove(key);
+                        }
+                        outcomes.pop().ok_or(WriteError::Contention)
+                    }
+                    Err(e) => Err(e),
+                };
+                let _ = job
+                    .answer
+                    .send(answer.and_then(|o| o.map_err(WriteError::Item)));
+                return;
+            }
+        });
+    }
+
+    /// Waits at most `wait` until `rows` are free; `false` if they are not.
+    async fn wait_for(&self, rows: &HashSet<LockKey>, wait: Duration) -> bool {
+        let (accounts, transactions) = split(rows);
+        let waited = async {
+            let mut conn = self.pool.acquire().await?;
+            posting::wait_for_rows(&mut conn, &accounts, &transactions, wait).await
+        };
+        match waited.await {
+            Ok(free) => free,
+            Err(e) => {
+                tracing::warn!(error = %e, "could not wait for locked rows");
+                tokio::time::sleep(wait).await;
+                false
+            }
+        }
+    }
+}
+
+/// The maps hold plain data, valid after any panic of a holder.
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }

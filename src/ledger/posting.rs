@@ -74,7 +74,16 @@ pub async fn create_many(
     mode: Mode,
 ) -> Result<BatchResult, WriteError> {
     let mut conn = pool.acquire().await?;
-    attempts(&mut conn, items, Authors::Current, mode, true, None).await
+    attempts(
+        &mut conn,
+        items,
+        Authors::Current,
+        mode,
+        true,
+        None,
+        LockWait::Unbounded,
+    )
+    .await
 }
 
 /// The items of several callers in one database transaction (group commit, see
@@ -85,6 +94,7 @@ pub(crate) async fn create_group(
     pool: &PgPool,
     items: &[NewTransaction],
     actors: &[Option<Actor>],
+    lock_wait: LockWait,
 ) -> Result<(Vec<ItemOutcome>, Vec<(Uuid, StoredCreation)>), WriteError> {
     let mut conn = pool.acquire().await?;
     let mut read_back = Vec::new();
@@ -95,9 +105,15 @@ pub(crate) async fn create_group(
         Mode::Independent,
         true,
         Some(&mut read_back),
+        lock_wait,
     )
-    .await?;
-    match result {
+    .await;
+    if result.is_err() {
+        // A failed attempt's ROLLBACK is only queued when its transaction is dropped; run it
+        // now, so that its locks are gone before the caller looks at who holds what.
+        let _ = sqlx::Connection::ping(&mut *conn).await;
+    }
+    match result? {
         BatchResult::Done(outcomes) => Ok((outcomes, read_back)),
         // Independent mode never fails a whole batch.
         BatchResult::Failed { .. } => Err(WriteError::Contention),
@@ -129,7 +145,16 @@ pub async fn create_many_in(
     items: &[NewTransaction],
     mode: Mode,
 ) -> Result<BatchResult, WriteError> {
-    attempts(conn, items, Authors::Current, mode, true, None).await
+    attempts(
+        conn,
+        items,
+        Authors::Current,
+        mode,
+        true,
+        None,
+        LockWait::Unbounded,
+    )
+    .await
 }
 
 /// Atomic mode without writing: the first item (in request order) that would not be
@@ -146,6 +171,7 @@ pub async fn first_failure(
         Mode::Atomic,
         false,
         None,
+        LockWait::Unbounded,
     )
     .await?
     {
@@ -163,9 +189,19 @@ async fn attempts(
     mode: Mode,
     commit: bool,
     mut read_back: Option<&mut Vec<(Uuid, StoredCreation)>>,
+    lock_wait: LockWait,
 ) -> Result<BatchResult, WriteError> {
     for _ in 0..MAX_ID_RACE_RETRIES {
-        match attempt(conn, items, authors, mode, commit, read_back.as_deref_mut()).await {
+        let pass = attempt(
+            conn,
+            items,
+            authors,
+            mode,
+            commit,
+            read_back.as_deref_mut(),
+            lock_wait,
+        );
+        match pass.await {
             Ok(Some(result)) => return Ok(result),
             Ok(None) => continue,
             // Rows are inserted in id order and locks taken in a fixed order, so a deadlock
@@ -183,6 +219,42 @@ fn is_deadlock(error: &sqlx::Error) -> bool {
         .as_database_error()
         .and_then(|e| e.code())
         .is_some_and(|code| code == "40P01")
+}
+
+/// How long a write may wait for another transaction's row lock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LockWait {
+    /// As long as it takes (the request's own timeout bounds the caller, not the write).
+    Unbounded,
+    /// At most this long, then the write fails with [`is_lock_timeout`] and nothing of it is
+    /// written (group commit, so that one locked row does not hold a whole group).
+    Bounded(std::time::Duration),
+}
+
+/// `lock_timeout` ran out (`lock_not_available`): the transaction was rolled back.
+pub fn is_lock_timeout(error: &WriteError) -> bool {
+    match error {
+        WriteError::Database(e) => e
+            .as_database_error()
+            .and_then(|e| e.code())
+            .is_some_and(|code| code == "55P03"),
+        _ => false,
+    }
+}
+
+/// Opens the write's transaction; a bounded lock wait is set in the same round trip.
+async fn begin(
+    conn: &mut PgConnection,
+    lock_wait: LockWait,
+) -> Result<sqlx::Transaction<'_, sqlx::Postgres>, sqlx::Error> {
+    match lock_wait {
+        LockWait::Unbounded => sqlx::Connection::begin(conn).await,
+        LockWait::Bounded(wait) => {
+            let millis = wait.as_millis().max(1);
+            let statement = format!("begin; set local lock_timeout = {millis}");
+            sqlx::Connection::begin_with(conn, sqlx::AssertSqlSafe(statement)).await
+        }
+    }
 }
 
 /// Whether an answer means "not created" for an atomic batch.
@@ -213,6 +285,7 @@ async fn attempt(
     mode: Mode,
     commit: bool,
     read_back: Option<&mut Vec<(Uuid, StoredCreation)>>,
+    lock_wait: LockWait,
 ) -> Result<Option<BatchResult>, WriteError> {
     let ids: Vec<Uuid> = items.iter().map(|i| i.id).collect();
     let stored = stored_creations(conn, &ids).await?;
@@ -242,7 +315,7 @@ async fn attempt(
         return Ok(Some(finish(outcomes, failure)));
     }
 
-    let mut tx = sqlx::Connection::begin(&mut *conn).await?;
+    let mut tx = begin(&mut *conn, lock_wait).await?;
     let mut ledger = LockedLedger::lock(&mut tx, &undecided).await?;
     let now = now_micros();
     let mut outcomes: Vec<ItemOutcome> = Vec::with_capacity(items.len());
@@ -438,6 +511,79 @@ pub(crate) async fn lock_accounts(
     .fetch_all(&mut *conn)
     .await?;
     Ok(locked.into_iter().map(|a| (a.id.clone(), a)).collect())
+}
+
+/// Which of these accounts and transactions another transaction holds locked right now,
+/// in a mode that would make [`lock_accounts`] or [`lock_originals`] wait. Asked without
+/// waiting (`skip locked`), in one autocommit statement each, so it takes no lock of its own.
+pub(crate) async fn held_elsewhere(
+    conn: &mut PgConnection,
+    account_ids: &[String],
+    transaction_ids: &[Uuid],
+) -> Result<(Vec<String>, Vec<Uuid>), sqlx::Error> {
+    let accounts = sqlx::query_scalar!(
+        r#"with wallets as (
+               select id from accounts
+               where id = any($1) and type = 'wallet' for update skip locked),
+           systems as (
+               select id from accounts
+               where id = any($1) and type = 'system' for share skip locked)
+           select a.id from accounts a
+           where a.id = any($1)
+             and a.id not in (select id from wallets union all select id from systems)"#,
+        account_ids
+    )
+    .fetch_all(&mut *conn)
+    .await?;
+    let transactions = if transaction_ids.is_empty() {
+        Vec::new()
+    } else {
+        sqlx::query_scalar!(
+            r#"with free as (
+                   select id from transactions where id = any($1) for update skip locked)
+               select t.id from transactions t
+               where t.id = any($1) and t.id not in (select id from free)"#,
+            transaction_ids
+        )
+        .fetch_all(&mut *conn)
+        .await?
+    };
+    Ok((accounts, transactions))
+}
+
+/// Waits until these rows are free (taking their locks as a write would, in the same order,
+/// and letting them go at once), holding no other row meanwhile, for at most `wait`.
+/// `Ok(false)` when the wait ran out.
+pub(crate) async fn wait_for_rows(
+    conn: &mut PgConnection,
+    account_ids: &[String],
+    transaction_ids: &[Uuid],
+    wait: std::time::Duration,
+) -> Result<bool, WriteError> {
+    let mut accounts = account_ids.to_vec();
+    accounts.sort();
+    accounts.dedup();
+    let mut transactions = transaction_ids.to_vec();
+    transactions.sort();
+    transactions.dedup();
+    let mut tx = begin(conn, LockWait::Bounded(wait)).await?;
+    let locked = async {
+        if !transactions.is_empty() {
+            lock_originals(&mut tx, &transactions).await?;
+        }
+        lock_accounts(&mut tx, &accounts).await
+    };
+    match locked.await.map_err(WriteError::Database) {
+        Ok(_) => {
+            tx.rollback().await?;
+            Ok(true)
+        }
+        Err(e) if is_lock_timeout(&e) => {
+            tx.rollback().await?;
+            Ok(false)
+        }
+        Err(e) => Err(e),
+    }
 }
 
 /// The last entry and the open-hold reservations of each wallet, read after its lock (in a

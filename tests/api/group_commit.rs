@@ -35,9 +35,15 @@ fn grouped(max_items: usize, max_wait_us: u64, max_in_flight: usize) -> HttpConf
     }
 }
 
-/// The configuration [`in_one_group`] needs: one group in flight at a time.
+/// The configuration [`in_one_group`] needs: one group in flight at a time, which waits on
+/// the gate's lock as long as the gate is shut (not set apart after the default lock timeout).
 fn gated() -> HttpConfig {
-    grouped(500, 20_000, 1)
+    patient(grouped(500, 20_000, 1))
+}
+
+fn patient(mut config: HttpConfig) -> HttpConfig {
+    config.group_commit.lock_timeout_ms = 600_000;
+    config
 }
 
 /// One POST as a client sends it.
@@ -979,9 +985,11 @@ async fn the_same_idempotency_key_from_two_owners_in_one_group_makes_two_transac
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn requests_that_time_out_in_a_held_up_group_take_effect_at_most_once() {
+    // Groups that formed and then wait on the lock (not set apart) until after their
+    // callers gave up.
     let config = HttpConfig {
         request_timeout_ms: 500,
-        ..grouped(500, 20_000, 2)
+        ..patient(grouped(500, 20_000, 2))
     };
     let app = Arc::new(TestApp::with_config(config).await);
     app.create_wallet("hot").await;
@@ -1230,5 +1238,73 @@ async fn a_retried_create_is_answered_from_memory_exactly_as_from_its_row() {
         }
         assert_chain(&app, "alice", 900).await;
         finish(app).await;
+    }
+}
+
+/// A wallet row locked by another session (an operator's `SELECT ... FOR UPDATE`) delays only
+/// that wallet's writes: its transfers fill both group slots at first, the groups give up on
+/// the lock after `--group-commit-lock-timeout-ms`, set them apart, and every other wallet's
+/// transfers go through meanwhile. When the lock goes, the set-apart ones are written, once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_wallet_locked_elsewhere_delays_only_its_own_writes() {
+    let mut config = grouped(500, 0, 2);
+    config.group_commit.lock_timeout_ms = 300;
+    let app = Arc::new(TestApp::with_config(config).await);
+    for wallet in ["locked", "a", "b"] {
+        app.create_wallet(wallet).await;
+    }
+    app.fund("locked", 1_000).await;
+    app.fund("a", 1_000).await;
+    let gate = Gate::shut(&app, "locked").await;
+    let held: Vec<Uuid> = (0..4).map(|_| Uuid::new_v4()).collect();
+    let held_calls: Vec<Call> = held
+        .iter()
+        .map(|id| Call::transfer(*id, "locked", "b", 10))
+        .collect();
+    let mut held_handles = fire(&app, &held_calls[..2]);
+    wait_for_a_lock_waiter(&app).await;
+    let mut slowest = Duration::ZERO;
+    for round in 0..20 {
+        if round == 5 {
+            // More of the locked wallet's writes, after it was found locked.
+            held_handles.extend(fire(&app, &held_calls[2..]));
+        }
+        let started = Instant::now();
+        let r = send(&app, &Call::transfer(Uuid::new_v4(), "a", "b", 1)).await;
+        assert_eq!(r.status, StatusCode::CREATED, "{}", r.text);
+        slowest = slowest.max(started.elapsed());
+    }
+    // A few lock timeouts (300 ms: the group's, the wait that tells a row held elsewhere
+    // from one being committed, the retry), far from the gate's hold.
+    assert!(
+        slowest < Duration::from_millis(1_500),
+        "an unrelated transfer took {slowest:?}"
+    );
+    assert_eq!(
+        stored(&app, &held).await,
+        0,
+        "nothing of the locked wallet while it is locked"
+    );
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    gate.open().await;
+    for r in answers(held_handles).await {
+        assert_eq!(r.status, StatusCode::CREATED, "{}", r.text);
+    }
+    let written = eventually_stored(&app, &held, 4).await;
+    assert_eq!(written, 4, "every held transfer written once");
+    assert_chain(&app, "locked", 960).await;
+    assert_chain(&app, "a", 980).await;
+    assert_chain(&app, "b", 60).await;
+    finish(app).await;
+}
+
+async fn eventually_stored(app: &TestApp, ids: &[Uuid], expected: i64) -> i64 {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let n = stored(app, ids).await;
+        if n == expected || Instant::now() > deadline {
+            return n;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
