@@ -176,11 +176,11 @@ async fn commit(pool: &PgPool, group: Vec<Job>, replays: &ReplayCache, locks: &A
             .iter()
             .map(|j| (j.item.clone(), j.actor.clone()))
             .unzip();
-        let keys: HashSet<LockKey> = items.iter().flat_map(lock_keys).collect();
         let result = posting::create_group(pool, &items, &actors, locks.group_wait).await;
         match result {
             Err(e) if posting::is_lock_timeout(&e) => {
                 metrics::counter!("wallet_ledger_group_commit_lock_timeouts_total").increment(1);
+                let keys: HashSet<LockKey> = items.iter().flat_map(lock_keys).collect();
                 let held = locks.held_elsewhere(&keys).await;
                 let (apart, rest): (Vec<Job>, Vec<Job>) = group
                     .into_iter()

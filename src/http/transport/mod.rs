@@ -27,6 +27,7 @@ use hyper_util::server::conn::auto::Builder;
 use service::{Admission, ConnectionService};
 use std::future::Future;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
@@ -168,6 +169,12 @@ pub async fn serve(
     let (stop, stopping) = watch::channel(false);
     let (cut, cutting) = watch::channel(false);
     let mut accept_errors = AcceptErrors::default();
+    let busiest = Arc::new(AtomicUsize::new(0));
+    let trimmer = tokio::spawn(return_memory_after_bursts(
+        served.clone(),
+        max_connections,
+        busiest.clone(),
+    ));
     tokio::pin!(shutdown);
     loop {
         let (admission, permit) = tokio::select! {
@@ -186,6 +193,10 @@ pub async fn serve(
                 }
             },
         };
+        busiest.fetch_max(
+            max_connections - served.available_permits(),
+            Ordering::Relaxed,
+        );
         let connection = Connection {
             builder: builder.clone(),
             router: router.clone(),
@@ -197,6 +208,7 @@ pub async fn serve(
         tokio::spawn(connection.run(stream, permit));
     }
     drop(listener);
+    trimmer.abort();
     let open = |s: &Semaphore, max: usize| max - s.available_permits();
     let open_at_signal = open(&served, max_connections) + open(&overflow, OVERFLOW_CONNECTIONS);
     let _ = stop.send(true);
@@ -313,6 +325,39 @@ impl Connection {
         }
     }
 }
+
+/// Connections that must have closed since the busiest moment before memory is handed back.
+const TRIM_AFTER_CLOSED: usize = 1_000;
+
+/// Hands memory back to the system after a burst of connections has closed. Their buffers
+/// are freed, but glibc's allocator keeps freed pages for reuse: without this, 5,000
+/// connections that came and went left the process 55 MiB larger for good.
+async fn return_memory_after_bursts(
+    served: Arc<Semaphore>,
+    max_connections: usize,
+    busiest: Arc<AtomicUsize>,
+) {
+    let mut ticker = tokio::time::interval(Duration::from_secs(2));
+    loop {
+        ticker.tick().await;
+        let open = max_connections - served.available_permits();
+        if busiest.load(Ordering::Relaxed).saturating_sub(open) >= TRIM_AFTER_CLOSED {
+            trim_heap();
+            busiest.store(open, Ordering::Relaxed);
+        }
+    }
+}
+
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+fn trim_heap() {
+    // SAFETY: malloc_trim only releases free memory of the allocator's own heaps.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
+
+#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+fn trim_heap() {}
 
 /// `accept` failing for want of file descriptors or memory is the process's state, not the
 /// client's: wait a little (the connections that end free some) and log it at most once a
