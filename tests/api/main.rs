@@ -6,6 +6,7 @@ mod stream_support;
 
 mod accounts;
 mod bad_input;
+mod balance_range;
 mod balances;
 mod batch;
 mod bench;
