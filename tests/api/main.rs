@@ -17,6 +17,7 @@ mod consumer_hostile;
 mod consumer_model;
 mod consumer_stream;
 mod containers;
+mod contract;
 mod dispatch;
 mod faults;
 mod fuzz;
