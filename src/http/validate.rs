@@ -342,8 +342,10 @@ pub mod integer {
             i64::try_from(v).map_err(|_| E::invalid_value(de::Unexpected::Unsigned(v), &self))
         }
         fn visit_f64<E: de::Error>(self, v: f64) -> Result<i64, E> {
-            if v == 0.0 {
-                Ok(0) // −0 (a literal 0.0 is never a JSON integer's float: serde reads `0` as u64)
+            // serde_json reads `-0` as −0.0 (`0` is a u64); a positive 0.0 was written with a
+            // fraction, so it stays a type error like every other float.
+            if v == 0.0 && v.is_sign_negative() {
+                Ok(0)
             } else {
                 Err(E::invalid_type(de::Unexpected::Float(v), &self))
             }

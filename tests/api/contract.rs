@@ -228,6 +228,18 @@ async fn minus_zero_is_the_integer_zero() {
     )
     .await;
     assert_field(&r, "/amount", "invalid_type", "amount 1.5");
+    let r = post_text(
+        &app,
+        "/v1/accounts",
+        r#"{"id":"w3","currency":"SAR","type":"wallet","overdraft_limit":0.0}"#,
+    )
+    .await;
+    assert_field(
+        &r,
+        "/overdraft_limit",
+        "invalid_type",
+        "overdraft_limit 0.0",
+    );
     app.finish().await;
 }
 
