@@ -106,7 +106,8 @@ pub struct AccountQuery {
 }
 
 #[utoipa::path(get, path = "/v1/accounts/{id}", tag = "accounts", operation_id = "get_account", params(("id" = String, Path), AccountQuery),
-    responses((status = 200, description = "the account with its balances (posted only, at `as_of`)", body = AccountView), (status = 404, body = Problem, content_type = "application/problem+json")))]
+    responses((status = 200, description = "the account with its balances (posted only, at `as_of`)", body = AccountView), (status = 404, body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "balance_out_of_range: a balance of the account is outside ±(2^53 − 1), left by rows from before that range was enforced", body = Problem, content_type = "application/problem+json")))]
 pub async fn get(
     State(state): State<AppState>,
     PathParam(id): PathParam,
@@ -216,7 +217,7 @@ pub struct LifecycleRequest {}
     request_body(content = Option<LifecycleRequest>, description = "optional: no body, or `{}`"),
     responses((status = 200, description = "frozen (or already frozen)", body = AccountView),
         (status = 404, body = Problem, content_type = "application/problem+json"),
-        (status = 409, description = "invalid_transition: the account is closed", body = Problem, content_type = "application/problem+json")))]
+        (status = 409, description = "invalid_transition: the account is closed; balance_out_of_range: a balance of the account is outside ±(2^53 − 1)", body = Problem, content_type = "application/problem+json")))]
 pub async fn freeze(
     State(state): State<AppState>,
     PathParam(id): PathParam,
@@ -229,7 +230,7 @@ pub async fn freeze(
     request_body(content = Option<LifecycleRequest>, description = "optional: no body, or `{}`"),
     responses((status = 200, description = "active (or already active)", body = AccountView),
         (status = 404, body = Problem, content_type = "application/problem+json"),
-        (status = 409, description = "invalid_transition: the account is closed", body = Problem, content_type = "application/problem+json")))]
+        (status = 409, description = "invalid_transition: the account is closed; balance_out_of_range: a balance of the account is outside ±(2^53 − 1)", body = Problem, content_type = "application/problem+json")))]
 pub async fn unfreeze(
     State(state): State<AppState>,
     PathParam(id): PathParam,
@@ -242,7 +243,7 @@ pub async fn unfreeze(
     request_body(content = Option<LifecycleRequest>, description = "optional: no body, or `{}`"),
     responses((status = 200, description = "closed (or already closed)", body = AccountView),
         (status = 404, body = Problem, content_type = "application/problem+json"),
-        (status = 409, description = "account_not_empty", body = Problem, content_type = "application/problem+json")))]
+        (status = 409, description = "account_not_empty; balance_out_of_range: a balance of the account is outside ±(2^53 − 1)", body = Problem, content_type = "application/problem+json")))]
 pub async fn close(
     State(state): State<AppState>,
     PathParam(id): PathParam,
@@ -341,7 +342,8 @@ pub async fn entries(
 
 #[utoipa::path(get, path = "/v1/accounts/{id}/holds", tag = "holds", params(("id" = String, Path), PageQuery),
     responses((status = 200, description = "open holds, newest first, and the balances, read in one snapshot", body = HoldsPage),
-        (status = 404, body = Problem, content_type = "application/problem+json")))]
+        (status = 404, body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "balance_out_of_range: a balance of the account is outside ±(2^53 − 1), left by rows from before that range was enforced", body = Problem, content_type = "application/problem+json")))]
 pub async fn holds(
     State(state): State<AppState>,
     PathParam(id): PathParam,
