@@ -16,6 +16,9 @@ use serde::Serialize;
 use utoipa::ToSchema;
 use uuid::Uuid;
 
+/// The tag of this file's `reconciliations` cursors: issued and checked with the same value.
+const RECONCILIATIONS_LIST: &str = "reconciliations";
+
 /// A run as listed: what it compared and what it found, without the detail.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct RunSummary {
@@ -40,7 +43,7 @@ pub async fn list(
     State(state): State<AppState>,
     QueryParams(query): QueryParams<PageQuery>,
 ) -> Result<Response> {
-    let (limit, cursor) = (query.limit()?, query.cursor("reconciliations")?);
+    let (limit, cursor) = (query.limit()?, query.cursor(RECONCILIATIONS_LIST)?);
     let rows = sqlx::query!(
         r#"select seq, id, provider, clean, created_at, report -> 'summary' as "summary!"
            from reconciliation_runs
@@ -63,7 +66,7 @@ pub async fn list(
             summary: serde_json::from_value(r.summary).ok(),
         },
     );
-    let next_cursor = next.map(|n| super::accounts::next_cursor("reconciliations", n));
+    let next_cursor = next.map(|n| super::accounts::next_cursor(RECONCILIATIONS_LIST, n));
     json(StatusCode::OK, &RunPage { data, next_cursor })
 }
 

@@ -22,6 +22,9 @@ use utoipa::{IntoParams, ToSchema};
 use uuid::Uuid;
 use validator::Validate;
 
+/// The tag of this file's `transactions` cursors: issued and checked with the same value.
+const TRANSACTIONS_LIST: &str = "transactions";
+
 #[utoipa::path(post, path = "/v1/transactions", tag = "transactions", operation_id = "create_transaction", request_body = CreateTransactionRequest,
     params(("Idempotency-Key" = Option<String>, Header, description = "derives the id when the body has none")),
     responses(
@@ -267,7 +270,7 @@ pub async fn list(
         account: q.account,
         status: q.status.map(|s| s.as_str().to_owned()),
         external_ref: q.external_ref,
-        before_seq: page.cursor("transactions")?,
+        before_seq: page.cursor(TRANSACTIONS_LIST)?,
         limit: page.limit()?,
     };
     let mut conn = state.pool.acquire().await?;
@@ -276,7 +279,7 @@ pub async fn list(
         StatusCode::OK,
         &Page {
             data,
-            next_cursor: next.map(|n| super::accounts::next_cursor("transactions", n)),
+            next_cursor: next.map(|n| super::accounts::next_cursor(TRANSACTIONS_LIST, n)),
         },
     )
 }

@@ -20,6 +20,12 @@ use utoipa::{IntoParams, ToSchema};
 use uuid::Uuid;
 use validator::Validate;
 
+/// The tag of this file's `deliveries` cursors: issued and checked with the same value.
+const DELIVERIES_LIST: &str = "deliveries";
+
+/// The tag of this file's `webhooks` cursors: issued and checked with the same value.
+const WEBHOOKS_LIST: &str = "webhooks";
+
 #[derive(Debug, Deserialize, Validate, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreateWebhookRequest {
@@ -97,14 +103,14 @@ pub async fn list(
     State(state): State<AppState>,
     QueryParams(page): QueryParams<PageQuery>,
 ) -> Result<Response> {
-    let (limit, cursor) = (page.limit()?, page.cursor("webhooks")?);
+    let (limit, cursor) = (page.limit()?, page.cursor(WEBHOOKS_LIST)?);
     let mut conn = state.pool.acquire().await?;
     let (data, next) = subscriptions::list(&mut conn, cursor, limit).await?;
     json(
         StatusCode::OK,
         &Page {
             data,
-            next_cursor: next.map(|c| super::accounts::next_cursor("webhooks", c)),
+            next_cursor: next.map(|c| super::accounts::next_cursor(WEBHOOKS_LIST, c)),
         },
     )
 }
@@ -203,7 +209,7 @@ pub async fn list_deliveries(
         status: q.status,
         subscription: q.webhook_id,
         event: q.event_id,
-        before_seq: page.cursor("deliveries")?,
+        before_seq: page.cursor(DELIVERIES_LIST)?,
         limit: page.limit()?,
     };
     let mut conn = state.pool.acquire().await?;
@@ -212,7 +218,7 @@ pub async fn list_deliveries(
         StatusCode::OK,
         &Page {
             data,
-            next_cursor: next.map(|c| super::accounts::next_cursor("webhooks", c)),
+            next_cursor: next.map(|c| super::accounts::next_cursor(DELIVERIES_LIST, c)),
         },
     )
 }
