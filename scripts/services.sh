@@ -50,6 +50,14 @@ if command -v python3 >/dev/null 2>&1; then
             exit 1
         }
     fi
+    # CI validates openapi/openapi.json against the OpenAPI 3.1 specification with it.
+    if ! python3 -c 'import openapi_spec_validator' 2>/dev/null; then
+        echo "installing the Python package openapi-spec-validator (CI's check of openapi/openapi.json)" >&2
+        python3 -m pip install --quiet --disable-pip-version-check 'openapi-spec-validator==0.9.0' >&2 || {
+            echo "could not install openapi-spec-validator from PyPI; CI needs it" >&2
+            exit 1
+        }
+    fi
 else
     echo "python3 is not installed; the webhook tests need it (Debian: apt-get install -y python3-pip)" >&2
     exit 1

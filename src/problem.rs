@@ -13,6 +13,10 @@ use utoipa::ToSchema;
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, ToSchema)]
 pub struct FieldError {
     pub field: String,
+    /// Stable, documented in docs/api.md: `required`, `unknown_field`, `duplicate_field`,
+    /// `invalid_type`, `range`, `invalid_character` (U+0000 in metadata or a query parameter),
+    /// `number_range` (a metadata integer beyond 64 bits), `cursor` (not a cursor of this
+    /// list), `balance_overflow`, and the other field rules.
     pub code: String,
     pub message: String,
 }

@@ -3,7 +3,7 @@
 
 use super::AppState;
 use super::error::{ApiError, Result};
-use super::extract::{IdempotencyKey, JsonBody, PathParam, QueryParams};
+use super::extract::{IdempotencyKey, JsonBody, OptionalJsonBody, PathParam, QueryParams};
 use super::responses::{created, json};
 use super::validate;
 use crate::config::{DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE};
@@ -44,13 +44,15 @@ pub struct CreateAccountRequest {
     pub kind: AccountTypeRequest,
     /// Wallets only: how far below zero the wallet may go, in minor units (default 0).
     #[validate(custom(function = "validate::non_negative"))]
+    #[serde(default, deserialize_with = "validate::integer::optional")]
     pub overdraft_limit: Option<i64>,
     #[validate(custom(function = "validate::metadata"))]
+    #[serde(default, deserialize_with = "validate::metadata_field::optional")]
     #[schema(value_type = Option<Object>)]
     pub metadata: Option<Map<String, Value>>,
 }
 
-#[utoipa::path(post, path = "/v1/accounts", tag = "accounts", request_body = CreateAccountRequest,
+#[utoipa::path(post, path = "/v1/accounts", tag = "accounts", operation_id = "create_account", request_body = CreateAccountRequest,
     params(("Idempotency-Key" = Option<String>, Header, description = "derives the id when the body has none")),
     responses(
         (status = 201, description = "created", body = AccountView),
@@ -99,11 +101,13 @@ pub async fn create(
 #[serde(deny_unknown_fields)]
 pub struct AccountQuery {
     /// RFC 3339: the balances at that moment instead of now.
+    #[serde(default, deserialize_with = "validate::timestamp::optional")]
     pub as_of: Option<DateTime<Utc>>,
 }
 
-#[utoipa::path(get, path = "/v1/accounts/{id}", tag = "accounts", params(("id" = String, Path), AccountQuery),
-    responses((status = 200, body = AccountView), (status = 404, body = Problem, content_type = "application/problem+json")))]
+#[utoipa::path(get, path = "/v1/accounts/{id}", tag = "accounts", operation_id = "get_account", params(("id" = String, Path), AccountQuery),
+    responses((status = 200, description = "the account with its balances (posted only, at `as_of`)", body = AccountView), (status = 404, body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "balance_out_of_range: a balance of the account is outside ±(2^53 − 1), left by rows from before that range was enforced", body = Problem, content_type = "application/problem+json")))]
 pub async fn get(
     State(state): State<AppState>,
     PathParam(id): PathParam,
@@ -143,8 +147,10 @@ async fn find(conn: &mut PgConnection, id: &str) -> Result<Account> {
 pub struct PatchAccountRequest {
     /// Applied only when newer than the stored version.
     #[validate(custom(function = "validate::non_negative"))]
+    #[serde(deserialize_with = "validate::integer::required")]
     pub version: i64,
     #[validate(custom(function = "validate::metadata"))]
+    #[serde(deserialize_with = "validate::metadata_field::required")]
     #[schema(value_type = Object)]
     pub metadata: Map<String, Value>,
 }
@@ -200,27 +206,49 @@ async fn transition(
     }
 }
 
+/// The body of freeze, unfreeze and close: nothing, or `{}`. Held to the rules of every other
+/// body (JSON, no unknown field), so that a request meant for another endpoint is refused,
+/// not silently applied as a bare transition.
+#[derive(Debug, Default, Deserialize, Validate, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct LifecycleRequest {}
+
 #[utoipa::path(post, path = "/v1/accounts/{id}/freeze", tag = "accounts", params(("id" = String, Path)),
+    request_body(content = Option<LifecycleRequest>, description = "optional: no body, or `{}`"),
     responses((status = 200, description = "frozen (or already frozen)", body = AccountView),
         (status = 404, body = Problem, content_type = "application/problem+json"),
-        (status = 409, description = "invalid_transition: the account is closed", body = Problem, content_type = "application/problem+json")))]
-pub async fn freeze(State(state): State<AppState>, PathParam(id): PathParam) -> Result<Response> {
+        (status = 409, description = "invalid_transition: the account is closed; balance_out_of_range: a balance of the account is outside ±(2^53 − 1)", body = Problem, content_type = "application/problem+json")))]
+pub async fn freeze(
+    State(state): State<AppState>,
+    PathParam(id): PathParam,
+    OptionalJsonBody(LifecycleRequest {}): OptionalJsonBody<LifecycleRequest>,
+) -> Result<Response> {
     transition(state, id, "freeze", "active", "frozen").await
 }
 
 #[utoipa::path(post, path = "/v1/accounts/{id}/unfreeze", tag = "accounts", params(("id" = String, Path)),
+    request_body(content = Option<LifecycleRequest>, description = "optional: no body, or `{}`"),
     responses((status = 200, description = "active (or already active)", body = AccountView),
         (status = 404, body = Problem, content_type = "application/problem+json"),
-        (status = 409, description = "invalid_transition: the account is closed", body = Problem, content_type = "application/problem+json")))]
-pub async fn unfreeze(State(state): State<AppState>, PathParam(id): PathParam) -> Result<Response> {
+        (status = 409, description = "invalid_transition: the account is closed; balance_out_of_range: a balance of the account is outside ±(2^53 − 1)", body = Problem, content_type = "application/problem+json")))]
+pub async fn unfreeze(
+    State(state): State<AppState>,
+    PathParam(id): PathParam,
+    OptionalJsonBody(LifecycleRequest {}): OptionalJsonBody<LifecycleRequest>,
+) -> Result<Response> {
     transition(state, id, "unfreeze", "frozen", "active").await
 }
 
 #[utoipa::path(post, path = "/v1/accounts/{id}/close", tag = "accounts", params(("id" = String, Path)),
+    request_body(content = Option<LifecycleRequest>, description = "optional: no body, or `{}`"),
     responses((status = 200, description = "closed (or already closed)", body = AccountView),
         (status = 404, body = Problem, content_type = "application/problem+json"),
-        (status = 409, description = "account_not_empty", body = Problem, content_type = "application/problem+json")))]
-pub async fn close(State(state): State<AppState>, PathParam(id): PathParam) -> Result<Response> {
+        (status = 409, description = "account_not_empty; balance_out_of_range: a balance of the account is outside ±(2^53 − 1)", body = Problem, content_type = "application/problem+json")))]
+pub async fn close(
+    State(state): State<AppState>,
+    PathParam(id): PathParam,
+    OptionalJsonBody(LifecycleRequest {}): OptionalJsonBody<LifecycleRequest>,
+) -> Result<Response> {
     transition(state, id, "close", "", "closed").await
 }
 
@@ -230,7 +258,8 @@ pub async fn close(State(state): State<AppState>, PathParam(id): PathParam) -> R
 pub struct PageQuery {
     /// 1-500, default 50.
     pub limit: Option<i64>,
-    /// The `next_cursor` of the previous page.
+    /// The `next_cursor` of the previous page of this same list, unchanged: opaque, tagged with
+    /// its list; any other value (a made-up one, another list's) is 422 `cursor`.
     pub cursor: Option<String>,
 }
 
@@ -247,18 +276,45 @@ impl PageQuery {
         Ok(limit)
     }
 
-    /// Cursors are opaque to callers; today they are the position of the last row returned.
-    pub fn cursor(&self) -> Result<Option<i64>> {
+    /// The position a cursor of `list` continues after (see [`next_cursor`]); anything else,
+    /// a made-up number or another list's cursor, is 422 `cursor`.
+    pub fn cursor(&self, list: &str) -> Result<Option<i64>> {
         self.cursor
             .as_deref()
             .map(|c| {
-                // Cursors are row numbers, 1 and up: `-5` or `0` was never returned.
-                c.parse::<i64>().ok().filter(|c| *c >= 1).ok_or_else(|| {
-                    ApiError::validation("/cursor", "cursor", "not a cursor this API returned")
+                decode_cursor(list, c).ok_or_else(|| {
+                    ApiError::validation(
+                        "/cursor",
+                        "cursor",
+                        "not a cursor this API returned for this list",
+                    )
                 })
             })
             .transpose()
     }
+}
+
+/// The cursor after row `position` of `list` (`transactions`, `entries/{account}`, ...):
+/// base64url, unpadded, of `{position}:{list}`. Tagged, not signed: it only ever names a row
+/// boundary of its own list, which paging would reach anyway, so there is nothing to protect
+/// but the contract that a value the API did not issue (or issued for another list) is
+/// refused. The tag and the canonical form (the value must encode back to itself: no leading
+/// zeros, no sign, no padding) make a made-up number or a foreign cursor fail.
+pub fn next_cursor(list: &str, position: i64) -> String {
+    use base64::Engine;
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(format!("{position}:{list}"))
+}
+
+fn decode_cursor(list: &str, cursor: &str) -> Option<i64> {
+    use base64::Engine;
+    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(cursor)
+        .ok()?;
+    let text = String::from_utf8(bytes).ok()?;
+    let (position, tag) = text.split_once(':')?;
+    // Positions are row numbers, 1 and up.
+    let position = position.parse::<i64>().ok().filter(|p| *p >= 1)?;
+    (tag == list && next_cursor(list, position) == cursor).then_some(position)
 }
 
 #[utoipa::path(get, path = "/v1/accounts/{id}/entries", tag = "accounts", params(("id" = String, Path), PageQuery),
@@ -269,7 +325,8 @@ pub async fn entries(
     PathParam(id): PathParam,
     QueryParams(query): QueryParams<PageQuery>,
 ) -> Result<Response> {
-    let (limit, cursor) = (query.limit()?, query.cursor()?);
+    let list = format!("entries/{id}");
+    let (limit, cursor) = (query.limit()?, query.cursor(&list)?);
     let mut conn = state.pool.acquire().await?;
     let account = find(&mut conn, &id).await?;
     let (data, next) =
@@ -278,20 +335,22 @@ pub async fn entries(
         StatusCode::OK,
         &Page {
             data,
-            next_cursor: next.map(|n| n.to_string()),
+            next_cursor: next.map(|n| next_cursor(&list, n)),
         },
     )
 }
 
 #[utoipa::path(get, path = "/v1/accounts/{id}/holds", tag = "holds", params(("id" = String, Path), PageQuery),
     responses((status = 200, description = "open holds, newest first, and the balances, read in one snapshot", body = HoldsPage),
-        (status = 404, body = Problem, content_type = "application/problem+json")))]
+        (status = 404, body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "balance_out_of_range: a balance of the account is outside ±(2^53 − 1), left by rows from before that range was enforced", body = Problem, content_type = "application/problem+json")))]
 pub async fn holds(
     State(state): State<AppState>,
     PathParam(id): PathParam,
     QueryParams(query): QueryParams<PageQuery>,
 ) -> Result<Response> {
-    let (limit, cursor) = (query.limit()?, query.cursor()?);
+    let list = format!("holds/{id}");
+    let (limit, cursor) = (query.limit()?, query.cursor(&list)?);
     let mut conn = state.pool.acquire().await?;
     // One snapshot for the balances and the holds they include.
     let mut tx = sqlx::Connection::begin(&mut *conn).await?;
@@ -305,7 +364,7 @@ pub async fn holds(
     let page = HoldsPage {
         balances: BalancesView::new(balances, account.currency()),
         data,
-        next_cursor: next.map(|n| n.to_string()),
+        next_cursor: next.map(|n| next_cursor(&list, n)),
     };
     json(StatusCode::OK, &page)
 }

@@ -173,6 +173,31 @@ impl RateLimiter {
     }
 }
 
+/// The longest `x-request-id` taken from a caller.
+pub const MAX_REQUEST_ID_LEN: usize = 200;
+
+/// Runs before the request id is set: a caller's `x-request-id` is kept only when it is one
+/// header of 1-200 visible ASCII characters (`!` to `~`). Anything else (non-ASCII, which the
+/// audit log could not store as text and recorded as NULL while the response echoed it; 60,000
+/// characters, stored whole; a repeated header) is dropped, so the service generates a UUID
+/// as for a request without one. The id is only a correlation tag, so it is replaced rather
+/// than refused, and the response, the log line and the audit row all carry the same value.
+pub async fn bound_request_id(mut req: Request, next: Next) -> Response {
+    let mut sent = req.headers().get_all("x-request-id").iter();
+    let keep = match (sent.next(), sent.next()) {
+        (Some(id), None) => {
+            (1..=MAX_REQUEST_ID_LEN).contains(&id.len())
+                && id.as_bytes().iter().all(u8::is_ascii_graphic)
+        }
+        (None, _) => true,
+        _ => false,
+    };
+    if !keep {
+        req.headers_mut().remove("x-request-id");
+    }
+    next.run(req).await
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

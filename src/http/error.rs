@@ -40,6 +40,10 @@ pub enum ApiError {
     InvalidTransition { current: String, detail: String },
     #[error("account not empty")]
     AccountNotEmpty(String),
+    /// A balance outside ±(2^53 − 1), left by postings from before the range was enforced for
+    /// system accounts: no number can be answered for it.
+    #[error("balance of {0} out of range")]
+    BalanceOutOfRange(String),
     #[error("batch item {index} failed")]
     BatchFailed {
         index: usize,
@@ -162,6 +166,14 @@ impl ApiError {
                 "Account not empty",
                 detail.clone(),
             ),
+            ApiError::BalanceOutOfRange(account) => Problem::new(
+                409,
+                "balance_out_of_range",
+                "Balance out of range",
+                format!(
+                    "a balance of account {account} is outside ±9007199254740991 (written before that range was enforced); `wallet-ledger verify` reports it and an operator must correct it"
+                ),
+            ),
             ApiError::BatchFailed { index, problem } => {
                 let mut p = Problem::new(
                     422,
@@ -270,7 +282,9 @@ pub fn problem_response(status: u16, body: String) -> Response {
 
 impl From<sqlx::Error> for ApiError {
     fn from(error: sqlx::Error) -> ApiError {
-        if crate::db::is_unavailable(&error) {
+        if let Some(out) = crate::ledger::bounds::BalanceOutOfRange::of(&error) {
+            ApiError::BalanceOutOfRange(out.0.clone())
+        } else if crate::db::is_unavailable(&error) {
             ApiError::Unavailable(error.to_string())
         } else {
             ApiError::Internal(error.into())

@@ -178,6 +178,9 @@ fn data_error(pointer: &str, message: &str) -> FieldError {
             format!("{pointer}/{field}")
         }
     };
+    if message.starts_with(super::validate::NUMBER_RANGE) {
+        return FieldError::new(pointer, "number_range", message);
+    }
     for (prefix, code) in [
         ("missing field ", "required"),
         ("unknown field ", "unknown_field"),

@@ -137,6 +137,8 @@ pub fn app(state: AppState) -> Router {
         }))
         .layer(PropagateRequestIdLayer::new(REQUEST_ID))
         .layer(SetRequestIdLayer::new(REQUEST_ID, MakeRequestUuid))
+        // Outside the layer above: an unusable caller id is dropped before it is kept.
+        .layer(middleware::from_fn(auth::bound_request_id))
         // Tokens never reach a log line, whatever a layer above decides to print.
         .layer(SetSensitiveRequestHeadersLayer::new([axum::http::header::AUTHORIZATION]))
         .with_state(state)

@@ -74,8 +74,8 @@ const SHARED: &[(&str, &str, When, &str)] = &[
     (
         "400",
         "BadRequest",
-        When::Body,
-        "malformed_json: the body is not one JSON document; id_required: a create with neither an `id` nor an `Idempotency-Key`",
+        When::Always,
+        "duplicate_header: the `Authorization` (or `Idempotency-Key`) header sent more than once; malformed_json: the body is not one JSON document; id_required: a create with neither an `id` nor an `Idempotency-Key` (each operation lists the ones that apply to it)",
     ),
     (
         "401",
@@ -234,18 +234,81 @@ impl Modify for Common {
                         [scope.as_str()],
                     )]);
                 }
-                for (status, name, when, _) in SHARED {
-                    if applies(*when, operation) {
-                        operation
-                            .responses
-                            .responses
-                            .entry((*status).to_owned())
-                            .or_insert_with(|| {
-                                RefOr::Ref(Ref::new(format!("#/components/responses/{name}")))
-                            });
+                for (status, name, when, description) in SHARED {
+                    if !applies(*when, operation) {
+                        continue;
+                    }
+                    let response = operation
+                        .responses
+                        .responses
+                        .entry((*status).to_owned())
+                        .or_insert_with(|| {
+                            RefOr::Ref(Ref::new(format!("#/components/responses/{name}")))
+                        });
+                    // OpenAPI requires a description on every response: one the handler lists
+                    // without its own gets the shared one.
+                    if let RefOr::T(response) = response
+                        && response.description.is_empty()
+                    {
+                        response.description = (*description).to_owned();
                     }
                 }
+                // Which 400s an operation can answer depends on its body and headers.
+                let bad_request = bad_request(operation);
+                operation.responses.responses.insert(
+                    "400".to_owned(),
+                    RefOr::T(shared_response("400", &bad_request)),
+                );
+                optional_body_is_never_null(operation);
             }
+        }
+    }
+}
+
+/// The 400 of one operation: a repeated `Authorization` (every `/v1` operation) or
+/// `Idempotency-Key` (those that take one) is `duplicate_header`; a body that is not one JSON
+/// document is `malformed_json`; a create without an id is `id_required`.
+fn bad_request(operation: &Operation) -> String {
+    let idempotent = operation.parameters.iter().flatten().any(|p| match p {
+        RefOr::T(p) => p.parameter_in == ParameterIn::Header && p.name == "Idempotency-Key",
+        RefOr::Ref(_) => false,
+    });
+    let mut codes = vec![if idempotent {
+        "duplicate_header: the `Authorization` or `Idempotency-Key` header sent more than once"
+    } else {
+        "duplicate_header: the `Authorization` header sent more than once"
+    }];
+    if operation.request_body.is_some() {
+        codes.push("malformed_json: the body is not one JSON document");
+    }
+    if idempotent {
+        codes.push("id_required: neither an `id` (for a secret rotation, the `secret`) nor an `Idempotency-Key`");
+    }
+    codes.join("; ")
+}
+
+/// utoipa writes an optional body (`Option<T>`) as `oneOf: [T, null]`, but a JSON `null` body
+/// is refused (422 `invalid_type`: the body must be an object). Optional means the body may be
+/// left out, which `required: false` already says; the schema is just `T`.
+fn optional_body_is_never_null(operation: &mut Operation) {
+    use utoipa::openapi::schema::{Schema, SchemaType};
+    let Some(RefOr::T(body)) = operation.request_body.as_mut() else {
+        return;
+    };
+    for content in body.content.values_mut() {
+        let RefOr::T(content) = content else { continue };
+        let Some(RefOr::T(Schema::OneOf(one_of))) = &content.schema else {
+            continue;
+        };
+        let is_null = |s: &RefOr<Schema>| matches!(s, RefOr::T(Schema::Object(o)) if o.schema_type == SchemaType::Type(Type::Null));
+        let rest: Vec<RefOr<Schema>> = one_of
+            .items
+            .iter()
+            .filter(|s| !is_null(s))
+            .cloned()
+            .collect();
+        if let [only] = rest.as_slice() {
+            content.schema = Some(only.clone());
         }
     }
 }
@@ -291,6 +354,27 @@ mod tests {
             }
         }
         assert!(seen >= 27, "{seen} /v1 operations");
+        // Every operation has its own id (a generated client's method name), and every
+        // response a description (OpenAPI requires one).
+        let mut ids = std::collections::BTreeSet::new();
+        for (path, item) in doc["paths"].as_object().unwrap() {
+            for (method, operation) in item.as_object().unwrap() {
+                let id = operation["operationId"].as_str().unwrap();
+                assert!(
+                    ids.insert(id.to_owned()),
+                    "{method} {path}: operationId {id} twice"
+                );
+                for (status, response) in operation["responses"].as_object().unwrap() {
+                    assert!(
+                        response.get("$ref").is_some()
+                            || response["description"]
+                                .as_str()
+                                .is_some_and(|d| !d.is_empty()),
+                        "{method} {path} {status} has no description"
+                    );
+                }
+            }
+        }
         let shared = doc["components"]["responses"].as_object().unwrap();
         assert_eq!(shared.len(), SHARED.len());
         for (_, response) in shared {

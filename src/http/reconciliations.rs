@@ -16,6 +16,9 @@ use serde::Serialize;
 use utoipa::ToSchema;
 use uuid::Uuid;
 
+/// The tag of this file's `reconciliations` cursors: issued and checked with the same value.
+const RECONCILIATIONS_LIST: &str = "reconciliations";
+
 /// A run as listed: what it compared and what it found, without the detail.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct RunSummary {
@@ -33,14 +36,14 @@ pub struct RunPage {
     pub next_cursor: Option<String>,
 }
 
-#[utoipa::path(get, path = "/v1/reconciliations", tag = "reconciliations", params(PageQuery),
+#[utoipa::path(get, path = "/v1/reconciliations", tag = "reconciliations", operation_id = "list_reconciliations", params(PageQuery),
     responses((status = 200, description = "stored runs, newest first", body = RunPage),
         (status = 422, body = Problem, content_type = "application/problem+json")))]
 pub async fn list(
     State(state): State<AppState>,
     QueryParams(query): QueryParams<PageQuery>,
 ) -> Result<Response> {
-    let (limit, cursor) = (query.limit()?, query.cursor()?);
+    let (limit, cursor) = (query.limit()?, query.cursor(RECONCILIATIONS_LIST)?);
     let rows = sqlx::query!(
         r#"select seq, id, provider, clean, created_at, report -> 'summary' as "summary!"
            from reconciliation_runs
@@ -63,11 +66,11 @@ pub async fn list(
             summary: serde_json::from_value(r.summary).ok(),
         },
     );
-    let next_cursor = next.map(|n| n.to_string());
+    let next_cursor = next.map(|n| super::accounts::next_cursor(RECONCILIATIONS_LIST, n));
     json(StatusCode::OK, &RunPage { data, next_cursor })
 }
 
-#[utoipa::path(get, path = "/v1/reconciliations/{id}", tag = "reconciliations", params(("id" = Uuid, Path)),
+#[utoipa::path(get, path = "/v1/reconciliations/{id}", tag = "reconciliations", operation_id = "get_reconciliation", params(("id" = Uuid, Path)),
     responses((status = 200, description = "the whole run: summary, exceptions with their reasons, matches, payouts, invariant findings", body = RunReport),
         (status = 404, body = Problem, content_type = "application/problem+json")))]
 pub async fn get(State(state): State<AppState>, PathParam(id): PathParam) -> Result<Response> {
@@ -88,7 +91,8 @@ pub async fn get(State(state): State<AppState>, PathParam(id): PathParam) -> Res
 pub struct ExceptionsQuery {
     /// 1-500, default 50.
     pub limit: Option<i64>,
-    /// The `next_cursor` of the previous page.
+    /// The `next_cursor` of the previous page of this same list, unchanged: opaque, tagged with
+    /// its list; any other value (a made-up one, another list's) is 422 `cursor`.
     pub cursor: Option<String>,
     /// Only exceptions of this code (`missing_in_ledger`, ..., `unparsable_row`).
     pub code: Option<String>,
@@ -114,7 +118,8 @@ pub async fn exceptions(
         limit: query.limit,
         cursor: query.cursor.clone(),
     };
-    let (limit, cursor) = (page.limit()?, page.cursor()?);
+    let list = format!("exceptions/{id}");
+    let (limit, cursor) = (page.limit()?, page.cursor(&list)?);
     if let Some(code) = &query.code
         && !EXCEPTION_CODES.contains(&code.as_str())
     {
@@ -157,6 +162,6 @@ pub async fn exceptions(
         .into_iter()
         .filter_map(|e| serde_json::from_value(e).ok())
         .collect();
-    let next_cursor = next.map(|n| n.to_string());
+    let next_cursor = next.map(|n| super::accounts::next_cursor(&list, n));
     json(StatusCode::OK, &ExceptionPage { data, next_cursor })
 }

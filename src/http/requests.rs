@@ -33,6 +33,7 @@ pub struct EntryRequest {
     pub account: String,
     /// Signed minor units: positive credits the account, negative debits it.
     #[validate(custom(function = "validate::signed_amount"))]
+    #[serde(deserialize_with = "validate::integer::required")]
     pub amount: i64,
 }
 
@@ -46,10 +47,12 @@ pub struct CreateTransactionRequest {
     pub entries: Vec<EntryRequest>,
     pub status: Option<RequestedStatus>,
     /// Holds only: when the hold expires (default: the server's hold expiry from now).
+    #[serde(default, deserialize_with = "validate::timestamp::optional")]
     pub expires_at: Option<DateTime<Utc>>,
     #[validate(custom(function = "validate::external_ref"))]
     pub external_ref: Option<String>,
     #[validate(custom(function = "validate::metadata"))]
+    #[serde(default, deserialize_with = "validate::metadata_field::optional")]
     #[schema(value_type = Option<Object>)]
     pub metadata: Option<Map<String, Value>>,
 }
@@ -64,13 +67,16 @@ pub struct TransferRequest {
     pub to: String,
     /// Positive minor units moved from `from` to `to`.
     #[validate(custom(function = "validate::positive_amount"))]
+    #[serde(deserialize_with = "validate::integer::required")]
     pub amount: i64,
     pub status: Option<RequestedStatus>,
     /// Holds only: when the hold expires (default: the server's hold expiry from now).
+    #[serde(default, deserialize_with = "validate::timestamp::optional")]
     pub expires_at: Option<DateTime<Utc>>,
     #[validate(custom(function = "validate::external_ref"))]
     pub external_ref: Option<String>,
     #[validate(custom(function = "validate::metadata"))]
+    #[serde(default, deserialize_with = "validate::metadata_field::optional")]
     #[schema(value_type = Option<Object>)]
     pub metadata: Option<Map<String, Value>>,
 }
@@ -84,6 +90,7 @@ pub struct PaymentRequest {
     pub account: String,
     /// Positive minor units.
     #[validate(custom(function = "validate::positive_amount"))]
+    #[serde(deserialize_with = "validate::integer::required")]
     pub amount: i64,
     /// Must be the wallet's currency.
     #[validate(custom(function = "validate::currency"))]
@@ -95,6 +102,7 @@ pub struct PaymentRequest {
     #[validate(custom(function = "validate::external_ref"))]
     pub external_ref: Option<String>,
     #[validate(custom(function = "validate::metadata"))]
+    #[serde(default, deserialize_with = "validate::metadata_field::optional")]
     #[schema(value_type = Option<Object>)]
     pub metadata: Option<Map<String, Value>>,
 }

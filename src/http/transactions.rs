@@ -22,7 +22,10 @@ use utoipa::{IntoParams, ToSchema};
 use uuid::Uuid;
 use validator::Validate;
 
-#[utoipa::path(post, path = "/v1/transactions", tag = "transactions", request_body = CreateTransactionRequest,
+/// The tag of this file's `transactions` cursors: issued and checked with the same value.
+const TRANSACTIONS_LIST: &str = "transactions";
+
+#[utoipa::path(post, path = "/v1/transactions", tag = "transactions", operation_id = "create_transaction", request_body = CreateTransactionRequest,
     params(("Idempotency-Key" = Option<String>, Header, description = "derives the id when the body has none")),
     responses(
         (status = 201, description = "posted, or a hold (`status: pending`)", body = TransactionView),
@@ -79,6 +82,7 @@ pub struct PostRequest {
     /// Two-leg holds: capture this much (at most what is held); the rest is released.
     /// Without it the whole hold is captured.
     #[validate(custom(function = "validate::positive_amount"))]
+    #[serde(default, deserialize_with = "validate::integer::optional")]
     pub amount: Option<i64>,
 }
 
@@ -157,6 +161,7 @@ pub struct ReverseRequest {
     /// Two-leg originals: give back this much (in total, all reversals of one original never
     /// exceed it). Without it, the whole original is reversed.
     #[validate(custom(function = "validate::positive_amount"))]
+    #[serde(default, deserialize_with = "validate::integer::optional")]
     pub amount: Option<i64>,
     #[validate(custom(function = "validate::metadata"))]
     #[schema(value_type = Option<Object>)]
@@ -200,7 +205,7 @@ pub async fn reverse(
     }
 }
 
-#[utoipa::path(get, path = "/v1/transactions/{id}", tag = "transactions", params(("id" = Uuid, Path)),
+#[utoipa::path(get, path = "/v1/transactions/{id}", tag = "transactions", operation_id = "get_transaction", params(("id" = Uuid, Path)),
     responses((status = 200, description = "the transaction in any status, `rejected` included", body = TransactionView),
         (status = 404, body = Problem, content_type = "application/problem+json")))]
 pub async fn get(State(state): State<AppState>, PathParam(id): PathParam) -> Result<Response> {
@@ -245,11 +250,12 @@ pub struct TransactionQuery {
     pub external_ref: Option<String>,
     /// 1-500, default 50.
     pub limit: Option<i64>,
-    /// The `next_cursor` of the previous page.
+    /// The `next_cursor` of the previous page of this same list, unchanged: opaque, tagged with
+    /// its list; any other value (a made-up one, another list's) is 422 `cursor`.
     pub cursor: Option<String>,
 }
 
-#[utoipa::path(get, path = "/v1/transactions", tag = "transactions", params(TransactionQuery),
+#[utoipa::path(get, path = "/v1/transactions", tag = "transactions", operation_id = "list_transactions", params(TransactionQuery),
     responses((status = 200, description = "newest first", body = Page<TransactionView>),
         (status = 422, body = Problem, content_type = "application/problem+json")))]
 pub async fn list(
@@ -264,7 +270,7 @@ pub async fn list(
         account: q.account,
         status: q.status.map(|s| s.as_str().to_owned()),
         external_ref: q.external_ref,
-        before_seq: page.cursor()?,
+        before_seq: page.cursor(TRANSACTIONS_LIST)?,
         limit: page.limit()?,
     };
     let mut conn = state.pool.acquire().await?;
@@ -273,7 +279,7 @@ pub async fn list(
         StatusCode::OK,
         &Page {
             data,
-            next_cursor: next.map(|n| n.to_string()),
+            next_cursor: next.map(|n| super::accounts::next_cursor(TRANSACTIONS_LIST, n)),
         },
     )
 }

@@ -20,6 +20,12 @@ use utoipa::{IntoParams, ToSchema};
 use uuid::Uuid;
 use validator::Validate;
 
+/// The tag of this file's `deliveries` cursors: issued and checked with the same value.
+const DELIVERIES_LIST: &str = "deliveries";
+
+/// The tag of this file's `webhooks` cursors: issued and checked with the same value.
+const WEBHOOKS_LIST: &str = "webhooks";
+
 #[derive(Debug, Deserialize, Validate, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreateWebhookRequest {
@@ -50,7 +56,7 @@ fn parse_id(raw: &str, what: &str) -> Result<Uuid> {
     Uuid::parse_str(raw).map_err(|_| ApiError::NotFound(format!("{what} {raw}")))
 }
 
-#[utoipa::path(post, path = "/v1/webhooks", tag = "webhooks", request_body = CreateWebhookRequest,
+#[utoipa::path(post, path = "/v1/webhooks", tag = "webhooks", operation_id = "create_webhook", request_body = CreateWebhookRequest,
     params(("Idempotency-Key" = Option<String>, Header, description = "derives the id when the body has none")),
     responses(
         (status = 201, description = "created; the only answer that shows the secret (a replay shows it again)", body = SubscriptionView),
@@ -91,26 +97,26 @@ pub async fn create(
     created(subscriptions::create(&mut conn, &new).await?)
 }
 
-#[utoipa::path(get, path = "/v1/webhooks", tag = "webhooks", params(PageQuery),
-    responses((status = 200, body = Page<SubscriptionView>)))]
+#[utoipa::path(get, path = "/v1/webhooks", tag = "webhooks", operation_id = "list_webhooks", params(PageQuery),
+    responses((status = 200, description = "subscriptions, newest first", body = Page<SubscriptionView>)))]
 pub async fn list(
     State(state): State<AppState>,
     QueryParams(page): QueryParams<PageQuery>,
 ) -> Result<Response> {
-    let (limit, cursor) = (page.limit()?, page.cursor()?);
+    let (limit, cursor) = (page.limit()?, page.cursor(WEBHOOKS_LIST)?);
     let mut conn = state.pool.acquire().await?;
     let (data, next) = subscriptions::list(&mut conn, cursor, limit).await?;
     json(
         StatusCode::OK,
         &Page {
             data,
-            next_cursor: next.map(|c| c.to_string()),
+            next_cursor: next.map(|c| super::accounts::next_cursor(WEBHOOKS_LIST, c)),
         },
     )
 }
 
-#[utoipa::path(get, path = "/v1/webhooks/{id}", tag = "webhooks", params(("id" = Uuid, Path)),
-    responses((status = 200, body = SubscriptionView), (status = 404, body = Problem, content_type = "application/problem+json")))]
+#[utoipa::path(get, path = "/v1/webhooks/{id}", tag = "webhooks", operation_id = "get_webhook", params(("id" = Uuid, Path)),
+    responses((status = 200, description = "the subscription (never its secret)", body = SubscriptionView), (status = 404, body = Problem, content_type = "application/problem+json")))]
 pub async fn get(State(state): State<AppState>, PathParam(id): PathParam) -> Result<Response> {
     let uuid = parse_id(&id, "webhook")?;
     let mut conn = state.pool.acquire().await?;
@@ -175,12 +181,13 @@ pub struct DeliveryQuery {
     pub event_id: Option<Uuid>,
     /// 1-500, default 50.
     pub limit: Option<i64>,
-    /// The `next_cursor` of the previous page.
+    /// The `next_cursor` of the previous page of this same list, unchanged: opaque, tagged with
+    /// its list; any other value (a made-up one, another list's) is 422 `cursor`.
     pub cursor: Option<String>,
 }
 
 #[utoipa::path(get, path = "/v1/deliveries", tag = "webhooks", params(DeliveryQuery),
-    responses((status = 200, body = Page<DeliveryView>), (status = 422, body = Problem, content_type = "application/problem+json")))]
+    responses((status = 200, description = "deliveries, newest first", body = Page<DeliveryView>), (status = 422, body = Problem, content_type = "application/problem+json")))]
 pub async fn list_deliveries(
     State(state): State<AppState>,
     QueryParams(q): QueryParams<DeliveryQuery>,
@@ -202,7 +209,7 @@ pub async fn list_deliveries(
         status: q.status,
         subscription: q.webhook_id,
         event: q.event_id,
-        before_seq: page.cursor()?,
+        before_seq: page.cursor(DELIVERIES_LIST)?,
         limit: page.limit()?,
     };
     let mut conn = state.pool.acquire().await?;
@@ -211,13 +218,13 @@ pub async fn list_deliveries(
         StatusCode::OK,
         &Page {
             data,
-            next_cursor: next.map(|c| c.to_string()),
+            next_cursor: next.map(|c| super::accounts::next_cursor(DELIVERIES_LIST, c)),
         },
     )
 }
 
 #[utoipa::path(get, path = "/v1/deliveries/{id}", tag = "webhooks", params(("id" = Uuid, Path)),
-    responses((status = 200, body = DeliveryDetail), (status = 404, body = Problem, content_type = "application/problem+json")))]
+    responses((status = 200, description = "the delivery and its attempts", body = DeliveryDetail), (status = 404, body = Problem, content_type = "application/problem+json")))]
 pub async fn get_delivery(
     State(state): State<AppState>,
     PathParam(id): PathParam,

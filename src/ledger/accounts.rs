@@ -198,6 +198,14 @@ pub async fn balances(conn: &mut PgConnection, account: &Account) -> Result<Bala
         .await?
         .remove(&account.id)
         .unwrap_or_default();
+    // Sums saturate one past the range (`bounds.rs`): a balance taken out of range before the
+    // bound held for system accounts is answered as such, never as a wrong number or a 500.
+    if ![posted, pending.pending_in, pending.pending_out]
+        .into_iter()
+        .all(super::bounds::in_range)
+    {
+        return Err(super::bounds::BalanceOutOfRange::error(&account.id));
+    }
     Ok(Balances {
         posted,
         pending_in: pending.pending_in,
@@ -239,14 +247,20 @@ pub async fn posted_balance_as_of(
         .await?;
         Ok(last.unwrap_or(0))
     } else {
-        sqlx::query_scalar!(
-            r#"select coalesce(sum(amount), 0)::bigint as "sum!" from entries
-               where account_id = $1 and ledger_time <= $2"#,
+        // Saturated one past the range, like every system-account sum (see `balances`).
+        let posted = sqlx::query_scalar!(
+            r#"select least(greatest(coalesce(sum(amount), 0), -9007199254740992),
+                            9007199254740992)::bigint as "sum!"
+               from entries where account_id = $1 and ledger_time <= $2"#,
             account.id,
             as_of
         )
         .fetch_one(conn)
-        .await
+        .await?;
+        if !super::bounds::in_range(posted) {
+            return Err(super::bounds::BalanceOutOfRange::error(&account.id));
+        }
+        Ok(posted)
     }
 }
 

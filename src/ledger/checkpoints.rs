@@ -10,6 +10,8 @@
 
 use sqlx::PgConnection;
 
+/// Saturated one past ±(2^53 − 1): a balance taken out of range before the bound held reads
+/// as out of range (the caller refuses it), not as `bigint out of range`.
 pub async fn system_posted_balance(
     conn: &mut PgConnection,
     account: &str,
@@ -18,11 +20,12 @@ pub async fn system_posted_balance(
         r#"with cp as (
                select posted, below_xid from account_checkpoints
                where account_id = $1 order by below_xid desc limit 1)
-           select (coalesce((select posted from cp), 0)
-                   + coalesce((select sum(amount) from entries
-                               where account_id = $1 and sequence is null
-                                 and xid >= coalesce((select below_xid from cp), '0'::xid8)), 0)
-                  )::bigint as "posted!""#,
+           select least(greatest(
+                      coalesce((select posted from cp), 0)
+                      + coalesce((select sum(amount) from entries
+                                  where account_id = $1 and sequence is null
+                                    and xid >= coalesce((select below_xid from cp), '0'::xid8)), 0),
+                      -9007199254740992), 9007199254740992)::bigint as "posted!""#,
         account
     )
     .fetch_one(conn)
@@ -33,25 +36,49 @@ pub async fn system_posted_balance(
 /// Returns how many checkpoints were written. Safe to run concurrently with writers and
 /// with itself (a second run in the same snapshot horizon conflicts on the primary key and
 /// writes nothing for that account).
+///
+/// One account never stops the others: the sums are numeric, and an account whose balance
+/// would leave ±(2^53 − 1) (only possible for entries written before the write path bounded
+/// system accounts) gets no checkpoint; it is logged and counted in
+/// `wallet_ledger_checkpoint_failures_total`, and `verify` reports it (`balance_range`). Its
+/// reads answer 409 `balance_out_of_range` until an operator corrects it.
 pub async fn advance(conn: &mut PgConnection) -> Result<u64, sqlx::Error> {
-    let written = sqlx::query!(
-        r#"insert into account_checkpoints (account_id, below_xid, posted, entry_count)
-           select a.id, s.horizon,
-                  coalesce(cp.posted, 0) + sum(e.amount),
-                  coalesce(cp.entry_count, 0) + count(*)
-           from accounts a
-           cross join (select pg_snapshot_xmin(pg_current_snapshot()) as horizon) s
-           left join lateral (
-               select posted, below_xid, entry_count from account_checkpoints c
-               where c.account_id = a.id order by below_xid desc limit 1) cp on true
-           join entries e on e.account_id = a.id and e.sequence is null
-                         and e.xid >= coalesce(cp.below_xid, '0'::xid8) and e.xid < s.horizon
-           where a.type = 'system'
-           group by a.id, s.horizon, cp.posted, cp.entry_count
-           on conflict do nothing"#
+    let result = sqlx::query!(
+        r#"with due as (
+               select a.id, s.horizon,
+                      coalesce(cp.posted, 0) + sum(e.amount) as posted,
+                      coalesce(cp.entry_count, 0) + count(*) as entry_count
+               from accounts a
+               cross join (select pg_snapshot_xmin(pg_current_snapshot()) as horizon) s
+               left join lateral (
+                   select posted, below_xid, entry_count from account_checkpoints c
+                   where c.account_id = a.id order by below_xid desc limit 1) cp on true
+               join entries e on e.account_id = a.id and e.sequence is null
+                             and e.xid >= coalesce(cp.below_xid, '0'::xid8) and e.xid < s.horizon
+               where a.type = 'system'
+               group by a.id, s.horizon, cp.posted, cp.entry_count),
+           written as (
+               insert into account_checkpoints (account_id, below_xid, posted, entry_count)
+               select id, horizon, posted::bigint, entry_count from due
+               where posted between -9007199254740991 and 9007199254740991
+               on conflict do nothing
+               returning 1)
+           select (select count(*) from written) as "written!",
+                  array(select id from due
+                        where posted not between -9007199254740991 and 9007199254740991
+                        order by id) as "out_of_range!""#
     )
-    .execute(conn)
-    .await?
-    .rows_affected();
-    Ok(written)
+    .fetch_one(conn)
+    .await?;
+    for account in &result.out_of_range {
+        tracing::error!(
+            account = %account,
+            "system account balance outside ±9007199254740991: no checkpoint; run `wallet-ledger verify`"
+        );
+    }
+    if !result.out_of_range.is_empty() {
+        metrics::counter!("wallet_ledger_checkpoint_failures_total")
+            .increment(result.out_of_range.len() as u64);
+    }
+    Ok(result.written as u64)
 }

@@ -3,6 +3,7 @@
 
 pub mod accounts;
 pub mod audit;
+pub mod bounds;
 pub mod checkpoints;
 pub mod compare;
 pub mod events;

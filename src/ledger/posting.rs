@@ -24,11 +24,12 @@
 
 use super::accounts::{self, AccountType};
 use super::audit::{self, Actor};
+use super::bounds::{self, SystemState};
 use super::events::{self, EventType, NegativeBalance, TransactionEvent};
 use super::holds;
 use super::ids::AccountId;
 use super::journal::Leg;
-use super::money::{Amount, Currency};
+use super::money::{Amount, Currency, MAX_AMOUNT};
 use super::transactions::{ItemError, NewTransaction, Requested, WriteError};
 use super::views::{LegView, RefusalView, TransactionView};
 use super::{Created, now_micros};
@@ -191,6 +192,12 @@ async fn attempts(
     mut read_back: Option<&mut Vec<(Uuid, StoredCreation)>>,
     lock_wait: LockWait,
 ) -> Result<BatchResult, WriteError> {
+    // Shared locks on system accounts first; exclusive ones once a pass found that the batch
+    // could take one near the edge of the range (see `bounds.rs`), for the passes that follow.
+    let mut locking = Locking {
+        exclusive_systems: false,
+        wait: lock_wait,
+    };
     for _ in 0..MAX_ID_RACE_RETRIES {
         let pass = attempt(
             conn,
@@ -198,12 +205,13 @@ async fn attempts(
             authors,
             mode,
             commit,
+            locking,
             read_back.as_deref_mut(),
-            lock_wait,
         );
         match pass.await {
-            Ok(Some(result)) => return Ok(result),
-            Ok(None) => continue,
+            Ok(Pass::Done(result)) => return Ok(result),
+            Ok(Pass::Again) => continue,
+            Ok(Pass::Exclusive) => locking.exclusive_systems = true,
             // Rows are inserted in id order and locks taken in a fixed order, so a deadlock
             // should not happen; if PostgreSQL still picks this attempt as a victim, nothing of
             // it was written and deciding again is safe.
@@ -219,6 +227,14 @@ fn is_deadlock(error: &sqlx::Error) -> bool {
         .as_database_error()
         .and_then(|e| e.code())
         .is_some_and(|code| code == "40P01")
+}
+
+/// How a pass takes its locks.
+#[derive(Debug, Clone, Copy)]
+struct Locking {
+    /// System accounts exclusively too (a batch near the edge of their range).
+    exclusive_systems: bool,
+    wait: LockWait,
 }
 
 /// How long a write may wait for another transaction's row lock.
@@ -276,17 +292,31 @@ fn finish(outcomes: Vec<ItemOutcome>, failure: Option<usize>) -> BatchResult {
     }
 }
 
-/// One pass. `None` when a concurrent request took one of the ids (the caller retries);
-/// with `commit` false nothing is written whatever the outcome.
+/// How a pass ended.
+enum Pass {
+    Done(BatchResult),
+    /// A concurrent request took one of the ids, or created one of the batch's clearing
+    /// accounts and wrote to it: nothing was written, decide again.
+    Again,
+    /// The batch could take a system account near the edge of the range: nothing was written,
+    /// decide again with the system accounts locked exclusively.
+    Exclusive,
+}
+
+/// One pass; with `commit` false nothing is written whatever the outcome.
 async fn attempt(
     conn: &mut PgConnection,
     items: &[NewTransaction],
     authors: Authors<'_>,
     mode: Mode,
     commit: bool,
+    locking: Locking,
     read_back: Option<&mut Vec<(Uuid, StoredCreation)>>,
-    lock_wait: LockWait,
-) -> Result<Option<BatchResult>, WriteError> {
+) -> Result<Pass, WriteError> {
+    let Locking {
+        exclusive_systems,
+        wait: lock_wait,
+    } = locking;
     let ids: Vec<Uuid> = items.iter().map(|i| i.id).collect();
     let stored = stored_creations(conn, &ids).await?;
     if let Some(read_back) = read_back {
@@ -312,11 +342,15 @@ async fn attempt(
         } else {
             None
         };
-        return Ok(Some(finish(outcomes, failure)));
+        return Ok(Pass::Done(finish(outcomes, failure)));
     }
 
     let mut tx = begin(&mut *conn, lock_wait).await?;
-    let mut ledger = LockedLedger::lock(&mut tx, &undecided).await?;
+    let mut ledger = LockedLedger::lock(&mut tx, &undecided, exclusive_systems).await?;
+    if ledger.needs_exclusive {
+        tx.rollback().await?;
+        return Ok(Pass::Exclusive);
+    }
     let now = now_micros();
     let mut outcomes: Vec<ItemOutcome> = Vec::with_capacity(items.len());
     let mut rows: Vec<Rendered> = Vec::new();
@@ -350,14 +384,15 @@ async fn attempt(
     };
     if failure.is_some() || !commit {
         tx.rollback().await?;
-        return Ok(Some(finish(outcomes, failure)));
+        return Ok(Pass::Done(finish(outcomes, failure)));
     }
     let rows: Vec<&Rendered> = rows.iter().collect();
     if !insert_transactions(&mut tx, &rows).await? {
         tx.rollback().await?;
-        return Ok(None);
+        return Ok(Pass::Again);
     }
-    for (clearing, currency) in ledger.clearing_accounts_to_create(&rows) {
+    let created = ledger.clearing_accounts_to_create(&rows);
+    for (clearing, currency) in &created {
         // The account is created by (and audited as) the first row that uses it.
         let creator = rows
             .iter()
@@ -366,11 +401,15 @@ async fn attempt(
                     && r.account_ids.iter().any(|a| a == clearing.as_str())
             })
             .and_then(|i| audited[i].0.clone());
-        let create = accounts::ensure_system_account(&mut tx, &clearing, currency);
+        let create = accounts::ensure_system_account(&mut tx, clearing, *currency);
         match creator {
             Some(actor) => audit::scope(actor, create).await?,
             None => create.await?,
         }
+    }
+    if !created.is_empty() && !still_empty(&mut tx, &created, exclusive_systems).await? {
+        tx.rollback().await?;
+        return Ok(Pass::Again);
     }
     insert_entries(&mut tx, &rows).await?;
     let open_holds: Vec<&holds::OpenHold> = rows.iter().flat_map(|r| r.holds.iter()).collect();
@@ -378,7 +417,23 @@ async fn attempt(
     record_events(&mut tx, &rows).await?;
     audit::record_each(&mut tx, "transaction.create", &audited).await?;
     tx.commit().await?;
-    Ok(Some(finish(outcomes, None)))
+    Ok(Pass::Done(finish(outcomes, None)))
+}
+
+/// The clearing accounts this pass decided as new and empty, locked now that they exist and
+/// read again: still empty, unless a concurrent request created one first and wrote to it,
+/// which the decisions did not see (the pass is then decided again, against it). Locking and
+/// reading here is what a system account's bound needs from every writer (`bounds.rs`).
+async fn still_empty(
+    conn: &mut PgConnection,
+    created: &[(AccountId, Currency)],
+    exclusive_systems: bool,
+) -> Result<bool, sqlx::Error> {
+    let mut ids: Vec<String> = created.iter().map(|(id, _)| id.to_string()).collect();
+    ids.sort();
+    lock_accounts(conn, &ids, exclusive_systems).await?;
+    let states = bounds::system_states(conn, &ids).await?;
+    Ok(states.states.values().all(|s| *s == SystemState::default()))
 }
 
 /// The outbox events of a batch's new rows, in its transaction: one per row, and one per
@@ -483,30 +538,40 @@ pub(crate) struct WalletState {
     pub sequence: i64,
     pub balance: i64,
     pub pending_out: i64,
+    pub pending_in: i64,
     pub ledger_time: Option<DateTime<Utc>>,
 }
 
 /// Locks the accounts of a set of transactions in one statement: wallets exclusively, in
 /// sorted id order (each ORDER BY runs before its rows are locked one by one), then system
-/// accounts shared so that they never serialize writers.
+/// accounts shared so that they never serialize writers, or, with `exclusive_systems`, also
+/// exclusively (a writer that may take one near the edge of the range, see `bounds.rs`). One
+/// lock strength for all the system accounts of a statement keeps them in one sorted order.
 pub(crate) async fn lock_accounts(
     conn: &mut PgConnection,
     sorted_ids: &[String],
+    exclusive_systems: bool,
 ) -> Result<BTreeMap<String, LockedAccount>, sqlx::Error> {
     let locked = sqlx::query_as!(
         LockedAccount,
         r#"with wallets as (
                select id, currency, type as kind, status, overdraft_limit from accounts
                where id = any($1) and type = 'wallet' order by id for update),
-           systems as (
+           shared as (
                select id, currency, type as kind, status, overdraft_limit from accounts
-               where id = any($1) and type = 'system' order by id for share)
+               where id = any($1) and type = 'system' and not $2 order by id for share),
+           exclusive as (
+               select id, currency, type as kind, status, overdraft_limit from accounts
+               where id = any($1) and type = 'system' and $2 order by id for update)
            select id as "id!", currency as "currency!", kind as "kind!", status as "status!",
                   overdraft_limit as "overdraft_limit!"
            from wallets
            union all
-           select id, currency, kind, status, overdraft_limit from systems"#,
-        sorted_ids
+           select id, currency, kind, status, overdraft_limit from shared
+           union all
+           select id, currency, kind, status, overdraft_limit from exclusive"#,
+        sorted_ids,
+        exclusive_systems
     )
     .fetch_all(&mut *conn)
     .await?;
@@ -571,7 +636,7 @@ pub(crate) async fn wait_for_rows(
         if !transactions.is_empty() {
             lock_originals(&mut tx, &transactions).await?;
         }
-        lock_accounts(&mut tx, &accounts).await
+        lock_accounts(&mut tx, &accounts, false).await
     };
     match locked.await.map_err(WriteError::Database) {
         Ok(_) => {
@@ -600,14 +665,15 @@ pub(crate) async fn wallet_states(
     }
     let states = sqlx::query!(
         r#"select w.id as "id!", h.sequence, h.balance_after, h.ledger_time as "ledger_time?",
-                  coalesce(p.pending_out, 0) as "pending_out!"
+                  coalesce(p.pending_out, 0) as "pending_out!",
+                  coalesce(p.pending_in, 0) as "pending_in!"
            from unnest($1::text[]) as w(id)
            left join lateral (
                select sequence, balance_after, ledger_time from entries
                where account_id = w.id and sequence is not null
                order by sequence desc limit 1) h on true
            left join lateral (
-               select pending_out from open_hold_totals where account_id = w.id
+               select pending_out, pending_in from open_hold_totals where account_id = w.id
                offset 0) p on true"#,
         wallets
     )
@@ -620,6 +686,7 @@ pub(crate) async fn wallet_states(
                 sequence: r.sequence.unwrap_or(0),
                 balance: r.balance_after.unwrap_or(0),
                 pending_out: r.pending_out,
+                pending_in: r.pending_in,
                 ledger_time: r.ledger_time,
             };
             (r.id, state)
@@ -634,6 +701,11 @@ struct LockedLedger {
     /// will be, created only if a posted or held item uses them.
     virtual_accounts: BTreeMap<String, Currency>,
     wallets: HashMap<String, WalletState>,
+    /// The running state of each existing system account (virtual ones start at zero).
+    systems: HashMap<String, SystemState>,
+    /// Whether the system accounts were locked shared although the batch could take one of them
+    /// near the edge of the range: it must be decided again with them locked exclusively.
+    needs_exclusive: bool,
     reversed: HashMap<Uuid, i64>,
 }
 
@@ -641,6 +713,7 @@ impl LockedLedger {
     async fn lock(
         conn: &mut PgConnection,
         items: &[&NewTransaction],
+        exclusive_systems: bool,
     ) -> Result<LockedLedger, sqlx::Error> {
         let mut originals: Vec<Uuid> = items
             .iter()
@@ -660,7 +733,7 @@ impl LockedLedger {
             .collect();
         ids.sort();
         ids.dedup();
-        let mut accounts = lock_accounts(conn, &ids).await?;
+        let mut accounts = lock_accounts(conn, &ids, exclusive_systems).await?;
         let mut virtual_accounts = BTreeMap::new();
         for (clearing, currency) in items.iter().filter_map(|i| i.clearing_account.as_ref()) {
             if !accounts.contains_key(clearing.as_str()) {
@@ -683,12 +756,93 @@ impl LockedLedger {
             .map(|a| a.id.clone())
             .collect();
         let wallets = wallet_states(conn, &wallet_ids).await?;
+        let system_ids: Vec<String> = accounts
+            .values()
+            .filter(|a| a.kind == AccountType::System.as_str())
+            .filter(|a| !virtual_accounts.contains_key(&a.id))
+            .map(|a| a.id.clone())
+            .collect();
+        let systems = bounds::system_states(conn, &system_ids).await?;
+        // Everything the batch could move on each system account, whatever it decides.
+        let mut movement: HashMap<String, i64> = HashMap::new();
+        for leg in items.iter().flat_map(|i| i.journal.legs()) {
+            let id = leg.account.as_str();
+            if accounts
+                .get(id)
+                .is_some_and(|a| a.kind == AccountType::System.as_str())
+            {
+                let moved = movement.entry(id.to_owned()).or_default();
+                *moved = moved.saturating_add(leg.amount.minor_units().abs());
+            }
+        }
+        let needs_exclusive = !exclusive_systems && !systems.fast(&movement);
         Ok(LockedLedger {
             accounts,
             virtual_accounts,
             wallets,
+            systems: systems.states,
+            needs_exclusive,
             reversed,
         })
+    }
+
+    /// The range rules that depend on the running state, for an item about to be posted or
+    /// held: a posted wallet balance is checked where its entry is computed; here a wallet's
+    /// pending totals and every bounded sum of a system account (see `bounds.rs`).
+    fn range_errors(&self, item: &NewTransaction) -> Option<FieldError> {
+        let pending = matches!(item.status, Requested::Pending { .. });
+        let overflow = |leg: &Leg| {
+            Some(FieldError::new(
+                leg.amount_field.clone(),
+                "balance_overflow",
+                format!(
+                    "the balances of {} would leave the range ±9007199254740991",
+                    leg.account
+                ),
+            ))
+        };
+        for leg in item.journal.legs() {
+            let amount = leg.amount.minor_units();
+            let id = leg.account.as_str();
+            if let Some(wallet) = self.wallets.get(id) {
+                let total = if amount < 0 {
+                    wallet.pending_out
+                } else {
+                    wallet.pending_in
+                };
+                if pending
+                    && total
+                        .checked_add(amount.abs())
+                        .is_none_or(|t| t > MAX_AMOUNT)
+                {
+                    return overflow(leg);
+                }
+                continue;
+            }
+            let state = self.systems.get(id).copied().unwrap_or_default();
+            let (posted, held) = if pending { (0, amount) } else { (amount, 0) };
+            if state.after(posted, held).is_none() {
+                return overflow(leg);
+            }
+        }
+        None
+    }
+
+    /// Applies a posted or held item to the running state of its system accounts (wallets are
+    /// updated where the decision is made).
+    fn apply_to_systems(&mut self, item: &NewTransaction) {
+        let pending = matches!(item.status, Requested::Pending { .. });
+        for leg in item.journal.legs() {
+            let id = leg.account.as_str();
+            if self.wallets.contains_key(id) {
+                continue;
+            }
+            let amount = leg.amount.minor_units();
+            let (posted, held) = if pending { (0, amount) } else { (amount, 0) };
+            let state = self.systems.entry(id.to_owned()).or_default();
+            // Checked by `range_errors` just before.
+            *state = state.after(posted, held).unwrap_or(*state);
+        }
     }
 
     fn clearing_accounts_to_create(&self, rows: &[&Rendered]) -> Vec<(AccountId, Currency)> {
@@ -790,6 +944,9 @@ impl LockedLedger {
             }
             afters.push(after.map(Amount::minor_units));
         }
+        if let Some(error) = self.range_errors(item) {
+            return Err(ItemError::Invalid(vec![error]));
+        }
         // Every debit, held or posted, must leave `available` (posted − pending_out) within
         // the overdraft limit; a debit past the safe range is past any limit.
         let checked_debits = legs
@@ -816,10 +973,16 @@ impl LockedLedger {
             }
         }
 
+        self.apply_to_systems(item);
         if let Requested::Pending { expires_at } = item.status {
-            for leg in legs.iter().filter(|l| l.amount.is_negative()) {
+            for leg in legs {
                 if let Some(state) = self.wallets.get_mut(leg.account.as_str()) {
-                    state.pending_out -= leg.amount.minor_units();
+                    let amount = leg.amount.minor_units();
+                    if amount < 0 {
+                        state.pending_out -= amount;
+                    } else {
+                        state.pending_in += amount;
+                    }
                 }
             }
             let holds = legs

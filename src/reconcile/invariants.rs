@@ -13,8 +13,8 @@ use uuid::Uuid;
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Finding {
     /// A stable name: `unbalanced_transaction`, `trial_balance`, `wallet_chain`,
-    /// `checkpoint_mismatch`, `posting_mismatch`, `overdue_hold`, `stale_open_hold`,
-    /// `over_reversed`, `entry_mismatch`.
+    /// `checkpoint_mismatch`, `balance_range`, `posting_mismatch`, `overdue_hold`,
+    /// `stale_open_hold`, `over_reversed`, `entry_mismatch`.
     pub check: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub account: Option<String>,
@@ -31,6 +31,7 @@ pub const CHECKS: &[&str] = &[
     "trial_balance",
     "wallet_chain",
     "checkpoint_mismatch",
+    "balance_range",
     "posting_mismatch",
     "overdue_hold",
     "stale_open_hold",
@@ -58,6 +59,7 @@ pub async fn check(
     findings.extend(trial_balance(&mut tx).await?);
     findings.extend(wallet_chains(&mut tx).await?);
     findings.extend(checkpoints(&mut tx).await?);
+    findings.extend(balances_out_of_range(&mut tx).await?);
     findings.extend(posting_mismatches(&mut tx).await?);
     findings.extend(overdue_holds(&mut tx, hold_grace).await?);
     findings.extend(over_reversed(&mut tx).await?);
@@ -181,6 +183,47 @@ async fn checkpoints(conn: &mut PgConnection) -> Result<Vec<Finding>, sqlx::Erro
             detail: format!(
                 "checkpoint says {} over {} entries; the entries below it sum to {} over {}",
                 r.posted, r.entry_count, r.sum, r.count
+            ),
+        })
+        .collect())
+}
+
+/// Every account's posted balance and open-hold totals are within ±(2^53 − 1). Summed as
+/// numeric over the whole journal, independent of checkpoints: an account out of range is
+/// exactly the one whose checkpoints cannot be written.
+async fn balances_out_of_range(conn: &mut PgConnection) -> Result<Vec<Finding>, sqlx::Error> {
+    let rows = sqlx::query!(
+        r#"with sums as (
+               select account_id, sum(amount) as posted, 0::numeric as held_in, 0::numeric as held_out
+               from entries group by account_id
+               union all
+               select account_id, 0, coalesce(sum(amount) filter (where amount > 0), 0),
+                      coalesce(sum(-amount) filter (where amount < 0), 0)
+               from open_holds group by account_id),
+           totals as (
+               select account_id, sum(posted) as posted, sum(held_in) as held_in,
+                      sum(held_out) as held_out
+               from sums group by account_id)
+           select account_id as "account_id!", posted::text as "posted!",
+                  held_in::text as "held_in!", held_out::text as "held_out!"
+           from totals
+           where posted not between -9007199254740991 and 9007199254740991
+              or held_in > 9007199254740991 or held_out > 9007199254740991
+           order by account_id limit $1"#,
+        MAX_FINDINGS_PER_CHECK
+    )
+    .fetch_all(conn)
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(|r| Finding {
+            check: "balance_range".into(),
+            account: Some(r.account_id),
+            entry: None,
+            transaction: None,
+            detail: format!(
+                "posted {}, open holds in {} and out {}: outside ±9007199254740991",
+                r.posted, r.held_in, r.held_out
             ),
         })
         .collect())

@@ -6,6 +6,7 @@ mod stream_support;
 
 mod accounts;
 mod bad_input;
+mod balance_range;
 mod balances;
 mod batch;
 mod bench;
@@ -16,6 +17,7 @@ mod consumer_hostile;
 mod consumer_model;
 mod consumer_stream;
 mod containers;
+mod contract;
 mod dispatch;
 mod faults;
 mod fuzz;

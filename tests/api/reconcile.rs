@@ -982,14 +982,13 @@ async fn a_reader_that_goes_away_does_not_make_the_job_panic() {
 #[tokio::test]
 async fn a_cursor_the_api_never_returned_is_422() {
     let app = TestApp::new().await;
-    for cursor in ["-5", "0", "x"] {
+    // A bare row number is not a cursor either: cursors are tagged with their list.
+    for cursor in ["-5", "0", "x", "1"] {
         let r = app
             .get(&format!("/v1/reconciliations?cursor={cursor}"))
             .await;
         super::common::assert_problem(&r, 422, "validation_failed", cursor);
     }
-    let r = app.get("/v1/reconciliations?cursor=1").await;
-    assert_eq!(r.status, StatusCode::OK, "{}", r.text);
     app.finish().await;
 }
 

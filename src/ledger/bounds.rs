@@ -1,0 +1,236 @@
+//! Keeping system-account balances within ±(2^53 − 1) without serializing their writers.
+//!
+//! A wallet is locked `FOR UPDATE`, so the write path sees its exact balance. A system account
+//! is locked `FOR SHARE` (see `posting.rs`): concurrent writers never wait for each other, and
+//! none of them sees what the others have not committed yet. A check against the balance one
+//! writer sees is therefore not enough on its own: two writers that each see room for M could
+//! both commit. The rule used here makes it enough:
+//!
+//! * At most `W` transactions are open at once in the cluster, `W = max_connections +
+//!   max_prepared_transactions` (PostgreSQL refuses a connection beyond that).
+//! * A writer is *fast* when, for every system account it touches, everything it could move
+//!   there (the sum of `|amount|` of the batch's legs on it) is at most `F = M / (2W)`, and the
+//!   bounded quantities below, as it reads them after taking its `FOR SHARE` lock, are all within
+//!   ±M/2. A fast writer keeps its shared lock.
+//! * Any other writer retries *exclusive*: it locks the batch's system accounts `FOR UPDATE`,
+//!   which waits until every writer holding them shared has committed or rolled back, and
+//!   blocks new ones, then reads the exact balances and decides against them.
+//!
+//! Why that is correct: take any moment t at which a bounded quantity q is above M/2 (the
+//! argument below is symmetric), and the last moment t0 < t at which it was not. A fast writer
+//! that committed in (t0, t] read q ≤ M/2 after taking its lock, so it read it at or before t0
+//! and was open at t0: there are at most W of them, each moved q by at most F, so fast writers
+//! add at most W·F = M/2 above q(t0) ≤ M/2. An exclusive writer decided exactly, with no other
+//! writer of the account open (fast writers take their lock before they read, so one that
+//! commits after an exclusive writer also read after it, and saw q > M/2: it was not fast).
+//! So q stays ≤ M. The cost: one statement per batch that touches system accounts (the sums
+//! below), and a refusal or a retry only for amounts no real payment reaches; an attacker who
+//! posts such amounts serializes only writers of the accounts he posts to, while he does.
+//!
+//! What is bounded, per system account (`held_in` and `held_out` are its open holds' credits
+//! and debits, expired or not, until the transaction that ends the hold deletes them):
+//! `posted + held_in ≤ M`, `posted − held_out ≥ −M`, `held_in ≤ M`, `held_out ≤ M`. Counting a
+//! hold as if it were posted means a capture, which moves money from held to posted and can
+//! only shrink these sums, never needs a check of its own (captures are not admitted here).
+//! It follows that `posted`, `pending_in`, `pending_out` and `available` are all within ±M.
+
+use super::money::MAX_AMOUNT;
+use sqlx::PgConnection;
+use std::collections::HashMap;
+
+/// One past the range: what a saturated sum reads as when the true value is outside ±M.
+const SATURATED: i64 = MAX_AMOUNT + 1;
+
+/// A system account's balances as the write path bounds them (saturated at ±(M + 1)).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct SystemState {
+    pub posted: i64,
+    pub held_in: i64,
+    pub held_out: i64,
+}
+
+impl SystemState {
+    /// Whether the state stays within the range after posting `posted` and holding `held`
+    /// (signed like entries). Saturated inputs and the deltas are each within ±(M + 1), so
+    /// the arithmetic cannot overflow an i64.
+    pub fn after(self, posted: i64, held: i64) -> Option<SystemState> {
+        let next = SystemState {
+            posted: self.posted + posted,
+            held_in: self.held_in + held.max(0),
+            held_out: self.held_out + (-held).max(0),
+        };
+        let within = next.posted + next.held_in <= MAX_AMOUNT
+            && next.posted - next.held_out >= -MAX_AMOUNT
+            && next.held_in <= MAX_AMOUNT
+            && next.held_out <= MAX_AMOUNT;
+        within.then_some(next)
+    }
+
+    /// Whether every bounded quantity is within ±M/2: the room a fast writer relies on.
+    fn far_from_bounds(self) -> bool {
+        let half = MAX_AMOUNT / 2;
+        (self.posted + self.held_in).abs() <= half
+            && (self.posted - self.held_out).abs() <= half
+            && self.held_in <= half
+            && self.held_out <= half
+    }
+}
+
+/// The system accounts' states, read in a statement of its own after their locks, and `W`.
+pub(crate) struct SystemStates {
+    pub states: HashMap<String, SystemState>,
+    writers: i64,
+}
+
+impl SystemStates {
+    pub fn empty() -> SystemStates {
+        SystemStates {
+            states: HashMap::new(),
+            writers: 1,
+        }
+    }
+
+    /// Whether a writer that may move up to `movement[account]` on each account can keep its
+    /// shared locks (see the module comment). Accounts without a state (not created yet) start
+    /// at zero.
+    pub fn fast(&self, movement: &HashMap<String, i64>) -> bool {
+        let cap = MAX_AMOUNT / (2 * self.writers.max(1));
+        movement.iter().all(|(account, &moved)| {
+            moved <= cap
+                && self
+                    .states
+                    .get(account)
+                    .is_none_or(|state| state.far_from_bounds())
+        })
+    }
+}
+
+/// Reads the states of `accounts` (system accounts, locked by the caller), each from its latest
+/// checkpoint, the entries since and all its open holds, saturated at ±(M + 1) so that an
+/// account taken out of range before the bound existed reads as out of range instead of failing.
+pub(crate) async fn system_states(
+    conn: &mut PgConnection,
+    accounts: &[String],
+) -> Result<SystemStates, sqlx::Error> {
+    if accounts.is_empty() {
+        return Ok(SystemStates::empty());
+    }
+    let rows = sqlx::query!(
+        r#"select s.id as "id!",
+                  least(greatest(coalesce(cp.posted, 0) + coalesce(e.total, 0), $2::bigint), $3::bigint)::bigint
+                      as "posted!",
+                  least(coalesce(h.held_in, 0), $3::bigint)::bigint as "held_in!",
+                  least(coalesce(h.held_out, 0), $3::bigint)::bigint as "held_out!",
+                  (current_setting('max_connections')::bigint
+                   + current_setting('max_prepared_transactions')::bigint) as "writers!"
+           from unnest($1::text[]) as s(id)
+           left join lateral (
+               select posted, below_xid from account_checkpoints
+               where account_id = s.id order by below_xid desc limit 1) cp on true
+           left join lateral (
+               select sum(amount) as total from entries
+               where account_id = s.id and sequence is null
+                 and xid >= coalesce(cp.below_xid, '0'::xid8)) e on true
+           left join lateral (
+               select sum(amount) filter (where amount > 0) as held_in,
+                      sum(-amount) filter (where amount < 0) as held_out
+               from open_holds where account_id = s.id) h on true"#,
+        accounts,
+        -SATURATED,
+        SATURATED,
+    )
+    .fetch_all(conn)
+    .await?;
+    let writers = rows.first().map_or(1, |r| r.writers);
+    let states = rows
+        .into_iter()
+        .map(|r| {
+            let state = SystemState {
+                posted: r.posted,
+                held_in: r.held_in,
+                held_out: r.held_out,
+            };
+            (r.id, state)
+        })
+        .collect();
+    Ok(SystemStates { states, writers })
+}
+
+/// A balance outside ±(2^53 − 1), written before the range was enforced for system accounts:
+/// a read answers 409 `balance_out_of_range` instead of a wrong number or a 500.
+#[derive(Debug, thiserror::Error)]
+#[error("a balance of account {0} is outside ±9007199254740991")]
+pub struct BalanceOutOfRange(pub String);
+
+impl BalanceOutOfRange {
+    /// As the `sqlx::Error` the read paths return (the HTTP edge maps it back, see
+    /// `http/error.rs`).
+    pub fn error(account: &str) -> sqlx::Error {
+        sqlx::Error::Decode(Box::new(BalanceOutOfRange(account.to_owned())))
+    }
+
+    pub fn of(error: &sqlx::Error) -> Option<&BalanceOutOfRange> {
+        match error {
+            sqlx::Error::Decode(e) => e.downcast_ref::<BalanceOutOfRange>(),
+            _ => None,
+        }
+    }
+}
+
+/// Whether a (saturated) balance read is within the range.
+pub fn in_range(value: i64) -> bool {
+    (-MAX_AMOUNT..=MAX_AMOUNT).contains(&value)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn holds_count_against_the_range_as_if_posted() {
+        let s = SystemState {
+            posted: MAX_AMOUNT - 10,
+            ..SystemState::default()
+        };
+        assert!(s.after(10, 0).is_some());
+        assert!(s.after(11, 0).is_none());
+        assert!(s.after(0, 11).is_none());
+        // A debit hold leaves room for credits, not for debits past −M.
+        let low = SystemState {
+            posted: -MAX_AMOUNT + 5,
+            ..SystemState::default()
+        };
+        assert!(low.after(0, -5).is_some());
+        assert!(low.after(0, -6).is_none());
+        assert!(low.after(MAX_AMOUNT, 0).is_some());
+    }
+
+    #[test]
+    fn saturated_reads_admit_nothing_that_keeps_them_out_of_range() {
+        let s = SystemState {
+            posted: SATURATED,
+            ..SystemState::default()
+        };
+        assert!(s.after(1, 0).is_none());
+        assert!(s.after(-MAX_AMOUNT, 0).is_some());
+    }
+
+    #[test]
+    fn fast_needs_room_and_a_small_movement() {
+        let mut states = SystemStates {
+            states: HashMap::new(),
+            writers: 100,
+        };
+        let cap = MAX_AMOUNT / 200;
+        assert!(states.fast(&HashMap::from([("a".to_owned(), cap)])));
+        assert!(!states.fast(&HashMap::from([("a".to_owned(), cap + 1)])));
+        states.states.insert(
+            "a".to_owned(),
+            SystemState {
+                posted: MAX_AMOUNT / 2 + 1,
+                ..SystemState::default()
+            },
+        );
+        assert!(!states.fast(&HashMap::from([("a".to_owned(), 1)])));
+    }
+}
