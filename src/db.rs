@@ -31,11 +31,33 @@ pub async fn connect_and_migrate(config: &DatabaseConfig) -> anyhow::Result<PgPo
         tracing::info!(database = %shown, "created database");
     }
     let pool = connect(config).await?;
-    MIGRATOR
-        .run(&pool)
-        .await
-        .with_context(|| format!("applying migrations to {shown}"))?;
-    Ok(pool)
+    let mut attempt = 1;
+    loop {
+        match MIGRATOR.run(&pool).await {
+            Ok(()) => return Ok(pool),
+            // A session ended under the migrator (an operator, a failover, a restart): each
+            // migration runs in its own transaction, so running them again is safe.
+            Err(e) if attempt < MIGRATE_ATTEMPTS && is_transient_migration_error(&e) => {
+                tracing::warn!(error = %e, attempt, "migrations interrupted; trying again");
+                attempt += 1;
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            Err(e) => {
+                return Err(e).with_context(|| format!("applying migrations to {shown}"));
+            }
+        }
+    }
+}
+
+/// How often start-up tries the migrations when the database drops their session.
+const MIGRATE_ATTEMPTS: u32 = 5;
+
+fn is_transient_migration_error(error: &sqlx::migrate::MigrateError) -> bool {
+    match error {
+        sqlx::migrate::MigrateError::Execute(e)
+        | sqlx::migrate::MigrateError::ExecuteMigration(e, _) => is_unavailable(e),
+        _ => false,
+    }
 }
 
 /// Opens the pool on an existing database, without creating or migrating anything (for jobs
