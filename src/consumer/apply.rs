@@ -27,6 +27,7 @@ use serde_json::{Map, Value, json};
 use sqlx::{PgConnection, PgPool};
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
+use std::sync::atomic::{AtomicI32, Ordering};
 use uuid::Uuid;
 
 /// One stream entry as read from the broker.
@@ -154,6 +155,8 @@ pub enum ApplyError {
     Database(#[from] sqlx::Error),
     #[error("concurrent writers kept taking this batch's ids")]
     Contention,
+    #[error("the batch went on past its deadline and was abandoned")]
+    Abandoned,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -200,6 +203,34 @@ pub async fn apply_batch(
     messages: &[Message],
     settings: ApplySettings,
 ) -> Result<Vec<Outcome>, ApplyError> {
+    apply_batch_in(pool, messages, settings, &BatchSession::default()).await
+}
+
+/// The database session a batch is being applied in, recorded as soon as it is known, so that
+/// a caller past its deadline can cancel the batch's statement (see [`cancel`]): until then the
+/// abandoned transaction keeps its row locks, and the next attempt at the same wallets would
+/// wait for them and fail as "locked".
+#[derive(Debug, Default)]
+pub struct BatchSession(AtomicI32);
+
+impl BatchSession {
+    fn set(&self, pid: i32) {
+        self.0.store(pid, Ordering::Relaxed);
+    }
+
+    /// The backend's pid, once the batch's transaction has begun.
+    pub fn pid(&self) -> Option<i32> {
+        Some(self.0.load(Ordering::Relaxed)).filter(|&pid| pid != 0)
+    }
+}
+
+/// [`apply_batch`], recording its session in `session`.
+pub async fn apply_batch_in(
+    pool: &PgPool,
+    messages: &[Message],
+    settings: ApplySettings,
+    session: &BatchSession,
+) -> Result<Vec<Outcome>, ApplyError> {
     let mut outcomes: Vec<Option<Outcome>> = vec![None; messages.len()];
     let mut events: Vec<(usize, PaymentEvent)> = Vec::with_capacity(messages.len());
     for (index, message) in messages.iter().enumerate() {
@@ -213,26 +244,52 @@ pub async fn apply_batch(
     if !events.is_empty() {
         let mut conn = pool.acquire().await?;
         let mut tx = sqlx::Connection::begin(&mut *conn).await?;
-        if let Some(limit) = settings.statement_timeout {
-            let statement = format!("{}ms", limit.as_millis().max(1));
-            let lock = format!("{}ms", (limit.as_millis() / 2).max(1));
-            sqlx::query!(
-                r#"select set_config('statement_timeout', $1, true) as "statement!",
-                          set_config('lock_timeout', $2, true) as "lock!""#,
-                statement,
-                lock
-            )
-            .fetch_one(&mut *tx)
-            .await?;
+        let pid = match settings.statement_timeout {
+            Some(limit) => {
+                let statement = format!("{}ms", limit.as_millis().max(1));
+                let lock = format!("{}ms", (limit.as_millis() / 2).max(1));
+                sqlx::query!(
+                    r#"select set_config('statement_timeout', $1, true) as "statement!",
+                              set_config('lock_timeout', $2, true) as "lock!",
+                              pg_backend_pid() as "pid!""#,
+                    statement,
+                    lock
+                )
+                .fetch_one(&mut *tx)
+                .await?
+                .pid
+            }
+            None => {
+                sqlx::query_scalar!(r#"select pg_backend_pid() as "pid!""#)
+                    .fetch_one(&mut *tx)
+                    .await?
+            }
+        };
+        session.set(pid);
+        match apply_events(&mut tx, &events, settings, &mut outcomes).await {
+            Ok(()) => {
+                failpoint::hit(failpoint::CONSUMER_BEFORE_COMMIT);
+                tx.commit().await?;
+            }
+            Err(e) => {
+                // Rolled back here rather than when the connection is next used, so that its
+                // locks are gone before the caller tries again.
+                let _ = tx.rollback().await;
+                return Err(e);
+            }
         }
-        apply_events(&mut tx, &events, settings, &mut outcomes).await?;
-        failpoint::hit(failpoint::CONSUMER_BEFORE_COMMIT);
-        tx.commit().await?;
     }
     Ok(outcomes
         .into_iter()
         .map(|o| o.expect("every message gets an outcome"))
         .collect())
+}
+
+/// Cancels the statement the session `pid` is running (none if it is between statements).
+pub async fn cancel(pool: &PgPool, pid: i32) -> Result<bool, sqlx::Error> {
+    sqlx::query_scalar!(r#"select pg_cancel_backend($1) as "cancelled!""#, pid)
+        .fetch_one(pool)
+        .await
 }
 
 async fn apply_events(

@@ -16,6 +16,9 @@ use std::time::{Duration, Instant};
 
 /// How long an idle consumer's readiness check waits for the database.
 const DATABASE_PING_TIMEOUT: Duration = Duration::from_secs(1);
+/// How long a batch past its deadline is waited for once its statement was cancelled.
+const LATE_BATCH_GRACE: Duration = Duration::from_secs(5);
+const LATE_BATCH_RECHECK: Duration = Duration::from_millis(100);
 
 #[derive(Debug, Clone)]
 pub struct Settings {
@@ -299,28 +302,35 @@ impl Consumer {
                 owner: format!("consumer:{}", self.stream.consumer()),
                 request_id: None,
             };
-            let apply = apply::apply_batch(&self.pool, &part, self.settings.apply);
-            let attempt =
-                tokio::time::timeout(self.settings.max_batch, audit::scope(actor, apply)).await;
-            let failure = match attempt {
-                Ok(Ok(outcomes)) => {
+            let session = apply::BatchSession::default();
+            let result = {
+                let apply = apply::apply_batch_in(&self.pool, &part, self.settings.apply, &session);
+                let apply = audit::scope(actor, apply);
+                tokio::pin!(apply);
+                match tokio::time::timeout(self.settings.max_batch, &mut apply).await {
+                    Ok(result) => Some(result),
+                    // Too slow only counts against the batch while the database answers: a
+                    // connection that hangs during an outage is the outage.
+                    Err(_) if !self.database_answers().await => None,
+                    Err(_) => match self.end_late(&session, apply).await {
+                        Some(result) => Some(result),
+                        None => Some(Err(apply::ApplyError::Abandoned)),
+                    },
+                }
+            };
+            let failure = match result {
+                Some(Ok(outcomes)) => {
                     self.readiness.set(true);
                     metrics::gauge!("wallet_ledger_consumer_database_up").set(1.0);
                     done.extend(part.into_iter().zip(outcomes));
                     backoff = self.settings.outage_backoff;
                     continue;
                 }
-                Ok(Err(e)) => (classify(&e), e.to_string()),
-                Err(_) => (Failure::TooSlow, String::new()),
-            };
-            // Too slow only counts against the batch while the database answers: a
-            // connection that hangs during an outage is the outage.
-            let failure = match failure {
-                (Failure::TooSlow, _) if !self.database_answers().await => (
+                Some(Err(e)) => (classify(&e), e.to_string()),
+                None => (
                     Failure::Outage,
                     format!("no answer within {:?}", self.settings.max_batch),
                 ),
-                other => other,
             };
             retrying = true;
             match failure {
@@ -435,6 +445,32 @@ impl Consumer {
     }
 
     /// Whether the database answers a trivial statement promptly.
+    /// A batch past its deadline while the database answers: its statement is cancelled and
+    /// the batch is waited for, a bounded while, to end by itself, so that its transaction is
+    /// rolled back (or committed) before another attempt meets its locks. `None` if it is
+    /// still running at the end: it is then dropped, and rolls back when its statement ends.
+    async fn end_late<F: std::future::Future>(
+        &self,
+        session: &apply::BatchSession,
+        mut batch: std::pin::Pin<&mut F>,
+    ) -> Option<F::Output> {
+        let until = Instant::now() + LATE_BATCH_GRACE;
+        loop {
+            // A cancel that lands between two statements cancels nothing: sent again until
+            // the batch ends.
+            if let Some(pid) = session.pid()
+                && let Err(e) = apply::cancel(&self.pool, pid).await
+            {
+                tracing::warn!(error = %e, "could not cancel a batch past its deadline");
+            }
+            match tokio::time::timeout(LATE_BATCH_RECHECK, batch.as_mut()).await {
+                Ok(output) => return Some(output),
+                Err(_) if Instant::now() >= until => return None,
+                Err(_) => {}
+            }
+        }
+    }
+
     async fn database_answers(&self) -> bool {
         let ping = sqlx::query("select 1").execute(&self.pool);
         matches!(
@@ -654,6 +690,7 @@ pub enum Failure {
 pub fn classify(error: &ApplyError) -> Failure {
     let e = match error {
         ApplyError::Contention => return Failure::Busy,
+        ApplyError::Abandoned => return Failure::TooSlow,
         ApplyError::Database(e) => e,
     };
     match e {

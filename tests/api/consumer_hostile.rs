@@ -341,8 +341,23 @@ async fn a_batch_too_big_for_its_deadline_is_halved_until_it_applies() {
     .await;
     assert_eq!(output.status.code(), Some(0), "{}", describe(&output));
     let stderr = text(&output.stderr);
-    assert!(stderr.contains("applying it in two halves"), "{stderr}");
-    assert!(!stderr.contains("database seems unreachable"), "{stderr}");
+    assert!(
+        stderr.contains("applying it in two halves"),
+        "{}",
+        describe(&output)
+    );
+    assert!(
+        !stderr.contains("database seems unreachable"),
+        "{}",
+        describe(&output)
+    );
+    // Nobody else locks the wallet: a part must never wait on the locks of an earlier
+    // attempt that ran out of time.
+    assert!(
+        !stderr.contains("locked by another session"),
+        "{}",
+        describe(&output)
+    );
     assert_eq!(
         posted(&app, "big").await,
         600 * 60,

@@ -129,13 +129,40 @@ pub fn consumer_command(
 }
 
 /// Runs `command` to its end within `limit`; returns its exit status and output.
+/// A process still running at `limit` is killed, and the test fails with what it printed.
 pub async fn run_to_end(mut command: Command, limit: Duration) -> std::process::Output {
+    use tokio::io::AsyncReadExt;
     command.stdout(Stdio::piped()).stderr(Stdio::piped());
-    let child = command.spawn().expect("the binary starts");
-    tokio::time::timeout(limit, child.wait_with_output())
-        .await
-        .expect("the process finished in time")
-        .unwrap()
+    let mut child = command.spawn().expect("the binary starts");
+    let read = |pipe: Option<Box<dyn tokio::io::AsyncRead + Unpin + Send>>| {
+        tokio::spawn(async move {
+            let mut bytes = Vec::new();
+            if let Some(mut pipe) = pipe {
+                let _ = pipe.read_to_end(&mut bytes).await;
+            }
+            bytes
+        })
+    };
+    let stdout = read(child.stdout.take().map(|p| Box::new(p) as _));
+    let stderr = read(child.stderr.take().map(|p| Box::new(p) as _));
+    let (status, timed_out) = match tokio::time::timeout(limit, child.wait()).await {
+        Ok(status) => (status.unwrap(), false),
+        Err(_) => {
+            let _ = child.kill().await;
+            (child.wait().await.unwrap(), true)
+        }
+    };
+    let output = Output {
+        status,
+        stdout: stdout.await.unwrap(),
+        stderr: stderr.await.unwrap(),
+    };
+    assert!(
+        !timed_out,
+        "the process did not finish within {limit:?}: {}",
+        describe(&output)
+    );
+    output
 }
 
 /// Sends SIGTERM (a graceful stop) to a child.
@@ -610,12 +637,29 @@ pub fn text(bytes: &[u8]) -> String {
     out
 }
 
+/// A process's status and the ends of its output: enough to diagnose a failure, short enough
+/// that a CI log keeps the assertion's own message next to it.
 pub fn describe(output: &Output) -> String {
     format!(
         "status {:?}\n--- stdout\n{}\n--- stderr\n{}",
         output.status,
-        text(&output.stdout),
-        text(&output.stderr)
+        last_lines(&text(&output.stdout), DESCRIBED_LINES),
+        last_lines(&text(&output.stderr), DESCRIBED_LINES)
+    )
+}
+
+const DESCRIBED_LINES: usize = 80;
+
+/// The last `n` lines of `text`, saying how many were left out before them.
+pub fn last_lines(text: &str, n: usize) -> String {
+    let lines: Vec<&str> = text.lines().collect();
+    if lines.len() <= n {
+        return text.to_owned();
+    }
+    let cut = lines.len() - n;
+    format!(
+        "[{cut} earlier lines left out]\n{}",
+        lines[cut..].join("\n")
     )
 }
 
