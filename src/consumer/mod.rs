@@ -54,7 +54,9 @@ impl ConsumeArgs {
 /// hand) or, with `--drain`, until the group has nothing left.
 pub async fn run(args: ConsumeArgs) -> anyhow::Result<()> {
     args.check().map_err(anyhow::Error::msg)?;
-    let pool = crate::db::connect_and_migrate(&args.database).await?;
+    let database = crate::db::open(&args.database, true).await?;
+    database.report_sync_standby().await;
+    let pool = database.pool.clone();
     let name = args.consumer_name();
     let settings = args.settings();
     // Each worker is a consumer of the group in its own right: its own connection to the

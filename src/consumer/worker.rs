@@ -704,6 +704,8 @@ pub fn classify(error: &ApplyError) -> Failure {
             // query_canceled: this batch's own statement_timeout.
             Some("57014") => Failure::TooSlow,
             Some("55P03") => Failure::Locked,
+            // read_only_sql_transaction: the primary was demoted under the session.
+            Some("25006") => Failure::Outage,
             Some("40001" | "40P01") => Failure::Busy,
             // 08: connection, 53: resources, 57: operator intervention (shutdown),
             // 58: system.

@@ -51,6 +51,11 @@ pub enum ApiError {
     },
     #[error("unavailable: {0}")]
     Unavailable(String),
+    /// The database went away under the request (its connection failed, its node was
+    /// demoted, or no connection could be had): answered as `Unavailable`, and marked
+    /// [`DatabaseLost`] on the response so that `failover.rs` may try the request again.
+    #[error("unavailable: {cause}")]
+    DatabaseLost { cause: String, pool_timeout: bool },
     #[error("no valid API key")]
     Unauthenticated,
     #[error("the key's scope is {held}, {needed} is needed")]
@@ -187,7 +192,7 @@ impl ApiError {
                 p.problem = Some(problem.clone());
                 p
             }
-            ApiError::Unavailable(_) => Problem::new(
+            ApiError::Unavailable(_) | ApiError::DatabaseLost { .. } => Problem::new(
                 503,
                 "unavailable",
                 "Service unavailable",
@@ -239,7 +244,9 @@ impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         match &self {
             ApiError::Internal(cause) => tracing::error!(error = ?cause, "internal error"),
-            ApiError::Unavailable(cause) => tracing::warn!(%cause, "unavailable"),
+            ApiError::Unavailable(cause) | ApiError::DatabaseLost { cause, .. } => {
+                tracing::warn!(%cause, "unavailable")
+            }
             _ => {}
         }
         let problem = self.problem();
@@ -247,9 +254,14 @@ impl IntoResponse for ApiError {
             problem.status,
             serde_json::to_string(&problem).unwrap_or_default(),
         );
+        if let ApiError::DatabaseLost { pool_timeout, .. } = &self {
+            response.extensions_mut().insert(DatabaseLost {
+                pool_timeout: *pool_timeout,
+            });
+        }
         let headers = response.headers_mut();
         match &self {
-            ApiError::Unavailable(_) => {
+            ApiError::Unavailable(_) | ApiError::DatabaseLost { .. } => {
                 headers.insert(header::RETRY_AFTER, HeaderValue::from(RETRY_AFTER_SECONDS));
             }
             // Whole seconds, rounded up: a client that waits as told finds a token.
@@ -264,6 +276,13 @@ impl IntoResponse for ApiError {
         }
         response
     }
+}
+
+/// On a 503 response: the database went away under the request (see [`ApiError::DatabaseLost`]).
+#[derive(Debug, Clone, Copy)]
+pub struct DatabaseLost {
+    /// Only no connection could be had in time: a failover, or merely a saturated pool.
+    pub pool_timeout: bool,
 }
 
 /// A response whose body is an already rendered problem (also used to replay stored refusals).
@@ -285,7 +304,10 @@ impl From<sqlx::Error> for ApiError {
         if let Some(out) = crate::ledger::bounds::BalanceOutOfRange::of(&error) {
             ApiError::BalanceOutOfRange(out.0.clone())
         } else if crate::db::is_unavailable(&error) {
-            ApiError::Unavailable(error.to_string())
+            ApiError::DatabaseLost {
+                pool_timeout: matches!(error, sqlx::Error::PoolTimedOut),
+                cause: error.to_string(),
+            }
         } else {
             ApiError::Internal(error.into())
         }

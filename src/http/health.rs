@@ -19,12 +19,20 @@ pub async fn healthz() -> Result<Response> {
 }
 
 #[utoipa::path(get, path = "/readyz", tag = "operations",
-    responses((status = 200, description = "the database answers; `events_stream` (`up` or `down`, with `--events-stream`) says whether the optional outbound feed publishes, and never makes the API unready"), (status = 503, description = "it does not")))]
+    responses((status = 200, description = "the database answers; `database.synchronous_standby` says whether its commits wait for a synchronous standby (`database.primary`, with several hosts, names the one written to); `events_stream` (`up` or `down`, with `--events-stream`) says whether the optional outbound feed publishes, and never makes the API unready"), (status = 503, description = "it does not")))]
 pub async fn readyz(State(state): State<AppState>) -> Result<Response> {
-    let ping = sqlx::query_scalar!(r#"select 1 as "one!""#).fetch_one(&state.pool);
+    // The ping also asks whether commits wait for a synchronous standby.
+    let ping = async {
+        let mut conn = state.pool.acquire().await?;
+        crate::db::primary::sync_standby(&mut conn).await
+    };
     match tokio::time::timeout(READINESS_TIMEOUT, ping).await {
-        Ok(Ok(_)) => {
-            let mut body = json!({"status": "ready"});
+        Ok(Ok(sync)) => {
+            let mut database = json!({"synchronous_standby": sync.as_json()});
+            if let Some(primary) = &state.primary {
+                database["primary"] = json!(primary.describe());
+            }
+            let mut body = json!({"status": "ready", "database": database});
             match state.events_feed.get() {
                 Feed::Off => {}
                 Feed::Up => body["events_stream"] = json!("up"),

@@ -7,6 +7,7 @@ pub mod batch;
 pub mod body;
 pub mod error;
 pub mod extract;
+pub mod failover;
 pub mod health;
 pub mod key_lookups;
 pub mod metrics;
@@ -51,6 +52,9 @@ pub struct AppState {
     pub keys: key_lookups::KeyLookups,
     /// The optional outbound events feed, as `/readyz` reports it.
     pub events_feed: crate::outbox::stream::FeedHealth,
+    /// With several database hosts, which one is the primary (`/readyz`, and whether a
+    /// request that lost its database may be tried again, see `failover.rs`).
+    pub primary: Option<Arc<crate::db::primary::Primary>>,
 }
 
 impl AppState {
@@ -65,10 +69,12 @@ impl AppState {
             writer,
             keys,
             events_feed: Default::default(),
+            primary: None,
         }
     }
 }
 
+const BATCH_ROUTE: &str = "/v1/transactions/batch";
 const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 
 /// The whole API as a `Router`, with every layer: authentication (and the rate limit), body
@@ -95,7 +101,7 @@ pub fn app(state: AppState) -> Router {
         .route("/v1/accounts/{id}/holds", get(accounts::holds))
         .route("/v1/transactions", post(transactions::create).get(transactions::list))
         .route(
-            "/v1/transactions/batch",
+            BATCH_ROUTE,
             post(batch::batch).layer(body(state.config.batch_body_limit_bytes)),
         )
         .route("/v1/transactions/{id}", get(transactions::get))
@@ -122,6 +128,8 @@ pub fn app(state: AppState) -> Router {
         .route("/metrics", get(metrics::metrics))
         // Route layers see the matched route. Authentication runs before any extractor reads
         // the body (401 and 403 come before body errors); metrics wrap it, so refusals count.
+        // Inside authentication: a request tried again after a failover is its handler only.
+        .route_layer(middleware::from_fn_with_state(state.clone(), failover::retry_on_failover))
         .route_layer(middleware::from_fn_with_state(state.clone(), auth::authenticate))
         .route_layer(middleware::from_fn(metrics::track))
         .fallback(auth::not_found)
@@ -154,7 +162,9 @@ async fn request_timeout(State(state): State<AppState>, req: Request, next: Next
 }
 
 pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
-    let pool = crate::db::connect_and_migrate(&args.database).await?;
+    let database = crate::db::open(&args.database, true).await?;
+    database.report_sync_standby().await;
+    let pool = database.pool.clone();
     let listener = tokio::net::TcpListener::bind(args.http.listen_addr)
         .await
         .with_context(|| format!("binding {}", args.http.listen_addr))?;
@@ -199,6 +209,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     tracing::info!(addr = %args.http.listen_addr, "serving");
     let state = AppState {
         events_feed,
+        primary: database.primary.clone(),
         ..AppState::new(pool.clone(), args.http)
     };
     let transport = state.config.transport.clone();

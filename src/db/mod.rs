@@ -11,30 +11,115 @@ use std::time::Duration;
 
 pub static MIGRATOR: Migrator = sqlx::migrate!();
 
+mod hosts;
+pub mod primary;
+
+use primary::Primary;
+use std::sync::Arc;
+
+/// The pool, and where several hosts were named, which of them is the primary.
+#[derive(Clone)]
+pub struct Database {
+    pub pool: PgPool,
+    pub primary: Option<Arc<Primary>>,
+}
+
+/// How long start-up waits for one of several hosts to take writes (a failover in progress).
+const PRIMARY_PATIENCE: Duration = Duration::from_secs(30);
+
 /// Creates the database if missing, applies pending migrations and returns the pool. With
 /// `--no-migrate` (a role that may not create tables) it only checks that the schema is the
 /// one this binary expects.
 pub async fn connect_and_migrate(config: &DatabaseConfig) -> anyhow::Result<PgPool> {
+    Ok(open(config, true).await?.pool)
+}
+
+/// Opens the pool on an existing database, without creating or migrating anything (for jobs
+/// that only read, such as `verify`).
+pub async fn connect(config: &DatabaseConfig) -> anyhow::Result<PgPool> {
+    Ok(open(config, false).await?.pool)
+}
+
+/// [`connect_and_migrate`] (or, with `migrate` false, [`connect`]) keeping the primary's
+/// tracker, for the processes that report it (`serve`, `consume`).
+pub async fn open(config: &DatabaseConfig, migrate: bool) -> anyhow::Result<Database> {
     let shown = redact(&config.url);
-    if config.no_migrate {
-        let pool = connect(config).await?;
-        check_migrated(&pool, &shown).await?;
-        return Ok(pool);
+    let hosts = hosts::parse(&config.url).map_err(|e| anyhow!("DATABASE_URL {shown}: {e}"))?;
+    let (url, primary) = match hosts {
+        hosts::Hosts::One(url) => (url, None),
+        hosts::Hosts::Several(urls) => {
+            let options: Vec<PgConnectOptions> = urls
+                .iter()
+                .map(|url| options_for(config, url))
+                .collect::<anyhow::Result<_>>()?;
+            tracing::info!(hosts = urls.len(), "looking for the PostgreSQL primary");
+            let Some(primary) = Primary::find(options, PRIMARY_PATIENCE).await else {
+                return Err(anyhow!(
+                    "none of the hosts of {shown} takes writes (each is unreachable or a standby)"
+                ));
+            };
+            tracing::info!(primary = %primary.describe(), "found the PostgreSQL primary");
+            (urls[primary.index()].clone(), Some(primary))
+        }
+    };
+    if migrate && !config.no_migrate {
+        create_if_missing(&url, &shown).await?;
     }
-    let exists = Postgres::database_exists(&config.url)
+    let pool = pool(config, &url, primary.clone()).await?;
+    if migrate && config.no_migrate {
+        check_migrated(&pool, &shown).await?;
+    } else if migrate {
+        run_migrations(&pool, &shown).await?;
+    }
+    if let Some(primary) = &primary {
+        tokio::spawn(primary.clone().follow(pool.clone()));
+    }
+    Ok(Database { pool, primary })
+}
+
+impl Database {
+    /// Whether the primary has a synchronous standby, as last seen (asked now with one host).
+    pub async fn sync_standby(&self) -> primary::SyncStandby {
+        match &self.primary {
+            Some(primary) => primary.sync_standby(),
+            None => match self.pool.acquire().await {
+                Ok(mut conn) => primary::sync_standby(&mut conn)
+                    .await
+                    .unwrap_or(primary::SyncStandby::Unknown),
+                Err(_) => primary::SyncStandby::Unknown,
+            },
+        }
+    }
+
+    /// Says in the log and in a metric whether the primary has a synchronous standby (for the
+    /// long-running processes, at start).
+    pub async fn report_sync_standby(&self) {
+        let host = match &self.primary {
+            Some(primary) => primary.describe(),
+            None => "the database".to_owned(),
+        };
+        primary::report_sync(self.sync_standby().await, &host);
+    }
+}
+
+async fn create_if_missing(url: &str, shown: &str) -> anyhow::Result<()> {
+    let exists = Postgres::database_exists(url)
         .await
-        .map_err(|e| unreachable(&shown, e))?;
+        .map_err(|e| unreachable(shown, e))?;
     if !exists {
-        Postgres::create_database(&config.url)
+        Postgres::create_database(url)
             .await
             .with_context(|| format!("creating database {shown}"))?;
         tracing::info!(database = %shown, "created database");
     }
-    let pool = connect(config).await?;
+    Ok(())
+}
+
+async fn run_migrations(pool: &PgPool, shown: &str) -> anyhow::Result<()> {
     let mut attempt = 1;
     loop {
-        match MIGRATOR.run(&pool).await {
-            Ok(()) => return Ok(pool),
+        match MIGRATOR.run(pool).await {
+            Ok(()) => return Ok(()),
             // A session ended under the migrator (an operator, a failover, a restart): each
             // migration runs in its own transaction, so running them again is safe.
             Err(e) if attempt < MIGRATE_ATTEMPTS && is_transient_migration_error(&e) => {
@@ -60,29 +145,47 @@ fn is_transient_migration_error(error: &sqlx::migrate::MigrateError) -> bool {
     }
 }
 
-/// Opens the pool on an existing database, without creating or migrating anything (for jobs
-/// that only read, such as `verify`).
-pub async fn connect(config: &DatabaseConfig) -> anyhow::Result<PgPool> {
-    let shown = redact(&config.url);
-    let options = PgConnectOptions::from_str(&config.url)
-        .map_err(|e| anyhow!("DATABASE_URL {shown} is not a PostgreSQL URL: {e}"))?;
+/// One host's connect options, named as the process.
+fn options_for(config: &DatabaseConfig, url: &str) -> anyhow::Result<PgConnectOptions> {
+    let options = PgConnectOptions::from_str(url).map_err(|e| {
+        anyhow!(
+            "DATABASE_URL {} is not a PostgreSQL URL: {e}",
+            redact(&config.url)
+        )
+    })?;
     // The flag wins, then an `application_name` in the URL, then the subcommand's name.
-    let options = match (&config.application_name, options.get_application_name()) {
-        (Some(name), _) => options.application_name(name),
-        (None, Some(_)) => options,
-        (None, None) => options.application_name(&default_application_name()),
-    };
+    Ok(
+        match (&config.application_name, options.get_application_name()) {
+            (Some(name), _) => options.application_name(name),
+            (None, Some(_)) => options,
+            (None, None) => options.application_name(&default_application_name()),
+        },
+    )
+}
+
+async fn pool(
+    config: &DatabaseConfig,
+    url: &str,
+    primary: Option<Arc<Primary>>,
+) -> anyhow::Result<PgPool> {
+    let options = options_for(config, url)?;
     // sqlx pings every idle connection before handing it out by default: one extra round trip
     // per use, which under load doubled the database's work for a one-statement request. Only
     // a connection idle for a while can have died unnoticed (a restart, a failover, a proxy's
     // idle cut), so only such a one is pinged; sqlx still pings each on release.
     let ping_idle = Duration::from_millis(config.pool_ping_idle_ms);
-    PgPoolOptions::new()
+    let before_primary = primary.clone();
+    let mut pool = PgPoolOptions::new()
         .max_connections(config.pool_max_connections)
         .acquire_timeout(config.acquire_timeout())
         .test_before_acquire(false)
         .before_acquire(move |conn, meta| {
+            let primary = before_primary.clone();
             Box::pin(async move {
+                // Made before the primary moved: its node may have been demoted since.
+                if primary.is_some_and(|p| p.predates_switch(meta.age)) {
+                    return Ok(false);
+                }
                 if meta.idle_for >= ping_idle {
                     sqlx::Connection::ping(conn).await?;
                 }
@@ -98,10 +201,27 @@ pub async fn connect(config: &DatabaseConfig) -> anyhow::Result<PgPool> {
                 sqlx::Connection::shrink_buffers(conn);
                 Ok(true)
             })
-        })
-        .connect_with(options)
+        });
+    if let Some(primary) = primary {
+        // With several hosts, a connection that reached a standby (the primary moved and its
+        // successor is not known yet) is refused; the pool tries again, with the new primary's
+        // address once it is found.
+        pool = pool.after_connect(move |conn, _meta| {
+            let primary = primary.clone();
+            Box::pin(async move {
+                if primary::in_recovery(conn).await? {
+                    primary.suspect();
+                    return Err(sqlx::Error::Protocol(
+                        "connected to a standby, not the primary".into(),
+                    ));
+                }
+                Ok(())
+            })
+        });
+    }
+    pool.connect_with(options)
         .await
-        .map_err(|e| unreachable(&shown, e))
+        .map_err(|e| unreachable(&redact(&config.url), e))
 }
 
 /// Refuses to start on a schema older (or newer) than this binary's migrations.
@@ -158,9 +278,10 @@ pub fn is_unavailable(error: &sqlx::Error) -> bool {
         | sqlx::Error::PoolClosed
         | sqlx::Error::Io(_)
         | sqlx::Error::Tls(_) => true,
-        sqlx::Error::Database(db) => db
-            .code()
-            .is_some_and(|c| c.starts_with("08") || c.starts_with("53") || c.starts_with("57P")),
+        // 25006: a read-only transaction, on a primary that was demoted under the session.
+        sqlx::Error::Database(db) => db.code().is_some_and(|c| {
+            c.starts_with("08") || c.starts_with("53") || c.starts_with("57P") || c == "25006"
+        }),
         _ => false,
     }
 }
