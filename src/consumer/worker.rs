@@ -444,7 +444,6 @@ impl Consumer {
             .collect())
     }
 
-    /// Whether the database answers a trivial statement promptly.
     /// A batch past its deadline while the database answers: its statement is cancelled and
     /// the batch is waited for, a bounded while, to end by itself, so that its transaction is
     /// rolled back (or committed) before another attempt meets its locks. `None` if it is
@@ -471,6 +470,7 @@ impl Consumer {
         }
     }
 
+    /// Whether the database answers a trivial statement promptly.
     async fn database_answers(&self) -> bool {
         let ping = sqlx::query("select 1").execute(&self.pool);
         matches!(
