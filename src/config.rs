@@ -432,7 +432,8 @@ pub const REDIS_RESPONSE_MARGIN_MS: u64 = 5_000;
 
 #[derive(Debug, Clone, Args)]
 pub struct RedisConfig {
-    /// Redis or Valkey URL.
+    /// Redis or Valkey URL; `redis+sentinel://h1:p1,h2:p2/<master name>` finds the master
+    /// through Sentinels and follows it when it moves.
     #[arg(id = "redis_url", long = "redis-url", env = "REDIS_URL", default_value = DEFAULT_REDIS_URL,
         global = true)]
     pub url: String,
@@ -650,6 +651,12 @@ pub struct PublishArgs {
     /// Percentage of payments sent a second time (a new stream id, the same event id).
     #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u8).range(0..=100))]
     pub resend_percent: u8,
+    /// Replicas that must confirm each chunk (Redis `WAIT`) before it counts as sent.
+    #[arg(long, default_value_t = 0)]
+    pub wait_replicas: u32,
+    /// How long a chunk that failed or was not confirmed is sent again (same event ids).
+    #[arg(long, default_value_t = 30_000)]
+    pub retry_for_ms: u64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]

@@ -7,6 +7,8 @@
 pub mod api_keys;
 /// `wallet-ledger bench`: the benchmark scenarios, each checking its own result.
 pub mod bench;
+/// Where Redis is: one server or a master behind Sentinels.
+pub mod broker;
 /// Typed settings: flags with environment fallbacks, every limit named once.
 pub mod config;
 /// The stream consumer of payment events (Redis/Valkey Streams) and its tools.

@@ -147,7 +147,7 @@ pub fn expected_balances(published: &[Published]) -> HashMap<String, i64> {
 }
 
 pub async fn run(bench: &Bench, pool: &PgPool) -> anyhow::Result<Measurement> {
-    let mut redis = crate::consumer::stream::connect_redis(&bench.redis_url).await?;
+    let mut redis = crate::broker::connect(&bench.redis_url).await?;
     let stream = unique_stream(bench);
     let measured = measure(bench, pool, &mut redis, &stream).await;
     delete_stream(&mut redis, &stream).await;

@@ -192,7 +192,7 @@ const PROVIDER: &str = "default";
 async fn ledger_payments(bench: &Bench, pool: &PgPool, count: u64) -> anyhow::Result<Vec<Uuid>> {
     let wallets = wallet_ids(bench.sizes.accounts);
     client::create_accounts(pool, &wallets, AccountType::Wallet).await?;
-    let mut redis = crate::consumer::stream::connect_redis(&bench.redis_url).await?;
+    let mut redis = crate::broker::connect(&bench.redis_url).await?;
     let stream = unique_stream(bench);
     let built = async {
         let mut consumer: Child = start_consumer(

@@ -155,7 +155,7 @@ impl Bench {
         if streams.is_empty() {
             return;
         }
-        if let Ok(mut redis) = crate::consumer::stream::connect_redis(&self.redis_url).await {
+        if let Ok(mut redis) = crate::broker::connect(&self.redis_url).await {
             for stream in streams {
                 consumer::delete_stream(&mut redis, &stream).await;
             }
@@ -281,7 +281,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
         .iter()
         .any(|s| matches!(s, BenchScenario::Consumer | BenchScenario::Reconcile))
     {
-        let mut redis = crate::consumer::stream::connect_redis(&args.redis.url).await?;
+        let mut redis = crate::broker::connect(&args.redis.url).await?;
         redis::cmd("PING")
             .query_async::<String>(&mut redis)
             .await

@@ -40,7 +40,7 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<bool> {
     let before = accounts::wallet_posted_balance(&mut conn, wallet.as_str()).await?;
     drop(conn);
 
-    let mut redis = super::stream::connect_redis(&args.redis.url).await?;
+    let mut redis = crate::broker::connect(&args.redis.url).await?;
     let dead_letters = format!("{}.dlq", args.stream);
     let _: () = redis
         .del(&[

@@ -15,7 +15,7 @@ use serde_json::{Map, Value, json};
 const PAGE: usize = 500;
 
 pub async fn run(args: DlqArgs) -> anyhow::Result<()> {
-    let mut conn = super::stream::connect_redis(&args.redis.url).await?;
+    let mut conn = crate::broker::connect(&args.redis.url).await?;
     let dead_letters = args.stream.dead_letters();
     match args.action {
         DlqAction::List { count } => {

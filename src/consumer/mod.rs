@@ -161,7 +161,7 @@ async fn connect_stream(
         .with_context(|| {
             format!(
                 "cannot connect to Redis at {}",
-                crate::db::redact(&args.redis.url)
+                crate::broker::redact(&args.redis.url)
             )
         })?;
     stream.ensure_group().await.with_context(|| {

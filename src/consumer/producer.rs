@@ -3,8 +3,9 @@
 //! id, the same event id), in the seed article's format plus the contract's optional fields.
 
 use crate::config::PublishArgs;
-use redis::AsyncCommands;
+use redis::{AsyncCommands, Value};
 use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
 use uuid::Uuid;
 
 /// One published payment: what the ledger should end up with.
@@ -46,66 +47,205 @@ pub async fn publish_payments(
     amount: i64,
     resend_percent: u8,
 ) -> anyhow::Result<Vec<Published>> {
-    anyhow::ensure!(!wallets.is_empty(), "name at least one wallet");
-    let mut published: Vec<Published> = (0..count)
-        .map(|i| Published {
-            event_id: Uuid::new_v4(),
-            wallet: wallets[i % wallets.len()].clone(),
-            amount,
-            stream_ids: Vec::new(),
-        })
-        .collect();
-    let fields = |n: usize, p: &Published| {
-        vec![
-            ("n".to_owned(), (n + 1).to_string()),
-            ("event_id".to_owned(), p.event_id.to_string()),
-            ("wallet".to_owned(), p.wallet.clone()),
-            ("amount".to_owned(), p.amount.to_string()),
-        ]
-    };
-    // Resends interleave with first sends: payment i is resent right after payment
-    // i + 3 went out, as a producer's retry after a timeout would land.
-    let share = usize::from(resend_percent);
-    let resent = |i: usize| (i * share) % 100 < share;
-    let mut order: Vec<usize> = Vec::with_capacity(count * 2);
-    for i in 0..count {
-        order.push(i);
-        if i >= 3 && resent(i - 3) {
-            order.push(i - 3);
-        }
-    }
-    for i in count.saturating_sub(3)..count {
-        if resent(i) {
+    let plan = Plan::new(count, wallets, amount, resend_percent)?;
+    let ids = publish_raw(conn, stream, &plan.messages()).await?;
+    Ok(plan.record(ids))
+}
+
+/// The payments to publish and the order of their messages, resends included.
+struct Plan {
+    published: Vec<Published>,
+    /// Index into `published` of each message, in sending order.
+    order: Vec<usize>,
+}
+
+impl Plan {
+    fn new(
+        count: usize,
+        wallets: &[String],
+        amount: i64,
+        resend_percent: u8,
+    ) -> anyhow::Result<Plan> {
+        anyhow::ensure!(!wallets.is_empty(), "name at least one wallet");
+        let published = (0..count)
+            .map(|i| Published {
+                event_id: Uuid::new_v4(),
+                wallet: wallets[i % wallets.len()].clone(),
+                amount,
+                stream_ids: Vec::new(),
+            })
+            .collect();
+        // Resends interleave with first sends: payment i is resent right after payment
+        // i + 3 went out, as a producer's retry after a timeout would land.
+        let share = usize::from(resend_percent);
+        let resent = |i: usize| (i * share) % 100 < share;
+        let mut order: Vec<usize> = Vec::with_capacity(count * 2);
+        for i in 0..count {
             order.push(i);
+            if i >= 3 && resent(i - 3) {
+                order.push(i - 3);
+            }
+        }
+        for i in count.saturating_sub(3)..count {
+            if resent(i) {
+                order.push(i);
+            }
+        }
+        Ok(Plan { published, order })
+    }
+
+    fn messages(&self) -> Vec<Vec<(String, String)>> {
+        self.order
+            .iter()
+            .map(|&i| {
+                let p = &self.published[i];
+                vec![
+                    ("n".to_owned(), (i + 1).to_string()),
+                    ("event_id".to_owned(), p.event_id.to_string()),
+                    ("wallet".to_owned(), p.wallet.clone()),
+                    ("amount".to_owned(), p.amount.to_string()),
+                ]
+            })
+            .collect()
+    }
+
+    /// The payments, given the stream id of each message in sending order.
+    fn record(mut self, ids: Vec<String>) -> Vec<Published> {
+        for (&i, id) in self.order.iter().zip(ids) {
+            self.published[i].stream_ids.push(id);
+        }
+        self.published
+    }
+}
+
+/// How `publish` makes sure a chunk is on the stream.
+#[derive(Debug, Clone, Copy)]
+pub struct Confirmation {
+    /// Replicas that must have each chunk (Redis `WAIT`) before it counts as sent: without
+    /// one, a master lost right after answering takes the entries with it.
+    pub replicas: u32,
+    /// How long a chunk is sent again (same event ids, so the ledger absorbs the copies)
+    /// after a failed or unconfirmed attempt, which a failover behind Sentinels causes.
+    pub retry_for: Duration,
+}
+
+/// How long one `WAIT` waits for the replicas.
+const WAIT_TIMEOUT_MS: u64 = 1_000;
+const RETRY_PAUSE: Duration = Duration::from_millis(200);
+
+/// Why one attempt at a chunk did not count.
+#[derive(Debug, thiserror::Error)]
+enum Attempt {
+    #[error(transparent)]
+    Connect(anyhow::Error),
+    #[error(transparent)]
+    Redis(#[from] redis::RedisError),
+    #[error("only {confirmed} of {wanted} replicas confirmed the chunk in {WAIT_TIMEOUT_MS} ms")]
+    Unconfirmed { confirmed: u32, wanted: u32 },
+}
+
+impl Attempt {
+    fn retryable(&self) -> bool {
+        match self {
+            Attempt::Connect(_) | Attempt::Unconfirmed { .. } => true,
+            Attempt::Redis(e) => crate::broker::is_outage(e),
         }
     }
-    let events: Vec<Vec<(String, String)>> =
-        order.iter().map(|&i| fields(i, &published[i])).collect();
-    let ids = publish_raw(conn, stream, &events).await?;
-    for (&i, id) in order.iter().zip(ids) {
-        published[i].stream_ids.push(id);
+}
+
+/// Sends `messages` to `stream` at `url` chunk by chunk, each confirmed as `confirmation`
+/// asks, reconnecting (behind Sentinels: to the master of the moment) after any failure;
+/// returns the stream ids of the attempt that counted.
+pub async fn publish_confirmed(
+    url: &str,
+    stream: &str,
+    messages: &[Vec<(String, String)>],
+    confirmation: Confirmation,
+) -> anyhow::Result<Vec<String>> {
+    let mut conn: Option<redis::aio::MultiplexedConnection> = None;
+    let mut ids = Vec::with_capacity(messages.len());
+    for chunk in messages.chunks(500) {
+        let give_up_at = Instant::now() + confirmation.retry_for;
+        loop {
+            match send_chunk(&mut conn, url, stream, chunk, confirmation.replicas).await {
+                Ok(chunk_ids) => {
+                    ids.extend(chunk_ids);
+                    break;
+                }
+                Err(e) if e.retryable() && Instant::now() < give_up_at => {
+                    tracing::warn!(error = %e, "sending the chunk again");
+                    conn = None;
+                    tokio::time::sleep(RETRY_PAUSE).await;
+                }
+                Err(e) => return Err(anyhow::Error::new(e).context("cannot publish")),
+            }
+        }
     }
-    Ok(published)
+    Ok(ids)
+}
+
+async fn send_chunk(
+    conn: &mut Option<redis::aio::MultiplexedConnection>,
+    url: &str,
+    stream: &str,
+    chunk: &[Vec<(String, String)>],
+    replicas: u32,
+) -> Result<Vec<String>, Attempt> {
+    if conn.is_none() {
+        *conn = Some(
+            crate::broker::connect(url)
+                .await
+                .map_err(Attempt::Connect)?,
+        );
+    }
+    let conn = conn.as_mut().expect("connected above");
+    let mut pipe = redis::pipe();
+    for fields in chunk {
+        pipe.xadd(stream, "*", fields);
+    }
+    if replicas == 0 {
+        return Ok(pipe.query_async(conn).await?);
+    }
+    pipe.cmd("WAIT").arg(replicas).arg(WAIT_TIMEOUT_MS);
+    let mut replies: Vec<Value> = pipe.query_async(conn).await?;
+    let confirmed: u32 = redis::from_redis_value(replies.pop().unwrap_or(Value::Nil))
+        .map_err(redis::RedisError::from)?;
+    if confirmed < replicas {
+        return Err(Attempt::Unconfirmed {
+            confirmed,
+            wanted: replicas,
+        });
+    }
+    let ids = replies
+        .into_iter()
+        .map(redis::from_redis_value)
+        .collect::<Result<Vec<String>, _>>()
+        .map_err(redis::RedisError::from)?;
+    Ok(ids)
 }
 
 /// `wallet-ledger publish`: prints one line per payment and a summary of the expected totals.
 pub async fn run(args: PublishArgs) -> anyhow::Result<()> {
-    let mut conn = super::stream::connect_redis(&args.redis.url).await?;
-    let published = publish_payments(
-        &mut conn,
+    let plan = Plan::new(args.count, &args.wallets, args.amount, args.resend_percent)?;
+    let confirmation = Confirmation {
+        replicas: args.wait_replicas,
+        retry_for: Duration::from_millis(args.retry_for_ms),
+    };
+    let ids = publish_confirmed(
+        &args.redis.url,
         &args.stream,
-        args.count,
-        &args.wallets,
-        args.amount,
-        args.resend_percent,
+        &plan.messages(),
+        confirmation,
     )
     .await?;
+    let published = plan.record(ids);
     let mut totals: BTreeMap<&str, i64> = BTreeMap::new();
     let mut messages = 0;
     for p in &published {
         *totals.entry(p.wallet.as_str()).or_default() += p.amount;
         messages += p.stream_ids.len();
     }
+    let mut conn = crate::broker::connect(&args.redis.url).await?;
     let length: usize = conn.xlen(&args.stream).await?;
     println!(
         "published {} payments as {messages} messages to {} (now {length} entries)",

@@ -10,24 +10,13 @@
 
 use super::apply::{Message, Reason};
 use super::event::Fields;
+use crate::broker::MasterConnection;
 use crate::config::{REDIS_RESPONSE_MARGIN_MS, StreamConfig};
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::aio::ConnectionManagerConfig;
 use redis::streams::StreamInfoGroupsReply;
-use redis::{AsyncCommands, ErrorKind, RedisError, RedisResult, ServerErrorKind, Value};
+use redis::{AsyncCommands, RedisResult, Value};
 use std::sync::LazyLock;
 use std::time::Duration;
-
-/// A connection for the command-line tools, with an error that names the (password-free) URL.
-pub async fn connect_redis(url: &str) -> anyhow::Result<redis::aio::MultiplexedConnection> {
-    let connected = async {
-        redis::Client::open(url)?
-            .get_multiplexed_async_connection()
-            .await
-    };
-    connected
-        .await
-        .map_err(|e| anyhow::anyhow!("cannot connect to Redis at {}: {e}", crate::db::redact(url)))
-}
 
 /// Fields a dead letter adds to the original ones; a replay strips them again.
 pub const DEAD_LETTER_PREFIX: &str = "dlq_";
@@ -53,7 +42,7 @@ pub struct Backlog {
 
 #[derive(Clone)]
 pub struct StreamClient {
-    conn: ConnectionManager,
+    conn: MasterConnection,
     config: StreamConfig,
     consumer: String,
 }
@@ -66,11 +55,10 @@ impl StreamClient {
         consumer: String,
         block: Duration,
     ) -> RedisResult<StreamClient> {
-        let client = redis::Client::open(url)?;
         let manager = ConnectionManagerConfig::new().set_response_timeout(Some(
             block + Duration::from_millis(REDIS_RESPONSE_MARGIN_MS),
         ));
-        let conn = ConnectionManager::new_with_config(client, manager).await?;
+        let conn = MasterConnection::connect(url, manager).await?;
         Ok(StreamClient {
             conn,
             config,
@@ -335,34 +323,10 @@ fn min_idle_ms(min_idle: Duration) -> i64 {
     i64::try_from(min_idle.as_millis()).unwrap_or(i64::MAX)
 }
 
-/// Whether a broker error is an outage (retry the same work later) rather than the broker
-/// refusing what was asked (a key of the wrong type, a missing permission, a script error),
-/// which no retry mends: the worker stops and says so.
-pub fn is_outage(error: &RedisError) -> bool {
-    if error.is_io_error()
-        || error.is_timeout()
-        || error.is_connection_dropped()
-        || error.is_connection_refusal()
-    {
-        return true;
-    }
-    match error.kind() {
-        ErrorKind::Server(
-            ServerErrorKind::BusyLoading
-            | ServerErrorKind::TryAgain
-            | ServerErrorKind::ClusterDown
-            | ServerErrorKind::MasterDown
-            | ServerErrorKind::ReadOnly
-            | ServerErrorKind::Moved
-            | ServerErrorKind::Ask,
-        ) => true,
-        // Memory full, a script running, replicas missing, a failed snapshot: the broker is
-        // there but cannot take writes now.
-        _ => error
-            .code()
-            .is_some_and(|code| ["OOM", "BUSY", "NOREPLICAS", "MISCONF"].contains(&code)),
-    }
-}
+/// An outage is retried later; any other error is the broker refusing what was asked (a key
+/// of the wrong type, a missing permission, a script error), which no retry mends: the worker
+/// stops and says so.
+pub use crate::broker::is_outage;
 
 /// KEYS: stream, failure counts. ARGV: group, then the ids to acknowledge. The types are
 /// checked before anything is written, so a key an operator overwrote fails the call whole

@@ -92,8 +92,7 @@ pub async fn run(args: PurgeArgs) -> anyhow::Result<()> {
 
     // Dead-letter ids are their arrival time in milliseconds, so `MINID` keeps the recent ones.
     let dead_letters = args.stream.dead_letters();
-    let client = redis::Client::open(args.redis.url.as_str())?;
-    match client.get_multiplexed_async_connection().await {
+    match crate::broker::connect(&args.redis.url).await {
         Ok(mut redis) => {
             let min_id = format!("{}-0", cutoff.timestamp_millis());
             purged.dead_letters = if args.dry_run {

@@ -83,7 +83,7 @@ impl EventStream {
 
     async fn connection(&mut self) -> Option<&mut MultiplexedConnection> {
         if self.conn.is_none() {
-            let connect = crate::consumer::stream::connect_redis(&self.url);
+            let connect = crate::broker::connect(&self.url);
             match tokio::time::timeout(CONNECT_TIMEOUT, connect).await {
                 Ok(Ok(conn)) => self.conn = Some(conn),
                 Ok(Err(e)) => {

@@ -64,12 +64,12 @@ pub struct Failures {
 /// The length of the dead-letter stream, or `None` (logged) when Redis does not answer.
 async fn count_dead_letters(url: &str, stream: &str) -> Option<u64> {
     let asked = async {
-        let client = redis::Client::open(url)?;
-        let mut conn = client.get_multiplexed_async_connection().await?;
-        redis::cmd("XLEN")
+        let mut conn = crate::broker::connect(url).await?;
+        let length = redis::cmd("XLEN")
             .arg(stream)
             .query_async::<u64>(&mut conn)
-            .await
+            .await?;
+        anyhow::Ok(length)
     };
     match tokio::time::timeout(std::time::Duration::from_secs(5), asked).await {
         Ok(Ok(n)) => Some(n),
