@@ -1,15 +1,20 @@
 //! The workers' operational endpoints: `/metrics` (Prometheus text) and `/readyz`, on an
 //! address of their own so an orchestrator can scrape and probe a process that has no API.
 
+use crate::db::primary::SyncStandby;
 use axum::Router;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::routing::get;
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
+use sqlx::PgPool;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, Ordering};
+
+/// How long `/readyz` waits to learn whether the primary has a synchronous standby.
+const SYNC_STANDBY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// Latency buckets (seconds) of every `*_seconds` histogram: 1 ms to 10 s.
 const SECONDS_BUCKETS: &[f64] = &[
@@ -79,10 +84,17 @@ pub fn render(handle: &PrometheusHandle) -> String {
 struct Probe {
     metrics: PrometheusHandle,
     readiness: Readiness,
+    /// The database the process writes to: `/readyz` says whether its primary has a
+    /// synchronous standby.
+    database: Option<PgPool>,
 }
 
 /// Serves `/metrics` and `/readyz` on `addr` in the background; returns the bound address.
-pub async fn serve(addr: SocketAddr, readiness: Readiness) -> anyhow::Result<SocketAddr> {
+pub async fn serve(
+    addr: SocketAddr,
+    readiness: Readiness,
+    database: Option<PgPool>,
+) -> anyhow::Result<SocketAddr> {
     let metrics = recorder()?;
     let listener = tokio::net::TcpListener::bind(addr)
         .await
@@ -91,7 +103,11 @@ pub async fn serve(addr: SocketAddr, readiness: Readiness) -> anyhow::Result<Soc
     let app = Router::new()
         .route("/metrics", get(scrape))
         .route("/readyz", get(ready))
-        .with_state(Probe { metrics, readiness });
+        .with_state(Probe {
+            metrics,
+            readiness,
+            database,
+        });
     tokio::spawn(async move {
         if let Err(e) = axum::serve(listener, app).await {
             tracing::error!(error = %e, "the metrics endpoint stopped");
@@ -108,13 +124,29 @@ async fn scrape(State(probe): State<Probe>) -> ([(&'static str, &'static str); 1
     )
 }
 
-async fn ready(State(probe): State<Probe>) -> (StatusCode, &'static str) {
-    if probe.readiness.get() {
-        (StatusCode::OK, "ready\n")
-    } else {
-        (
+/// `ready`, then (with a database) `synchronous_standby: true|false|unknown` on a line of its
+/// own; or 503 with why.
+async fn ready(State(probe): State<Probe>) -> (StatusCode, String) {
+    if !probe.readiness.get() {
+        return (
             StatusCode::SERVICE_UNAVAILABLE,
-            "not ready: a dependency is unreachable\n",
-        )
+            "not ready: a dependency is unreachable\n".into(),
+        );
     }
+    let Some(pool) = &probe.database else {
+        return (StatusCode::OK, "ready\n".into());
+    };
+    let asked = async {
+        let mut conn = pool.acquire().await?;
+        crate::db::primary::sync_standby(&mut conn).await
+    };
+    let sync = match tokio::time::timeout(SYNC_STANDBY_TIMEOUT, asked).await {
+        Ok(Ok(SyncStandby::Attached)) => "true",
+        Ok(Ok(SyncStandby::Absent)) => "false",
+        _ => "unknown",
+    };
+    (
+        StatusCode::OK,
+        format!("ready\nsynchronous_standby: {sync}\n"),
+    )
 }

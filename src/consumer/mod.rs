@@ -73,7 +73,7 @@ pub async fn run(args: ConsumeArgs) -> anyhow::Result<()> {
     }
     let readiness = Readiness::new(true);
     if let Some(addr) = args.metrics_addr {
-        crate::telemetry::serve(addr, readiness.clone()).await?;
+        crate::telemetry::serve(addr, readiness.clone(), Some(pool.clone())).await?;
     }
     let shutdown = Arc::new(AtomicBool::new(false));
     let flag = shutdown.clone();
