@@ -605,7 +605,10 @@ fn compose_services(compose: &str, image_cmd: &[String]) -> Vec<(String, bool, I
         .iter()
         .map(|(name, service)| {
             let image = service.get("image").and_then(Yaml::scalar).unwrap_or("");
-            let app = service.get("build").is_some() || image.contains("wallet-ledger");
+            // The app's image, or a build that names no image; a build that names another
+            // image (docker/pg-auto-failover) is not the app.
+            let app = image.contains("wallet-ledger")
+                || (service.get("build").is_some() && image.is_empty());
             let args = match service.get("command") {
                 Some(command) => words(command, "command"),
                 None if app => image_cmd.to_vec(),
