@@ -8,7 +8,7 @@ use super::common::{TestApp, lock_waiters};
 use super::stream_support::{
     BIN, GROUP, PrivateRedis, assert_exit_0, consume, consumer_command_with, dead_letters,
     describe, dlq, event, eventually, forget, free_port, http_get, metric, payment, pending,
-    redis_at, run_to_end, shared_redis_url, spawn, stop, text, unique_stream, xadd,
+    redis_at, run_to_end, shared_redis_url, spawn, stop, stopped_total, text, unique_stream, xadd,
 };
 use axum::http::StatusCode;
 use redis::AsyncCommands;
@@ -87,20 +87,6 @@ fn totals_of_first(published: &[Published], n: usize) -> BTreeMap<String, i64> {
         }
     }
     totals
-}
-
-/// `key=value` of the log line "consumer stopped" (the consumer's totals).
-fn stopped_total(stderr: &str, key: &str) -> u64 {
-    let line = stderr
-        .lines()
-        .find(|l| l.contains("consumer stopped"))
-        .unwrap_or_else(|| panic!("no \"consumer stopped\" line in:\n{stderr}"));
-    let after = line
-        .split_once(&format!(" {key}="))
-        .unwrap_or_else(|| panic!("no {key}= in {line:?}"))
-        .1;
-    let digits: String = after.chars().take_while(char::is_ascii_digit).collect();
-    digits.parse().unwrap()
 }
 
 /// Pending entries of the group: (stream id, owner, idle ms).

@@ -682,6 +682,20 @@ pub async fn forget(redis: &mut MultiplexedConnection, stream: &str, group: &str
     let _: () = redis.del(&keys).await.unwrap();
 }
 
+/// `key=value` of the log line "consumer stopped" (the consumer's totals).
+pub fn stopped_total(stderr: &str, key: &str) -> u64 {
+    let line = stderr
+        .lines()
+        .find(|l| l.contains("consumer stopped"))
+        .unwrap_or_else(|| panic!("no \"consumer stopped\" line in:\n{stderr}"));
+    let after = line
+        .split_once(&format!(" {key}="))
+        .unwrap_or_else(|| panic!("no {key}= in {line:?}"))
+        .1;
+    let digits: String = after.chars().take_while(char::is_ascii_digit).collect();
+    digits.parse().unwrap()
+}
+
 /// The value of one Prometheus series (`name{labels}` exactly as rendered).
 pub fn metric(text: &str, series: &str) -> Option<f64> {
     text.lines().find_map(|line| {

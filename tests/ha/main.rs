@@ -1,0 +1,18 @@
+//! High availability against real engines: a pg_auto_failover group (a monitor, a primary and a
+//! synchronous standby) and a Redis master with a replica and three Sentinels, started by
+//! `scripts/ha.sh` on loopback ports of their own; primaries are lost to SIGKILL and the
+//! engines, not this code, promote the standbys. Its own test binary (`cargo test --test ha`),
+//! so the rest of the suite runs without these engines; the tests take turns, since each
+//! topology alone keeps two cores busy.
+
+#[allow(dead_code)]
+#[path = "../api/common.rs"]
+mod common;
+#[allow(dead_code)]
+#[path = "../api/stream_support.rs"]
+mod stream_support;
+
+mod client;
+mod postgres;
+mod redis_sentinel;
+mod topology;

@@ -1,0 +1,217 @@
+//! Tests 1 and 2 of issue 19: the PostgreSQL primary's machine is lost under load, the engine
+//! promotes the synchronous standby, and the old primary rejoins as a standby that the service
+//! never writes to.
+
+use crate::client::{Answer, Api};
+use crate::common::Rng;
+use crate::stream_support::BIN;
+use crate::topology::{Topology, one_at_a_time};
+use serde_json::json;
+use sqlx::{Connection, PgConnection};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+use uuid::Uuid;
+
+const CLIENTS: usize = 16;
+const WALLETS: usize = 20;
+const FUNDING: i64 = 1_000_000;
+
+/// A transfer a client sent, and what it was finally answered.
+struct Sent {
+    id: Uuid,
+    from: String,
+    to: String,
+    amount: i64,
+    answer: Answer,
+}
+
+/// One client: transfers of 1 to 100 between random wallets until `stop`, each sent until it
+/// gets a final answer, always under the same id.
+async fn client(
+    api: Arc<Api>,
+    wallets: Arc<Vec<String>>,
+    seed: u64,
+    stop: Arc<AtomicBool>,
+) -> Vec<Sent> {
+    let mut rng = Rng(seed);
+    let mut sent = Vec::new();
+    while !stop.load(Ordering::Relaxed) {
+        let (from, to) = rng.two_distinct(&wallets);
+        let amount = 1 + rng.below(100) as i64;
+        let id = Uuid::new_v4();
+        let body = json!({"id": id, "from": from, "to": to, "amount": amount});
+        let answer = api.post("/v1/transfers", &body).await;
+        sent.push(Sent {
+            id,
+            from: from.to_owned(),
+            to: to.to_owned(),
+            amount,
+            answer,
+        });
+    }
+    sent
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lost_primary_loses_no_acknowledged_transfer_and_rejoins_as_a_standby() {
+    let _turn = one_at_a_time().await;
+    let ha = Topology::up("pg").await;
+    let api = Arc::new(Api::start(&ha.database_url).await);
+    let wallets: Vec<String> = (0..WALLETS).map(|i| format!("ha-w{i}")).collect();
+    for wallet in &wallets {
+        api.create_wallet(wallet).await;
+        api.fund(wallet, FUNDING).await;
+    }
+    let wallets = Arc::new(wallets);
+
+    // 1. Clients under load; the primary's machine is lost a few seconds in.
+    let stop = Arc::new(AtomicBool::new(false));
+    let clients: Vec<_> = (0..CLIENTS)
+        .map(|k| {
+            tokio::spawn(client(
+                api.clone(),
+                wallets.clone(),
+                0x9e37_79b9 + k as u64,
+                stop.clone(),
+            ))
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let old = ha.kill_pg_primary().await;
+    // From the moment the node is gone (the script returns once nothing of it runs).
+    let killed_at = Instant::now();
+    let (new, new_port) = ha.wait_pg_primary(&old).await;
+    let promoted_after = killed_at.elapsed();
+    // Traffic goes on until every client had a few answers from the new primary.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    stop.store(true, Ordering::Relaxed);
+    let mut sent = Vec::new();
+    for c in clients {
+        sent.extend(c.await.expect("a client ran to its end"));
+    }
+
+    let other_5xx: Vec<&String> = sent.iter().flat_map(|s| &s.answer.other_5xx).collect();
+    assert!(other_5xx.is_empty(), "5xx other than 503: {other_5xx:?}");
+    let refused: Vec<String> = sent
+        .iter()
+        .filter(|s| !(200..300).contains(&s.answer.status))
+        .map(|s| format!("{} {}", s.answer.status, s.answer.body))
+        .collect();
+    assert!(
+        refused.is_empty(),
+        "every transfer ends accepted: {refused:?}"
+    );
+    let retried = sent.iter().filter(|s| s.answer.retries > 0).count();
+    let retries: u32 = sent.iter().map(|s| s.answer.retries).sum();
+    let first_after = sent
+        .iter()
+        .map(|s| s.answer.at)
+        .filter(|at| *at > killed_at)
+        .min()
+        .expect("answers after the kill");
+    println!(
+        "{} transfers acknowledged; {old} lost, {new} promoted after {:.1} s; first 2xx {:.1} s \
+         after the kill; {retried} transfers retried, {retries} 503s or lost connections",
+        sent.len(),
+        promoted_after.as_secs_f64(),
+        (first_after - killed_at).as_secs_f64(),
+    );
+
+    // Every acknowledged transfer is on the new primary exactly once, with its two entries.
+    let mut primary = PgConnection::connect(&ha.node_url(new_port)).await.unwrap();
+    let ids: Vec<Uuid> = sent.iter().map(|s| s.id).collect();
+    let stored: Vec<(Uuid, i64)> = sqlx::query_as(
+        "select t.id, (select count(*) from entries e where e.transaction_id = t.id)
+           from transactions t where t.id = any($1)",
+    )
+    .bind(&ids)
+    .fetch_all(&mut primary)
+    .await
+    .unwrap();
+    assert_eq!(
+        stored.len(),
+        sent.len(),
+        "every acknowledged transfer is stored"
+    );
+    assert!(
+        stored.iter().all(|(_, entries)| *entries == 2),
+        "two entries each"
+    );
+
+    // Money conserved, and each wallet holds exactly what its acknowledged transfers say.
+    let mut expected: BTreeMap<&str, i64> = wallets.iter().map(|w| (w.as_str(), FUNDING)).collect();
+    for s in &sent {
+        *expected.get_mut(s.from.as_str()).unwrap() -= s.amount;
+        *expected.get_mut(s.to.as_str()).unwrap() += s.amount;
+    }
+    let mut actual = BTreeMap::new();
+    for wallet in wallets.iter() {
+        actual.insert(wallet.as_str(), api.posted_balance(wallet).await);
+    }
+    assert_eq!(actual, expected);
+    assert_eq!(actual.values().sum::<i64>(), FUNDING * WALLETS as i64);
+
+    let verify = std::process::Command::new(BIN)
+        .args(["verify", "--database-url", &ha.database_url])
+        .output()
+        .unwrap();
+    assert_eq!(
+        verify.status.code(),
+        Some(0),
+        "verify is clean on the new primary: {}{}",
+        String::from_utf8_lossy(&verify.stdout),
+        String::from_utf8_lossy(&verify.stderr)
+    );
+
+    // 2. The old primary rejoins as a standby; writes keep going to the new one only.
+    ha.rejoin(&old).await;
+    let (still, _) = ha.pg_primary().await;
+    assert_eq!(
+        still, new,
+        "the rejoined node did not take the primary back"
+    );
+    for _ in 0..50 {
+        let (from, to) = (&wallets[0], &wallets[1]);
+        let r = api
+            .post(
+                "/v1/transfers",
+                &json!({"id": Uuid::new_v4(), "from": from, "to": to, "amount": 1}),
+            )
+            .await;
+        assert_eq!(r.status, 201, "{}", r.body);
+    }
+    let old_port = ha.port_of(&old).await;
+    let mut rejoined = PgConnection::connect(&ha.node_url(old_port)).await.unwrap();
+    let in_recovery: bool = sqlx::query_scalar("select pg_is_in_recovery()")
+        .fetch_one(&mut rejoined)
+        .await
+        .unwrap();
+    assert!(in_recovery, "{old} came back as a standby");
+    let our_sessions: i64 = sqlx::query_scalar(
+        "select count(*) from pg_stat_activity where application_name = 'wallet-ledger-ha'",
+    )
+    .fetch_one(&mut rejoined)
+    .await
+    .unwrap();
+    assert_eq!(
+        our_sessions, 0,
+        "the service holds no session on the standby"
+    );
+    let on_new: i64 = sqlx::query_scalar(
+        "select count(*) from pg_stat_activity where application_name = 'wallet-ledger-ha'",
+    )
+    .fetch_one(&mut primary)
+    .await
+    .unwrap();
+    assert!(on_new > 0, "the service's sessions are on the new primary");
+
+    let api = Arc::into_inner(api).expect("the clients are done");
+    let (_, log) = api.server.stop().await;
+    assert!(
+        log.contains("the PostgreSQL primary moved"),
+        "serve logged the switch: {}",
+        crate::stream_support::last_lines(&log, 40)
+    );
+}

@@ -1,0 +1,197 @@
+//! Tests 3 and 4 of issue 19: payment events flow through the consumer while the Redis master
+//! is lost (and, in test 4, the PostgreSQL primary with it); Sentinel promotes the replica.
+//! The producer counts an event as sent only once `WAIT 1` said a replica has it, and sends
+//! it again (same event id) until then, as a producer that must not lose a payment does.
+
+use crate::client::Api;
+use crate::common::TestApp;
+use crate::stream_support::{
+    consumer_command, dead_letters, eventually, free_port, http_get, payment, spawn, stop,
+    stopped_total, text, unique_stream,
+};
+use crate::topology::{Topology, one_at_a_time};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+use uuid::Uuid;
+use wallet_ledger::consumer::producer::{Confirmation, publish_confirmed};
+
+/// Payments per `publish_confirmed` call, one call every PAUSE: the producer goes on through
+/// the failover until told to stop.
+const GROUP_OF: usize = 20;
+const PAUSE: Duration = Duration::from_millis(50);
+const AMOUNT: i64 = 100;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lost_redis_master_loses_no_confirmed_event_and_applies_none_twice() {
+    let _turn = one_at_a_time().await;
+    let ha = Topology::up("redis").await;
+    let app = TestApp::new().await;
+    payments_through_a_failover(&ha, &app.database_url, false).await;
+    app.finish().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn losing_the_redis_master_and_the_postgres_primary_at_once_loses_nothing() {
+    let _turn = one_at_a_time().await;
+    let ha = Topology::up("all").await;
+    payments_through_a_failover(&ha, &ha.database_url.clone(), true).await;
+}
+
+async fn payments_through_a_failover(ha: &Topology, database_url: &str, lose_postgres: bool) {
+    let api = Api::start(database_url).await;
+    let wallets: Vec<String> = (0..8).map(|i| format!("ha-p{i}")).collect();
+    for wallet in &wallets {
+        api.create_wallet(wallet).await;
+    }
+    let stream = unique_stream("ha");
+    let metrics_addr = format!("127.0.0.1:{}", free_port());
+    let mut command = consumer_command(
+        database_url,
+        &ha.redis_url,
+        &stream,
+        "ha-c1",
+        &["--metrics-addr", &metrics_addr, "--batch-size", "50"],
+    );
+    command.env("RUST_LOG", "info,sqlx=warn");
+    let consumer = spawn(command);
+    let ready = eventually(Duration::from_secs(30), || {
+        let addr = metrics_addr.clone();
+        async move { matches!(http_get(&addr, "/readyz").await, Some((200, _))) }
+    })
+    .await;
+    assert!(ready, "the consumer became ready");
+
+    let stop_producing = Arc::new(AtomicBool::new(false));
+    let producer = tokio::spawn(produce(
+        ha.redis_url.clone(),
+        stream.clone(),
+        wallets.clone(),
+        stop_producing.clone(),
+    ));
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+
+    let old_master = ha.kill_redis_master().await;
+    let killed_at = Instant::now();
+    let old_primary = if lose_postgres {
+        Some(ha.kill_pg_primary().await)
+    } else {
+        None
+    };
+    let new_master = ha.wait_redis_master(old_master).await;
+    let redis_after = killed_at.elapsed();
+    // A replica again, so that `WAIT 1` can confirm what is sent from now on.
+    ha.restart_redis(old_master).await;
+    if let Some(old) = &old_primary {
+        ha.wait_pg_primary(old).await;
+    }
+    let database_after = killed_at.elapsed();
+    // Payments confirmed by the new master's replica too, then the producer stops.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    stop_producing.store(true, Ordering::Relaxed);
+    let payments = tokio::time::timeout(Duration::from_secs(180), producer)
+        .await
+        .expect("the producer finished")
+        .expect("the producer ran");
+
+    // Every payment applied exactly once: each wallet holds exactly its share, and goes on
+    // holding it (a late duplicate would add to it).
+    let mut expected: BTreeMap<String, i64> = BTreeMap::new();
+    for (_, wallet) in &payments {
+        *expected.entry(wallet.clone()).or_default() += AMOUNT;
+    }
+    let until = Instant::now() + Duration::from_secs(120);
+    let mut actual = balances(&api, &wallets).await;
+    while actual != expected && Instant::now() < until {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        actual = balances(&api, &wallets).await;
+    }
+    let mut redis = wallet_ledger::broker::connect(&ha.redis_url).await.unwrap();
+    let until = Instant::now() + Duration::from_secs(30);
+    let mut pending = crate::stream_support::pending(&mut redis, &stream).await;
+    while pending > 0 && Instant::now() < until {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        pending = crate::stream_support::pending(&mut redis, &stream).await;
+    }
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let later = balances(&api, &wallets).await;
+    let (output, _) = stop(consumer, Duration::from_secs(30)).await;
+    let log = text(&output.stderr);
+    assert_eq!(actual, expected, "every payment applied\n{}", tail(&log));
+    assert_eq!(later, expected, "nothing applied twice\n{}", tail(&log));
+    assert_eq!(pending, 0, "nothing stays pending\n{}", tail(&log));
+    assert!(dead_letters(&mut redis, &stream).await.is_empty());
+    assert_eq!(output.status.code(), Some(0), "{}", tail(&log));
+    let applied = stopped_total(&log, "applied");
+    let duplicates = stopped_total(&log, "duplicates");
+    assert_eq!(applied, payments.len() as u64, "each payment applied once");
+    assert!(
+        log.contains("the Redis master moved"),
+        "the consumer followed the new master: {}",
+        tail(&log)
+    );
+    println!(
+        "{} payments applied once each, {duplicates} copies absorbed; Redis master \
+         {old_master} -> {new_master} after {:.1} s{}",
+        payments.len(),
+        redis_after.as_secs_f64(),
+        if lose_postgres {
+            format!(
+                ", PostgreSQL primary {} replaced after {:.1} s",
+                old_primary.unwrap_or_default(),
+                database_after.as_secs_f64()
+            )
+        } else {
+            String::new()
+        }
+    );
+    let (_, _) = api.server.stop().await;
+}
+
+/// Publishes payments to `wallets` in turn, a group at a time, each group confirmed by one
+/// replica (and sent again until it is), until `stop`; returns the payments published.
+async fn produce(
+    redis_url: String,
+    stream: String,
+    wallets: Vec<String>,
+    stop: Arc<AtomicBool>,
+) -> Vec<(Uuid, String)> {
+    let confirmation = Confirmation {
+        replicas: 1,
+        retry_for: Duration::from_secs(120),
+    };
+    let mut published = Vec::new();
+    while !stop.load(Ordering::Relaxed) {
+        let group: Vec<(Uuid, String)> = (0..GROUP_OF)
+            .map(|i| {
+                (
+                    Uuid::new_v4(),
+                    wallets[(published.len() + i) % wallets.len()].clone(),
+                )
+            })
+            .collect();
+        let messages: Vec<Vec<(String, String)>> = group
+            .iter()
+            .map(|(id, wallet)| payment(*id, wallet, &AMOUNT.to_string()))
+            .collect();
+        publish_confirmed(&redis_url, &stream, &messages, confirmation)
+            .await
+            .expect("every group confirmed in the end");
+        published.extend(group);
+        tokio::time::sleep(PAUSE).await;
+    }
+    published
+}
+
+async fn balances(api: &Api, wallets: &[String]) -> BTreeMap<String, i64> {
+    let mut balances = BTreeMap::new();
+    for wallet in wallets {
+        balances.insert(wallet.clone(), api.posted_balance(wallet).await);
+    }
+    balances
+}
+
+fn tail(log: &str) -> String {
+    crate::stream_support::last_lines(log, 40)
+}
