@@ -55,7 +55,7 @@ impl ConsumeArgs {
 pub async fn run(args: ConsumeArgs) -> anyhow::Result<()> {
     args.check().map_err(anyhow::Error::msg)?;
     let database = crate::db::open(&args.database, true).await?;
-    database.report_sync_standby().await;
+    database.watch_sync_standby().await;
     let pool = database.pool.clone();
     let name = args.consumer_name();
     let settings = args.settings();

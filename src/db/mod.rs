@@ -77,6 +77,9 @@ pub async fn open(config: &DatabaseConfig, migrate: bool) -> anyhow::Result<Data
     Ok(Database { pool, primary })
 }
 
+/// How often a single-host process re-reads whether its primary has a synchronous standby.
+const SYNC_STANDBY_EVERY: std::time::Duration = std::time::Duration::from_secs(10);
+
 impl Database {
     /// Whether the primary has a synchronous standby, as last seen (asked now with one host).
     pub async fn sync_standby(&self) -> primary::SyncStandby {
@@ -91,14 +94,32 @@ impl Database {
         }
     }
 
-    /// Says in the log and in a metric whether the primary has a synchronous standby (for the
-    /// long-running processes, at start).
-    pub async fn report_sync_standby(&self) {
+    /// Says in the log and in a metric whether the primary has a synchronous standby, now and
+    /// whenever that changes (for the long-running processes). With several hosts the primary
+    /// tracker re-reads it on every probe; with one, a task here does, every
+    /// SYNC_STANDBY_EVERY, so that losing the standby later shows in the metric an alert
+    /// watches.
+    pub async fn watch_sync_standby(&self) {
         let host = match &self.primary {
             Some(primary) => primary.describe(),
             None => "the database".to_owned(),
         };
-        primary::report_sync(self.sync_standby().await, &host);
+        let mut last = self.sync_standby().await;
+        primary::report_sync(last, &host);
+        if self.primary.is_some() {
+            return;
+        }
+        let database = self.clone();
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(SYNC_STANDBY_EVERY).await;
+                let now = database.sync_standby().await;
+                if now != last && now != primary::SyncStandby::Unknown {
+                    primary::report_sync(now, &host);
+                    last = now;
+                }
+            }
+        });
     }
 }
 

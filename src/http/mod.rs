@@ -163,7 +163,7 @@ async fn request_timeout(State(state): State<AppState>, req: Request, next: Next
 
 pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let database = crate::db::open(&args.database, true).await?;
-    database.report_sync_standby().await;
+    database.watch_sync_standby().await;
     let pool = database.pool.clone();
     let listener = tokio::net::TcpListener::bind(args.http.listen_addr)
         .await
