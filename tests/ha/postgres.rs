@@ -111,13 +111,13 @@ async fn a_lost_primary_loses_no_acknowledged_transfer_and_rejoins_as_a_standby(
         .filter(|at| *at > killed_at)
         .min()
         .expect("answers after the kill");
-    println!(
+    crate::report(&format!(
         "{} transfers acknowledged; {old} lost, {new} promoted after {:.1} s; first 2xx {:.1} s \
          after the kill; {retried} transfers retried, {retries} 503s or lost connections",
         sent.len(),
         promoted_after.as_secs_f64(),
         (first_after - killed_at).as_secs_f64(),
-    );
+    ));
 
     // Every acknowledged transfer is on the new primary exactly once, with its two entries.
     let mut primary = PgConnection::connect(&ha.node_url(new_port)).await.unwrap();

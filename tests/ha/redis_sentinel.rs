@@ -131,7 +131,7 @@ async fn payments_through_a_failover(ha: &Topology, database_url: &str, lose_pos
         "the consumer followed the new master: {}",
         tail(&log)
     );
-    println!(
+    crate::report(&format!(
         "{} payments applied once each, {duplicates} copies absorbed; Redis master \
          {old_master} -> {new_master} after {:.1} s{}",
         payments.len(),
@@ -145,7 +145,7 @@ async fn payments_through_a_failover(ha: &Topology, database_url: &str, lose_pos
         } else {
             String::new()
         }
-    );
+    ));
     let (_, _) = api.server.stop().await;
 }
 
