@@ -28,30 +28,36 @@ pub struct Answer {
 /// How long a client keeps retrying one request: longer than any failover here takes.
 const GIVE_UP_AFTER: Duration = Duration::from_secs(120);
 
+/// Runs the binary to its end; its stdout. A failure fails the test with its stderr.
+fn run(args: &[&str]) -> String {
+    let output = std::process::Command::new(BIN)
+        .args(args)
+        .output()
+        .expect("the binary runs");
+    assert!(
+        output.status.success(),
+        "wallet-ledger {args:?}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
 impl Api {
     /// `serve` on `database_url`, migrated, with a fresh admin key and no rate limit in the
     /// way of 16 clients.
     pub async fn start(database_url: &str) -> Api {
-        let migrated = std::process::Command::new(BIN)
-            .args(["migrate", "--database-url", database_url])
-            .output()
-            .expect("the binary runs");
-        assert!(
-            migrated.status.success(),
-            "migrate: {}",
-            String::from_utf8_lossy(&migrated.stderr)
-        );
-        let created = std::process::Command::new(BIN)
-            .args(["api-key", "create", "--owner", "ha", "--scope", "admin"])
-            .args(["--database-url", database_url])
-            .output()
-            .expect("the binary runs");
-        assert!(
-            created.status.success(),
-            "api-key create: {}",
-            String::from_utf8_lossy(&created.stderr)
-        );
-        let token = String::from_utf8_lossy(&created.stdout).trim().to_owned();
+        run(&["migrate", "--database-url", database_url]);
+        let created = run(&[
+            "api-key",
+            "create",
+            "--owner",
+            "ha",
+            "--scope",
+            "admin",
+            "--database-url",
+            database_url,
+        ]);
+        let token = created.trim().to_owned();
         let server = serve(
             database_url,
             &[("RUST_LOG", "info,sqlx=warn")],
