@@ -54,10 +54,13 @@ pub enum Reason {
     /// Applied alone, the event still took longer than `--max-batch-ms` (a lock held
     /// elsewhere, an overloaded database): retried, then dead-lettered.
     TimedOut,
+    /// A stored row it reads is corrupt (edited by hand, or written by a bug): dead-lettered
+    /// at once; replay it once the row is repaired.
+    CorruptRow,
 }
 
 impl Reason {
-    pub const ALL: [Reason; 7] = [
+    pub const ALL: [Reason; 8] = [
         Reason::MalformedEvent,
         Reason::IdempotencyMismatch,
         Reason::UnknownAccount,
@@ -65,6 +68,7 @@ impl Reason {
         Reason::ConflictingState,
         Reason::AccountClosed,
         Reason::TimedOut,
+        Reason::CorruptRow,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -76,6 +80,7 @@ impl Reason {
             Reason::ConflictingState => "conflicting_state",
             Reason::AccountClosed => "account_closed",
             Reason::TimedOut => "timed_out",
+            Reason::CorruptRow => "corrupt_row",
         }
     }
 }
@@ -140,7 +145,7 @@ pub enum Outcome {
 }
 
 impl Outcome {
-    fn dead(reason: Reason, detail: impl Into<String>) -> Outcome {
+    pub fn dead(reason: Reason, detail: impl Into<String>) -> Outcome {
         Outcome::DeadLetter {
             reason,
             detail: detail.into(),

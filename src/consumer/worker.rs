@@ -371,7 +371,7 @@ impl Consumer {
                     );
                     done.extend(part.into_iter().map(|m| (m, timed_out(&detail))));
                 }
-                (Failure::Refused, error) if part.len() > 1 => {
+                (Failure::Refused | Failure::Corrupt, error) if part.len() > 1 => {
                     // Something in the batch itself makes the database refuse it.
                     tracing::warn!(%error, "the batch was refused; applying its messages one by one");
                     for message in part.into_iter().rev() {
@@ -387,6 +387,14 @@ impl Consumer {
                         };
                         (m, outcome)
                     }));
+                }
+                (Failure::Corrupt, error) => {
+                    metrics::counter!("wallet_ledger_consumer_corrupt_rows_total").increment(1);
+                    tracing::error!(%error, "a stored row is corrupt; dead-lettering the event that reads it");
+                    done.extend(
+                        part.into_iter()
+                            .map(|m| (m, Outcome::dead(Reason::CorruptRow, error.clone()))),
+                    );
                 }
                 (Failure::Busy, error) => {
                     tracing::info!(%error, "the batch met a concurrent writer; applying it again");
@@ -683,6 +691,9 @@ pub enum Failure {
     Locked,
     /// The database refused something in the batch itself: find which message.
     Refused,
+    /// A stored row the batch read is corrupt: find which message reads it and dead-letter
+    /// it; retrying would read the same row forever.
+    Corrupt,
 }
 
 /// The one place that says which database errors are transient for the consumer. Nothing of
@@ -694,6 +705,7 @@ pub fn classify(error: &ApplyError) -> Failure {
         ApplyError::Database(e) => e,
     };
     match e {
+        e if crate::db::is_corrupt(e) => Failure::Corrupt,
         sqlx::Error::Io(_)
         | sqlx::Error::Tls(_)
         | sqlx::Error::PoolTimedOut
@@ -743,5 +755,30 @@ fn timed_out(detail: &str) -> Outcome {
     Outcome::Retry {
         reason: Reason::TimedOut,
         detail: detail.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_corrupt_row_is_permanent_and_a_broken_connection_an_outage() {
+        let corrupt = crate::db::corrupt("transactions", "t1", "its leg 1 is malformed");
+        assert_eq!(classify(&ApplyError::Database(corrupt)), Failure::Corrupt);
+        let undecodable = sqlx::Error::ColumnDecode {
+            index: "status".into(),
+            source: "not a status".into(),
+        };
+        assert_eq!(
+            classify(&ApplyError::Database(undecodable)),
+            Failure::Corrupt
+        );
+        let protocol = sqlx::Error::Protocol("connected to a standby, not the primary".into());
+        assert_eq!(classify(&ApplyError::Database(protocol)), Failure::Outage);
+        assert_eq!(
+            classify(&ApplyError::Database(sqlx::Error::PoolTimedOut)),
+            Failure::Outage
+        );
     }
 }

@@ -289,6 +289,35 @@ pub fn redact(url: &str) -> String {
     }
 }
 
+/// A stored row that breaks what the code relies on (edited behind the service's back, or
+/// written by a bug). No retry mends it, so every caller treats it as permanent: the API
+/// answers 500 and logs it, the consumer dead-letters the event that read it. Carried as
+/// `sqlx::Error::Decode`, as a column sqlx itself could not decode is.
+#[derive(Debug, thiserror::Error)]
+#[error("the {table} row {id} is corrupt: {what}")]
+pub struct CorruptRow {
+    pub table: &'static str,
+    pub id: String,
+    pub what: String,
+}
+
+pub fn corrupt(table: &'static str, id: impl ToString, what: impl Into<String>) -> sqlx::Error {
+    sqlx::Error::Decode(Box::new(CorruptRow {
+        table,
+        id: id.to_string(),
+        what: what.into(),
+    }))
+}
+
+/// Whether an error says stored data cannot be read as the code expects ([`CorruptRow`], or
+/// a value sqlx could not decode): permanent, never an outage.
+pub fn is_corrupt(error: &sqlx::Error) -> bool {
+    matches!(
+        error,
+        sqlx::Error::Decode(_) | sqlx::Error::ColumnDecode { .. }
+    )
+}
+
 /// Whether an error says the database is unreachable or unwell (a retry later may succeed)
 /// rather than that the statement itself was wrong: pool and connection failures, and SQLSTATE
 /// classes 08 (connection exception), 53 (insufficient resources) and 57P (operator

@@ -217,9 +217,11 @@ pub async fn resolve_in(
     }
 
     let Some(currency) = Currency::parse(&hold.currency) else {
-        return Err(sqlx::Error::Protocol(format!(
-            "transaction {id} has an unknown currency"
-        )));
+        return Err(crate::db::corrupt(
+            "transactions",
+            id,
+            format!("unknown currency {:?}", hold.currency),
+        ));
     };
     let captured = match (action, amount) {
         (Action::Void, _) => None,

@@ -50,7 +50,8 @@ pub async fn plan(
             current: row.status,
         });
     }
-    let mut legs: Vec<LegView> = serde_json::from_value(row.legs).unwrap_or_default();
+    let mut legs: Vec<LegView> = serde_json::from_value(row.legs)
+        .map_err(|e| crate::db::corrupt("transactions", original, format!("its legs: {e}")))?;
     // A partially captured hold posted `captured_amount`, not what it held.
     if let Some(captured) = row.captured_amount {
         for leg in &mut legs {
@@ -86,9 +87,11 @@ pub async fn plan(
         };
         let (Some(account), Some(amount)) = (AccountId::parse(&leg.account), Amount::new(-signed))
         else {
-            return Err(sqlx::Error::Protocol(format!(
-                "transaction {original} has a malformed leg {index}"
-            )));
+            return Err(crate::db::corrupt(
+                "transactions",
+                original,
+                format!("its leg {index} is malformed"),
+            ));
         };
         reversal_legs.push(Leg {
             account,
@@ -98,8 +101,13 @@ pub async fn plan(
             must_be_wallet: false,
         });
     }
-    let journal =
-        Journal::new(reversal_legs).map_err(|e| sqlx::Error::Protocol(format!("{e:?}")))?;
+    let journal = Journal::new(reversal_legs).map_err(|e| {
+        crate::db::corrupt(
+            "transactions",
+            original,
+            format!("its legs do not form a journal: {e:?}"),
+        )
+    })?;
     let request = json!({"kind": Kind::Reversal.as_str(), "reverses": original, "amount": reversed, "metadata": metadata});
     Ok(Plan::Ready(Box::new(NewTransaction {
         id,

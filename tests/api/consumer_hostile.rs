@@ -1,13 +1,13 @@
 //! The consumer against what an attacker or a careless operator sends it: undecodable bytes,
-//! a dead-letter stream or failure hash overwritten with a string, timings out of range, a
-//! batch slower than its deadline while a wallet is locked, incomplete dead-letter ids, and
-//! terminal escapes in the printed events. The real binary, the real PostgreSQL and Redis.
+//! a dead-letter stream or failure hash overwritten with a string, a ledger row edited behind
+//! the service's back, timings out of range, a batch slower than its deadline while a wallet
+//! is locked, incomplete dead-letter ids, and terminal escapes in the printed events. The real binary, the real PostgreSQL and Redis.
 
 use super::common::{Gate, TestApp};
 use super::stream_support::{
-    GROUP, consume, dead_letters, describe, dlq, eventually, forget, free_port, http_get, metric,
-    payment, pending, redis_at, run_to_end, shared_redis_url, spawn, stop, text, unique_stream,
-    xadd,
+    GROUP, consume, dead_letters, describe, dlq, event, eventually, forget, free_port, http_get,
+    metric, payment, pending, redis_at, run_to_end, shared_redis_url, spawn, stop, text,
+    unique_stream, xadd,
 };
 use redis::AsyncCommands;
 use std::time::Duration;
@@ -162,6 +162,91 @@ async fn a_broken_key_stops_the_worker(break_key: impl Fn(&str) -> String, walle
     assert_eq!(posted(&app, "w").await, 500, "redelivered as a duplicate");
     let dead = dead_letters(&mut redis, &stream).await;
     assert_eq!(dead.len(), 1, "the dead letter was written once: {dead:?}");
+    forget(&mut redis, &stream, GROUP).await;
+    app.finish().await;
+}
+
+// 3. A ledger row edited behind the service's back --------------------------------------------
+
+/// A payment whose stored legs were edited by hand: its refund cannot be planned. The refund is
+/// dead-lettered `corrupt_row` naming the row, at once, and the events after it apply; the
+/// consumer does not take the corruption for a database outage and retry it forever.
+#[tokio::test]
+async fn a_hand_edited_payment_row_dead_letters_its_refund_and_the_rest_applies() {
+    let app = TestApp::new().await;
+    app.create_wallet("w1").await;
+    app.create_wallet("w2").await;
+    let stream = unique_stream("corrupt");
+    let mut redis = redis_at(&shared_redis_url()).await;
+    let paid = Uuid::new_v4();
+    xadd(&mut redis, &stream, &payment(paid, "w1", "5000")).await;
+    let output = run_to_end(consume(&app, &stream, "c1", &["--drain"]), LIMIT).await;
+    assert_eq!(output.status.code(), Some(0), "{}", describe(&output));
+    assert_eq!(posted(&app, "w1").await, 5_000);
+
+    // An operator "fixes" the row by hand, past the immutability trigger.
+    let mut conn = app.pool.acquire().await.unwrap();
+    sqlx::query("set session_replication_role = replica")
+        .execute(&mut *conn)
+        .await
+        .unwrap();
+    sqlx::query(
+        "update transactions set legs = jsonb_set(legs, '{1,account}', '\"\"') where id = $1",
+    )
+    .bind(paid)
+    .execute(&mut *conn)
+    .await
+    .unwrap();
+    sqlx::query("reset session_replication_role")
+        .execute(&mut *conn)
+        .await
+        .unwrap();
+    drop(conn);
+
+    let refund = Uuid::new_v4();
+    xadd(
+        &mut redis,
+        &stream,
+        &event(&[
+            ("event_id", &Uuid::new_v4().to_string()),
+            ("type", "payment.refunded"),
+            ("payment_id", &paid.to_string()),
+            ("refund_id", &refund.to_string()),
+            ("wallet", "w1"),
+            ("amount", "1000"),
+        ]),
+    )
+    .await;
+    xadd(&mut redis, &stream, &payment(Uuid::new_v4(), "w2", "700")).await;
+    let metrics_addr = format!("127.0.0.1:{}", free_port());
+    let output = run_to_end(
+        consume(
+            &app,
+            &stream,
+            "c2",
+            &["--drain", "--metrics-addr", &metrics_addr],
+        ),
+        LIMIT,
+    )
+    .await;
+    let stderr = text(&output.stderr);
+    assert_eq!(output.status.code(), Some(0), "{}", describe(&output));
+    assert!(
+        !stderr.contains("database seems unreachable"),
+        "a corrupt row is not an outage: {stderr}"
+    );
+    assert_eq!(posted(&app, "w2").await, 700, "the event after it applied");
+    assert_eq!(posted(&app, "w1").await, 5_000, "nothing of the refund");
+    assert_eq!(pending(&mut redis, &stream).await, 0);
+    let dead = dead_letters(&mut redis, &stream).await;
+    assert_eq!(dead.len(), 1, "{dead:?}");
+    assert_eq!(dead[0]["dlq_reason"], "corrupt_row", "{:?}", dead[0]);
+    assert!(
+        dead[0]["dlq_detail"].contains(&format!("the transactions row {paid} is corrupt")),
+        "the detail names the row: {:?}",
+        dead[0]["dlq_detail"]
+    );
+    assert_eq!(dead[0]["refund_id"], refund.to_string());
     forget(&mut redis, &stream, GROUP).await;
     app.finish().await;
 }
