@@ -827,3 +827,50 @@ async fn entries_fit_their_transaction_and_ledger_time_never_goes_back() {
         .expect("a fitting continuation is accepted");
     app.finish().await;
 }
+
+/// `docs/schema.sql` is the whole schema the migrations make, so it can be read without
+/// replaying them. On a difference the new dump is written to `target/schema.sql.new`.
+#[tokio::test]
+async fn docs_schema_sql_is_what_the_migrations_make() {
+    let app = common::TestApp::new().await;
+    let output = std::process::Command::new("pg_dump")
+        .args(["--schema-only", "--no-owner", "--no-privileges", "--dbname"])
+        .arg(&app.database_url)
+        .output()
+        .expect("pg_dump runs");
+    assert!(
+        output.status.success(),
+        "pg_dump: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let dumped = without_version_lines(&String::from_utf8_lossy(&output.stdout));
+    let committed = include_str!("../../docs/schema.sql");
+    let header_end = committed
+        .find("--\n-- PostgreSQL database dump")
+        .unwrap_or(0);
+    let (header, committed_dump) = committed.split_at(header_end);
+    if committed_dump != dumped {
+        let new = concat!(env!("CARGO_MANIFEST_DIR"), "/target/schema.sql.new");
+        std::fs::write(new, format!("{header}{dumped}")).unwrap();
+        panic!("docs/schema.sql is not what the migrations make: cp {new} docs/schema.sql");
+    }
+    app.finish().await;
+}
+
+/// pg_dump's output without what changes from one run or version to the next: the lines
+/// naming its version, and the random key of its `\restrict` guard.
+fn without_version_lines(dump: &str) -> String {
+    dump.split('\n')
+        .filter(|line| {
+            ![
+                "\\restrict",
+                "\\unrestrict",
+                "-- Dumped from",
+                "-- Dumped by",
+            ]
+            .iter()
+            .any(|prefix| line.starts_with(prefix))
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}

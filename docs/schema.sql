@@ -1,0 +1,1044 @@
+-- The whole current schema of wallet-ledger: `pg_dump --schema-only --no-owner --no-privileges`
+-- of a database migrated from migrations/, without the lines that name pg_dump's version.
+-- Generated, never edited: tests/api/schema.rs fails when it differs from what the migrations
+-- make, and writes the new dump to target/schema.sql.new to copy here.
+--
+-- PostgreSQL database dump
+--
+
+
+
+SET statement_timeout = 0;
+SET lock_timeout = 0;
+SET idle_in_transaction_session_timeout = 0;
+SET client_encoding = 'UTF8';
+SET standard_conforming_strings = on;
+SELECT pg_catalog.set_config('search_path', '', false);
+SET check_function_bodies = false;
+SET xmloption = content;
+SET client_min_messages = warning;
+SET row_security = off;
+
+--
+-- Name: check_new_entries(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.check_new_entries() RETURNS trigger
+    LANGUAGE plpgsql
+    SET enable_seqscan TO 'off'
+    SET enable_hashjoin TO 'off'
+    SET enable_mergejoin TO 'off'
+    AS $$
+begin
+    if exists (select 1 from new_entries
+               group by transaction_id, currency having sum(amount) <> 0) then
+        raise exception 'unbalanced transaction: entries must sum to zero per currency'
+            using errcode = 'check_violation';
+    end if;
+    -- Every entry of a transaction arrives in this statement: the journal holds exactly as
+    -- many entries of each of its transactions as the statement wrote.
+    if exists (select 1 from (select transaction_id, count(*) as written from new_entries
+                              group by transaction_id) t
+               where (select count(*) from entries e
+                      where e.transaction_id = t.transaction_id) <> t.written) then
+        raise exception 'entries of a transaction must all be written in one statement'
+            using errcode = 'check_violation';
+    end if;
+    -- One primary-key probe per new entry into accounts and one into transactions: the only
+    -- condition on each is its key, so no cached plan can pick another index (a join here
+    -- once walked every posted transaction through transactions_status_seq).
+    if exists (select 1 from new_entries n
+               where (select a.currency = n.currency
+                             and (a.type = 'wallet') = (n.sequence is not null)
+                      from accounts a where a.id = n.account_id) is not true
+                  or (select t.currency = n.currency and t.status = 'posted'
+                      from transactions t where t.id = n.transaction_id) is not true) then
+        raise exception 'entry does not fit its account or transaction (currency, status, wallet chain)'
+            using errcode = 'check_violation';
+    end if;
+    if exists (select 1 from new_entries n
+               left join entries p on p.account_id = n.account_id and p.sequence = n.sequence - 1
+               where n.sequence is not null
+                 and (coalesce(p.balance_after, 0) + n.amount <> n.balance_after
+                      or n.ledger_time < p.ledger_time
+                      or (p.id is null and n.sequence <> 1))) then
+        raise exception 'broken wallet chain: sequence or running balance does not follow'
+            using errcode = 'check_violation';
+    end if;
+    return null;
+end $$;
+
+
+--
+-- Name: refuse_account_creation_change(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.refuse_account_creation_change() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+begin
+    if new.id <> old.id or new.currency <> old.currency or new.type <> old.type
+       or new.creation_request <> old.creation_request
+       or new.creation_response <> old.creation_response then
+        raise exception 'the identity and creation record of account % are immutable', old.id
+            using errcode = 'integrity_constraint_violation';
+    end if;
+    return new;
+end $$;
+
+
+--
+-- Name: refuse_creation_change(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.refuse_creation_change() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+begin
+    if new.id <> old.id or new.kind <> old.kind or new.currency <> old.currency
+       or new.legs <> old.legs or new.account_ids <> old.account_ids
+       or new.created_at <> old.created_at
+       or new.creation_request <> old.creation_request
+       or new.creation_response <> old.creation_response
+       or new.creation_status <> old.creation_status then
+        raise exception 'the creation record of % is immutable', old.id
+            using errcode = 'integrity_constraint_violation';
+    end if;
+    return new;
+end $$;
+
+
+--
+-- Name: refuse_entry_change(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.refuse_entry_change() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+begin
+    raise exception 'entries are immutable: % refused', tg_op
+        using errcode = 'integrity_constraint_violation';
+end $$;
+
+
+--
+-- Name: refuse_ledger_row_delete(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.refuse_ledger_row_delete() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+begin
+    raise exception '% rows are immutable history, never deleted: % refused', tg_table_name, tg_op
+        using errcode = 'integrity_constraint_violation';
+end $$;
+
+
+--
+-- Name: refuse_resolution_change(); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.refuse_resolution_change() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+begin
+    if old.resolution_request is not null
+       and (new.resolution_request is distinct from old.resolution_request
+            or new.resolution_response is distinct from old.resolution_response
+            or new.captured_amount is distinct from old.captured_amount) then
+        raise exception 'the resolution of % is immutable', old.id
+            using errcode = 'integrity_constraint_violation';
+    end if;
+    if new.reverses is distinct from old.reverses
+       or new.reversed_amount is distinct from old.reversed_amount then
+        raise exception 'what reversal % reverses is immutable', old.id
+            using errcode = 'integrity_constraint_violation';
+    end if;
+    if old.status in ('posted', 'rejected', 'voided', 'expired') and new.status <> old.status then
+        raise exception 'transaction % is %: a terminal status never changes', old.id, old.status
+            using errcode = 'integrity_constraint_violation';
+    end if;
+    return new;
+end $$;
+
+
+SET default_tablespace = '';
+
+SET default_table_access_method = heap;
+
+--
+-- Name: _sqlx_migrations; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public._sqlx_migrations (
+    version bigint NOT NULL,
+    description text NOT NULL,
+    installed_on timestamp with time zone DEFAULT now() NOT NULL,
+    success boolean NOT NULL,
+    checksum bytea NOT NULL,
+    execution_time bigint NOT NULL
+);
+
+
+--
+-- Name: account_checkpoints; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.account_checkpoints (
+    account_id text NOT NULL,
+    below_xid xid8 NOT NULL,
+    posted bigint NOT NULL,
+    entry_count bigint NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT account_checkpoints_entry_count_check CHECK ((entry_count >= 0))
+);
+
+
+--
+-- Name: accounts; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.accounts (
+    id text NOT NULL,
+    currency text NOT NULL,
+    type text NOT NULL,
+    status text DEFAULT 'active'::text NOT NULL,
+    overdraft_limit bigint DEFAULT 0 NOT NULL,
+    metadata jsonb DEFAULT '{}'::jsonb NOT NULL,
+    version bigint DEFAULT 0 NOT NULL,
+    creation_request jsonb NOT NULL,
+    creation_response text NOT NULL,
+    created_at timestamp with time zone NOT NULL,
+    updated_at timestamp with time zone NOT NULL,
+    CONSTRAINT accounts_check CHECK (((type = 'wallet'::text) OR (overdraft_limit = 0))),
+    CONSTRAINT accounts_currency_check CHECK ((currency ~ '^[A-Z]{3}$'::text)),
+    CONSTRAINT accounts_id_check CHECK ((id ~ '^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$'::text)),
+    CONSTRAINT accounts_metadata_check CHECK ((jsonb_typeof(metadata) = 'object'::text)),
+    CONSTRAINT accounts_overdraft_limit_check CHECK (((overdraft_limit >= 0) AND (overdraft_limit <= '9007199254740991'::bigint))),
+    CONSTRAINT accounts_status_check CHECK ((status = ANY (ARRAY['active'::text, 'frozen'::text, 'closed'::text]))),
+    CONSTRAINT accounts_type_check CHECK ((type = ANY (ARRAY['wallet'::text, 'system'::text]))),
+    CONSTRAINT accounts_version_check CHECK ((version >= 0))
+);
+
+
+--
+-- Name: api_keys; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.api_keys (
+    id uuid NOT NULL,
+    owner text NOT NULL,
+    scope text NOT NULL,
+    token_sha256 bytea NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    revoked_at timestamp with time zone,
+    CONSTRAINT api_keys_owner_check CHECK ((owner ~ '^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$'::text)),
+    CONSTRAINT api_keys_scope_check CHECK ((scope = ANY (ARRAY['read'::text, 'write'::text, 'admin'::text]))),
+    CONSTRAINT api_keys_token_sha256_check CHECK ((length(token_sha256) = 32))
+);
+
+
+--
+-- Name: audit_log; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.audit_log (
+    seq bigint NOT NULL,
+    at timestamp with time zone DEFAULT now() NOT NULL,
+    key_id uuid,
+    owner text NOT NULL,
+    request_id text,
+    action text NOT NULL,
+    resource text NOT NULL
+);
+
+
+--
+-- Name: audit_log_seq_seq; Type: SEQUENCE; Schema: public; Owner: -
+--
+
+ALTER TABLE public.audit_log ALTER COLUMN seq ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME public.audit_log_seq_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
+
+--
+-- Name: delivery_attempts; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.delivery_attempts (
+    id bigint NOT NULL,
+    delivery_id uuid NOT NULL,
+    started_at timestamp with time zone NOT NULL,
+    duration_ms integer NOT NULL,
+    status integer,
+    error text,
+    CONSTRAINT delivery_attempts_duration_ms_check CHECK ((duration_ms >= 0))
+);
+
+
+--
+-- Name: delivery_attempts_id_seq; Type: SEQUENCE; Schema: public; Owner: -
+--
+
+ALTER TABLE public.delivery_attempts ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME public.delivery_attempts_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
+
+--
+-- Name: entries; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.entries (
+    id bigint NOT NULL,
+    transaction_id uuid NOT NULL,
+    account_id text NOT NULL,
+    currency text NOT NULL,
+    amount bigint NOT NULL,
+    sequence bigint,
+    balance_after bigint,
+    ledger_time timestamp with time zone NOT NULL,
+    xid xid8 DEFAULT pg_current_xact_id() NOT NULL,
+    CONSTRAINT entries_amount_check CHECK (((amount <> 0) AND ((amount >= '-9007199254740991'::bigint) AND (amount <= '9007199254740991'::bigint)))),
+    CONSTRAINT entries_balance_after_check CHECK (((balance_after >= '-9007199254740991'::bigint) AND (balance_after <= '9007199254740991'::bigint))),
+    CONSTRAINT entries_check CHECK (((sequence IS NULL) = (balance_after IS NULL))),
+    CONSTRAINT entries_sequence_check CHECK ((sequence >= 1))
+);
+
+
+--
+-- Name: entries_id_seq; Type: SEQUENCE; Schema: public; Owner: -
+--
+
+ALTER TABLE public.entries ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME public.entries_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
+
+--
+-- Name: open_holds; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.open_holds (
+    transaction_id uuid NOT NULL,
+    account_id text NOT NULL,
+    amount bigint NOT NULL,
+    expires_at timestamp with time zone NOT NULL,
+    CONSTRAINT open_holds_amount_check CHECK (((amount <> 0) AND ((amount >= '-9007199254740991'::bigint) AND (amount <= '9007199254740991'::bigint))))
+);
+
+
+--
+-- Name: open_hold_totals; Type: VIEW; Schema: public; Owner: -
+--
+
+CREATE VIEW public.open_hold_totals AS
+ SELECT open_holds.account_id,
+    (LEAST(COALESCE(sum((- open_holds.amount)) FILTER (WHERE (open_holds.amount < 0)), (0)::numeric), ('9007199254740992'::bigint)::numeric))::bigint AS pending_out,
+    (LEAST(COALESCE(sum(open_holds.amount) FILTER (WHERE (open_holds.amount > 0)), (0)::numeric), ('9007199254740992'::bigint)::numeric))::bigint AS pending_in
+   FROM public.open_holds
+  WHERE (open_holds.expires_at > now())
+  GROUP BY open_holds.account_id;
+
+
+--
+-- Name: outbox_events; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.outbox_events (
+    seq bigint NOT NULL,
+    id uuid NOT NULL,
+    type text NOT NULL,
+    transaction_id uuid,
+    account_id text,
+    data jsonb NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    fanned_out_at timestamp with time zone,
+    streamed_at timestamp with time zone,
+    xid xid8 DEFAULT pg_current_xact_id() NOT NULL,
+    CONSTRAINT outbox_events_data_check CHECK ((jsonb_typeof(data) = 'object'::text)),
+    CONSTRAINT outbox_events_type_check CHECK ((type = ANY (ARRAY['transaction.posted'::text, 'transaction.rejected'::text, 'transaction.voided'::text, 'transaction.expired'::text, 'transaction.reversed'::text, 'hold.created'::text, 'account.frozen'::text, 'account.closed'::text, 'account.negative_balance'::text])))
+);
+
+
+--
+-- Name: outbox_events_seq_seq; Type: SEQUENCE; Schema: public; Owner: -
+--
+
+ALTER TABLE public.outbox_events ALTER COLUMN seq ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME public.outbox_events_seq_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
+
+--
+-- Name: reconciliation_runs; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.reconciliation_runs (
+    id uuid NOT NULL,
+    seq bigint NOT NULL,
+    key text NOT NULL,
+    provider text NOT NULL,
+    options jsonb NOT NULL,
+    clean boolean NOT NULL,
+    report jsonb NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT reconciliation_runs_key_check CHECK ((key ~ '^[0-9a-f]{64}$'::text))
+);
+
+
+--
+-- Name: reconciliation_runs_seq_seq; Type: SEQUENCE; Schema: public; Owner: -
+--
+
+ALTER TABLE public.reconciliation_runs ALTER COLUMN seq ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME public.reconciliation_runs_seq_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
+
+--
+-- Name: settlement_lines; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE UNLOGGED TABLE public.settlement_lines (
+    run_id uuid NOT NULL,
+    line bigint NOT NULL,
+    payment_id uuid,
+    external_ref text,
+    currency text NOT NULL,
+    status text NOT NULL,
+    amount bigint NOT NULL,
+    fee bigint NOT NULL,
+    settled_at timestamp with time zone NOT NULL,
+    payout_ref text,
+    CONSTRAINT settlement_lines_amount_check CHECK ((amount >= 0)),
+    CONSTRAINT settlement_lines_check CHECK (((payment_id IS NOT NULL) OR (external_ref IS NOT NULL))),
+    CONSTRAINT settlement_lines_fee_check CHECK ((fee >= 0)),
+    CONSTRAINT settlement_lines_status_check CHECK ((status = ANY (ARRAY['settled'::text, 'refunded'::text, 'failed'::text])))
+);
+
+
+--
+-- Name: transactions; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.transactions (
+    id uuid NOT NULL,
+    seq bigint NOT NULL,
+    kind text NOT NULL,
+    status text NOT NULL,
+    currency text NOT NULL,
+    legs jsonb NOT NULL,
+    account_ids text[] NOT NULL,
+    external_ref text,
+    metadata jsonb DEFAULT '{}'::jsonb NOT NULL,
+    refusal_code text,
+    refusal_detail text,
+    creation_request jsonb NOT NULL,
+    creation_status smallint NOT NULL,
+    creation_response text NOT NULL,
+    created_at timestamp with time zone NOT NULL,
+    posted_at timestamp with time zone,
+    updated_at timestamp with time zone NOT NULL,
+    expires_at timestamp with time zone,
+    reverses uuid,
+    reversed_amount bigint,
+    captured_amount bigint,
+    resolution_request jsonb,
+    resolution_response text,
+    CONSTRAINT transactions_captured_amount_check CHECK (((captured_amount >= 1) AND (captured_amount <= '9007199254740991'::bigint))),
+    CONSTRAINT transactions_check CHECK (((status = 'rejected'::text) = (refusal_code IS NOT NULL))),
+    CONSTRAINT transactions_check1 CHECK (((status = 'rejected'::text) = (creation_status = 422))),
+    CONSTRAINT transactions_check2 CHECK (((status = 'posted'::text) = (posted_at IS NOT NULL))),
+    CONSTRAINT transactions_creation_status_check CHECK ((creation_status = ANY (ARRAY[201, 422]))),
+    CONSTRAINT transactions_currency_check CHECK ((currency ~ '^[A-Z]{3}$'::text)),
+    CONSTRAINT transactions_external_ref_check CHECK (((length(external_ref) >= 1) AND (length(external_ref) <= 255))),
+    CONSTRAINT transactions_hold_expiry CHECK (((status = 'pending'::text) <= (expires_at IS NOT NULL))),
+    CONSTRAINT transactions_kind_check CHECK ((kind = ANY (ARRAY['transaction'::text, 'transfer'::text, 'payment'::text, 'reversal'::text]))),
+    CONSTRAINT transactions_legs_check CHECK ((jsonb_typeof(legs) = 'array'::text)),
+    CONSTRAINT transactions_metadata_check CHECK ((jsonb_typeof(metadata) = 'object'::text)),
+    CONSTRAINT transactions_refusal_code_check CHECK ((refusal_code = ANY (ARRAY['insufficient_funds'::text, 'account_frozen'::text, 'account_closed'::text, 'reversal_exceeds_original'::text]))),
+    CONSTRAINT transactions_reversal_link CHECK (((kind = 'reversal'::text) = ((reverses IS NOT NULL) AND (reversed_amount IS NOT NULL)))),
+    CONSTRAINT transactions_reversed_amount_check CHECK (((reversed_amount >= 1) AND (reversed_amount <= '9007199254740991'::bigint))),
+    CONSTRAINT transactions_status_check CHECK ((status = ANY (ARRAY['pending'::text, 'posted'::text, 'rejected'::text, 'voided'::text, 'expired'::text])))
+);
+
+
+--
+-- Name: transactions_seq_seq; Type: SEQUENCE; Schema: public; Owner: -
+--
+
+ALTER TABLE public.transactions ALTER COLUMN seq ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME public.transactions_seq_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
+
+--
+-- Name: webhook_deliveries; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.webhook_deliveries (
+    seq bigint NOT NULL,
+    id uuid NOT NULL,
+    event_id uuid NOT NULL,
+    subscription_id uuid NOT NULL,
+    status text DEFAULT 'pending'::text NOT NULL,
+    attempts integer DEFAULT 0 NOT NULL,
+    next_attempt_at timestamp with time zone NOT NULL,
+    last_status integer,
+    last_error text,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    delivered_at timestamp with time zone,
+    claim_id uuid,
+    CONSTRAINT webhook_deliveries_attempts_check CHECK ((attempts >= 0)),
+    CONSTRAINT webhook_deliveries_check CHECK (((status = 'delivered'::text) = (delivered_at IS NOT NULL))),
+    CONSTRAINT webhook_deliveries_status_check CHECK ((status = ANY (ARRAY['pending'::text, 'delivered'::text, 'dead'::text, 'cancelled'::text])))
+);
+
+
+--
+-- Name: webhook_deliveries_seq_seq; Type: SEQUENCE; Schema: public; Owner: -
+--
+
+ALTER TABLE public.webhook_deliveries ALTER COLUMN seq ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME public.webhook_deliveries_seq_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
+
+--
+-- Name: webhook_subscriptions; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.webhook_subscriptions (
+    seq bigint NOT NULL,
+    id uuid NOT NULL,
+    url text NOT NULL,
+    event_types text[] NOT NULL,
+    secrets text[] NOT NULL,
+    status text DEFAULT 'active'::text NOT NULL,
+    creation_request jsonb NOT NULL,
+    creation_response text NOT NULL,
+    created_at timestamp with time zone NOT NULL,
+    updated_at timestamp with time zone NOT NULL,
+    rotation_key uuid,
+    created_snapshot pg_snapshot DEFAULT pg_current_snapshot(),
+    CONSTRAINT webhook_subscriptions_secrets_check CHECK (((cardinality(secrets) >= 1) AND (cardinality(secrets) <= 2))),
+    CONSTRAINT webhook_subscriptions_status_check CHECK ((status = ANY (ARRAY['active'::text, 'deleted'::text]))),
+    CONSTRAINT webhook_subscriptions_url_check CHECK (((length(url) >= 1) AND (length(url) <= 2048)))
+);
+
+
+--
+-- Name: webhook_subscriptions_seq_seq; Type: SEQUENCE; Schema: public; Owner: -
+--
+
+ALTER TABLE public.webhook_subscriptions ALTER COLUMN seq ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME public.webhook_subscriptions_seq_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
+
+--
+-- Name: _sqlx_migrations _sqlx_migrations_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public._sqlx_migrations
+    ADD CONSTRAINT _sqlx_migrations_pkey PRIMARY KEY (version);
+
+
+--
+-- Name: account_checkpoints account_checkpoints_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.account_checkpoints
+    ADD CONSTRAINT account_checkpoints_pkey PRIMARY KEY (account_id, below_xid);
+
+
+--
+-- Name: account_checkpoints account_checkpoints_posted_range; Type: CHECK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE public.account_checkpoints
+    ADD CONSTRAINT account_checkpoints_posted_range CHECK (((posted >= '-9007199254740991'::bigint) AND (posted <= '9007199254740991'::bigint))) NOT VALID;
+
+
+--
+-- Name: accounts accounts_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.accounts
+    ADD CONSTRAINT accounts_pkey PRIMARY KEY (id);
+
+
+--
+-- Name: api_keys api_keys_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.api_keys
+    ADD CONSTRAINT api_keys_pkey PRIMARY KEY (id);
+
+
+--
+-- Name: api_keys api_keys_token_sha256_key; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.api_keys
+    ADD CONSTRAINT api_keys_token_sha256_key UNIQUE (token_sha256);
+
+
+--
+-- Name: audit_log audit_log_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.audit_log
+    ADD CONSTRAINT audit_log_pkey PRIMARY KEY (seq);
+
+
+--
+-- Name: delivery_attempts delivery_attempts_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.delivery_attempts
+    ADD CONSTRAINT delivery_attempts_pkey PRIMARY KEY (id);
+
+
+--
+-- Name: entries entries_account_id_sequence_key; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.entries
+    ADD CONSTRAINT entries_account_id_sequence_key UNIQUE (account_id, sequence);
+
+
+--
+-- Name: entries entries_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.entries
+    ADD CONSTRAINT entries_pkey PRIMARY KEY (id);
+
+
+--
+-- Name: open_holds open_holds_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.open_holds
+    ADD CONSTRAINT open_holds_pkey PRIMARY KEY (transaction_id, account_id);
+
+
+--
+-- Name: outbox_events outbox_events_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.outbox_events
+    ADD CONSTRAINT outbox_events_pkey PRIMARY KEY (id);
+
+
+--
+-- Name: outbox_events outbox_events_seq_key; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.outbox_events
+    ADD CONSTRAINT outbox_events_seq_key UNIQUE (seq);
+
+
+--
+-- Name: reconciliation_runs reconciliation_runs_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.reconciliation_runs
+    ADD CONSTRAINT reconciliation_runs_pkey PRIMARY KEY (id);
+
+
+--
+-- Name: reconciliation_runs reconciliation_runs_seq_key; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.reconciliation_runs
+    ADD CONSTRAINT reconciliation_runs_seq_key UNIQUE (seq);
+
+
+--
+-- Name: settlement_lines settlement_lines_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.settlement_lines
+    ADD CONSTRAINT settlement_lines_pkey PRIMARY KEY (run_id, line);
+
+
+--
+-- Name: transactions transactions_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.transactions
+    ADD CONSTRAINT transactions_pkey PRIMARY KEY (id);
+
+
+--
+-- Name: transactions transactions_seq_key; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.transactions
+    ADD CONSTRAINT transactions_seq_key UNIQUE (seq);
+
+
+--
+-- Name: webhook_deliveries webhook_deliveries_event_id_subscription_id_key; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.webhook_deliveries
+    ADD CONSTRAINT webhook_deliveries_event_id_subscription_id_key UNIQUE (event_id, subscription_id);
+
+
+--
+-- Name: webhook_deliveries webhook_deliveries_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.webhook_deliveries
+    ADD CONSTRAINT webhook_deliveries_pkey PRIMARY KEY (id);
+
+
+--
+-- Name: webhook_deliveries webhook_deliveries_seq_key; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.webhook_deliveries
+    ADD CONSTRAINT webhook_deliveries_seq_key UNIQUE (seq);
+
+
+--
+-- Name: webhook_subscriptions webhook_subscriptions_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.webhook_subscriptions
+    ADD CONSTRAINT webhook_subscriptions_pkey PRIMARY KEY (id);
+
+
+--
+-- Name: webhook_subscriptions webhook_subscriptions_seq_key; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.webhook_subscriptions
+    ADD CONSTRAINT webhook_subscriptions_seq_key UNIQUE (seq);
+
+
+--
+-- Name: audit_log_at; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX audit_log_at ON public.audit_log USING btree (at);
+
+
+--
+-- Name: audit_log_resource; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX audit_log_resource ON public.audit_log USING btree (resource);
+
+
+--
+-- Name: delivery_attempts_by_delivery; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX delivery_attempts_by_delivery ON public.delivery_attempts USING btree (delivery_id, id);
+
+
+--
+-- Name: delivery_attempts_started; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX delivery_attempts_started ON public.delivery_attempts USING btree (started_at);
+
+
+--
+-- Name: entries_account_id; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX entries_account_id ON public.entries USING btree (account_id, id);
+
+
+--
+-- Name: entries_account_xid; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX entries_account_xid ON public.entries USING btree (account_id, xid) WHERE (sequence IS NULL);
+
+
+--
+-- Name: entries_transaction_id; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX entries_transaction_id ON public.entries USING btree (transaction_id);
+
+
+--
+-- Name: open_holds_account; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX open_holds_account ON public.open_holds USING btree (account_id, expires_at);
+
+
+--
+-- Name: outbox_events_created; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX outbox_events_created ON public.outbox_events USING btree (created_at);
+
+
+--
+-- Name: outbox_events_to_fan_out; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX outbox_events_to_fan_out ON public.outbox_events USING btree (seq) WHERE (fanned_out_at IS NULL);
+
+
+--
+-- Name: outbox_events_to_stream; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX outbox_events_to_stream ON public.outbox_events USING btree (seq) WHERE (streamed_at IS NULL);
+
+
+--
+-- Name: reconciliation_runs_key; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX reconciliation_runs_key ON public.reconciliation_runs USING btree (key, created_at DESC);
+
+
+--
+-- Name: transactions_account_ids; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX transactions_account_ids ON public.transactions USING gin (account_ids);
+
+
+--
+-- Name: transactions_external_ref; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX transactions_external_ref ON public.transactions USING btree (external_ref) WHERE (external_ref IS NOT NULL);
+
+
+--
+-- Name: transactions_pending_expiry; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX transactions_pending_expiry ON public.transactions USING btree (expires_at) WHERE (status = 'pending'::text);
+
+
+--
+-- Name: transactions_reverses; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX transactions_reverses ON public.transactions USING btree (reverses) WHERE (reverses IS NOT NULL);
+
+
+--
+-- Name: transactions_status_seq; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX transactions_status_seq ON public.transactions USING btree (status, seq);
+
+
+--
+-- Name: webhook_deliveries_by_status; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX webhook_deliveries_by_status ON public.webhook_deliveries USING btree (status, created_at);
+
+
+--
+-- Name: webhook_deliveries_due; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX webhook_deliveries_due ON public.webhook_deliveries USING btree (next_attempt_at) WHERE (status = 'pending'::text);
+
+
+--
+-- Name: accounts accounts_creation_immutable; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER accounts_creation_immutable BEFORE UPDATE ON public.accounts FOR EACH ROW EXECUTE FUNCTION public.refuse_account_creation_change();
+
+
+--
+-- Name: accounts accounts_never_deleted; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER accounts_never_deleted BEFORE DELETE ON public.accounts FOR EACH ROW EXECUTE FUNCTION public.refuse_ledger_row_delete();
+
+
+--
+-- Name: accounts accounts_no_truncate; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER accounts_no_truncate BEFORE TRUNCATE ON public.accounts FOR EACH STATEMENT EXECUTE FUNCTION public.refuse_ledger_row_delete();
+
+
+--
+-- Name: account_checkpoints checkpoints_immutable; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER checkpoints_immutable BEFORE DELETE OR UPDATE ON public.account_checkpoints FOR EACH ROW EXECUTE FUNCTION public.refuse_entry_change();
+
+
+--
+-- Name: entries entries_immutable; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER entries_immutable BEFORE DELETE OR UPDATE ON public.entries FOR EACH ROW EXECUTE FUNCTION public.refuse_entry_change();
+
+
+--
+-- Name: entries entries_journal_rules; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER entries_journal_rules AFTER INSERT ON public.entries REFERENCING NEW TABLE AS new_entries FOR EACH STATEMENT EXECUTE FUNCTION public.check_new_entries();
+
+
+--
+-- Name: entries entries_no_truncate; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER entries_no_truncate BEFORE TRUNCATE ON public.entries FOR EACH STATEMENT EXECUTE FUNCTION public.refuse_entry_change();
+
+
+--
+-- Name: transactions transactions_creation_immutable; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER transactions_creation_immutable BEFORE UPDATE ON public.transactions FOR EACH ROW EXECUTE FUNCTION public.refuse_creation_change();
+
+
+--
+-- Name: transactions transactions_never_deleted; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER transactions_never_deleted BEFORE DELETE ON public.transactions FOR EACH ROW EXECUTE FUNCTION public.refuse_ledger_row_delete();
+
+
+--
+-- Name: transactions transactions_no_truncate; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER transactions_no_truncate BEFORE TRUNCATE ON public.transactions FOR EACH STATEMENT EXECUTE FUNCTION public.refuse_ledger_row_delete();
+
+
+--
+-- Name: transactions transactions_resolution_immutable; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER transactions_resolution_immutable BEFORE UPDATE ON public.transactions FOR EACH ROW EXECUTE FUNCTION public.refuse_resolution_change();
+
+
+--
+-- Name: account_checkpoints account_checkpoints_account_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.account_checkpoints
+    ADD CONSTRAINT account_checkpoints_account_id_fkey FOREIGN KEY (account_id) REFERENCES public.accounts(id);
+
+
+--
+-- Name: audit_log audit_log_key_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.audit_log
+    ADD CONSTRAINT audit_log_key_id_fkey FOREIGN KEY (key_id) REFERENCES public.api_keys(id);
+
+
+--
+-- Name: delivery_attempts delivery_attempts_delivery_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.delivery_attempts
+    ADD CONSTRAINT delivery_attempts_delivery_id_fkey FOREIGN KEY (delivery_id) REFERENCES public.webhook_deliveries(id);
+
+
+--
+-- Name: open_holds open_holds_account_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.open_holds
+    ADD CONSTRAINT open_holds_account_id_fkey FOREIGN KEY (account_id) REFERENCES public.accounts(id);
+
+
+--
+-- Name: open_holds open_holds_transaction_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.open_holds
+    ADD CONSTRAINT open_holds_transaction_id_fkey FOREIGN KEY (transaction_id) REFERENCES public.transactions(id);
+
+
+--
+-- Name: transactions transactions_reverses_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.transactions
+    ADD CONSTRAINT transactions_reverses_fkey FOREIGN KEY (reverses) REFERENCES public.transactions(id);
+
+
+--
+-- Name: webhook_deliveries webhook_deliveries_event_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.webhook_deliveries
+    ADD CONSTRAINT webhook_deliveries_event_id_fkey FOREIGN KEY (event_id) REFERENCES public.outbox_events(id);
+
+
+--
+-- Name: webhook_deliveries webhook_deliveries_subscription_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.webhook_deliveries
+    ADD CONSTRAINT webhook_deliveries_subscription_id_fkey FOREIGN KEY (subscription_id) REFERENCES public.webhook_subscriptions(id);
+
+
+--
+-- PostgreSQL database dump complete
+--
+
+
