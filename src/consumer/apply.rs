@@ -19,7 +19,9 @@ use crate::ledger::journal::{Journal, Leg};
 use crate::ledger::money::Currency;
 use crate::ledger::posting::{self, BatchResult, Mode};
 use crate::ledger::reversals::{self, Plan};
-use crate::ledger::transactions::{ItemError, Kind, NewTransaction, Requested, WriteError};
+use crate::ledger::transactions::{
+    ItemError, Kind, NewTransaction, RefusalCode, Requested, WriteError,
+};
 use crate::ledger::{Created, now_micros};
 use crate::problem::FieldError;
 use chrono::TimeDelta;
@@ -757,7 +759,9 @@ fn created_outcome(result: Result<Created, ItemError>, effect: Effect) -> Outcom
             detail: format!("no such account: {}", ids.join(", ")),
         },
         Err(ItemError::Invalid(errors))
-            if errors.iter().any(|e| e.code == posting::ACCOUNT_CLOSED) =>
+            if errors
+                .iter()
+                .any(|e| e.code == RefusalCode::AccountClosed.as_str()) =>
         {
             Outcome::dead(Reason::AccountClosed, describe(&errors))
         }

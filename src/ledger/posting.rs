@@ -30,7 +30,7 @@ use super::holds;
 use super::ids::AccountId;
 use super::journal::Leg;
 use super::money::{Amount, Currency, MAX_AMOUNT};
-use super::transactions::{ItemError, NewTransaction, Requested, WriteError};
+use super::transactions::{ItemError, NewTransaction, RefusalCode, Requested, WriteError};
 use super::views::{LegView, RefusalView, TransactionView};
 use super::{Created, now_micros};
 use crate::problem::{FieldError, Problem};
@@ -39,10 +39,6 @@ use serde_json::Value;
 use sqlx::{PgConnection, PgPool};
 use std::collections::{BTreeMap, HashMap};
 use uuid::Uuid;
-
-/// The refusal code of a posting to a closed account, and the field error code of a
-/// provider's refund that meets one.
-pub const ACCOUNT_CLOSED: &str = "account_closed";
 
 /// How often a batch is decided again after concurrent requests took some of its ids.
 const MAX_ID_RACE_RETRIES: usize = 5;
@@ -891,13 +887,13 @@ impl LockedLedger {
             if item.provider_initiated {
                 return Err(ItemError::Invalid(vec![FieldError::new(
                     leg.account_field.clone(),
-                    ACCOUNT_CLOSED,
+                    RefusalCode::AccountClosed.as_str(),
                     format!("account {} is closed", leg.account),
                 )]));
             }
             return Ok(refuse(
                 currency,
-                ACCOUNT_CLOSED,
+                RefusalCode::AccountClosed,
                 format!("account {} is closed", leg.account),
             ));
         }
@@ -906,7 +902,7 @@ impl LockedLedger {
         }) {
             return Ok(refuse(
                 currency,
-                "account_frozen",
+                RefusalCode::AccountFrozen,
                 format!("account {} is frozen: it cannot be debited", leg.account),
             ));
         }
@@ -919,7 +915,11 @@ impl LockedLedger {
                     currency.format(r.original_amount),
                     currency.format(r.amount)
                 );
-                return Ok(refuse(currency, "reversal_exceeds_original", detail));
+                return Ok(refuse(
+                    currency,
+                    RefusalCode::ReversalExceedsOriginal,
+                    detail,
+                ));
             }
         }
 
@@ -969,7 +969,7 @@ impl LockedLedger {
                     currency.format(a.overdraft_limit),
                     currency.format(-leg.amount.minor_units()),
                 );
-                return Ok(refuse(currency, "insufficient_funds", detail));
+                return Ok(refuse(currency, RefusalCode::InsufficientFunds, detail));
             }
         }
 
@@ -1117,7 +1117,7 @@ fn check_shape<'a>(
     }
 }
 
-fn refuse(currency: Currency, code: &'static str, detail: String) -> Decision {
+fn refuse(currency: Currency, code: RefusalCode, detail: String) -> Decision {
     Decision::Refuse {
         currency,
         code,
@@ -1148,7 +1148,7 @@ enum Decision {
     },
     Refuse {
         currency: Currency,
-        code: &'static str,
+        code: RefusalCode,
         detail: String,
     },
     /// Stored as `voided`: see [`Requested::Voided`].
@@ -1209,10 +1209,13 @@ fn render(item: &NewTransaction, decision: &Decision, now: DateTime<Utc>) -> Ren
             *currency,
             None,
             None,
-            Some(RefusalView {
-                code: (*code).to_owned(),
-                detail: detail.clone(),
-            }),
+            Some((
+                *code,
+                RefusalView {
+                    code: code.as_str().to_owned(),
+                    detail: detail.clone(),
+                },
+            )),
         ),
         Decision::Record { currency } => ("voided", *currency, None, None, None),
     };
@@ -1233,7 +1236,7 @@ fn render(item: &NewTransaction, decision: &Decision, now: DateTime<Utc>) -> Ren
             .collect(),
         external_ref: item.external_ref.clone(),
         metadata: item.metadata.clone(),
-        refusal: refusal.clone(),
+        refusal: refusal.as_ref().map(|(_, view)| view.clone()),
         created_at: now,
         posted_at,
         expires_at,
@@ -1248,7 +1251,7 @@ fn render(item: &NewTransaction, decision: &Decision, now: DateTime<Utc>) -> Ren
             201,
             serde_json::to_string(&view).expect("a transaction view always serializes"),
         ),
-        Some(r) => (422, refusal_body(item.id, &r.code, &r.detail)),
+        Some((code, view)) => (422, refusal_body(item.id, *code, &view.detail)),
     };
     let (entries, holds) = match decision {
         Decision::Post { entries, .. } => (entries.clone(), Vec::new()),
@@ -1262,7 +1265,7 @@ fn render(item: &NewTransaction, decision: &Decision, now: DateTime<Utc>) -> Ren
         view,
         account_ids: item.journal.sorted_accounts(),
         request: item.request.to_string(),
-        refusal,
+        refusal: refusal.map(|(_, view)| view),
         creation_status,
         body,
         reverses: item.reversal.map(|r| r.original),
@@ -1273,14 +1276,8 @@ fn render(item: &NewTransaction, decision: &Decision, now: DateTime<Utc>) -> Ren
 }
 
 /// The problem body of a stored refusal; a retry gets these exact bytes again.
-pub fn refusal_body(id: Uuid, code: &str, detail: &str) -> String {
-    let title = match code {
-        "insufficient_funds" => "Insufficient funds",
-        "account_frozen" => "Account frozen",
-        "account_closed" => "Account closed",
-        _ => "Reversal exceeds the original",
-    };
-    let mut problem = Problem::new(422, code, title, detail);
+pub fn refusal_body(id: Uuid, code: RefusalCode, detail: &str) -> String {
+    let mut problem = Problem::new(422, code.as_str(), code.title(), detail);
     problem.instance = Some(format!("/v1/transactions/{id}"));
     serde_json::to_string(&problem).expect("a problem always serializes")
 }

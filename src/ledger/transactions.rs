@@ -312,3 +312,60 @@ pub async fn entries(
         },
     ))
 }
+
+/// Why a create was refused for a business reason: stored under its id, and answered 422
+/// with this code to every retry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RefusalCode {
+    InsufficientFunds,
+    AccountFrozen,
+    AccountClosed,
+    ReversalExceedsOriginal,
+}
+
+impl RefusalCode {
+    pub const ALL: [RefusalCode; 4] = [
+        RefusalCode::InsufficientFunds,
+        RefusalCode::AccountFrozen,
+        RefusalCode::AccountClosed,
+        RefusalCode::ReversalExceedsOriginal,
+    ];
+
+    /// The stable `code` of the problem body (and of `refusal.code`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RefusalCode::InsufficientFunds => "insufficient_funds",
+            RefusalCode::AccountFrozen => "account_frozen",
+            RefusalCode::AccountClosed => "account_closed",
+            RefusalCode::ReversalExceedsOriginal => "reversal_exceeds_original",
+        }
+    }
+
+    /// The problem body's `title`.
+    pub fn title(self) -> &'static str {
+        match self {
+            RefusalCode::InsufficientFunds => "Insufficient funds",
+            RefusalCode::AccountFrozen => "Account frozen",
+            RefusalCode::AccountClosed => "Account closed",
+            RefusalCode::ReversalExceedsOriginal => "Reversal exceeds the original",
+        }
+    }
+}
+
+#[cfg(test)]
+mod refusal_code_tests {
+    use super::RefusalCode;
+    use std::collections::HashSet;
+
+    #[test]
+    fn each_refusal_code_has_its_own_code_and_title() {
+        let codes: HashSet<&str> = RefusalCode::ALL.iter().map(|c| c.as_str()).collect();
+        let titles: HashSet<&str> = RefusalCode::ALL.iter().map(|c| c.title()).collect();
+        assert_eq!(codes.len(), RefusalCode::ALL.len());
+        assert_eq!(titles.len(), RefusalCode::ALL.len());
+        assert_eq!(
+            RefusalCode::ReversalExceedsOriginal.title(),
+            "Reversal exceeds the original"
+        );
+    }
+}
