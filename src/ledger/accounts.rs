@@ -24,6 +24,43 @@ impl AccountType {
             AccountType::System => "system",
         }
     }
+
+    /// The stored `accounts.type`; `None` for anything the schema's check would refuse.
+    pub fn parse(stored: &str) -> Option<AccountType> {
+        [AccountType::Wallet, AccountType::System]
+            .into_iter()
+            .find(|t| t.as_str() == stored)
+    }
+}
+
+/// Where an account is in its lifecycle: `active`, then `frozen` (no debits) and back, or
+/// `closed` for good.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AccountStatus {
+    Active,
+    Frozen,
+    Closed,
+}
+
+impl AccountStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AccountStatus::Active => "active",
+            AccountStatus::Frozen => "frozen",
+            AccountStatus::Closed => "closed",
+        }
+    }
+
+    /// The stored `accounts.status`; `None` for anything the schema's check would refuse.
+    pub fn parse(stored: &str) -> Option<AccountStatus> {
+        [
+            AccountStatus::Active,
+            AccountStatus::Frozen,
+            AccountStatus::Closed,
+        ]
+        .into_iter()
+        .find(|s| s.as_str() == stored)
+    }
 }
 
 /// A validated create request; `request` is its canonical form (defaults applied, no id).
@@ -386,4 +423,25 @@ pub async fn close(conn: &mut PgConnection, id: &str) -> Result<Transition, sqlx
         audit::record(conn, "account.close", &[id.to_owned()]).await?;
     }
     Ok(Transition::Done)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{AccountStatus, AccountType};
+
+    #[test]
+    fn stored_types_and_statuses_read_back_and_nothing_else_does() {
+        for kind in [AccountType::Wallet, AccountType::System] {
+            assert_eq!(AccountType::parse(kind.as_str()), Some(kind));
+        }
+        for status in [
+            AccountStatus::Active,
+            AccountStatus::Frozen,
+            AccountStatus::Closed,
+        ] {
+            assert_eq!(AccountStatus::parse(status.as_str()), Some(status));
+        }
+        assert_eq!(AccountType::parse("Wallet"), None);
+        assert_eq!(AccountStatus::parse("closed "), None);
+    }
 }

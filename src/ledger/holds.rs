@@ -8,6 +8,7 @@
 //! other request meets the terminal status it left behind. What a hold reserves lives in
 //! `open_holds` while it is pending and goes away in the same database transaction that ends it.
 
+use super::accounts::AccountType;
 use super::audit;
 use super::events::{self, EventType, TransactionEvent};
 use super::money::{Amount, Currency};
@@ -373,7 +374,7 @@ async fn capture_entries(
     }
     let wallets: Vec<String> = locked
         .values()
-        .filter(|a| a.kind == "wallet")
+        .filter(|a| a.kind == AccountType::Wallet)
         .map(|a| a.id.clone())
         .collect();
     let states = posting::wallet_states(conn, &wallets).await?;

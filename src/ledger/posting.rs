@@ -22,7 +22,7 @@
 //! 6. missing clearing accounts, then all entries (one statement, checked by the journal
 //!    trigger) and all open holds (one statement); COMMIT, once.
 
-use super::accounts::{self, AccountType};
+use super::accounts::{self, AccountStatus, AccountType};
 use super::audit::{self, Actor};
 use super::bounds::{self, SystemState};
 use super::events::{self, EventType, NegativeBalance, TransactionEvent};
@@ -522,9 +522,43 @@ async fn stored_creations(
 pub(crate) struct LockedAccount {
     pub id: String,
     pub currency: String,
-    pub kind: String,
-    pub status: String,
+    pub kind: AccountType,
+    pub status: AccountStatus,
     pub overdraft_limit: i64,
+}
+
+/// A locked account's row as stored.
+struct LockedRow {
+    id: String,
+    currency: String,
+    kind: String,
+    status: String,
+    overdraft_limit: i64,
+}
+
+impl TryFrom<LockedRow> for LockedAccount {
+    type Error = sqlx::Error;
+
+    /// A type or status the code does not know is a corrupt row, never a guess.
+    fn try_from(row: LockedRow) -> Result<LockedAccount, sqlx::Error> {
+        let kind = AccountType::parse(&row.kind).ok_or_else(|| {
+            crate::db::corrupt("accounts", &row.id, format!("unknown type {:?}", row.kind))
+        })?;
+        let status = AccountStatus::parse(&row.status).ok_or_else(|| {
+            crate::db::corrupt(
+                "accounts",
+                &row.id,
+                format!("unknown status {:?}", row.status),
+            )
+        })?;
+        Ok(LockedAccount {
+            id: row.id,
+            currency: row.currency,
+            kind,
+            status,
+            overdraft_limit: row.overdraft_limit,
+        })
+    }
 }
 
 /// A wallet's running state while a batch is decided: where its chain continues and what
@@ -549,7 +583,7 @@ pub(crate) async fn lock_accounts(
     exclusive_systems: bool,
 ) -> Result<BTreeMap<String, LockedAccount>, sqlx::Error> {
     let locked = sqlx::query_as!(
-        LockedAccount,
+        LockedRow,
         r#"with wallets as (
                select id, currency, type as kind, status, overdraft_limit from accounts
                where id = any($1) and type = 'wallet' order by id for update),
@@ -571,7 +605,10 @@ pub(crate) async fn lock_accounts(
     )
     .fetch_all(&mut *conn)
     .await?;
-    Ok(locked.into_iter().map(|a| (a.id.clone(), a)).collect())
+    locked
+        .into_iter()
+        .map(|row| LockedAccount::try_from(row).map(|a| (a.id.clone(), a)))
+        .collect()
 }
 
 /// Which of these accounts and transactions another transaction holds locked right now,
@@ -739,8 +776,8 @@ impl LockedLedger {
                     LockedAccount {
                         id: clearing.to_string(),
                         currency: currency.code().to_owned(),
-                        kind: AccountType::System.as_str().to_owned(),
-                        status: "active".to_owned(),
+                        kind: AccountType::System,
+                        status: AccountStatus::Active,
                         overdraft_limit: 0,
                     },
                 );
@@ -748,13 +785,13 @@ impl LockedLedger {
         }
         let wallet_ids: Vec<String> = accounts
             .values()
-            .filter(|a| a.kind == AccountType::Wallet.as_str())
+            .filter(|a| a.kind == AccountType::Wallet)
             .map(|a| a.id.clone())
             .collect();
         let wallets = wallet_states(conn, &wallet_ids).await?;
         let system_ids: Vec<String> = accounts
             .values()
-            .filter(|a| a.kind == AccountType::System.as_str())
+            .filter(|a| a.kind == AccountType::System)
             .filter(|a| !virtual_accounts.contains_key(&a.id))
             .map(|a| a.id.clone())
             .collect();
@@ -765,7 +802,7 @@ impl LockedLedger {
             let id = leg.account.as_str();
             if accounts
                 .get(id)
-                .is_some_and(|a| a.kind == AccountType::System.as_str())
+                .is_some_and(|a| a.kind == AccountType::System)
             {
                 let moved = movement.entry(id.to_owned()).or_default();
                 *moved = moved.saturating_add(leg.amount.minor_units().abs());
@@ -880,7 +917,10 @@ impl LockedLedger {
 
         // Refusals, in a fixed order: closed (any leg), frozen (debits), the reversal's
         // remainder, funds.
-        if let Some(leg) = legs.iter().find(|l| account(l).status == "closed") {
+        if let Some(leg) = legs
+            .iter()
+            .find(|l| account(l).status == AccountStatus::Closed)
+        {
             // A provider's refund is money already paid out: a stored refusal would be a
             // record nobody reads. It is answered as not storable, so the caller (the stream
             // consumer) dead-letters it and an operator decides.
@@ -898,7 +938,9 @@ impl LockedLedger {
             ));
         }
         if let Some(leg) = legs.iter().find(|l| {
-            l.amount.is_negative() && account(l).status == "frozen" && !item.provider_initiated
+            l.amount.is_negative()
+                && account(l).status == AccountStatus::Frozen
+                && !item.provider_initiated
         }) {
             return Ok(refuse(
                 currency,
@@ -1085,7 +1127,7 @@ fn check_shape<'a>(
                 ),
             ));
         }
-        if leg.must_be_wallet && a.kind != AccountType::Wallet.as_str() {
+        if leg.must_be_wallet && a.kind != AccountType::Wallet {
             errors.push(FieldError::new(
                 leg.account_field.clone(),
                 "not_a_wallet",
@@ -1095,7 +1137,7 @@ fn check_shape<'a>(
     }
     if let Some((clearing, _)) = &item.clearing_account
         && let Some(leg) = legs.iter().find(|l| &l.account == clearing)
-        && account(leg).kind != AccountType::System.as_str()
+        && account(leg).kind != AccountType::System
     {
         errors.push(FieldError::new(
             "/provider",
