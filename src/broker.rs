@@ -57,6 +57,12 @@ impl Target {
             None => Ok(Target::Server(url.to_owned())),
         }
     }
+
+    /// [`Target::parse`], with the client library's error for a URL it cannot use.
+    fn parse_for_client(url: &str) -> RedisResult<Target> {
+        Target::parse(url)
+            .map_err(|e| RedisError::from((ErrorKind::InvalidClientConfig, "bad URL", e)))
+    }
 }
 
 fn parse_sentinels(rest: &str) -> Result<Sentinels, String> {
@@ -205,8 +211,7 @@ fn sentinel_client(sentinels: &Sentinels) -> RedisResult<SentinelClient> {
 /// that keep it reconnect after an error.
 pub async fn connect(url: &str) -> anyhow::Result<MultiplexedConnection> {
     let connected = async {
-        let target = Target::parse(url)
-            .map_err(|e| RedisError::from((ErrorKind::InvalidClientConfig, "bad URL", e)))?;
+        let target = Target::parse_for_client(url)?;
         client(&target)
             .await?
             .get_multiplexed_async_connection()
@@ -237,8 +242,7 @@ struct Current {
 
 impl MasterConnection {
     pub async fn connect(url: &str, config: ConnectionManagerConfig) -> RedisResult<Self> {
-        let target = Target::parse(url)
-            .map_err(|e| RedisError::from((ErrorKind::InvalidClientConfig, "bad URL", e)))?;
+        let target = Target::parse_for_client(url)?;
         // The manager's own reconnects (6 by default, 6 s in all) go to the same address,
         // which behind Sentinels may be gone for good: fail fast and ask the Sentinels.
         let config = match target {
