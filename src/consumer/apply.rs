@@ -20,7 +20,7 @@ use crate::ledger::money::Currency;
 use crate::ledger::posting::{self, BatchResult, Mode};
 use crate::ledger::reversals::{self, Plan};
 use crate::ledger::transactions::{
-    ItemError, Kind, NewTransaction, RefusalCode, Requested, WriteError,
+    ItemError, Kind, NewTransaction, RefusalCode, Requested, TransactionStatus, WriteError,
 };
 use crate::ledger::{Created, now_micros};
 use crate::problem::FieldError;
@@ -180,9 +180,8 @@ pub struct ApplySettings {
 /// A payment as stored, locked for the batch.
 #[derive(Debug, Clone)]
 struct Payment {
-    kind: String,
-    /// `pending`, `posted`, `voided`, `rejected`, or `expired` (a pending one past its expiry).
-    status: String,
+    kind: Kind,
+    status: TransactionStatus,
     wallet: String,
     currency: Currency,
     /// What was authorized (or paid).
@@ -456,6 +455,7 @@ fn decide(
     settings: ApplySettings,
 ) -> Step {
     use EventType::*;
+    use TransactionStatus::*;
     let Some(payment) = payment else {
         let requested = match event.kind {
             Refunded => {
@@ -488,10 +488,11 @@ fn decide(
             Err(errors) => Step::Done(Outcome::dead(Reason::MalformedEvent, describe(&errors))),
         };
     };
-    if payment.kind != Kind::Payment.as_str() {
+    if payment.kind != Kind::Payment {
         let detail = format!(
             "transaction {} is a {}, not a payment",
-            event.payment_id, payment.kind
+            event.payment_id,
+            payment.kind.as_str()
         );
         return Step::Done(Outcome::dead(Reason::ConflictingState, detail));
     }
@@ -499,21 +500,22 @@ fn decide(
         let detail = format!(
             "{} cannot apply to a payment that is {}",
             event.kind.as_str(),
-            payment.status
+            payment.status.as_str()
         );
         Step::Done(Outcome::dead(Reason::ConflictingState, detail))
     };
-    let step = match (event.kind, payment.status.as_str()) {
+    // The contract's event x state table, every cell spelled out.
+    let step = match (event.kind, payment.status) {
         (Authorized, _) => Step::Done(Outcome::Duplicate),
-        (Succeeded, "pending") => Step::Resolve(Action::Post, None),
-        (Captured, "pending") => Step::Resolve(Action::Post, Some(event.amount.minor_units())),
-        (Succeeded | Captured, "voided" | "expired") => conflict(),
-        (Succeeded | Captured, _) => Step::Done(Outcome::Duplicate),
-        (Failed, "pending") => Step::Resolve(Action::Void, None),
-        (Failed, "posted") => conflict(),
-        (Failed, _) => Step::Done(Outcome::Duplicate),
-        (Refunded, "posted") => Step::Refund,
-        (Refunded, "pending") => {
+        (Succeeded, Pending) => Step::Resolve(Action::Post, None),
+        (Captured, Pending) => Step::Resolve(Action::Post, Some(event.amount.minor_units())),
+        (Succeeded | Captured, Voided | Expired) => conflict(),
+        (Succeeded | Captured, Posted | Rejected) => Step::Done(Outcome::Duplicate),
+        (Failed, Pending) => Step::Resolve(Action::Void, None),
+        (Failed, Posted) => conflict(),
+        (Failed, Voided | Expired | Rejected) => Step::Done(Outcome::Duplicate),
+        (Refunded, Posted) => Step::Refund,
+        (Refunded, Pending) => {
             let detail = format!(
                 "payment {} is authorized but not captured yet",
                 event.payment_id
@@ -523,7 +525,7 @@ fn decide(
                 detail,
             })
         }
-        (Refunded, _) => conflict(),
+        (Refunded, Voided | Expired | Rejected) => conflict(),
     };
     // A state the event cannot apply to is the finding, whatever its amount; otherwise an
     // event that disagrees with the stored payment is a mismatch, not a retry.
@@ -564,19 +566,19 @@ fn differences(event: &PaymentEvent, payment: &Payment) -> (Vec<String>, String)
         ));
     }
     let amount = event.amount.minor_units();
-    let mismatch = match (event.kind, payment.status.as_str()) {
+    let mismatch = match (event.kind, payment.status) {
         // A refund carries the refunded part; the write path checks it against the payment.
         (EventType::Refunded, _) => None,
-        (EventType::Captured, "pending") => {
+        (EventType::Captured, TransactionStatus::Pending) => {
             (amount > payment.amount).then_some(("authorized at most", payment.amount))
         }
-        (EventType::Captured, "posted") => {
+        (EventType::Captured, TransactionStatus::Posted) => {
             (amount != payment.posted_amount).then_some(("payment has", payment.posted_amount))
         }
         // An authorization applied after its capture (workers take one payment's events out
         // of stream order): a payment posted straight from a capture knows only what was
         // captured, which the authorization must cover.
-        (EventType::Authorized, "posted") if !payment.from_hold => {
+        (EventType::Authorized, TransactionStatus::Posted) if !payment.from_hold => {
             (amount < payment.amount).then_some(("captured", payment.amount))
         }
         _ => (amount != payment.amount).then_some(("payment has", payment.amount)),
@@ -836,23 +838,32 @@ async fn lock_payments(
     )
     .fetch_all(tx)
     .await?;
-    Ok(rows
-        .into_iter()
-        .filter_map(|r| {
-            let legs: Vec<crate::ledger::views::LegView> = serde_json::from_value(r.legs).ok()?;
-            let credit = legs.iter().find(|l| l.amount > 0)?;
+    // A row that does not read as a transaction is corrupt, never "no payment yet": that
+    // would make the event create it again under the same id.
+    rows.into_iter()
+        .map(|r| {
+            let corrupt = |what: String| crate::db::corrupt("transactions", r.id, what);
+            let legs: Vec<crate::ledger::views::LegView> =
+                serde_json::from_value(r.legs).map_err(|e| corrupt(format!("its legs: {e}")))?;
+            let credit = legs
+                .iter()
+                .find(|l| l.amount > 0)
+                .ok_or_else(|| corrupt("no leg credits anything".into()))?;
             let payment = Payment {
-                kind: r.kind,
-                status: r.status,
+                kind: Kind::parse(&r.kind)
+                    .ok_or_else(|| corrupt(format!("unknown kind {:?}", r.kind)))?,
+                status: TransactionStatus::parse(&r.status)
+                    .ok_or_else(|| corrupt(format!("unknown status {:?}", r.status)))?,
                 wallet: credit.account.clone(),
-                currency: Currency::parse(&r.currency)?,
+                currency: Currency::parse(&r.currency)
+                    .ok_or_else(|| corrupt(format!("unknown currency {:?}", r.currency)))?,
                 amount: credit.amount,
                 posted_amount: r.captured_amount.unwrap_or(credit.amount),
                 from_hold: r.from_hold,
             };
-            Some((r.id, payment))
+            Ok((r.id, payment))
         })
-        .collect())
+        .collect()
 }
 
 /// The refunds (by id) among `refunds` that left their wallet below zero.

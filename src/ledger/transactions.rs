@@ -29,6 +29,55 @@ impl Kind {
             Kind::Reversal => "reversal",
         }
     }
+
+    /// The stored `transactions.kind`; `None` for anything the schema's check would refuse.
+    pub fn parse(stored: &str) -> Option<Kind> {
+        [
+            Kind::Transaction,
+            Kind::Transfer,
+            Kind::Payment,
+            Kind::Reversal,
+        ]
+        .into_iter()
+        .find(|k| k.as_str() == stored)
+    }
+}
+
+/// A transaction's status as a reader sees it: the stored one, with a pending hold past its
+/// expiry read as `expired` before the sweeper marks it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TransactionStatus {
+    Pending,
+    Posted,
+    Voided,
+    Rejected,
+    Expired,
+}
+
+impl TransactionStatus {
+    pub const ALL: [TransactionStatus; 5] = [
+        TransactionStatus::Pending,
+        TransactionStatus::Posted,
+        TransactionStatus::Voided,
+        TransactionStatus::Rejected,
+        TransactionStatus::Expired,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TransactionStatus::Pending => "pending",
+            TransactionStatus::Posted => "posted",
+            TransactionStatus::Voided => "voided",
+            TransactionStatus::Rejected => "rejected",
+            TransactionStatus::Expired => "expired",
+        }
+    }
+
+    pub fn parse(stored: &str) -> Option<TransactionStatus> {
+        TransactionStatus::ALL
+            .into_iter()
+            .find(|s| s.as_str() == stored)
+    }
 }
 
 /// What the caller asked for: money that moves now, a hold until `expires_at`, or the record
@@ -354,8 +403,25 @@ impl RefusalCode {
 
 #[cfg(test)]
 mod refusal_code_tests {
-    use super::RefusalCode;
+    use super::{Kind, RefusalCode, TransactionStatus};
     use std::collections::HashSet;
+
+    #[test]
+    fn stored_kinds_and_statuses_read_back_and_nothing_else_does() {
+        for kind in [
+            Kind::Transaction,
+            Kind::Transfer,
+            Kind::Payment,
+            Kind::Reversal,
+        ] {
+            assert_eq!(Kind::parse(kind.as_str()), Some(kind));
+        }
+        for status in TransactionStatus::ALL {
+            assert_eq!(TransactionStatus::parse(status.as_str()), Some(status));
+        }
+        assert_eq!(TransactionStatus::parse("Posted"), None);
+        assert_eq!(Kind::parse(""), None);
+    }
 
     #[test]
     fn each_refusal_code_has_its_own_code_and_title() {
