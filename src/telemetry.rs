@@ -1,13 +1,13 @@
 //! The workers' operational endpoints: `/metrics` (Prometheus text) and `/readyz`, on an
 //! address of their own so an orchestrator can scrape and probe a process that has no API.
 
+use crate::db::Database;
 use crate::db::primary::SyncStandby;
 use axum::Router;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::routing::get;
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
-use sqlx::PgPool;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::OnceLock;
@@ -86,14 +86,14 @@ struct Probe {
     readiness: Readiness,
     /// The database the process writes to: `/readyz` says whether its primary has a
     /// synchronous standby.
-    database: Option<PgPool>,
+    database: Option<Database>,
 }
 
 /// Serves `/metrics` and `/readyz` on `addr` in the background; returns the bound address.
 pub async fn serve(
     addr: SocketAddr,
     readiness: Readiness,
-    database: Option<PgPool>,
+    database: Option<Database>,
 ) -> anyhow::Result<SocketAddr> {
     let metrics = recorder()?;
     let listener = tokio::net::TcpListener::bind(addr)
@@ -133,17 +133,13 @@ async fn ready(State(probe): State<Probe>) -> (StatusCode, String) {
             "not ready: a dependency is unreachable\n".into(),
         );
     }
-    let Some(pool) = &probe.database else {
+    let Some(database) = &probe.database else {
         return (StatusCode::OK, "ready\n".into());
     };
-    let asked = async {
-        let mut conn = pool.acquire().await?;
-        crate::db::primary::sync_standby(&mut conn).await
-    };
-    let sync = match tokio::time::timeout(SYNC_STANDBY_TIMEOUT, asked).await {
-        Ok(Ok(SyncStandby::Attached)) => "true",
-        Ok(Ok(SyncStandby::Absent)) => "false",
-        _ => "unknown",
+    let sync = match tokio::time::timeout(SYNC_STANDBY_TIMEOUT, database.sync_standby()).await {
+        Ok(SyncStandby::Attached) => "true",
+        Ok(SyncStandby::Absent) => "false",
+        Ok(SyncStandby::Unknown) | Err(_) => "unknown",
     };
     (
         StatusCode::OK,

@@ -73,7 +73,7 @@ pub async fn run(args: ConsumeArgs) -> anyhow::Result<()> {
     }
     let readiness = Readiness::new(true);
     if let Some(addr) = args.metrics_addr {
-        crate::telemetry::serve(addr, readiness.clone(), Some(pool.clone())).await?;
+        crate::telemetry::serve(addr, readiness.clone(), Some(database.clone())).await?;
     }
     let shutdown = Arc::new(AtomicBool::new(false));
     let flag = shutdown.clone();
@@ -195,7 +195,9 @@ async fn work(
                     break;
                 }
             }
-            Err(e) if stream::is_outage(&e) => {
+            // Outages are retried; any other error is the broker refusing what was asked (a
+            // key of the wrong type, a missing permission), which no retry mends.
+            Err(e) if crate::broker::is_outage(&e) => {
                 readiness.set(false);
                 tracing::warn!(error = %e, retry_in = ?backoff, "the broker is unreachable");
                 tokio::time::sleep(backoff).await;
