@@ -26,15 +26,23 @@ pub async fn publish_raw(
     events: &[Vec<(String, String)>],
 ) -> redis::RedisResult<Vec<String>> {
     let mut ids = Vec::with_capacity(events.len());
-    for chunk in events.chunks(500) {
-        let mut pipe = redis::pipe();
-        for fields in chunk {
-            pipe.xadd(stream, "*", fields);
-        }
-        let chunk_ids: Vec<String> = pipe.query_async(conn).await?;
+    for chunk in events.chunks(CHUNK) {
+        let chunk_ids: Vec<String> = xadds(stream, chunk).query_async(conn).await?;
         ids.extend(chunk_ids);
     }
     Ok(ids)
+}
+
+/// Messages per pipeline round trip.
+const CHUNK: usize = 500;
+
+/// One `XADD` per message of `chunk`, in order.
+fn xadds(stream: &str, chunk: &[Vec<(String, String)>]) -> redis::Pipeline {
+    let mut pipe = redis::pipe();
+    for fields in chunk {
+        pipe.xadd(stream, "*", fields);
+    }
+    pipe
 }
 
 /// `count` payments of `amount` to `wallets` in turn; `resend_percent` of them (by a fixed
@@ -164,7 +172,7 @@ pub async fn publish_confirmed(
 ) -> anyhow::Result<Vec<String>> {
     let mut conn: Option<redis::aio::MultiplexedConnection> = None;
     let mut ids = Vec::with_capacity(messages.len());
-    for chunk in messages.chunks(500) {
+    for chunk in messages.chunks(CHUNK) {
         let give_up_at = Instant::now() + confirmation.retry_for;
         loop {
             match send_chunk(&mut conn, url, stream, chunk, confirmation.replicas).await {
@@ -199,10 +207,7 @@ async fn send_chunk(
         );
     }
     let conn = conn.as_mut().expect("connected above");
-    let mut pipe = redis::pipe();
-    for fields in chunk {
-        pipe.xadd(stream, "*", fields);
-    }
+    let mut pipe = xadds(stream, chunk);
     if replicas == 0 {
         return Ok(pipe.query_async(conn).await?);
     }

@@ -323,11 +323,6 @@ fn min_idle_ms(min_idle: Duration) -> i64 {
     i64::try_from(min_idle.as_millis()).unwrap_or(i64::MAX)
 }
 
-/// An outage is retried later; any other error is the broker refusing what was asked (a key
-/// of the wrong type, a missing permission, a script error), which no retry mends: the worker
-/// stops and says so.
-pub use crate::broker::is_outage;
-
 /// KEYS: stream, failure counts. ARGV: group, then the ids to acknowledge. The types are
 /// checked before anything is written, so a key an operator overwrote fails the call whole
 /// (and stops the worker) instead of acknowledging half of it.

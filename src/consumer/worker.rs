@@ -3,7 +3,8 @@
 //! [`Consumer::step`] does one batch and says what it did, so tests drive it step by step.
 
 use super::apply::{self, ApplyError, ApplySettings, Message, Outcome, Reason};
-use super::stream::{Backlog, DeadLetter, StreamClient, is_outage};
+use super::stream::{Backlog, DeadLetter, StreamClient};
+use crate::broker::is_outage;
 use crate::failpoint;
 use crate::ledger::accounts;
 use crate::ledger::audit::{self, Actor};
