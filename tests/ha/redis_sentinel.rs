@@ -66,7 +66,10 @@ async fn payments_through_a_failover(ha: &Topology, database_url: &str, lose_pos
     // one, the machine's single PostgreSQL does not.
     let (_, body) = http_get(&metrics_addr, "/readyz").await.unwrap();
     let expected = format!("synchronous_standby: {lose_postgres}");
-    assert!(body.contains(&expected), "/readyz says {expected:?}: {body:?}");
+    assert!(
+        body.contains(&expected),
+        "/readyz says {expected:?}: {body:?}"
+    );
 
     let stop_producing = Arc::new(AtomicBool::new(false));
     let producer = tokio::spawn(produce(
