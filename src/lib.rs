@@ -27,6 +27,8 @@ pub mod outbox;
 pub mod problem;
 /// The ledger's invariant checks (`verify`) and reconciliation with providers.
 pub mod reconcile;
+/// How a long-running command stops: SIGINT or SIGTERM cancels one token tree, in a set order.
+pub mod shutdown;
 /// `/metrics` and `/readyz` for the workers.
 pub mod telemetry;
 
