@@ -35,7 +35,7 @@ use error::ApiError;
 use sqlx::PgPool;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
 use tower_http::catch_panic::CatchPanicLayer;
 use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
 use tower_http::sensitive_headers::SetSensitiveRequestHeadersLayer;
@@ -161,6 +161,8 @@ async fn request_timeout(State(state): State<AppState>, req: Request, next: Next
     }
 }
 
+/// `wallet-ledger serve`: until SIGTERM/SIGINT, then drains in the order `crate::shutdown`
+/// describes.
 pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let database = crate::db::open(&args.database, true).await?;
     database.watch_sync_standby().await;
@@ -168,11 +170,15 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let listener = tokio::net::TcpListener::bind(args.http.listen_addr)
         .await
         .with_context(|| format!("binding {}", args.http.listen_addr))?;
-    let (stop, stopped) = watch::channel(false);
+    // The background workers stop on `shutdown`, and only once the HTTP server, which stops
+    // on its child `accepting` (the signal), has closed its connections: a request finishing
+    // during the drain still has them.
+    let shutdown = CancellationToken::new();
+    let accepting = shutdown.child_token();
     let checkpointer = tokio::spawn(periodically(
         "advance system-account checkpoints",
         Duration::from_millis(args.checkpoint_interval_ms),
-        stopped.clone(),
+        shutdown.clone(),
         {
             let pool = pool.clone();
             move || {
@@ -188,7 +194,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let sweeper = tokio::spawn(periodically(
         "expire overdue holds",
         Duration::from_millis(args.hold_sweep_interval_ms),
-        stopped,
+        shutdown.clone(),
         {
             let pool = pool.clone();
             move || {
@@ -204,8 +210,9 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         let settings = crate::outbox::dispatcher::Settings::new(&args.outbox, &args.http.webhooks);
         let dispatcher = crate::outbox::dispatcher::Dispatcher::new(pool.clone(), settings).await?;
         events_feed = dispatcher.feed_health();
-        Some(tokio::spawn(dispatcher.run(stop.subscribe())))
+        Some(tokio::spawn(dispatcher.run(shutdown.clone())))
     };
+    crate::shutdown::cancel_on_signal(accepting.clone());
     tracing::info!(addr = %args.http.listen_addr, "serving");
     let state = AppState {
         events_feed,
@@ -213,14 +220,13 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         ..AppState::new(pool.clone(), args.http)
     };
     let transport = state.config.transport.clone();
-    let stopped =
-        transport::serve(listener, app(state), &transport, crate::shutdown_signal()).await;
+    let stopped = transport::serve(listener, app(state), &transport, accepting).await;
     tracing::info!(
         open_at_signal = stopped.open_at_signal,
         cut_at_deadline = stopped.cut_at_deadline,
         "connections closed"
     );
-    let _ = stop.send(true);
+    shutdown.cancel();
     let _ = tokio::join!(checkpointer, sweeper);
     if let Some(dispatcher) = dispatcher {
         let _ = dispatcher.await;
@@ -230,12 +236,13 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Runs `step` every `every` until told to stop; a failed step is logged and retried at the
-/// next tick (the database decides every step's effect, so a retry is always safe).
+/// Runs `step` every `every` until `shutdown` is cancelled (a step in progress finishes); a
+/// failed step is logged and retried at the next tick (the database decides every step's
+/// effect, so a retry is always safe).
 async fn periodically<F, Fut>(
     name: &'static str,
     every: Duration,
-    mut stop: watch::Receiver<bool>,
+    shutdown: CancellationToken,
     mut step: F,
 ) where
     F: FnMut() -> Fut,
@@ -245,7 +252,7 @@ async fn periodically<F, Fut>(
     loop {
         tokio::select! {
             _ = ticker.tick() => {}
-            _ = stop.changed() => return,
+            () = shutdown.cancelled() => return,
         }
         match step().await {
             Ok(0) => {}

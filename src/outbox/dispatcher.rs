@@ -18,7 +18,7 @@ use serde_json::json;
 use sqlx::PgPool;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
 
 #[derive(Debug, Clone)]
 pub struct Settings {
@@ -168,18 +168,17 @@ impl Dispatcher {
         Ok(report)
     }
 
-    /// Sends continuously until `stop` turns true: whenever a request ends, the next due
+    /// Sends continuously until `shutdown` is cancelled: whenever a request ends, the next due
     /// delivery takes its place, so a slow receiver holds only its own requests (at most
     /// `per_subscription`) and every other receiver's deliveries go out on time. Sleeps
-    /// `interval` only when nothing was due. On stop, the requests in flight finish (each
-    /// within the timeout) and are recorded.
-    pub async fn run(mut self, mut stop: watch::Receiver<bool>) {
+    /// `interval` only when nothing was due. On shutdown no new round starts; the requests in
+    /// flight finish (each within the timeout) and are recorded.
+    pub async fn run(mut self, shutdown: CancellationToken) {
         let mut flight = InFlight::default();
         let mut report = StepReport::default();
-        loop {
-            if *stop.borrow() {
-                break;
-            }
+        // Checked before each round as well: a cancel that came while a round or a record was
+        // running starts no further round.
+        while !shutdown.is_cancelled() {
             let busy = match self.round(&mut flight).await {
                 Ok(busy) => busy,
                 Err(e) => {
@@ -199,7 +198,7 @@ impl Dispatcher {
                     }
                 }
                 _ = tokio::time::sleep(pause) => {}
-                _ = stop.changed() => {}
+                () = shutdown.cancelled() => {}
             }
         }
         while let Some(done) = flight.sends.join_next().await {
@@ -462,11 +461,12 @@ pub async fn run_standalone(args: OutboxArgs) -> anyhow::Result<()> {
     let pool = crate::db::connect_and_migrate(&args.database).await?;
     let dispatcher =
         Dispatcher::new(pool.clone(), Settings::new(&args.outbox, &args.webhooks)).await?;
-    let (stop_tx, stop_rx) = watch::channel(false);
-    let worker = tokio::spawn(dispatcher.run(stop_rx));
+    // The signal stops the dispatcher (see `crate::shutdown`); the pool closes once its sends
+    // in flight are recorded.
+    let shutdown = CancellationToken::new();
+    let worker = tokio::spawn(dispatcher.run(shutdown.clone()));
     tracing::info!("outbox dispatcher running");
-    crate::shutdown_signal().await;
-    let _ = stop_tx.send(true);
+    crate::shutdown::cancel_on_signal(shutdown);
     let _ = worker.await;
     pool.close().await;
     tracing::info!("outbox dispatcher stopped");

@@ -1342,8 +1342,8 @@ async fn no_delivery_starts_after_its_webhook_was_deleted() {
         ..settings(&[port])
     };
     let dispatcher = Dispatcher::new(app.pool.clone(), settings).await.unwrap();
-    let (stop, stopped) = tokio::sync::watch::channel(false);
-    let running = tokio::spawn(dispatcher.run(stopped));
+    let stop = tokio_util::sync::CancellationToken::new();
+    let running = tokio::spawn(dispatcher.run(stop.clone()));
     receiver.wait_for(8, Duration::from_secs(20)).await;
     let r = app
         .raw(
@@ -1361,7 +1361,7 @@ async fn no_delivery_starts_after_its_webhook_was_deleted() {
         after <= 4,
         "{after} requests arrived after DELETE answered (4 were in flight at most)"
     );
-    let _ = stop.send(true);
+    stop.cancel();
     running.await.unwrap();
     receiver.stop().await;
     app.finish().await;

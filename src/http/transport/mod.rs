@@ -25,13 +25,13 @@ use clap::Args;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto::Builder;
 use service::{Admission, ConnectionService};
-use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
 use watchdog::{Activity, Timers, Verdict};
 
 pub const DEFAULT_HEADER_READ_TIMEOUT_MS: u64 = 10_000;
@@ -153,38 +153,42 @@ pub struct Stopped {
     pub cut_at_deadline: usize,
 }
 
-/// Serves `router` until `shutdown` resolves, then stops accepting, lets connections finish
-/// their requests, and cuts what is still open after `--shutdown-timeout-ms`.
+/// Serves `router` until `shutdown` is cancelled, then stops accepting, lets connections
+/// finish their requests, and cuts what is still open after `--shutdown-timeout-ms`.
+///
+/// The connections' own stages come after the accept loop's, each a token of its own:
+/// `closing` (finish the request in hand, then close) once the loop has stopped and counted
+/// what is open, and `cut`, its parent, at the deadline.
 pub async fn serve(
     listener: TcpListener,
     router: Router,
     config: &TransportConfig,
-    shutdown: impl Future<Output = ()>,
+    shutdown: CancellationToken,
 ) -> Stopped {
     let max_connections = fit_file_limit(config.max_connections);
     let builder = Arc::new(config.builder());
     let timers = config.timers();
     let served = Arc::new(Semaphore::new(max_connections));
     let overflow = Arc::new(Semaphore::new(OVERFLOW_CONNECTIONS));
-    let (stop, stopping) = watch::channel(false);
-    let (cut, cutting) = watch::channel(false);
+    let cut = CancellationToken::new();
+    let closing = cut.child_token();
     let mut accept_errors = AcceptErrors::default();
     let busiest = Arc::new(AtomicUsize::new(0));
-    let trimmer = tokio::spawn(return_memory_after_bursts(
+    tokio::spawn(return_memory_after_bursts(
         served.clone(),
         max_connections,
         busiest.clone(),
+        shutdown.clone(),
     ));
-    tokio::pin!(shutdown);
     loop {
         let (admission, permit) = tokio::select! {
             biased;
-            _ = &mut shutdown => break,
+            () = shutdown.cancelled() => break,
             admitted = admit(&served, &overflow) => admitted,
         };
         let stream = tokio::select! {
             biased;
-            _ = &mut shutdown => break,
+            () = shutdown.cancelled() => break,
             accepted = listener.accept() => match accepted {
                 Ok((stream, _)) => stream,
                 Err(e) => {
@@ -202,16 +206,15 @@ pub async fn serve(
             router: router.clone(),
             admission,
             timers,
-            stopping: stopping.clone(),
-            cutting: cutting.clone(),
+            closing: closing.clone(),
+            cut: cut.clone(),
         };
         tokio::spawn(connection.run(stream, permit));
     }
     drop(listener);
-    trimmer.abort();
     let open = |s: &Semaphore, max: usize| max - s.available_permits();
     let open_at_signal = open(&served, max_connections) + open(&overflow, OVERFLOW_CONNECTIONS);
-    let _ = stop.send(true);
+    closing.cancel();
     let all_closed = async {
         let _ = served.acquire_many(max_connections as u32).await;
         let _ = overflow.acquire_many(OVERFLOW_CONNECTIONS as u32).await;
@@ -221,7 +224,7 @@ pub async fn serve(
         Ok(()) => 0,
         Err(_) => {
             let still_open = open(&served, max_connections) + open(&overflow, OVERFLOW_CONNECTIONS);
-            let _ = cut.send(true);
+            cut.cancel();
             still_open
         }
     };
@@ -255,14 +258,16 @@ struct Connection {
     router: Router,
     admission: Admission,
     timers: Timers,
-    stopping: watch::Receiver<bool>,
-    cutting: watch::Receiver<bool>,
+    /// Cancelled once the server stops accepting: finish the request in hand, then close.
+    closing: CancellationToken,
+    /// Cancelled at the shutdown deadline: close now.
+    cut: CancellationToken,
 }
 
 impl Connection {
     /// Serves one connection until it ends, its watchdog cuts it, or the shutdown deadline
     /// does. The permit is its place under the cap, released when it ends.
-    async fn run(mut self, stream: TcpStream, _permit: OwnedSemaphorePermit) {
+    async fn run(self, stream: TcpStream, _permit: OwnedSemaphorePermit) {
         let _ = stream.set_nodelay(true);
         let activity = Activity::new(Instant::now());
         let io = TokioIo::new(io::TrackedStream::new(stream, activity.clone()));
@@ -287,7 +292,7 @@ impl Connection {
             .header_read
             .min(timers.idle)
             .clamp(Duration::from_millis(50), Duration::from_secs(1));
-        let mut stopping = *self.stopping.borrow();
+        let mut stopping = self.closing.is_cancelled();
         if stopping {
             conn.as_mut().graceful_shutdown();
         }
@@ -316,11 +321,11 @@ impl Connection {
                     return;
                 }
                 _ = tokio::time::sleep_until(wake) => {}
-                _ = self.stopping.changed(), if !stopping => {
+                () = self.closing.cancelled(), if !stopping => {
                     stopping = true;
                     conn.as_mut().graceful_shutdown();
                 }
-                _ = self.cutting.changed() => return,
+                () = self.cut.cancelled() => return,
             }
         }
     }
@@ -331,15 +336,21 @@ const TRIM_AFTER_CLOSED: usize = 1_000;
 
 /// Hands memory back to the system after a burst of connections has closed. Their buffers
 /// are freed, but glibc's allocator keeps freed pages for reuse: without this, 5,000
-/// connections that came and went left the process 55 MiB larger for good.
+/// connections that came and went left the process 55 MiB larger for good. Stops when the
+/// server stops accepting.
 async fn return_memory_after_bursts(
     served: Arc<Semaphore>,
     max_connections: usize,
     busiest: Arc<AtomicUsize>,
+    shutdown: CancellationToken,
 ) {
     let mut ticker = tokio::time::interval(Duration::from_secs(2));
     loop {
-        ticker.tick().await;
+        tokio::select! {
+            biased;
+            () = shutdown.cancelled() => return,
+            _ = ticker.tick() => {}
+        }
         let open = max_connections - served.available_permits();
         if busiest.load(Ordering::Relaxed).saturating_sub(open) >= TRIM_AFTER_CLOSED {
             trim_heap();
