@@ -12,6 +12,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, Ordering};
+use tokio_util::sync::CancellationToken;
 
 /// How long `/readyz` waits to learn whether the primary has a synchronous standby.
 const SYNC_STANDBY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
@@ -89,11 +90,13 @@ struct Probe {
     database: Option<Database>,
 }
 
-/// Serves `/metrics` and `/readyz` on `addr` in the background; returns the bound address.
+/// Serves `/metrics` and `/readyz` on `addr` in the background until `shutdown` is cancelled
+/// (then it stops accepting and finishes the requests in hand); returns the bound address.
 pub async fn serve(
     addr: SocketAddr,
     readiness: Readiness,
     database: Option<Database>,
+    shutdown: CancellationToken,
 ) -> anyhow::Result<SocketAddr> {
     let metrics = recorder()?;
     let listener = tokio::net::TcpListener::bind(addr)
@@ -109,7 +112,8 @@ pub async fn serve(
             database,
         });
     tokio::spawn(async move {
-        if let Err(e) = axum::serve(listener, app).await {
+        let serving = axum::serve(listener, app).with_graceful_shutdown(shutdown.cancelled_owned());
+        if let Err(e) = serving.await {
             tracing::error!(error = %e, "the metrics endpoint stopped");
         }
     });

@@ -22,10 +22,9 @@ pub mod worker;
 use crate::config::ConsumeArgs;
 use crate::telemetry::Readiness;
 use anyhow::Context;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 use stream::StreamClient;
+use tokio_util::sync::CancellationToken;
 use worker::{Consumer, Settings};
 
 impl ConsumeArgs {
@@ -71,16 +70,21 @@ pub async fn run(args: ConsumeArgs) -> anyhow::Result<()> {
         };
         streams.push(connect_stream(&args, worker_name, settings.block).await?);
     }
+    // The signal stops the workers (`stopping`); `/metrics` and `/readyz` stop on its parent,
+    // once the workers are done and the pool is closed, so probes are answered to the end.
+    let shutdown = CancellationToken::new();
+    let stopping = shutdown.child_token();
     let readiness = Readiness::new(true);
     if let Some(addr) = args.metrics_addr {
-        crate::telemetry::serve(addr, readiness.clone(), Some(database.clone())).await?;
+        crate::telemetry::serve(
+            addr,
+            readiness.clone(),
+            Some(database.clone()),
+            shutdown.clone(),
+        )
+        .await?;
     }
-    let shutdown = Arc::new(AtomicBool::new(false));
-    let flag = shutdown.clone();
-    tokio::spawn(async move {
-        crate::shutdown_signal().await;
-        flag.store(true, Ordering::Relaxed);
-    });
+    crate::shutdown::cancel_on_signal(stopping.clone());
 
     tracing::info!(consumer = %name, workers = args.workers, stream = %args.stream.stream, group = %args.stream.group, batch_size = args.batch_size, "consuming");
     let mut workers = tokio::task::JoinSet::new();
@@ -95,7 +99,7 @@ pub async fn run(args: ConsumeArgs) -> anyhow::Result<()> {
             stream,
             worker_settings,
             readiness.clone(),
-            shutdown.clone(),
+            stopping.clone(),
         );
         workers.spawn(work(
             consumer,
@@ -103,7 +107,7 @@ pub async fn run(args: ConsumeArgs) -> anyhow::Result<()> {
             settings.outage_backoff_max,
             args.drain,
             readiness.clone(),
-            shutdown.clone(),
+            stopping.clone(),
         ));
     }
     let mut totals = worker::StepReport::default();
@@ -118,11 +122,10 @@ pub async fn run(args: ConsumeArgs) -> anyhow::Result<()> {
     if stopped > 0 && !args.drain {
         // Every worker left stopped for good: stay up, not ready, so that probes and the
         // metric say so, until the operator's SIGTERM.
-        while !shutdown.load(Ordering::Relaxed) {
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+        stopping.cancelled().await;
     }
     pool.close().await;
+    shutdown.cancel();
     tracing::info!(
         consumer = %name,
         applied = totals.applied,
@@ -174,18 +177,20 @@ async fn connect_stream(
 }
 
 /// One worker's loop, until shutdown or (with `drain`) until the group has nothing left;
-/// returns what it did.
+/// returns what it did. Shutdown is looked at between steps, never inside one: the batch in
+/// hand is finished and acknowledged, and a read is never dropped half-way (what the broker
+/// handed out would sit pending until reclaimed).
 async fn work(
     mut consumer: Consumer,
     outage_backoff: Duration,
     outage_backoff_max: Duration,
     drain: bool,
     readiness: Readiness,
-    shutdown: Arc<AtomicBool>,
+    shutdown: CancellationToken,
 ) -> (worker::StepReport, WorkerEnd) {
     let mut backoff = outage_backoff;
     let mut totals = worker::StepReport::default();
-    while !shutdown.load(Ordering::Relaxed) {
+    while !shutdown.is_cancelled() {
         match consumer.step().await {
             Ok(report) => {
                 backoff = outage_backoff;

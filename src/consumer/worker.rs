@@ -11,9 +11,8 @@ use crate::ledger::audit::{self, Actor};
 use crate::telemetry::Readiness;
 use sqlx::PgPool;
 use std::collections::{HashMap, HashSet, VecDeque};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
+use tokio_util::sync::CancellationToken;
 
 /// How long an idle consumer's readiness check waits for the database.
 const DATABASE_PING_TIMEOUT: Duration = Duration::from_secs(1);
@@ -69,7 +68,9 @@ pub struct Consumer {
     stream: StreamClient,
     settings: Settings,
     readiness: Readiness,
-    shutdown: Arc<AtomicBool>,
+    /// Cancelled at shutdown: backoffs end early and a batch the database cannot take is
+    /// left pending (see `apply_parts` and `settle`).
+    shutdown: CancellationToken,
     reclaim_cursor: String,
     next_reclaim: Instant,
     next_stats: Instant,
@@ -82,7 +83,7 @@ impl Consumer {
         stream: StreamClient,
         settings: Settings,
         readiness: Readiness,
-        shutdown: Arc<AtomicBool>,
+        shutdown: CancellationToken,
     ) -> Consumer {
         let now = Instant::now();
         Consumer {
@@ -104,7 +105,7 @@ impl Consumer {
     }
 
     fn stopping(&self) -> bool {
-        self.shutdown.load(Ordering::Relaxed)
+        self.shutdown.is_cancelled()
     }
 
     /// One batch: reclaimed messages first (when a scan is due), else new ones.
@@ -490,14 +491,10 @@ impl Consumer {
 
     /// Sleeps `backoff` unless shutdown was asked for; `false` if it was.
     async fn pause(&self, backoff: Duration) -> bool {
-        let until = Instant::now() + backoff;
-        while Instant::now() < until {
-            if self.stopping() {
-                return false;
-            }
-            tokio::time::sleep(Duration::from_millis(50).min(backoff)).await;
+        tokio::select! {
+            () = self.shutdown.cancelled() => false,
+            () = tokio::time::sleep(backoff) => !self.stopping(),
         }
-        !self.stopping()
     }
 
     /// Acknowledges after COMMIT. While the broker is unreachable this retries (the database
