@@ -98,7 +98,7 @@ impl Database {
     /// whenever that changes (for the long-running processes). With several hosts the primary
     /// tracker re-reads it on every probe; with one, a task here does, every
     /// SYNC_STANDBY_EVERY, so that losing the standby later shows in the metric an alert
-    /// watches.
+    /// watches. Like the tracker, it ends when the pool closes (see [`Primary::follow`]).
     pub async fn watch_sync_standby(&self) {
         let host = match &self.primary {
             Some(primary) => primary.describe(),
@@ -111,8 +111,13 @@ impl Database {
         }
         let database = self.clone();
         tokio::spawn(async move {
+            let closed = database.pool.close_event();
+            tokio::pin!(closed);
             loop {
-                tokio::time::sleep(SYNC_STANDBY_EVERY).await;
+                tokio::select! {
+                    () = &mut closed => return,
+                    () = tokio::time::sleep(SYNC_STANDBY_EVERY) => {}
+                }
                 let now = database.sync_standby().await;
                 if now != last && now != primary::SyncStandby::Unknown {
                     primary::report_sync(now, &host);

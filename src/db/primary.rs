@@ -136,15 +136,18 @@ impl Primary {
         age > since_switch
     }
 
-    /// Follows the primary until the pool closes.
+    /// Follows the primary until the pool closes. The pool's close, not the shutdown token,
+    /// ends it: every command closes its pool last, once nothing uses it (a drain may still
+    /// write, and a failover then must still be followed), and one-shot commands, which have
+    /// no token, close theirs too.
     pub async fn follow(self: Arc<Primary>, pool: PgPool) {
+        let closed = pool.close_event();
+        tokio::pin!(closed);
         loop {
             tokio::select! {
+                () = &mut closed => return,
                 _ = tokio::time::sleep(PROBE_INTERVAL) => {}
                 _ = self.wake.notified() => {}
-            }
-            if pool.is_closed() {
-                return;
             }
             self.step(&pool).await;
         }
