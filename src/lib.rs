@@ -59,25 +59,3 @@ pub fn error_reason(error: &anyhow::Error) -> String {
     }
     reasons.join(": ")
 }
-
-/// Resolves on SIGINT or SIGTERM: every long-running subcommand stops on either.
-pub async fn shutdown_signal() {
-    let interrupt = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
-    #[cfg(unix)]
-    let terminate = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut signal) => {
-                signal.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
-        }
-    };
-    #[cfg(not(unix))]
-    let terminate = std::future::pending::<()>();
-    tokio::select! {
-        _ = interrupt => tracing::info!("SIGINT received, shutting down"),
-        _ = terminate => tracing::info!("SIGTERM received, shutting down"),
-    }
-}

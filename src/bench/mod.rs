@@ -310,13 +310,16 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
     let mut ceiling = earlier_ceiling(&args.results);
     let mut failed = false;
     let mut errored = false;
+    // A signal drops the scenario running (its children die with their handles); one that
+    // comes between two scenarios stops the next before it starts.
+    let interrupted = tokio_util::sync::CancellationToken::new();
+    crate::shutdown::cancel_on_signal(interrupted.clone());
     for scenario in scenarios {
         let name = scenario_name(scenario);
         tracing::info!("bench: {name}");
-        // A signal drops the scenario: its children die with their handles.
         let outcome = tokio::select! {
-            outcome = bench.run_scenario(scenario) => outcome,
-            () = crate::shutdown_signal() => {
+            biased;
+            () = interrupted.cancelled() => {
                 bench.delete_streams().await;
                 eprintln!(
                     "error: bench interrupted by a signal during {name}; logs and the database \
@@ -325,6 +328,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
                 );
                 return Ok(ExitCode::from(2));
             }
+            outcome = bench.run_scenario(scenario) => outcome,
         };
         let measured = match outcome {
             Ok(measured) => measured,
