@@ -52,7 +52,9 @@ pub struct KeyLookups {
 }
 
 impl KeyLookups {
-    /// Starts the gatherer on the current runtime; it stops when every clone is dropped.
+    /// Starts the gatherer on the current runtime; it stops when every clone is dropped. No
+    /// shutdown token, for the group-commit writer's reason: a request authenticated during
+    /// the drain needs it, and no request can come once the last clone is gone.
     pub fn start(pool: PgPool) -> KeyLookups {
         let (jobs, queue) = mpsc::channel(KEY_LOOKUP_MAX_BATCH * KEY_LOOKUP_IN_FLIGHT * 2);
         tokio::spawn(gather(pool, queue));

@@ -73,7 +73,10 @@ struct Job {
 }
 
 impl GroupCommit {
-    /// Starts the gatherer on the current runtime; it stops when every clone is dropped.
+    /// Starts the gatherer on the current runtime; it stops when every clone is dropped. No
+    /// shutdown token: the queue's end is its natural stop. A request still finishing while
+    /// the server drains must be written, and once the last clone (the last `AppState`) is
+    /// gone no request can come, so the gatherer ends after writing what it already holds.
     pub fn start(pool: PgPool, config: GroupCommitConfig) -> GroupCommit {
         let capacity = config.max_items * config.max_in_flight * 2;
         let (jobs, queue) = mpsc::channel(capacity.max(1));
