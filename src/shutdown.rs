@@ -29,8 +29,8 @@
 //! 1. The signal cancels `stopping`: each worker finishes its step (the batch in hand applied
 //!    and acknowledged; a blocking read ends within `--block-ms`), then stops. A pause while
 //!    the database is unreachable ends at once and leaves its batch pending for another
-//!    consumer; a wait between two steps while the broker is unreachable is not cut short
-//!    (at most `--outage-backoff-max-ms`). A process whose workers had all stopped for good
+//!    consumer; so does a wait between two steps while the broker is unreachable (nothing is
+//!    in hand then). A process whose workers had all stopped for good
 //!    (the broker refused them) was waiting for this alone. With `--drain` the workers may
 //!    end before any signal.
 //! 2. The pool closes (the tracker and the watcher with it).

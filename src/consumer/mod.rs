@@ -205,7 +205,11 @@ async fn work(
             Err(e) if crate::broker::is_outage(&e) => {
                 readiness.set(false);
                 tracing::warn!(error = %e, retry_in = ?backoff, "the broker is unreachable");
-                tokio::time::sleep(backoff).await;
+                // Nothing is in hand while the broker is away, so the signal may cut the wait.
+                tokio::select! {
+                    _ = tokio::time::sleep(backoff) => {}
+                    _ = shutdown.cancelled() => break,
+                }
                 backoff = (backoff * 2).min(outage_backoff_max);
             }
             Err(e) => {
