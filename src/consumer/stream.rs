@@ -170,36 +170,28 @@ impl StreamClient {
     }
 
     /// Acknowledges `acked` and moves `dead` to the dead-letter stream (acknowledged too);
-    /// their failure counts go with them. The dead letters are written first and each reply
-    /// is checked: nothing is acknowledged unless every dead letter was written. A crash
-    /// between the two steps writes a dead letter twice on redelivery (same event id, same
-    /// `dlq_original_id`), never loses one.
+    /// their failure counts go with them. One script does it all, so Redis applies it whole
+    /// or not at all: a dead letter is never acknowledged unwritten, and never written twice.
+    /// A crash before the script leaves everything pending (redelivered, dead-lettered
+    /// again once); a message another consumer reclaimed and settled first is no longer
+    /// pending, and its dead letter is not written again.
     pub async fn settle(&mut self, acked: &[&str], dead: &[DeadLetter<'_>]) -> RedisResult<()> {
         if acked.is_empty() && dead.is_empty() {
             return Ok(());
         }
-        if !dead.is_empty() {
-            let dead_letters = self.config.dead_letters();
-            let mut pipe = redis::pipe();
-            for letter in dead {
-                let fields = dead_letter_fields(letter, &self.config.group, &self.consumer);
-                pipe.xadd(&dead_letters, "*", &fields);
-            }
-            // An error reply to any XADD fails the whole call.
-            let _: Vec<String> = pipe.query_async(&mut self.conn).await?;
-        }
-        let ids: Vec<&str> = acked
-            .iter()
-            .copied()
-            .chain(dead.iter().map(|d| d.message.id.as_str()))
-            .collect();
-        ACKNOWLEDGE
+        let mut settle = SETTLE.prepare_invoke();
+        settle
             .key(&self.config.stream)
             .key(self.config.failures())
+            .key(self.config.dead_letters())
             .arg(&self.config.group)
-            .arg(&ids)
-            .invoke_async::<()>(&mut self.conn)
-            .await
+            .arg(acked.len())
+            .arg(acked);
+        for letter in dead {
+            let fields = dead_letter_fields(letter, &self.config.group, &self.consumer);
+            settle.arg(&letter.message.id).arg(fields.len()).arg(fields);
+        }
+        settle.invoke_async::<()>(&mut self.conn).await
     }
 
     /// Counts one more failure caused by the message itself; returns the count.
@@ -323,10 +315,15 @@ fn min_idle_ms(min_idle: Duration) -> i64 {
     i64::try_from(min_idle.as_millis()).unwrap_or(i64::MAX)
 }
 
-/// KEYS: stream, failure counts. ARGV: group, then the ids to acknowledge. The types are
-/// checked before anything is written, so a key an operator overwrote fails the call whole
-/// (and stops the worker) instead of acknowledging half of it.
-static ACKNOWLEDGE: LazyLock<redis::Script> = LazyLock::new(|| {
+/// KEYS: stream, failure counts, dead letters. ARGV: group; the number of ids to
+/// acknowledge, then those ids; then each dead letter as its message id, its number of
+/// fields, and its fields as name, value pairs. The types are checked before anything is
+/// written, so a key an operator overwrote fails the call whole (and stops the worker)
+/// instead of settling half of it. A dead letter is written only while its message is still
+/// pending in the group: the consumer that settles it first writes it, once. (XPENDING on a
+/// stream or group that is gone, after a broker restart that kept nothing, counts as not
+/// pending: the message is gone with it.)
+static SETTLE: LazyLock<redis::Script> = LazyLock::new(|| {
     redis::Script::new(
         r#"
 local function expect(key, wanted)
@@ -335,10 +332,26 @@ local function expect(key, wanted)
     return redis.error_reply('WRONGTYPE ' .. key .. ' holds a ' .. found .. ', not a ' .. wanted)
   end
 end
-local bad = expect(KEYS[1], 'stream') or expect(KEYS[2], 'hash')
+local bad = expect(KEYS[1], 'stream') or expect(KEYS[2], 'hash') or expect(KEYS[3], 'stream')
 if bad then return bad end
-redis.call('XACK', KEYS[1], ARGV[1], unpack(ARGV, 2, #ARGV))
-redis.call('HDEL', KEYS[2], unpack(ARGV, 2, #ARGV))
+local group = ARGV[1]
+local acked = tonumber(ARGV[2])
+local ids = {}
+for i = 3, 2 + acked do ids[#ids + 1] = ARGV[i] end
+local i = 3 + acked
+while i <= #ARGV do
+  local id, fields = ARGV[i], tonumber(ARGV[i + 1])
+  local pending = redis.pcall('XPENDING', KEYS[1], group, id, id, 1)
+  if type(pending) == 'table' and pending['err'] == nil and #pending > 0 then
+    redis.call('XADD', KEYS[3], '*', unpack(ARGV, i + 2, i + 1 + 2 * fields))
+  end
+  ids[#ids + 1] = id
+  i = i + 2 + 2 * fields
+end
+if #ids > 0 then
+  redis.call('XACK', KEYS[1], group, unpack(ids))
+  redis.call('HDEL', KEYS[2], unpack(ids))
+end
 return redis.status_reply('OK')
 "#,
     )

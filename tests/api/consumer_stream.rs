@@ -1231,3 +1231,66 @@ async fn a_claim_idle_time_not_above_the_batch_time_is_refused_at_start() {
     );
     assert!(output.stdout.is_empty());
 }
+
+/// Two consumers hold the same poison message (the second reclaimed it from the first, which
+/// was only slow) and both dead-letter it: the dead-letter stream gets it once, and the
+/// message is settled. Settling is one script, so whichever runs second finds it settled.
+#[tokio::test]
+async fn a_message_two_consumers_dead_letter_is_dead_lettered_once() {
+    use wallet_ledger::config::StreamConfig;
+    use wallet_ledger::consumer::apply::Reason;
+    use wallet_ledger::consumer::stream::{DeadLetter, StreamClient};
+    let stream = unique_stream("dead-lettered-once");
+    let config = StreamConfig {
+        stream: stream.clone(),
+        group: GROUP.to_owned(),
+    };
+    let url = shared_redis_url();
+    let client = |name: &str| {
+        StreamClient::connect(
+            &url,
+            config.clone(),
+            name.to_owned(),
+            Duration::from_millis(100),
+        )
+    };
+    let mut slow = client("slow").await.unwrap();
+    let mut reclaimer = client("reclaimer").await.unwrap();
+    slow.ensure_group().await.unwrap();
+    let mut redis = redis_at(&shared_redis_url()).await;
+    xadd(
+        &mut redis,
+        &stream,
+        &[("event_id".into(), "not-a-uuid".into())],
+    )
+    .await;
+    let held = slow.read_new(10, Duration::from_millis(100)).await.unwrap();
+    assert_eq!(held.len(), 1);
+    let (_, reclaimed) = reclaimer.reclaim(Duration::ZERO, "0-0", 10).await.unwrap();
+    assert_eq!(reclaimed.len(), 1, "the reclaimer took the message over");
+    for (client, message) in [(&mut reclaimer, &reclaimed[0]), (&mut slow, &held[0])] {
+        let letter = DeadLetter {
+            message,
+            reason: Reason::MalformedEvent,
+            detail: "event_id is not a UUID",
+            differing_fields: &[],
+            failures: 0,
+        };
+        client.settle(&[], &[letter]).await.unwrap();
+    }
+    let letters = dead_letters(&mut redis, &stream).await;
+    assert_eq!(
+        letters.len(),
+        1,
+        "one dead letter for one message: {letters:?}"
+    );
+    assert_eq!(
+        pending(&mut redis, &stream).await,
+        0,
+        "the message is settled"
+    );
+    let _: () = redis
+        .del(&[stream.clone(), format!("{stream}.dlq")])
+        .await
+        .unwrap();
+}
