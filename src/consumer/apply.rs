@@ -12,6 +12,7 @@
 //! table); the rare later waves see what the earlier ones did.
 
 use super::event::{self, EventType, Fields, PaymentEvent};
+use crate::db::StoreError;
 use crate::failpoint;
 use crate::ledger::holds::{self, Action, Resolution};
 use crate::ledger::ids::AccountId;
@@ -159,11 +160,17 @@ impl Outcome {
 #[derive(Debug, thiserror::Error)]
 pub enum ApplyError {
     #[error(transparent)]
-    Database(#[from] sqlx::Error),
+    Database(#[from] StoreError),
     #[error("concurrent writers kept taking this batch's ids")]
     Contention,
     #[error("the batch went on past its deadline and was abandoned")]
     Abandoned,
+}
+
+impl From<sqlx::Error> for ApplyError {
+    fn from(error: sqlx::Error) -> ApplyError {
+        ApplyError::Database(error.into())
+    }
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -662,7 +669,7 @@ fn new_payment(
 async fn refund(
     tx: &mut PgConnection,
     event: &PaymentEvent,
-) -> Result<Result<NewTransaction, Outcome>, sqlx::Error> {
+) -> Result<Result<NewTransaction, Outcome>, StoreError> {
     let mut metadata = Map::new();
     metadata.insert("source".into(), json!("stream"));
     metadata.insert("event_type".into(), json!(event.kind.as_str()));
@@ -827,7 +834,7 @@ async fn wallet_currencies(
 async fn lock_payments(
     tx: &mut PgConnection,
     sorted_ids: &[Uuid],
-) -> Result<HashMap<Uuid, Payment>, sqlx::Error> {
+) -> Result<HashMap<Uuid, Payment>, StoreError> {
     let rows = sqlx::query!(
         r#"select id, kind,
                   (case when status = 'pending' and expires_at <= clock_timestamp() then 'expired'

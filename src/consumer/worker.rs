@@ -5,6 +5,7 @@
 use super::apply::{self, ApplyError, ApplySettings, Message, Outcome, Reason};
 use super::stream::{Backlog, DeadLetter, StreamClient};
 use crate::broker::is_outage;
+use crate::db::StoreError;
 use crate::failpoint;
 use crate::ledger::accounts;
 use crate::ledger::audit::{self, Actor};
@@ -694,38 +695,34 @@ pub enum Failure {
     Corrupt,
 }
 
-/// The one place that says which database errors are transient for the consumer. Nothing of
-/// the batch was written whichever it is (the transaction rolled back).
+impl Failure {
+    /// Whether the batch is tried again as it is (after a pause, or split), rather than traced
+    /// to the message it fails on.
+    fn is_transient(self) -> bool {
+        !matches!(self, Failure::Refused | Failure::Corrupt)
+    }
+}
+
+/// What the consumer does about a failed batch, from [`StoreError`]'s kind: a transient
+/// failure (an outage, a conflict, a lock, a timeout) is retried in some form, a permanent one
+/// (a refusal, a corrupt row) is traced to its message and dead-lettered, never retried as is.
+/// Nothing of the batch was written whichever it is (the transaction rolled back).
 pub fn classify(error: &ApplyError) -> Failure {
     let e = match error {
         ApplyError::Contention => return Failure::Busy,
         ApplyError::Abandoned => return Failure::TooSlow,
         ApplyError::Database(e) => e,
     };
-    match e {
-        e if crate::db::is_corrupt(e) => Failure::Corrupt,
-        sqlx::Error::Io(_)
-        | sqlx::Error::Tls(_)
-        | sqlx::Error::PoolTimedOut
-        | sqlx::Error::PoolClosed
-        | sqlx::Error::WorkerCrashed
-        | sqlx::Error::Protocol(_) => Failure::Outage,
-        sqlx::Error::Database(db) => match db.code().as_deref() {
-            // query_canceled: this batch's own statement_timeout.
-            Some("57014") => Failure::TooSlow,
-            Some("55P03") => Failure::Locked,
-            // read_only_sql_transaction: the primary was demoted under the session.
-            Some("25006") => Failure::Outage,
-            Some("40001" | "40P01") => Failure::Busy,
-            // 08: connection, 53: resources, 57: operator intervention (shutdown),
-            // 58: system.
-            Some(code) if ["08", "53", "57", "58"].iter().any(|c| code.starts_with(c)) => {
-                Failure::Outage
-            }
-            _ => Failure::Refused,
-        },
-        _ => Failure::Refused,
-    }
+    let failure = match e {
+        StoreError::Unavailable(_) | StoreError::Stopped => Failure::Outage,
+        StoreError::Conflict(_) => Failure::Busy,
+        StoreError::LockTimeout(_) => Failure::Locked,
+        StoreError::TimedOut(_) => Failure::TooSlow,
+        StoreError::Corrupt(_) | StoreError::Undecodable(_) => Failure::Corrupt,
+        StoreError::Refused(_) => Failure::Refused,
+    };
+    debug_assert_eq!(failure.is_transient(), e.is_transient());
+    failure
 }
 
 fn spans_wallets(part: &[Message]) -> bool {
@@ -768,15 +765,11 @@ mod tests {
             index: "status".into(),
             source: "not a status".into(),
         };
-        assert_eq!(
-            classify(&ApplyError::Database(undecodable)),
-            Failure::Corrupt
-        );
+        assert_eq!(classify(&undecodable.into()), Failure::Corrupt);
         let protocol = sqlx::Error::Protocol("connected to a standby, not the primary".into());
-        assert_eq!(classify(&ApplyError::Database(protocol)), Failure::Outage);
-        assert_eq!(
-            classify(&ApplyError::Database(sqlx::Error::PoolTimedOut)),
-            Failure::Outage
-        );
+        assert_eq!(classify(&protocol.into()), Failure::Outage);
+        assert_eq!(classify(&sqlx::Error::PoolTimedOut.into()), Failure::Outage);
+        let stopped = ApplyError::Database(crate::db::StoreError::Stopped);
+        assert_eq!(classify(&stopped), Failure::Outage);
     }
 }

@@ -11,8 +11,11 @@ use std::time::Duration;
 
 pub static MIGRATOR: Migrator = sqlx::migrate!();
 
+mod error;
 mod hosts;
 pub mod primary;
+
+pub use error::{CorruptRow, StoreError, corrupt};
 
 use primary::Primary;
 use std::sync::Arc;
@@ -166,7 +169,7 @@ const MIGRATE_ATTEMPTS: u32 = 5;
 fn is_transient_migration_error(error: &sqlx::migrate::MigrateError) -> bool {
     match error {
         sqlx::migrate::MigrateError::Execute(e)
-        | sqlx::migrate::MigrateError::ExecuteMigration(e, _) => is_unavailable(e),
+        | sqlx::migrate::MigrateError::ExecuteMigration(e, _) => error::is_transient(e),
         _ => false,
     }
 }
@@ -291,53 +294,6 @@ pub fn redact(url: &str) -> String {
             parsed.to_string()
         }
         _ => url.to_owned(),
-    }
-}
-
-/// A stored row that breaks what the code relies on (edited behind the service's back, or
-/// written by a bug). No retry mends it, so every caller treats it as permanent: the API
-/// answers 500 and logs it, the consumer dead-letters the event that read it. Carried as
-/// `sqlx::Error::Decode`, as a column sqlx itself could not decode is.
-#[derive(Debug, thiserror::Error)]
-#[error("the {table} row {id} is corrupt: {what}")]
-pub struct CorruptRow {
-    pub table: &'static str,
-    pub id: String,
-    pub what: String,
-}
-
-pub fn corrupt(table: &'static str, id: impl ToString, what: impl Into<String>) -> sqlx::Error {
-    sqlx::Error::Decode(Box::new(CorruptRow {
-        table,
-        id: id.to_string(),
-        what: what.into(),
-    }))
-}
-
-/// Whether an error says stored data cannot be read as the code expects ([`CorruptRow`], or
-/// a value sqlx could not decode): permanent, never an outage.
-pub fn is_corrupt(error: &sqlx::Error) -> bool {
-    matches!(
-        error,
-        sqlx::Error::Decode(_) | sqlx::Error::ColumnDecode { .. }
-    )
-}
-
-/// Whether an error says the database is unreachable or unwell (a retry later may succeed)
-/// rather than that the statement itself was wrong: pool and connection failures, and SQLSTATE
-/// classes 08 (connection exception), 53 (insufficient resources) and 57P (operator
-/// intervention: shutdown, terminated session).
-pub fn is_unavailable(error: &sqlx::Error) -> bool {
-    match error {
-        sqlx::Error::PoolTimedOut
-        | sqlx::Error::PoolClosed
-        | sqlx::Error::Io(_)
-        | sqlx::Error::Tls(_) => true,
-        // 25006: a read-only transaction, on a primary that was demoted under the session.
-        sqlx::Error::Database(db) => db.code().is_some_and(|c| {
-            c.starts_with("08") || c.starts_with("53") || c.starts_with("57P") || c == "25006"
-        }),
-        _ => false,
     }
 }
 

@@ -2,6 +2,7 @@
 //! 5xx bodies say nothing of internals; their cause is logged once, here.
 
 use crate::config::RETRY_AFTER_SECONDS;
+use crate::db::StoreError;
 use crate::ledger::transactions::{ItemError, WriteError};
 use crate::problem::{FieldError, Problem};
 use axum::http::{HeaderValue, StatusCode, header};
@@ -301,15 +302,23 @@ pub fn problem_response(status: u16, body: String) -> Response {
 
 impl From<sqlx::Error> for ApiError {
     fn from(error: sqlx::Error) -> ApiError {
-        if let Some(out) = crate::ledger::bounds::BalanceOutOfRange::of(&error) {
-            ApiError::BalanceOutOfRange(out.0.clone())
-        } else if crate::db::is_unavailable(&error) {
-            ApiError::DatabaseLost {
-                pool_timeout: matches!(error, sqlx::Error::PoolTimedOut),
+        match crate::ledger::bounds::BalanceOutOfRange::of(&error) {
+            Some(out) => ApiError::BalanceOutOfRange(out.0.clone()),
+            None => StoreError::from(error).into(),
+        }
+    }
+}
+
+impl From<StoreError> for ApiError {
+    fn from(error: StoreError) -> ApiError {
+        match error {
+            // Only a database that went away is worth waiting out on a new primary.
+            StoreError::Unavailable(_) | StoreError::Stopped => ApiError::DatabaseLost {
+                pool_timeout: error.is_pool_timeout(),
                 cause: error.to_string(),
-            }
-        } else {
-            ApiError::Internal(error.into())
+            },
+            error if error.is_transient() => ApiError::Unavailable(error.to_string()),
+            error => ApiError::Internal(error.into()),
         }
     }
 }

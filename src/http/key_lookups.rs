@@ -165,7 +165,8 @@ async fn answer(pool: &PgPool, kept: &Kept, jobs: Vec<Job>) {
             }
         }
         Err(e) => {
-            let failed = if crate::db::is_unavailable(&e) {
+            let e = crate::db::StoreError::from(e);
+            let failed = if e.is_transient() {
                 LookupFailed::Unavailable(e.to_string())
             } else {
                 LookupFailed::Failed(e.to_string())

@@ -40,6 +40,7 @@ use super::posting::{self, LockWait};
 use super::replay_cache::ReplayCache;
 use super::transactions::{NewTransaction, WriteError};
 use crate::config::GroupCommitConfig;
+use crate::db::StoreError;
 use sqlx::PgPool;
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
@@ -114,7 +115,7 @@ impl GroupCommit {
 
 /// The gatherer is gone (the runtime is shutting down): nothing of the job was written.
 fn stopped() -> WriteError {
-    WriteError::Database(sqlx::Error::PoolClosed)
+    WriteError::Database(StoreError::Stopped)
 }
 
 async fn gather(
@@ -224,7 +225,7 @@ async fn answer(pool: &PgPool, group: Vec<Job>, result: GroupResult, replays: &R
                 let _ = job.answer.send(Err(e));
             }
         }
-        Err(e) if !is_unavailable(&e) => {
+        Err(e) if !is_transient(&e) => {
             tracing::warn!(error = %e, size = group.len(), "group rejected; writing its items one by one");
             for job in group {
                 let one = std::slice::from_ref(&job.item);
@@ -245,26 +246,20 @@ async fn answer(pool: &PgPool, group: Vec<Job>, result: GroupResult, replays: &R
 }
 
 /// The database (not the group) failed: every item gets the same answer, 503.
-fn is_unavailable(error: &WriteError) -> bool {
+fn is_transient(error: &WriteError) -> bool {
     match error {
         WriteError::Contention => true,
         WriteError::Item(_) => false,
-        WriteError::Database(e) => crate::db::is_unavailable(e),
+        WriteError::Database(e) => e.is_transient(),
     }
 }
 
-/// The same unavailability for each caller of a group (`sqlx::Error` is not `Clone`); it
-/// answers 503 as the original would.
+/// The same failure for each caller of a group.
 fn copy_of(error: &WriteError) -> WriteError {
     match error {
         WriteError::Item(item) => WriteError::Item(item.clone()),
         WriteError::Contention => WriteError::Contention,
-        WriteError::Database(sqlx::Error::PoolTimedOut) => {
-            WriteError::Database(sqlx::Error::PoolTimedOut)
-        }
-        WriteError::Database(e) => {
-            WriteError::Database(sqlx::Error::Io(std::io::Error::other(e.to_string())))
-        }
+        WriteError::Database(e) => WriteError::Database(e.clone()),
     }
 }
 

@@ -16,6 +16,7 @@ use super::posting::{self, NewEntry};
 use super::transactions::StoredTransaction;
 use super::views::{LegView, TransactionView};
 use super::{compare, now_micros};
+use crate::db::StoreError;
 use crate::problem::FieldError;
 use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
@@ -153,7 +154,7 @@ pub async fn resolve(
     id: Uuid,
     action: Action,
     amount: Option<i64>,
-) -> Result<Resolution, sqlx::Error> {
+) -> Result<Resolution, StoreError> {
     let mut conn = pool.acquire().await?;
     let mut tx = sqlx::Connection::begin(&mut *conn).await?;
     let resolution = resolve_in(&mut tx, id, action, amount).await?;
@@ -169,7 +170,7 @@ pub async fn resolve_in(
     id: Uuid,
     action: Action,
     amount: Option<i64>,
-) -> Result<Resolution, sqlx::Error> {
+) -> Result<Resolution, StoreError> {
     // The row lock serializes every post, void and expiry of this hold.
     let Some(hold) = sqlx::query_as!(
         HoldRow,
@@ -359,7 +360,7 @@ async fn capture_entries(
     id: Uuid,
     legs: &[LegView],
     now: DateTime<Utc>,
-) -> Result<Capture, sqlx::Error> {
+) -> Result<Capture, StoreError> {
     let mut ids: Vec<String> = legs.iter().map(|l| l.account.clone()).collect();
     ids.sort();
     let locked = posting::lock_accounts(conn, &ids, false).await?;

@@ -33,6 +33,7 @@ use super::money::{Amount, Currency, MAX_AMOUNT};
 use super::transactions::{ItemError, NewTransaction, RefusalCode, Requested, WriteError};
 use super::views::{LegView, RefusalView, TransactionView};
 use super::{Created, now_micros};
+use crate::db::StoreError;
 use crate::problem::{FieldError, Problem};
 use chrono::{DateTime, Utc};
 use serde_json::Value;
@@ -211,18 +212,11 @@ async fn attempts(
             // Rows are inserted in id order and locks taken in a fixed order, so a deadlock
             // should not happen; if PostgreSQL still picks this attempt as a victim, nothing of
             // it was written and deciding again is safe.
-            Err(WriteError::Database(e)) if is_deadlock(&e) => continue,
+            Err(WriteError::Database(StoreError::Conflict(_))) => continue,
             Err(e) => return Err(e),
         }
     }
     Err(WriteError::Contention)
-}
-
-fn is_deadlock(error: &sqlx::Error) -> bool {
-    error
-        .as_database_error()
-        .and_then(|e| e.code())
-        .is_some_and(|code| code == "40P01")
 }
 
 /// How a pass takes its locks.
@@ -245,13 +239,7 @@ pub enum LockWait {
 
 /// `lock_timeout` ran out (`lock_not_available`): the transaction was rolled back.
 pub fn is_lock_timeout(error: &WriteError) -> bool {
-    match error {
-        WriteError::Database(e) => e
-            .as_database_error()
-            .and_then(|e| e.code())
-            .is_some_and(|code| code == "55P03"),
-        _ => false,
-    }
+    matches!(error, WriteError::Database(StoreError::LockTimeout(_)))
 }
 
 /// Opens the write's transaction; a bounded lock wait is set in the same round trip.
@@ -424,7 +412,7 @@ async fn still_empty(
     conn: &mut PgConnection,
     created: &[(AccountId, Currency)],
     exclusive_systems: bool,
-) -> Result<bool, sqlx::Error> {
+) -> Result<bool, StoreError> {
     let mut ids: Vec<String> = created.iter().map(|(id, _)| id.to_string()).collect();
     ids.sort();
     lock_accounts(conn, &ids, exclusive_systems).await?;
@@ -537,10 +525,10 @@ struct LockedRow {
 }
 
 impl TryFrom<LockedRow> for LockedAccount {
-    type Error = sqlx::Error;
+    type Error = StoreError;
 
     /// A type or status the code does not know is a corrupt row, never a guess.
-    fn try_from(row: LockedRow) -> Result<LockedAccount, sqlx::Error> {
+    fn try_from(row: LockedRow) -> Result<LockedAccount, StoreError> {
         let kind = AccountType::parse(&row.kind).ok_or_else(|| {
             crate::db::corrupt("accounts", &row.id, format!("unknown type {:?}", row.kind))
         })?;
@@ -581,7 +569,7 @@ pub(crate) async fn lock_accounts(
     conn: &mut PgConnection,
     sorted_ids: &[String],
     exclusive_systems: bool,
-) -> Result<BTreeMap<String, LockedAccount>, sqlx::Error> {
+) -> Result<BTreeMap<String, LockedAccount>, StoreError> {
     let locked = sqlx::query_as!(
         LockedRow,
         r#"with wallets as (
@@ -671,7 +659,7 @@ pub(crate) async fn wait_for_rows(
         }
         lock_accounts(&mut tx, &accounts, false).await
     };
-    match locked.await.map_err(WriteError::Database) {
+    match locked.await.map_err(WriteError::from) {
         Ok(_) => {
             tx.rollback().await?;
             Ok(true)
@@ -747,7 +735,7 @@ impl LockedLedger {
         conn: &mut PgConnection,
         items: &[&NewTransaction],
         exclusive_systems: bool,
-    ) -> Result<LockedLedger, sqlx::Error> {
+    ) -> Result<LockedLedger, StoreError> {
         let mut originals: Vec<Uuid> = items
             .iter()
             .filter_map(|i| i.reversal.map(|r| r.original))

@@ -8,6 +8,7 @@ use super::journal::{Journal, Leg};
 use super::money::Amount;
 use super::transactions::{Kind, NewTransaction, Requested, Reversal, credited_total};
 use super::views::LegView;
+use crate::db::StoreError;
 use crate::problem::FieldError;
 use serde_json::{Map, Value, json};
 use sqlx::PgConnection;
@@ -32,7 +33,7 @@ pub async fn plan(
     id: Uuid,
     amount: Option<i64>,
     metadata: Map<String, Value>,
-) -> Result<Plan, sqlx::Error> {
+) -> Result<Plan, StoreError> {
     let Some(row) = sqlx::query!(
         r#"select (case when status = 'pending' and expires_at <= now() then 'expired'
                         else status end) as "status!",

@@ -6,6 +6,7 @@ use super::ids::AccountId;
 use super::journal::Journal;
 use super::money::{Currency, MAX_AMOUNT};
 use super::views::{EntryView, RefusalView, TransactionView};
+use crate::db::StoreError;
 use crate::problem::FieldError;
 use chrono::{DateTime, Utc};
 use serde_json::{Map, Value};
@@ -136,10 +137,16 @@ pub enum WriteError {
     #[error(transparent)]
     Item(#[from] ItemError),
     #[error(transparent)]
-    Database(#[from] sqlx::Error),
+    Database(#[from] StoreError),
     /// Concurrent requests kept taking this batch's ids; a retry will replay them.
     #[error("concurrent requests with the same ids; retry")]
     Contention,
+}
+
+impl From<sqlx::Error> for WriteError {
+    fn from(error: sqlx::Error) -> WriteError {
+        WriteError::Database(error.into())
+    }
 }
 
 /// The sum of a transaction's credits: what "the amount" of a transfer or payment is.
