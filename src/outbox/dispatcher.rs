@@ -12,6 +12,7 @@ use super::deliveries::{self, Attempt, Claimed};
 use super::signing;
 use super::subscriptions::UrlPolicy;
 use crate::config::{OutboxArgs, OutboxConfig, WebhookPolicy};
+use crate::db::StoreError;
 use crate::failpoint;
 use chrono::Utc;
 use serde_json::json;
@@ -182,7 +183,7 @@ impl Dispatcher {
             let busy = match self.round(&mut flight).await {
                 Ok(busy) => busy,
                 Err(e) => {
-                    tracing::warn!(error = %e, "outbox step failed; will retry");
+                    failed("outbox step failed; will retry", e);
                     false
                 }
             };
@@ -194,7 +195,7 @@ impl Dispatcher {
             tokio::select! {
                 Some(done) = flight.sends.join_next(), if !flight.sends.is_empty() => {
                     if let Err(e) = self.finish(done, &mut flight, &mut report).await {
-                        tracing::warn!(error = %e, "cannot record a webhook attempt; its lease will run out and it is sent again");
+                        failed(UNRECORDED, e);
                     }
                 }
                 _ = tokio::time::sleep(pause) => {}
@@ -203,7 +204,7 @@ impl Dispatcher {
         }
         while let Some(done) = flight.sends.join_next().await {
             if let Err(e) = self.finish(done, &mut flight, &mut report).await {
-                tracing::warn!(error = %e, "cannot record a webhook attempt; its lease will run out and it is sent again");
+                failed(UNRECORDED, e);
             }
         }
     }
@@ -313,6 +314,23 @@ impl Dispatcher {
             }
             None => Ok(0),
         }
+    }
+}
+
+const UNRECORDED: &str =
+    "cannot record a webhook attempt; its lease will run out and it is sent again";
+
+/// A round or a record that failed. Either way the next round tries again (the database
+/// decides every step's effect), but only a transient failure (an outage, a lock) can mend by
+/// itself: a permanent one (a corrupt row, a refused statement) fails every round until someone
+/// repairs it, so it is logged at error level and counted for an alert.
+fn failed(what: &str, error: sqlx::Error) {
+    let error = StoreError::from(error);
+    if error.is_transient() {
+        tracing::warn!(%error, "{what}");
+    } else {
+        metrics::counter!("wallet_ledger_outbox_permanent_errors_total").increment(1);
+        tracing::error!(%error, "{what}, but retrying will not mend it");
     }
 }
 
