@@ -1,6 +1,6 @@
 //! The consumer against what an attacker or a careless operator sends it: undecodable bytes,
 //! a dead-letter stream or failure hash overwritten with a string, a ledger row edited behind
-//! the service's back, timings out of range, a batch slower than its deadline while a wallet
+//! the service's back, a payment the database refuses for good, timings out of range, a batch slower than its deadline while a wallet
 //! is locked, incomplete dead-letter ids, and terminal escapes in the printed events. The real binary, the real PostgreSQL and Redis.
 
 use super::common::{Gate, TestApp};
@@ -18,6 +18,13 @@ const LIMIT: Duration = Duration::from_secs(30);
 
 async fn posted(app: &TestApp, wallet: &str) -> i64 {
     app.posted_balance(wallet).await
+}
+
+/// Drains `stream` as `name`, reclaiming what failed after a second and dead-lettering a
+/// message at its first failure (a budget of one).
+async fn drain_failing_once(app: &TestApp, stream: &str, name: &str) -> std::process::Output {
+    let budget = ["--drain", "--claim-idle-ms", "1000", "--max-failures", "1"];
+    run_to_end(consume(app, stream, name, &budget), LIMIT).await
 }
 
 /// Adds an entry whose fields are raw bytes (names included), as any producer may.
@@ -147,16 +154,7 @@ async fn a_broken_key_stops_the_worker(break_key: impl Fn(&str) -> String, walle
     );
 
     let _: () = redis.del(&key).await.unwrap();
-    let output = run_to_end(
-        consume(
-            &app,
-            &stream,
-            "c2",
-            &["--drain", "--claim-idle-ms", "1000", "--max-failures", "1"],
-        ),
-        LIMIT,
-    )
-    .await;
+    let output = drain_failing_once(&app, &stream, "c2").await;
     assert_eq!(output.status.code(), Some(0), "{}", describe(&output));
     assert_eq!(pending(&mut redis, &stream).await, 0);
     assert_eq!(posted(&app, "w").await, 500, "redelivered as a duplicate");
@@ -247,6 +245,59 @@ async fn a_hand_edited_payment_row_dead_letters_its_refund_and_the_rest_applies(
         dead[0]["dlq_detail"]
     );
     assert_eq!(dead[0]["refund_id"], refund.to_string());
+    forget(&mut redis, &stream, GROUP).await;
+    app.finish().await;
+}
+
+/// A payment the database refuses for good (a rule of its own the ledger cannot foresee, not a
+/// corrupt row): charged to its message's retry budget and dead-lettered with the refusal, while
+/// the payment beside it applies; never taken for an outage and retried forever.
+#[tokio::test]
+async fn a_payment_the_database_refuses_is_dead_lettered_at_its_budget() {
+    let app = TestApp::new().await;
+    app.create_wallet("w1").await;
+    app.create_wallet("w2").await;
+    let refused = Uuid::new_v4();
+    for statement in [
+        "create function refuse() returns trigger language plpgsql as $$
+         begin raise exception 'refused row %', new.id; end $$",
+        &format!(
+            "create trigger refuse before insert on transactions for each row
+             when (new.id = '{refused}') execute function refuse()"
+        ),
+    ] {
+        sqlx::query(sqlx::AssertSqlSafe(statement.to_owned()))
+            .execute(&app.pool)
+            .await
+            .unwrap();
+    }
+    let stream = unique_stream("refused");
+    let mut redis = redis_at(&shared_redis_url()).await;
+    xadd(&mut redis, &stream, &payment(refused, "w1", "5000")).await;
+    xadd(&mut redis, &stream, &payment(Uuid::new_v4(), "w2", "700")).await;
+
+    let output = drain_failing_once(&app, &stream, "c1").await;
+    let stderr = text(&output.stderr);
+    assert_eq!(output.status.code(), Some(0), "{}", describe(&output));
+    assert!(
+        !stderr.contains("database seems unreachable"),
+        "a refusal is not an outage: {stderr}"
+    );
+    assert_eq!(
+        posted(&app, "w2").await,
+        700,
+        "the payment beside it applied"
+    );
+    assert_eq!(posted(&app, "w1").await, 0, "nothing of the refused one");
+    assert_eq!(pending(&mut redis, &stream).await, 0);
+    let dead = dead_letters(&mut redis, &stream).await;
+    assert_eq!(dead.len(), 1, "{dead:?}");
+    assert_eq!(dead[0]["event_id"], refused.to_string());
+    assert!(
+        dead[0]["dlq_detail"].contains(&format!("refused row {refused}")),
+        "the detail says why: {:?}",
+        dead[0]["dlq_detail"]
+    );
     forget(&mut redis, &stream, GROUP).await;
     app.finish().await;
 }
