@@ -3,6 +3,7 @@
 
 use crate::config::RETRY_AFTER_SECONDS;
 use crate::db::StoreError;
+use crate::ledger::bounds::BalanceError;
 use crate::ledger::transactions::{ItemError, WriteError};
 use crate::problem::{FieldError, Problem};
 use axum::http::{HeaderValue, StatusCode, header};
@@ -302,9 +303,15 @@ pub fn problem_response(status: u16, body: String) -> Response {
 
 impl From<sqlx::Error> for ApiError {
     fn from(error: sqlx::Error) -> ApiError {
-        match crate::ledger::bounds::BalanceOutOfRange::of(&error) {
-            Some(out) => ApiError::BalanceOutOfRange(out.0.clone()),
-            None => StoreError::from(error).into(),
+        StoreError::from(error).into()
+    }
+}
+
+impl From<BalanceError> for ApiError {
+    fn from(error: BalanceError) -> ApiError {
+        match error {
+            BalanceError::OutOfRange(out) => ApiError::BalanceOutOfRange(out.0),
+            BalanceError::Store(e) => e.into(),
         }
     }
 }

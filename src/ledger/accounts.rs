@@ -2,6 +2,7 @@
 //! metadata versioning and the status lifecycle. Every status change is a conditional UPDATE.
 
 use super::audit;
+use super::bounds::{BalanceError, BalanceOutOfRange};
 use super::events::{self, EventType};
 use super::ids::AccountId;
 use super::money::Currency;
@@ -225,7 +226,10 @@ pub async fn find(conn: &mut PgConnection, id: &str) -> Result<Option<Account>, 
 /// its last entry's running balance (one index lookup); a system account's is its latest
 /// checkpoint plus the entries written since; pending amounts are summed over its open,
 /// unexpired holds only.
-pub async fn balances(conn: &mut PgConnection, account: &Account) -> Result<Balances, sqlx::Error> {
+pub async fn balances(
+    conn: &mut PgConnection,
+    account: &Account,
+) -> Result<Balances, BalanceError> {
     let posted = if account.is_wallet() {
         wallet_posted_balance(conn, &account.id).await?
     } else {
@@ -241,7 +245,7 @@ pub async fn balances(conn: &mut PgConnection, account: &Account) -> Result<Bala
         .into_iter()
         .all(super::bounds::in_range)
     {
-        return Err(super::bounds::BalanceOutOfRange::error(&account.id));
+        return Err(BalanceOutOfRange(account.id.clone()).into());
     }
     Ok(Balances {
         posted,
@@ -271,7 +275,7 @@ pub async fn posted_balance_as_of(
     conn: &mut PgConnection,
     account: &Account,
     as_of: DateTime<Utc>,
-) -> Result<i64, sqlx::Error> {
+) -> Result<i64, BalanceError> {
     if account.is_wallet() {
         let last = sqlx::query_scalar!(
             r#"select balance_after as "balance_after!" from entries
@@ -295,7 +299,7 @@ pub async fn posted_balance_as_of(
         .fetch_one(conn)
         .await?;
         if !super::bounds::in_range(posted) {
-            return Err(super::bounds::BalanceOutOfRange::error(&account.id));
+            return Err(BalanceOutOfRange(account.id.clone()).into());
         }
         Ok(posted)
     }
@@ -389,7 +393,7 @@ pub async fn set_status(
 /// `active | frozen → closed`, only with a zero balance. The row lock excludes concurrent
 /// postings (wallet postings lock `FOR UPDATE`, system ones `FOR SHARE`), so the balance
 /// checked is the balance closed.
-pub async fn close(conn: &mut PgConnection, id: &str) -> Result<Transition, sqlx::Error> {
+pub async fn close(conn: &mut PgConnection, id: &str) -> Result<Transition, BalanceError> {
     let Some(account) = sqlx::query_as!(
         Account,
         r#"select id, currency, type as kind, status, overdraft_limit, metadata, version,

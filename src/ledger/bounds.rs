@@ -35,6 +35,7 @@
 //! It follows that `posted`, `pending_in`, `pending_out` and `available` are all within ±M.
 
 use super::money::MAX_AMOUNT;
+use crate::db::StoreError;
 use sqlx::PgConnection;
 use std::collections::HashMap;
 
@@ -162,18 +163,18 @@ pub(crate) async fn system_states(
 #[error("a balance of account {0} is outside ±9007199254740991")]
 pub struct BalanceOutOfRange(pub String);
 
-impl BalanceOutOfRange {
-    /// As the `sqlx::Error` the read paths return (the HTTP edge maps it back, see
-    /// `http/error.rs`).
-    pub fn error(account: &str) -> sqlx::Error {
-        sqlx::Error::Decode(Box::new(BalanceOutOfRange(account.to_owned())))
-    }
+/// Why a balance could not be read: the store failed, or the balance is out of range.
+#[derive(Debug, thiserror::Error)]
+pub enum BalanceError {
+    #[error(transparent)]
+    OutOfRange(#[from] BalanceOutOfRange),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
 
-    pub fn of(error: &sqlx::Error) -> Option<&BalanceOutOfRange> {
-        match error {
-            sqlx::Error::Decode(e) => e.downcast_ref::<BalanceOutOfRange>(),
-            _ => None,
-        }
+impl From<sqlx::Error> for BalanceError {
+    fn from(error: sqlx::Error) -> BalanceError {
+        BalanceError::Store(error.into())
     }
 }
 
