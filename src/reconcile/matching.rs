@@ -332,9 +332,11 @@ pub async fn compare(
 /// than `bigint` can sum, 1,030 lines of 2^53 − 1 already.
 /// A numeric sum of bigint columns is an integer; for any file PostgreSQL can stage it has at
 /// most ~25 digits, far inside `i128` (so the differences taken of them cannot overflow).
+/// A sum that does not read as an integer is a value that does not decode (permanent), not a
+/// broken connection.
 fn wide(text: &str) -> Result<i128, sqlx::Error> {
     text.parse()
-        .map_err(|_| sqlx::Error::Protocol(format!("a sum of minor units read as {text:?}")))
+        .map_err(|_| sqlx::Error::Decode(format!("a sum of minor units read as {text:?}").into()))
 }
 
 /// `i128` minor units of `currency` → `"50.00"`, exact (the plain integer for an unknown
