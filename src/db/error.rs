@@ -97,28 +97,29 @@ pub fn is_transient(error: &sqlx::Error) -> bool {
 /// PostgreSQL's SQLSTATEs.
 fn variant(error: &sqlx::Error) -> fn(Arc<sqlx::Error>) -> StoreError {
     match error {
-            sqlx::Error::PoolTimedOut
-            | sqlx::Error::PoolClosed
-            | sqlx::Error::Io(_)
-            | sqlx::Error::Tls(_)
-            | sqlx::Error::WorkerCrashed
-            // The pool's own refusal of a standby, or a connection that broke mid-message.
-            | sqlx::Error::Protocol(_) => StoreError::Unavailable,
-            sqlx::Error::Decode(_) | sqlx::Error::ColumnDecode { .. } => StoreError::Undecodable,
-            sqlx::Error::Database(db) => match db.code().as_deref() {
-                Some("40001" | "40P01") => StoreError::Conflict,
-                Some("55P03") => StoreError::LockTimeout,
-                // query_canceled: statement_timeout, or a cancel.
-                Some("57014") => StoreError::TimedOut,
-                // read_only_sql_transaction: the primary was demoted under the session.
-                Some("25006") => StoreError::Unavailable,
-                // 08: connection, 53: resources, 57: operator intervention (shutdown,
-                // terminated session), 58: system.
-                Some(code) if ["08", "53", "57", "58"].iter().any(|c| code.starts_with(c)) => {
-                    StoreError::Unavailable
-                }
-                _ => StoreError::Refused,
-            },
+        // Protocol: the pool's own refusal of a standby, or a connection that broke
+        // mid-message.
+        sqlx::Error::PoolTimedOut
+        | sqlx::Error::PoolClosed
+        | sqlx::Error::Io(_)
+        | sqlx::Error::Tls(_)
+        | sqlx::Error::WorkerCrashed
+        | sqlx::Error::Protocol(_) => StoreError::Unavailable,
+        sqlx::Error::Decode(_) | sqlx::Error::ColumnDecode { .. } => StoreError::Undecodable,
+        sqlx::Error::Database(db) => match db.code().as_deref() {
+            Some("40001" | "40P01") => StoreError::Conflict,
+            Some("55P03") => StoreError::LockTimeout,
+            // query_canceled: statement_timeout, or a cancel.
+            Some("57014") => StoreError::TimedOut,
+            // read_only_sql_transaction: the primary was demoted under the session.
+            Some("25006") => StoreError::Unavailable,
+            // 08: connection, 53: resources, 57: operator intervention (shutdown, terminated
+            // session), 58: system.
+            Some(code) if ["08", "53", "57", "58"].iter().any(|c| code.starts_with(c)) => {
+                StoreError::Unavailable
+            }
+            _ => StoreError::Refused,
+        },
         _ => StoreError::Refused,
     }
 }
