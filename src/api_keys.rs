@@ -1,7 +1,6 @@
 //! API keys: a random 256-bit token shown once, stored as its SHA-256, with an owner and a
 //! scope (`read` < `write` < `admin`). `wallet-ledger api-key create | list | revoke`.
 
-use crate::config::{ApiKeyAction, ApiKeyArgs, Scope};
 use crate::ledger::audit;
 use crate::ledger::ids::AccountId;
 use base64::Engine;
@@ -11,6 +10,33 @@ use serde::Serialize;
 use sha2::{Digest, Sha256};
 use sqlx::PgConnection;
 use uuid::Uuid;
+
+/// What a key may do; each scope includes the ones before it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Scope {
+    /// GETs of accounts, balances, entries, holds and transactions.
+    Read,
+    /// Money-moving POSTs (and everything `read` may do).
+    Write,
+    /// Accounts' lifecycle, webhooks, deliveries, reconciliations (and everything `write` may do).
+    Admin,
+}
+
+impl Scope {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Scope::Read => "read",
+            Scope::Write => "write",
+            Scope::Admin => "admin",
+        }
+    }
+
+    pub fn parse(value: &str) -> Option<Scope> {
+        [Scope::Read, Scope::Write, Scope::Admin]
+            .into_iter()
+            .find(|s| s.as_str() == value)
+    }
+}
 
 /// Every token starts with this, so a leaked one is recognisable (for secret scanners too).
 pub const TOKEN_PREFIX: &str = "wl_";
@@ -119,33 +145,4 @@ pub async fn revoke(conn: &mut PgConnection, id: Uuid) -> Result<bool, sqlx::Err
     }
     tx.commit().await?;
     Ok(found == 1)
-}
-
-pub async fn run(args: ApiKeyArgs) -> anyhow::Result<()> {
-    let pool = crate::db::connect_and_migrate(&args.database).await?;
-    let mut conn = pool.acquire().await?;
-    // What the operator does here is audited under their operating-system user.
-    audit::scope(audit::operator(), async {
-        match args.action {
-            ApiKeyAction::Create { owner, scope } => {
-                let (id, token) = create(&mut conn, &owner, scope).await?;
-                tracing::info!(%id, %owner, scope = scope.as_str(), "API key created");
-                println!("{token}");
-            }
-            ApiKeyAction::List => {
-                for key in list(&mut conn).await? {
-                    println!("{}", serde_json::to_string(&key)?);
-                }
-            }
-            ApiKeyAction::Revoke { id } => {
-                anyhow::ensure!(revoke(&mut conn, id).await?, "no API key {id}");
-                tracing::info!(%id, "API key revoked");
-            }
-        }
-        anyhow::Ok(())
-    })
-    .await?;
-    drop(conn);
-    pool.close().await;
-    Ok(())
 }

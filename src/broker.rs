@@ -22,6 +22,22 @@ use redis::{ServerErrorKind, Value};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+pub const DEFAULT_REDIS_URL: &str = "redis://127.0.0.1:6379";
+
+/// Where Redis or Valkey is: one server, or Sentinels and the master's name.
+#[derive(Debug, Clone)]
+pub struct RedisSettings {
+    pub url: String,
+}
+
+impl Default for RedisSettings {
+    fn default() -> RedisSettings {
+        RedisSettings {
+            url: DEFAULT_REDIS_URL.to_owned(),
+        }
+    }
+}
+
 const SENTINEL_SCHEME: &str = "redis+sentinel://";
 const DEFAULT_SENTINEL_PORT: u16 = 26379;
 /// How often a connection may ask the Sentinels where the master is: errors come in bursts

@@ -9,8 +9,8 @@ pub mod api_keys;
 pub mod bench;
 /// Where Redis is: one server or a master behind Sentinels.
 pub mod broker;
-/// Typed settings: flags with environment fallbacks, every limit named once.
-pub mod config;
+/// The command line: one file per subcommand with its flags and its `run`.
+pub mod cli;
 /// The stream consumer of payment events (Redis/Valkey Streams) and its tools.
 pub mod consumer;
 /// Creating, connecting to and migrating the database.

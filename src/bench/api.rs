@@ -10,7 +10,7 @@ use super::client::{
 };
 use super::report::{Check, CpuClock, Measurement};
 use super::server::Server;
-use crate::config::MAX_BATCH_ITEMS;
+use crate::ledger::MAX_BATCH_ITEMS;
 use crate::ledger::accounts::AccountType;
 use reqwest::StatusCode;
 use serde_json::json;

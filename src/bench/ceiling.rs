@@ -14,7 +14,7 @@ use std::time::Instant;
 use uuid::Uuid;
 
 /// Transfers per statement: the size of the ledger's own batches.
-const PER_STATEMENT: usize = crate::config::MAX_BATCH_ITEMS as usize;
+const PER_STATEMENT: usize = crate::ledger::MAX_BATCH_ITEMS as usize;
 
 /// `like ... including all` copies columns, defaults, identities, CHECK constraints and
 /// indexes (the cost of a real insert), but neither the foreign keys nor the journal triggers:

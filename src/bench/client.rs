@@ -4,7 +4,7 @@
 //! the batch endpoint.
 
 use super::report::Latencies;
-use crate::config::MAX_BATCH_ITEMS;
+use crate::ledger::MAX_BATCH_ITEMS;
 use crate::ledger::accounts::{self, AccountType, NewAccount};
 use crate::ledger::ids::AccountId;
 use crate::ledger::money::Currency;

@@ -3,12 +3,13 @@
 //! child's start until the group has nothing pending or unread and the ledger holds every
 //! payment.
 
+use super::BENCH_CONSUMER_RESEND_PERCENT;
 use super::Bench;
 use super::client::{self, balance_differences, wallet_balances, wallet_ids};
 use super::report::{CpuClock, Measurement};
 use super::server::Child;
-use crate::config::{BENCH_CONSUMER_RESEND_PERCENT, DEFAULT_GROUP};
 use crate::consumer::producer::{Published, publish_payments};
+use crate::consumer::stream::DEFAULT_GROUP;
 use crate::ledger::accounts::AccountType;
 use anyhow::bail;
 use redis::AsyncCommands;

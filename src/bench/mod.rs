@@ -12,20 +12,136 @@ mod history;
 mod report;
 mod server;
 
-use crate::config::{
-    BENCH_DATABASE_SUFFIX, BENCH_QUICK_DIVISOR, BENCH_RATE_LIMIT, BenchArgs, BenchScenario,
-    DEFAULT_BENCH_ACCOUNTS, DEFAULT_BENCH_BALANCE_READ_MAX_ENTRIES, DEFAULT_BENCH_BALANCE_READS,
-    DEFAULT_BENCH_BATCH_CONNECTIONS, DEFAULT_BENCH_BATCHES, DEFAULT_BENCH_CEILING_TRANSFERS,
-    DEFAULT_BENCH_CONNECTIONS, DEFAULT_BENCH_CONSUMER_PAYMENTS, DEFAULT_BENCH_RECONCILE_ROWS,
-    DEFAULT_BENCH_REPLAY_CONNECTIONS, DEFAULT_BENCH_REPLAY_REQUESTS, DEFAULT_BENCH_REQUESTS,
-    DatabaseConfig,
-};
+use crate::db::DatabaseSettings;
 use anyhow::{Context, anyhow, bail};
 use report::Measurement;
 use sqlx::{Connection, PgConnection, PgPool};
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
+
+/// The benchmark's own database: dropped and recreated before every scenario, so its name
+/// must say it is disposable (it must end in `BENCH_DATABASE_SUFFIX`).
+pub const DEFAULT_BENCH_DATABASE_URL: &str =
+    "postgres://postgres@127.0.0.1:5432/wallet_ledger_bench";
+pub const BENCH_DATABASE_SUFFIX: &str = "_bench";
+pub const DEFAULT_BENCH_RESULTS: &str = "bench-results.jsonl";
+/// Concurrent HTTP connections of `api-transfers`, `api-hot` and `api-topups`.
+pub const DEFAULT_BENCH_CONNECTIONS: u64 = 64;
+pub const DEFAULT_BENCH_ACCOUNTS: u64 = 10_000;
+/// Requests of `api-transfers`, `api-hot` and `api-topups`.
+pub const DEFAULT_BENCH_REQUESTS: u64 = 50_000;
+pub const DEFAULT_BENCH_BATCH_CONNECTIONS: u64 = 4;
+/// `api-batch`: batches of `MAX_BATCH_ITEMS` items each.
+pub const DEFAULT_BENCH_BATCHES: u64 = 200;
+pub const DEFAULT_BENCH_REPLAY_CONNECTIONS: u64 = 16;
+/// Replays at `--replay-connections`; the single-connection run sends a tenth of them.
+pub const DEFAULT_BENCH_REPLAY_REQUESTS: u64 = 50_000;
+pub const DEFAULT_BENCH_CONSUMER_PAYMENTS: u64 = 100_000;
+/// Workers of the consumer child: two keep one batch in the database while the other reads and
+/// acknowledges (measured in docs/performance.md).
+pub const DEFAULT_BENCH_CONSUMER_WORKERS: u64 = 2;
+/// Share of the consumer scenario's payments published twice (a producer's resend).
+pub const BENCH_CONSUMER_RESEND_PERCENT: u8 = 10;
+pub const DEFAULT_BENCH_RECONCILE_ROWS: u64 = 1_000_000;
+pub const DEFAULT_BENCH_BALANCE_READ_MAX_ENTRIES: u64 = 1_000_000;
+/// Sequential balance reads measured at each history size (after a warm-up).
+pub const DEFAULT_BENCH_BALANCE_READS: u64 = 2_000;
+pub const DEFAULT_BENCH_CEILING_TRANSFERS: u64 = 200_000;
+pub const DEFAULT_BENCH_CEILING_WORKERS: u64 = 4;
+/// `--quick` divides every size it does not override by this (connections stay as they are).
+pub const BENCH_QUICK_DIVISOR: u64 = 20;
+/// The rate limit the benchmark's server gets: high enough that the bench measures the ledger,
+/// not the limiter (every line of a server scenario says so).
+pub const BENCH_RATE_LIMIT: u32 = 10_000_000;
+
+/// The benchmark's scenarios, in the order `bench` runs them (the ceiling first: it is every
+/// other scenario's denominator).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum BenchScenario {
+    /// Bare set-based inserts of the rows a transfer writes: the database's ceiling.
+    Ceiling,
+    /// Transfers between random distinct wallets.
+    ApiTransfers,
+    /// Transfers that all debit one wallet.
+    ApiHot,
+    /// Payments (top-ups) crediting random wallets from one clearing account.
+    ApiTopups,
+    /// One transfer replayed, at 1 connection (latency) and at `--replay-connections`.
+    ApiReplay,
+    /// `POST /v1/transactions/batch`, independent batches of 1,000 transfers.
+    ApiBatch,
+    /// Payment events on a stream applied by a `consume` child process.
+    Consumer,
+    /// Balance-read latency of one wallet at growing history sizes.
+    BalanceRead,
+    /// A `reconcile` child process on a large settlement file with known exceptions.
+    Reconcile,
+}
+
+impl BenchScenario {
+    /// Every scenario, in the order `bench` runs them.
+    pub const ALL: &[BenchScenario] = &[
+        BenchScenario::Ceiling,
+        BenchScenario::ApiTransfers,
+        BenchScenario::ApiHot,
+        BenchScenario::ApiTopups,
+        BenchScenario::ApiReplay,
+        BenchScenario::ApiBatch,
+        BenchScenario::Consumer,
+        BenchScenario::BalanceRead,
+        BenchScenario::Reconcile,
+    ];
+
+    /// Its name on the command line and in the JSON lines.
+    pub fn name(self) -> &'static str {
+        match self {
+            BenchScenario::Ceiling => "ceiling",
+            BenchScenario::ApiTransfers => "api-transfers",
+            BenchScenario::ApiHot => "api-hot",
+            BenchScenario::ApiTopups => "api-topups",
+            BenchScenario::ApiReplay => "api-replay",
+            BenchScenario::ApiBatch => "api-batch",
+            BenchScenario::Consumer => "consumer",
+            BenchScenario::BalanceRead => "balance-read",
+            BenchScenario::Reconcile => "reconcile",
+        }
+    }
+}
+
+/// A run's inputs (the flags of `bench`); sizes left `None` take their default, shrunk by
+/// `quick`.
+#[derive(Debug, Clone)]
+pub struct BenchSettings {
+    pub scenarios: Vec<BenchScenario>,
+    /// Dropped and recreated before each scenario; its name must end in `_bench`.
+    pub bench_database_url: String,
+    pub redis: crate::broker::RedisSettings,
+    /// Where each JSON line is appended too.
+    pub results: PathBuf,
+    /// The binary run as `serve`, `consume` and `reconcile` (default: this one).
+    pub binary: Option<PathBuf>,
+    /// Extra flags for the `serve` child.
+    pub server_args: Vec<String>,
+    pub quick: bool,
+    /// Keep the logs and the database after a clean run too.
+    pub keep: bool,
+    pub connections: Option<u64>,
+    pub accounts: Option<u64>,
+    pub requests: Option<u64>,
+    pub batch_connections: Option<u64>,
+    pub batches: Option<u64>,
+    pub replay_connections: Option<u64>,
+    pub replay_requests: Option<u64>,
+    pub consumer_payments: Option<u64>,
+    pub consumer_batch_size: usize,
+    pub consumer_workers: u64,
+    pub reconcile_rows: Option<u64>,
+    pub balance_read_max_entries: Option<u64>,
+    pub balance_reads: Option<u64>,
+    pub ceiling_transfers: Option<u64>,
+    pub ceiling_workers: u64,
+}
 
 /// The sizes a run uses: the flags, or their defaults (shrunk by `--quick`).
 #[derive(Debug, Clone)]
@@ -48,7 +164,7 @@ pub struct Sizes {
 }
 
 impl Sizes {
-    fn from_args(args: &BenchArgs) -> Sizes {
+    fn from_args(args: &BenchSettings) -> Sizes {
         // A size given on the command line wins; `--quick` shrinks only the defaults, and
         // never below what a scenario needs to mean something.
         let size = |given: Option<u64>, default: u64, floor: u64| {
@@ -137,7 +253,7 @@ impl Bench {
         .execute(&mut admin)
         .await?;
         admin.close().await?;
-        let mut config = DatabaseConfig::with_url(&self.database_url);
+        let mut config = DatabaseSettings::with_url(&self.database_url);
         config.pool_max_connections = 16;
         config.application_name = Some("wallet-ledger bench".to_owned());
         crate::db::connect_and_migrate(&config).await
@@ -175,7 +291,7 @@ impl Bench {
         let (_, token) = crate::api_keys::create(
             &mut *pool.acquire().await?,
             "bench",
-            crate::config::Scope::Admin,
+            crate::api_keys::Scope::Admin,
         )
         .await?;
         let server = server::start_server(
@@ -218,14 +334,6 @@ impl Bench {
     }
 }
 
-fn scenario_name(scenario: BenchScenario) -> String {
-    use clap::ValueEnum;
-    scenario
-        .to_possible_value()
-        .map(|v| v.get_name().to_owned())
-        .unwrap_or_default()
-}
-
 /// `git rev-parse --short HEAD` in the working directory, if there is a repository.
 fn git_commit() -> Option<String> {
     let out = std::process::Command::new("git")
@@ -247,12 +355,11 @@ fn earlier_ceiling(results: &std::path::Path) -> Option<f64> {
         .next_back()
 }
 
-pub async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
+pub async fn run(args: BenchSettings) -> anyhow::Result<ExitCode> {
     let (database_name, admin_url) = bench_database(&args.bench_database_url)?;
     let mut scenarios = args.scenarios.clone();
     if scenarios.is_empty() {
-        use clap::ValueEnum;
-        scenarios = BenchScenario::value_variants().to_vec();
+        scenarios = BenchScenario::ALL.to_vec();
     }
     scenarios.sort();
     scenarios.dedup();
@@ -315,7 +422,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
     let interrupted = tokio_util::sync::CancellationToken::new();
     crate::shutdown::cancel_on_signal(interrupted.clone());
     for scenario in scenarios {
-        let name = scenario_name(scenario);
+        let name = scenario.name().to_owned();
         tracing::info!("bench: {name}");
         let outcome = tokio::select! {
             biased;

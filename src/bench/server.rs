@@ -170,7 +170,7 @@ pub async fn start_server(
     log: PathBuf,
 ) -> anyhow::Result<Server> {
     let addr = format!("127.0.0.1:{}", free_port()?);
-    let limit = crate::config::BENCH_RATE_LIMIT.to_string();
+    let limit = super::BENCH_RATE_LIMIT.to_string();
     let mut args: Vec<String> = [
         "serve",
         "--database-url",

@@ -4,7 +4,6 @@
 //! taking over. The wallet gains exactly 250.00; nothing stays pending or dead-lettered.
 
 use super::producer::publish_raw;
-use crate::config::{DemoArgs, DemoCrash};
 use crate::failpoint;
 use crate::ledger::accounts::{self, AccountType, NewAccount};
 use crate::ledger::ids::AccountId;
@@ -15,12 +14,34 @@ use std::os::unix::process::ExitStatusExt;
 use std::process::Stdio;
 use uuid::Uuid;
 
+/// Where consumer c1 dies while it handles payment 3.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DemoCrash {
+    /// c1 dies after its COMMIT and before its XACK (the article's crash).
+    AfterCommit,
+    /// c1 dies before its COMMIT.
+    BeforeCommit,
+}
+
+#[derive(Debug, Clone)]
+pub struct DemoSettings {
+    pub database: crate::db::DatabaseSettings,
+    pub redis: crate::broker::RedisSettings,
+    /// The demo's own stream, recreated empty at the start.
+    pub stream: String,
+    /// The wallet credited (created in SAR if missing).
+    pub wallet: String,
+    pub crash: DemoCrash,
+    /// Idle time after which c2 reclaims what c1 left pending.
+    pub claim_idle_ms: u64,
+}
+
 const GROUP: &str = "wallet-ledger-demo";
 const PAYMENTS: usize = 5;
 const AMOUNT: i64 = 5_000;
 
 /// Returns whether the run ended as the article expects.
-pub async fn run(args: DemoArgs) -> anyhow::Result<bool> {
+pub async fn run(args: DemoSettings) -> anyhow::Result<bool> {
     let wallet = AccountId::parse(&args.wallet).context("--wallet is not a valid account id")?;
     let pool = crate::db::connect_and_migrate(&args.database).await?;
     let mut conn = pool.acquire().await?;
@@ -130,7 +151,7 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<bool> {
 
 /// A consumer child process of this same binary: batch size 1, printing each event, exiting
 /// once the group is drained.
-fn consumer(args: &DemoArgs, name: &str, failpoint: Option<&str>) -> tokio::process::Command {
+fn consumer(args: &DemoSettings, name: &str, failpoint: Option<&str>) -> tokio::process::Command {
     let exe = std::env::current_exe().unwrap_or_else(|_| "wallet-ledger".into());
     let mut command = tokio::process::Command::new(exe);
     let claim_idle = args.claim_idle_ms.to_string();

@@ -5,8 +5,7 @@
 //! twice; once the cause is fixed (the wallet created, the payment arrived) it applies, and if
 //! it had applied meanwhile it is a harmless duplicate.
 
-use super::stream::DEAD_LETTER_PREFIX;
-use crate::config::{DlqAction, DlqArgs};
+use super::stream::{DEAD_LETTER_PREFIX, StreamSettings};
 use redis::AsyncCommands;
 use redis::streams::{StreamId, StreamRangeReply};
 use serde_json::{Map, Value, json};
@@ -14,34 +13,29 @@ use serde_json::{Map, Value, json};
 /// How many dead letters one replay or drop step handles with `--all`.
 const PAGE: usize = 500;
 
-pub async fn run(args: DlqArgs) -> anyhow::Result<()> {
-    let mut conn = crate::broker::connect(&args.redis.url).await?;
-    let dead_letters = args.stream.dead_letters();
-    match args.action {
-        DlqAction::List { count } => {
-            for entry in list(&mut conn, &dead_letters, count).await? {
-                println!("{}", describe(&entry));
-            }
-        }
-        DlqAction::Replay { ids, all } => {
-            let n = for_each(
-                &mut conn,
-                &dead_letters,
-                distinct(ids),
-                all,
-                |pipe, entry| {
-                    pipe.xadd(&args.stream.stream, "*", &original_fields(entry));
-                },
-            )
-            .await?;
-            println!("replayed {n} dead letters to {}", args.stream.stream);
-        }
-        DlqAction::Drop { ids, all } => {
-            let n = for_each(&mut conn, &dead_letters, distinct(ids), all, |_, _| {}).await?;
-            println!("dropped {n} dead letters");
-        }
-    }
-    Ok(())
+/// Publishes the chosen dead letters (`all`, or `ids`) to the stream again (same event id)
+/// and removes them; returns how many.
+pub async fn replay(
+    conn: &mut redis::aio::MultiplexedConnection,
+    stream: &StreamSettings,
+    ids: Vec<String>,
+    all: bool,
+) -> anyhow::Result<usize> {
+    let dead_letters = stream.dead_letters();
+    for_each(conn, &dead_letters, distinct(ids), all, |pipe, entry| {
+        pipe.xadd(&stream.stream, "*", &original_fields(entry));
+    })
+    .await
+}
+
+/// Deletes the chosen dead letters for good; returns how many.
+pub async fn drop(
+    conn: &mut redis::aio::MultiplexedConnection,
+    stream: &StreamSettings,
+    ids: Vec<String>,
+    all: bool,
+) -> anyhow::Result<usize> {
+    for_each(conn, &stream.dead_letters(), distinct(ids), all, |_, _| {}).await
 }
 
 pub async fn list(

@@ -19,7 +19,6 @@ pub mod producer;
 pub mod stream;
 pub mod worker;
 
-use crate::config::ConsumeArgs;
 use crate::telemetry::Readiness;
 use anyhow::Context;
 use std::time::Duration;
@@ -27,37 +26,58 @@ use stream::StreamClient;
 use tokio_util::sync::CancellationToken;
 use worker::{Consumer, Settings};
 
-impl ConsumeArgs {
-    pub fn settings(&self) -> Settings {
-        Settings {
-            batch_size: self.batch_size,
-            block: Duration::from_millis(self.block_ms),
-            claim_idle: Duration::from_millis(self.claim_idle_ms),
-            max_batch: Duration::from_millis(self.max_batch_ms),
-            max_failures: self.max_failures,
-            outage_backoff: Duration::from_millis(self.outage_backoff_ms),
-            outage_backoff_max: Duration::from_millis(self.outage_backoff_max_ms),
-            stats_interval: Duration::from_millis(self.stats_interval_ms),
-            trim_interval: (self.trim_interval_ms > 0)
-                .then(|| Duration::from_millis(self.trim_interval_ms)),
-            apply: apply::ApplySettings {
-                hold_expiry: self.hold_expiry(),
-                statement_timeout: Some(Duration::from_millis(self.max_batch_ms)),
-            },
-            print_events: self.print_events,
-        }
-    }
+/// Events applied per database transaction.
+pub const DEFAULT_CONSUMER_BATCH_SIZE: usize = 100;
+/// Batches one `consume` process applies at once, each by a worker of its own in the group.
+pub const DEFAULT_CONSUMER_WORKERS: u64 = 1;
+pub const MAX_CONSUMER_WORKERS: u64 = 16;
+/// Most events one batch may hold: the write path's batch limit.
+pub const MAX_CONSUMER_BATCH_SIZE: usize = crate::ledger::MAX_BATCH_ITEMS as usize;
+/// How long one `XREADGROUP` waits for new events; also the longest a shutdown waits for it.
+pub const DEFAULT_CONSUMER_BLOCK_MS: u64 = 2_000;
+/// A message pending this long with a consumer is presumed abandoned and reclaimed.
+pub const DEFAULT_CLAIM_IDLE_MS: u64 = 30_000;
+/// The longest one batch may take to apply; must stay below the claim idle time, or a live
+/// consumer's batch would be reclaimed (harmlessly, but wastefully) while it still works.
+pub const DEFAULT_MAX_BATCH_MS: u64 = 10_000;
+/// Failures caused by a message itself (unknown wallet, refund before its payment) before it
+/// is dead-lettered. Its retries are spaced by the claim idle time.
+pub const DEFAULT_MAX_FAILURES: u32 = 5;
+/// Backoff while the database or the broker is unreachable: doubles from the first to the max.
+pub const DEFAULT_OUTAGE_BACKOFF_MS: u64 = 100;
+pub const DEFAULT_OUTAGE_BACKOFF_MAX_MS: u64 = 5_000;
+/// How often the group's lag and pending count are read (metrics) and the stream trimmed.
+pub const DEFAULT_STATS_INTERVAL_MS: u64 = 1_000;
+pub const DEFAULT_TRIM_INTERVAL_MS: u64 = 60_000;
+/// The longest of the consumer's timings (a day): far below what Redis and the clock
+/// arithmetic take, and far above any sane setting.
+pub const MAX_CONSUMER_DURATION_MS: u64 = 24 * 60 * 60 * 1000;
+
+/// One `consume` process: where it reads and writes, and its workers' settings.
+#[derive(Debug, Clone)]
+pub struct ConsumeSettings {
+    pub database: crate::db::DatabaseSettings,
+    pub redis: crate::broker::RedisSettings,
+    pub stream: stream::StreamSettings,
+    /// This consumer's name in the group (its workers' names derive from it).
+    pub name: String,
+    /// Workers in this process, each a consumer of the group applying its own batches.
+    pub workers: u64,
+    pub worker: Settings,
+    /// Serve `/metrics` and `/readyz` here.
+    pub metrics_addr: Option<std::net::SocketAddr>,
+    /// Stop once the group has nothing left, instead of at SIGTERM/SIGINT.
+    pub drain: bool,
 }
 
 /// `wallet-ledger consume`: runs until SIGTERM/SIGINT (finishing and acknowledging the batch in
 /// hand) or, with `--drain`, until the group has nothing left.
-pub async fn run(args: ConsumeArgs) -> anyhow::Result<()> {
-    args.check().map_err(anyhow::Error::msg)?;
+pub async fn run(args: ConsumeSettings) -> anyhow::Result<()> {
     let database = crate::db::open(&args.database, true).await?;
     database.watch_sync_standby().await;
     let pool = database.pool.clone();
-    let name = args.consumer_name();
-    let settings = args.settings();
+    let name = args.name.clone();
+    let settings = args.worker.clone();
     // Each worker is a consumer of the group in its own right: its own connection to the
     // broker and its own pending list, so a crash of the process leaves each worker's batch
     // to be reclaimed like any consumer's. The group exists before `/readyz` says ready.
@@ -86,7 +106,7 @@ pub async fn run(args: ConsumeArgs) -> anyhow::Result<()> {
     }
     crate::shutdown::cancel_on_signal(stopping.clone());
 
-    tracing::info!(consumer = %name, workers = args.workers, stream = %args.stream.stream, group = %args.stream.group, batch_size = args.batch_size, "consuming");
+    tracing::info!(consumer = %name, workers = args.workers, stream = %args.stream.stream, group = %args.stream.group, batch_size = settings.batch_size, "consuming");
     let mut workers = tokio::task::JoinSet::new();
     for (n, stream) in streams.into_iter().enumerate() {
         // One worker trims the stream.
@@ -155,7 +175,7 @@ enum WorkerEnd {
 }
 
 async fn connect_stream(
-    args: &ConsumeArgs,
+    args: &ConsumeSettings,
     name: String,
     block: Duration,
 ) -> anyhow::Result<StreamClient> {

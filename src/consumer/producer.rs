@@ -2,7 +2,6 @@
 //! share of them sent a second time the way a producer does after a timeout (a new stream
 //! id, the same event id), in the seed article's format plus the contract's optional fields.
 
-use crate::config::PublishArgs;
 use redis::{AsyncCommands, Value};
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -229,8 +228,27 @@ async fn send_chunk(
     Ok(ids)
 }
 
+/// What `publish` sends, and how it makes sure it arrived.
+#[derive(Debug, Clone)]
+pub struct PublishSettings {
+    pub redis: crate::broker::RedisSettings,
+    pub stream: String,
+    /// Distinct payments.
+    pub count: usize,
+    /// Wallets credited, in turn.
+    pub wallets: Vec<String>,
+    /// Minor units per payment.
+    pub amount: i64,
+    /// Percentage of payments sent a second time (a new stream id, the same event id).
+    pub resend_percent: u8,
+    /// Replicas that must confirm each chunk (Redis `WAIT`) before it counts as sent.
+    pub wait_replicas: u32,
+    /// How long a chunk that failed or was not confirmed is sent again.
+    pub retry_for_ms: u64,
+}
+
 /// `wallet-ledger publish`: prints one line per payment and a summary of the expected totals.
-pub async fn run(args: PublishArgs) -> anyhow::Result<()> {
+pub async fn run(args: PublishSettings) -> anyhow::Result<()> {
     let plan = Plan::new(args.count, &args.wallets, args.amount, args.resend_percent)?;
     let confirmation = Confirmation {
         replicas: args.wait_replicas,

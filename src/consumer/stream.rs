@@ -11,12 +11,44 @@
 use super::apply::{Message, Reason};
 use super::event::Fields;
 use crate::broker::MasterConnection;
-use crate::config::{REDIS_RESPONSE_MARGIN_MS, StreamConfig};
 use redis::aio::ConnectionManagerConfig;
 use redis::streams::StreamInfoGroupsReply;
 use redis::{AsyncCommands, RedisResult, Value};
 use std::sync::LazyLock;
 use std::time::Duration;
+
+pub const DEFAULT_STREAM: &str = "payments";
+pub const DEFAULT_GROUP: &str = "wallet-ledger";
+/// How long a Redis command may take beyond its own blocking time.
+pub const REDIS_RESPONSE_MARGIN_MS: u64 = 5_000;
+
+/// Which stream and consumer group; dead letters and failure counts live in keys named after
+/// them.
+#[derive(Debug, Clone)]
+pub struct StreamSettings {
+    pub stream: String,
+    pub group: String,
+}
+
+impl Default for StreamSettings {
+    fn default() -> StreamSettings {
+        StreamSettings {
+            stream: DEFAULT_STREAM.to_owned(),
+            group: DEFAULT_GROUP.to_owned(),
+        }
+    }
+}
+
+impl StreamSettings {
+    pub fn dead_letters(&self) -> String {
+        format!("{}.dlq", self.stream)
+    }
+
+    /// Per group: how often each pending message failed by its own fault.
+    pub fn failures(&self) -> String {
+        format!("{}.failures.{}", self.stream, self.group)
+    }
+}
 
 /// Fields a dead letter adds to the original ones; a replay strips them again.
 pub const DEAD_LETTER_PREFIX: &str = "dlq_";
@@ -43,7 +75,7 @@ pub struct Backlog {
 #[derive(Clone)]
 pub struct StreamClient {
     conn: MasterConnection,
-    config: StreamConfig,
+    config: StreamSettings,
     consumer: String,
 }
 
@@ -51,7 +83,7 @@ impl StreamClient {
     /// Connects with a response timeout that outlasts a blocking read of `block`.
     pub async fn connect(
         url: &str,
-        config: StreamConfig,
+        config: StreamSettings,
         consumer: String,
         block: Duration,
     ) -> RedisResult<StreamClient> {

@@ -1,7 +1,6 @@
 //! The database: create it if missing, open the pool, apply migrations, and say clearly what
 //! is wrong when PostgreSQL cannot be reached.
 
-use crate::config::DatabaseConfig;
 use anyhow::{Context, anyhow};
 use sqlx::Postgres;
 use sqlx::migrate::{MigrateDatabase, Migrator};
@@ -27,25 +26,67 @@ pub struct Database {
     pub primary: Option<Arc<Primary>>,
 }
 
+pub const DEFAULT_DATABASE_URL: &str = "postgres://postgres@127.0.0.1:5432/wallet_ledger";
+/// Enough connections for a 2-core PostgreSQL to stay busy, few enough not to thrash it.
+pub const DEFAULT_POOL_MAX_CONNECTIONS: u32 = 16;
+/// Generous on purpose: requests for one hot wallet queue on its row lock while holding a
+/// connection, and the ones behind them must wait for a connection rather than fail.
+pub const DEFAULT_POOL_ACQUIRE_TIMEOUT_MS: u64 = 10_000;
+pub const DEFAULT_POOL_PING_IDLE_MS: u64 = 1_000;
+/// `work_mem` of the whole-ledger jobs' transactions (`reconcile`, `verify`): their sorts and
+/// hashes of a million rows stay in memory instead of spilling to disk (PostgreSQL's default
+/// is 4 MB, sized for many small queries at once).
+pub const BATCH_JOB_WORK_MEM: &str = "256MB";
+
+/// Where the database is and how the pool treats it; every command that uses it shares these.
+#[derive(Debug, Clone)]
+pub struct DatabaseSettings {
+    pub url: String,
+    pub pool_max_connections: u32,
+    pub pool_acquire_timeout_ms: u64,
+    pub pool_ping_idle_ms: u64,
+    /// Only check that the schema is current (migrations run as the owner).
+    pub no_migrate: bool,
+    /// `pg_stat_activity.application_name`; default `wallet-ledger <subcommand>`.
+    pub application_name: Option<String>,
+}
+
+impl DatabaseSettings {
+    pub fn with_url(url: impl Into<String>) -> DatabaseSettings {
+        DatabaseSettings {
+            url: url.into(),
+            pool_max_connections: DEFAULT_POOL_MAX_CONNECTIONS,
+            pool_acquire_timeout_ms: DEFAULT_POOL_ACQUIRE_TIMEOUT_MS,
+            pool_ping_idle_ms: DEFAULT_POOL_PING_IDLE_MS,
+            no_migrate: false,
+            application_name: None,
+        }
+    }
+
+    pub fn acquire_timeout(&self) -> Duration {
+        Duration::from_millis(self.pool_acquire_timeout_ms)
+    }
+}
+
 /// How long start-up waits for one of several hosts to take writes (a failover in progress).
 const PRIMARY_PATIENCE: Duration = Duration::from_secs(30);
 
 /// Creates the database if missing, applies pending migrations and returns the pool. With
 /// `--no-migrate` (a role that may not create tables) it only checks that the schema is the
 /// one this binary expects.
-pub async fn connect_and_migrate(config: &DatabaseConfig) -> anyhow::Result<PgPool> {
+pub async fn connect_and_migrate(config: &DatabaseSettings) -> anyhow::Result<PgPool> {
     Ok(open(config, true).await?.pool)
 }
 
 /// Opens the pool on an existing database, without creating or migrating anything (for jobs
 /// that only read, such as `verify`).
-pub async fn connect(config: &DatabaseConfig) -> anyhow::Result<PgPool> {
+pub async fn connect(config: &DatabaseSettings) -> anyhow::Result<PgPool> {
     Ok(open(config, false).await?.pool)
 }
 
 /// [`connect_and_migrate`] (or, with `migrate` false, [`connect`]) keeping the primary's
 /// tracker, for the processes that report it (`serve`, `consume`).
-pub async fn open(config: &DatabaseConfig, migrate: bool) -> anyhow::Result<Database> {
+pub async fn open(config: &DatabaseSettings, migrate: bool) -> anyhow::Result<Database> {
     let shown = redact(&config.url);
     let hosts = hosts::parse(&config.url).map_err(|e| anyhow!("DATABASE_URL {shown}: {e}"))?;
     let (url, primary) = match hosts {
@@ -175,7 +216,7 @@ fn is_transient_migration_error(error: &sqlx::migrate::MigrateError) -> bool {
 }
 
 /// One host's connect options, named as the process.
-fn options_for(config: &DatabaseConfig, url: &str) -> anyhow::Result<PgConnectOptions> {
+fn options_for(config: &DatabaseSettings, url: &str) -> anyhow::Result<PgConnectOptions> {
     let options = PgConnectOptions::from_str(url).map_err(|e| {
         anyhow!(
             "DATABASE_URL {} is not a PostgreSQL URL: {e}",
@@ -193,7 +234,7 @@ fn options_for(config: &DatabaseConfig, url: &str) -> anyhow::Result<PgConnectOp
 }
 
 async fn pool(
-    config: &DatabaseConfig,
+    config: &DatabaseSettings,
     url: &str,
     primary: Option<Arc<Primary>>,
 ) -> anyhow::Result<PgPool> {
@@ -298,12 +339,12 @@ pub fn redact(url: &str) -> String {
 }
 
 /// Settings for the current transaction of a job that reads the whole ledger in a few large
-/// statements: more `work_mem` (see [`crate::config::BATCH_JOB_WORK_MEM`]) and no JIT, whose
+/// statements: more `work_mem` (see [`BATCH_JOB_WORK_MEM`]) and no JIT, whose
 /// compilation cost nearly a second per statement here and gained nothing back.
 pub async fn tune_for_batch_job(conn: &mut sqlx::PgConnection) -> Result<(), sqlx::Error> {
     // `set_config(..., true)` is `SET LOCAL` with the value as a parameter.
     sqlx::query("select set_config('work_mem', $1, true), set_config('jit', 'off', true)")
-        .bind(crate::config::BATCH_JOB_WORK_MEM)
+        .bind(BATCH_JOB_WORK_MEM)
         .execute(conn)
         .await?;
     Ok(())

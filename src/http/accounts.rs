@@ -6,7 +6,6 @@ use super::error::{ApiError, Result};
 use super::extract::{IdempotencyKey, JsonBody, OptionalJsonBody, PathParam, QueryParams};
 use super::responses::{created, json};
 use super::validate;
-use crate::config::{DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE};
 use crate::ledger::accounts::{self, Account, AccountType, NewAccount, Transition};
 use crate::ledger::ids::AccountId;
 use crate::ledger::money::Currency;
@@ -251,6 +250,10 @@ pub async fn close(
 ) -> Result<Response> {
     transition(state, id, "close", "", "closed").await
 }
+
+/// Page sizes of every list (`?limit=`), per the contract.
+pub const DEFAULT_PAGE_SIZE: i64 = 50;
+pub const MAX_PAGE_SIZE: i64 = 500;
 
 #[derive(Debug, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]

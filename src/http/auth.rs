@@ -8,7 +8,7 @@ use super::AppState;
 use super::error::ApiError;
 use super::key_lookups::LookupFailed;
 use crate::api_keys::Principal;
-use crate::config::Scope;
+use crate::api_keys::Scope;
 use crate::ledger::audit::{self, Actor};
 use axum::extract::{Request, State};
 use axum::http::{Method, header};

@@ -7,10 +7,9 @@ use super::error::{ApiError, Result};
 use super::extract::{DEFAULT_OWNER, IdempotencyKey, JsonBody, parse_valid};
 use super::requests::CreateTransactionRequest;
 use super::responses::json;
-use crate::config::MAX_BATCH_ITEMS;
-use crate::ledger::Created;
 use crate::ledger::posting::{self, BatchResult, ItemOutcome, Mode};
 use crate::ledger::transactions::NewTransaction;
+use crate::ledger::{Created, MAX_BATCH_ITEMS};
 use crate::problem::Problem;
 use axum::extract::State;
 use axum::http::StatusCode;
@@ -79,7 +78,7 @@ pub async fn batch(
         .into_iter()
         .map(|item| {
             parse_valid::<CreateTransactionRequest>(item.get().as_bytes())?
-                .into_new(&no_key, state.config.hold_expiry())
+                .into_new(&no_key, state.config.hold_expiry)
         })
         .collect();
     if mode == Mode::Atomic

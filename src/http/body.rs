@@ -22,7 +22,7 @@ pub struct BodyPolicy {
 impl Default for BodyPolicy {
     fn default() -> BodyPolicy {
         BodyPolicy {
-            limit_bytes: crate::config::DEFAULT_BODY_LIMIT_BYTES,
+            limit_bytes: super::settings::DEFAULT_BODY_LIMIT_BYTES,
             read_timeout: Duration::from_millis(
                 crate::http::transport::DEFAULT_BODY_READ_TIMEOUT_MS,
             ),

@@ -1,13 +1,15 @@
 //! The one error type at the HTTP edge, mapped to `application/problem+json` in one place.
 //! 5xx bodies say nothing of internals; their cause is logged once, here.
 
-use crate::config::RETRY_AFTER_SECONDS;
 use crate::db::StoreError;
 use crate::ledger::bounds::BalanceError;
 use crate::ledger::transactions::{ItemError, WriteError};
 use crate::problem::{FieldError, Problem};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
+
+/// `Retry-After` seconds of a 503.
+pub const RETRY_AFTER_SECONDS: u64 = 1;
 
 pub type Result<T, E = ApiError> = std::result::Result<T, E>;
 

@@ -22,12 +22,22 @@
 //! dropped, not kept.
 
 use crate::api_keys::{self, Principal};
-use crate::config::{KEY_LOOKUP_IN_FLIGHT, KEY_LOOKUP_KEEP_IDLE, KEY_LOOKUP_MAX_BATCH};
 use sqlx::pool::PoolConnection;
 use sqlx::{PgPool, Postgres};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use tokio::sync::{Semaphore, mpsc, oneshot};
+
+/// API keys looked up by one statement at most.
+pub const KEY_LOOKUP_MAX_BATCH: usize = 256;
+/// Key lookups running at once; each holds one pooled connection for one statement.
+pub const KEY_LOOKUP_IN_FLIGHT: usize = 2;
+/// How long the key lookups keep their connections after the last request: below the pool's
+/// default ping-when-idle threshold, so a kept connection has been idle no longer than one the
+/// pool would hand out unchecked.
+pub const KEY_LOOKUP_KEEP_IDLE: std::time::Duration = std::time::Duration::from_millis(100);
+const _: () =
+    assert!(KEY_LOOKUP_KEEP_IDLE.as_millis() < crate::db::DEFAULT_POOL_PING_IDLE_MS as u128);
 
 /// Why a lookup gave no answer; the same for every request that shared it.
 #[derive(Debug, Clone)]

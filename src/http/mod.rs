@@ -15,12 +15,12 @@ pub mod openapi;
 pub mod reconciliations;
 pub mod requests;
 pub mod responses;
+pub mod settings;
 pub mod transactions;
 pub mod transport;
 pub mod validate;
 pub mod webhooks;
 
-use crate::config::{HOLD_SWEEP_BATCH, HttpConfig, ServeArgs};
 use crate::ledger::group_commit::GroupCommit;
 use crate::ledger::{checkpoints, holds};
 use anyhow::Context;
@@ -41,10 +41,12 @@ use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetReques
 use tower_http::sensitive_headers::SetSensitiveRequestHeadersLayer;
 use tower_http::trace::TraceLayer;
 
+pub use settings::{HttpSettings, ServeSettings};
+
 #[derive(Clone)]
 pub struct AppState {
     pub pool: PgPool,
-    pub config: Arc<HttpConfig>,
+    pub config: Arc<HttpSettings>,
     pub limiter: Arc<auth::RateLimiter>,
     /// Every single create goes through it (group commit).
     pub writer: GroupCommit,
@@ -58,7 +60,7 @@ pub struct AppState {
 }
 
 impl AppState {
-    pub fn new(pool: PgPool, config: HttpConfig) -> AppState {
+    pub fn new(pool: PgPool, config: HttpSettings) -> AppState {
         let limiter = auth::RateLimiter::new(config.rate_limit_per_second, config.rate_limit_burst);
         let writer = GroupCommit::start(pool.clone(), config.group_commit);
         let keys = key_lookups::KeyLookups::start(pool.clone());
@@ -163,7 +165,7 @@ async fn request_timeout(State(state): State<AppState>, req: Request, next: Next
 
 /// `wallet-ledger serve`: until SIGTERM/SIGINT, then drains in the order `crate::shutdown`
 /// describes.
-pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
+pub async fn serve(args: ServeSettings) -> anyhow::Result<()> {
     let database = crate::db::open(&args.database, true).await?;
     database.watch_sync_standby().await;
     let pool = database.pool.clone();
@@ -177,7 +179,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let accepting = shutdown.child_token();
     let checkpointer = tokio::spawn(periodically(
         "advance system-account checkpoints",
-        Duration::from_millis(args.checkpoint_interval_ms),
+        args.checkpoint_interval,
         shutdown.clone(),
         {
             let pool = pool.clone();
@@ -193,24 +195,23 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     ));
     let sweeper = tokio::spawn(periodically(
         "expire overdue holds",
-        Duration::from_millis(args.hold_sweep_interval_ms),
+        args.hold_sweep_interval,
         shutdown.clone(),
         {
             let pool = pool.clone();
             move || {
                 let pool = pool.clone();
-                async move { holds::sweep(&mut *pool.acquire().await?, HOLD_SWEEP_BATCH).await }
+                async move { holds::sweep(&mut *pool.acquire().await?, holds::HOLD_SWEEP_BATCH).await }
             }
         },
     ));
     let mut events_feed = crate::outbox::stream::FeedHealth::default();
-    let dispatcher = if args.no_outbox {
-        None
-    } else {
-        let settings = crate::outbox::dispatcher::Settings::new(&args.outbox, &args.http.webhooks);
+    let dispatcher = if let Some(settings) = args.outbox {
         let dispatcher = crate::outbox::dispatcher::Dispatcher::new(pool.clone(), settings).await?;
         events_feed = dispatcher.feed_health();
         Some(tokio::spawn(dispatcher.run(shutdown.clone())))
+    } else {
+        None
     };
     crate::shutdown::cancel_on_signal(accepting.clone());
     tracing::info!(addr = %args.http.listen_addr, "serving");

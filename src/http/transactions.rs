@@ -38,7 +38,7 @@ pub async fn create(
     key: IdempotencyKey,
     JsonBody(req): JsonBody<CreateTransactionRequest>,
 ) -> Result<Response> {
-    let new = req.into_new(&key, state.config.hold_expiry())?;
+    let new = req.into_new(&key, state.config.hold_expiry)?;
     created(state.writer.create(new).await?)
 }
 
@@ -55,7 +55,7 @@ pub async fn transfer(
     key: IdempotencyKey,
     JsonBody(req): JsonBody<TransferRequest>,
 ) -> Result<Response> {
-    let new = req.into_new(&key, state.config.hold_expiry())?;
+    let new = req.into_new(&key, state.config.hold_expiry)?;
     created(state.writer.create(new).await?)
 }
 

@@ -39,7 +39,6 @@ use super::audit::{self, Actor};
 use super::posting::{self, LockWait};
 use super::replay_cache::ReplayCache;
 use super::transactions::{NewTransaction, WriteError};
-use crate::config::GroupCommitConfig;
 use crate::db::StoreError;
 use sqlx::PgPool;
 use std::collections::{HashMap, HashSet};
@@ -48,6 +47,44 @@ use std::time::Duration;
 use tokio::sync::{Semaphore, mpsc, oneshot};
 use tokio::time::Instant;
 use uuid::Uuid;
+
+pub const DEFAULT_GROUP_COMMIT_MAX_ITEMS: usize = 500;
+pub const DEFAULT_GROUP_COMMIT_MAX_WAIT_US: u64 = 0;
+/// Two groups at once: one writes while the next gathers and waits for the first's locks.
+/// More only split the same load into smaller groups (more statements per transfer) and, on
+/// a hot wallet, queue on its lock (docs/performance.md, third round).
+pub const DEFAULT_GROUP_COMMIT_MAX_IN_FLIGHT: usize = 2;
+pub const DEFAULT_REPLAY_CACHE_ENTRIES: usize = 4_096;
+/// Far above a group's own lock waits behind the other group in flight (milliseconds, a
+/// whole group's COMMIT), far below a request's timeout.
+pub const DEFAULT_GROUP_COMMIT_LOCK_TIMEOUT_MS: u64 = 500;
+
+/// How concurrent single creates are gathered into groups.
+#[derive(Debug, Clone, Copy)]
+pub struct GroupCommitSettings {
+    /// Most creates written in one database transaction.
+    pub max_items: usize,
+    /// How long a group waits for more creates after taking those already queued.
+    pub max_wait_us: u64,
+    /// Most groups being written at once (each holds one database connection).
+    pub max_in_flight: usize,
+    /// Most retried creations whose stored answer is kept in memory (0: off).
+    pub replay_cache_entries: usize,
+    /// How long a group waits for a row lock held elsewhere before writing those items apart.
+    pub lock_timeout_ms: u64,
+}
+
+impl Default for GroupCommitSettings {
+    fn default() -> GroupCommitSettings {
+        GroupCommitSettings {
+            max_items: DEFAULT_GROUP_COMMIT_MAX_ITEMS,
+            max_wait_us: DEFAULT_GROUP_COMMIT_MAX_WAIT_US,
+            max_in_flight: DEFAULT_GROUP_COMMIT_MAX_IN_FLIGHT,
+            replay_cache_entries: DEFAULT_REPLAY_CACHE_ENTRIES,
+            lock_timeout_ms: DEFAULT_GROUP_COMMIT_LOCK_TIMEOUT_MS,
+        }
+    }
+}
 
 /// Connections that items set apart (their rows locked elsewhere) may wait on at once.
 pub const WRITERS_APART: usize = 2;
@@ -78,7 +115,7 @@ impl GroupCommit {
     /// shutdown token: the queue's end is its natural stop. A request still finishing while
     /// the server drains must be written, and once the last clone (the last `AppState`) is
     /// gone no request can come, so the gatherer ends after writing what it already holds.
-    pub fn start(pool: PgPool, config: GroupCommitConfig) -> GroupCommit {
+    pub fn start(pool: PgPool, config: GroupCommitSettings) -> GroupCommit {
         let capacity = config.max_items * config.max_in_flight * 2;
         let (jobs, queue) = mpsc::channel(capacity.max(1));
         let replays = Arc::new(ReplayCache::new(config.replay_cache_entries));
@@ -120,7 +157,7 @@ fn stopped() -> WriteError {
 
 async fn gather(
     pool: PgPool,
-    config: GroupCommitConfig,
+    config: GroupCommitSettings,
     mut queue: mpsc::Receiver<Job>,
     replays: Arc<ReplayCache>,
     locks: Arc<Locks>,
@@ -303,7 +340,7 @@ struct Locks {
 }
 
 impl Locks {
-    fn new(pool: PgPool, replays: Arc<ReplayCache>, config: &GroupCommitConfig) -> Locks {
+    fn new(pool: PgPool, replays: Arc<ReplayCache>, config: &GroupCommitSettings) -> Locks {
         Locks {
             pool,
             replays,

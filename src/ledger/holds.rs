@@ -24,6 +24,24 @@ use sqlx::{PgConnection, PgPool};
 use std::collections::HashMap;
 use uuid::Uuid;
 
+/// A hold without `expires_at` expires after this long (7 days).
+pub const DEFAULT_HOLD_EXPIRY_MS: u64 = 7 * 24 * 60 * 60 * 1000;
+/// A hold shorter than a second would expire before its batch or request commits.
+pub const MIN_HOLD_EXPIRY_MS: u64 = 1_000;
+/// 366 days: longer than any card network keeps an authorization.
+pub const MAX_HOLD_EXPIRY_MS: u64 = 366 * 24 * 60 * 60 * 1000;
+/// Most overdue holds one sweeper step expires (one short transaction each step).
+pub const HOLD_SWEEP_BATCH: i64 = 1_000;
+
+/// How long a hold lasts when its creator names no expiry, from milliseconds.
+pub fn expiry_after_ms(ms: u64) -> chrono::TimeDelta {
+    chrono::TimeDelta::milliseconds(i64::try_from(ms).unwrap_or(i64::MAX))
+}
+
+pub fn default_expiry() -> chrono::TimeDelta {
+    expiry_after_ms(DEFAULT_HOLD_EXPIRY_MS)
+}
+
 /// One leg of a pending hold, as `open_holds` keeps it.
 #[derive(Debug, Clone)]
 pub struct OpenHold {

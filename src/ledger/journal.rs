@@ -6,8 +6,10 @@
 
 use super::ids::AccountId;
 use super::money::Amount;
-use crate::config::MAX_LEGS;
 use crate::problem::FieldError;
+
+/// Most legs one transaction may have.
+pub const MAX_LEGS: usize = 100;
 
 /// One leg as the caller asked for it, with where its fields came from in the request so that
 /// an error can point at them (`/entries/1/account`, `/from`, `/amount`).

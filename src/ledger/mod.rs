@@ -19,6 +19,8 @@ pub mod transactions;
 pub mod views;
 
 use chrono::{DateTime, Utc};
+/// Most creates one batch write takes: `POST /v1/transactions/batch`, one consumer batch.
+pub const MAX_BATCH_ITEMS: u64 = 1_000;
 use serde_json::Value;
 
 /// The answer to a naturally idempotent create.

@@ -389,55 +389,13 @@ pub async fn counts(conn: &mut PgConnection) -> Result<(i64, i64), sqlx::Error> 
     Ok((row.dead, row.pending))
 }
 
-/// `wallet-ledger deliveries list | redeliver`.
-pub async fn run_cli(args: crate::config::DeliveriesArgs) -> anyhow::Result<()> {
-    use crate::config::DeliveriesAction;
-    let pool = crate::db::connect(&args.database).await?;
-    let mut conn = pool.acquire().await?;
-    match args.action {
-        DeliveriesAction::List { status, limit } => {
-            let filter = Filter {
-                status,
-                limit: limit.clamp(1, crate::config::MAX_PAGE_SIZE),
-                ..Filter::default()
-            };
-            for delivery in list(&mut conn, &filter).await?.0 {
-                println!("{}", serde_json::to_string(&delivery)?);
-            }
-        }
-        DeliveriesAction::Redeliver { ids, all_dead } => {
-            let ids = if all_dead {
-                // Dead deliveries whose webhook still exists: the others have nowhere to go.
-                sqlx::query_scalar!(
-                    "select d.id from webhook_deliveries d
+/// Dead deliveries whose webhook still exists (the others have nowhere to go), oldest first.
+pub async fn redeliverable_dead(conn: &mut PgConnection) -> Result<Vec<Uuid>, sqlx::Error> {
+    sqlx::query_scalar!(
+        "select d.id from webhook_deliveries d
                      join webhook_subscriptions s on s.id = d.subscription_id and s.status = 'active'
                      where d.status = 'dead' order by d.seq"
-                )
-                .fetch_all(&mut *conn)
-                .await?
-            } else {
-                ids
-            };
-            anyhow::ensure!(
-                !ids.is_empty() || all_dead,
-                "name the deliveries to send again, or pass --all-dead"
-            );
-            for id in &ids {
-                // Audited under the operator's operating-system user, like the API's own.
-                let redelivery = crate::ledger::audit::scope(
-                    crate::ledger::audit::operator(),
-                    redeliver(&mut conn, *id),
-                );
-                match redelivery.await? {
-                    Redelivery::Scheduled(_) => println!("{id}: due now"),
-                    Redelivery::NotFound => anyhow::bail!("no delivery {id}"),
-                    Redelivery::Cancelled => {
-                        anyhow::bail!("delivery {id} was cancelled: its webhook is deleted")
-                    }
-                }
-            }
-            println!("{} deliveries scheduled", ids.len());
-        }
-    }
-    Ok(())
+    )
+    .fetch_all(conn)
+    .await
 }

@@ -11,7 +11,6 @@ use super::address::GuardedResolver;
 use super::deliveries::{self, Attempt, Claimed};
 use super::signing;
 use super::subscriptions::UrlPolicy;
-use crate::config::{OutboxArgs, OutboxConfig, WebhookPolicy};
 use crate::db::StoreError;
 use crate::failpoint;
 use chrono::Utc;
@@ -38,25 +37,6 @@ pub struct Settings {
 }
 
 impl Settings {
-    pub fn new(config: &OutboxConfig, policy: &WebhookPolicy) -> Settings {
-        Settings {
-            interval: Duration::from_millis(config.outbox_interval_ms),
-            batch: config.outbox_batch,
-            timeout: Duration::from_millis(config.webhook_timeout_ms),
-            max_attempts: config.webhook_max_attempts,
-            backoff: Duration::from_millis(config.webhook_backoff_ms),
-            backoff_max: Duration::from_millis(config.webhook_backoff_max_ms),
-            policy: policy.url_policy(),
-            concurrency: usize::try_from(config.webhook_concurrency).unwrap_or(usize::MAX),
-            per_subscription: usize::try_from(config.webhook_subscription_concurrency)
-                .unwrap_or(usize::MAX),
-            events_stream: config
-                .events_stream
-                .clone()
-                .map(|s| (config.redis.url.clone(), s)),
-        }
-    }
-
     /// How long a claim lasts before another dispatcher may take the delivery again: twice the
     /// request timeout. A delivery is claimed only when it can be sent at once, and its request
     /// ends within the timeout, so a live dispatcher always records before its lease runs out.
@@ -475,10 +455,12 @@ fn budget_spent(status: Option<u16>, error: String, settings: &Settings) -> Atte
 }
 
 /// `wallet-ledger outbox`: the dispatcher alone, until SIGTERM/SIGINT.
-pub async fn run_standalone(args: OutboxArgs) -> anyhow::Result<()> {
-    let pool = crate::db::connect_and_migrate(&args.database).await?;
-    let dispatcher =
-        Dispatcher::new(pool.clone(), Settings::new(&args.outbox, &args.webhooks)).await?;
+pub async fn run_standalone(
+    database: &crate::db::DatabaseSettings,
+    settings: Settings,
+) -> anyhow::Result<()> {
+    let pool = crate::db::connect_and_migrate(database).await?;
+    let dispatcher = Dispatcher::new(pool.clone(), settings).await?;
     // The signal stops the dispatcher (see `crate::shutdown`); the pool closes once its sends
     // in flight are recorded.
     let shutdown = CancellationToken::new();

@@ -7,9 +7,60 @@
 //! exceed the broker's retention plus the producers' retry window, so nothing that may still
 //! be delivered again is forgotten early.
 
-use crate::config::PurgeArgs;
 use chrono::{DateTime, Utc};
 use sqlx::PgConnection;
+
+/// The shortest retention `purge` accepts beyond the broker's and producers' windows.
+pub const DEFAULT_RETENTION_DAYS: u32 = 30;
+
+/// The longest retention `purge` takes: a century, far inside what timestamps hold.
+pub const MAX_RETENTION_DAYS: u32 = 36_500;
+
+#[derive(Debug, Clone)]
+pub struct PurgeSettings {
+    pub database: crate::db::DatabaseSettings,
+    pub redis: crate::broker::RedisSettings,
+    pub stream: crate::consumer::stream::StreamSettings,
+    /// Everything younger than this many days is kept.
+    pub retention_days: u32,
+    /// How long the broker keeps messages (a purge must not forget what it may still deliver).
+    pub broker_retention_hours: u32,
+    /// How long producers keep retrying one event.
+    pub producer_retry_window_hours: u32,
+    /// Count what would be deleted, delete nothing.
+    pub dry_run: bool,
+    /// When the dispatcher publishes to an events stream, events not yet published are kept.
+    pub events_stream: Option<String>,
+}
+
+impl PurgeSettings {
+    /// The oldest time kept: now less the retention.
+    pub fn cutoff(&self) -> Result<chrono::DateTime<chrono::Utc>, String> {
+        chrono::Utc::now()
+            .checked_sub_signed(chrono::TimeDelta::days(i64::from(self.retention_days)))
+            .ok_or_else(|| {
+                format!(
+                    "--retention-days {} reaches before year 1",
+                    self.retention_days
+                )
+            })
+    }
+
+    /// Refuses a retention shorter than the broker's retention plus the producers' retry
+    /// window: an event could still arrive again after its traces were purged.
+    pub fn check(&self) -> Result<(), String> {
+        let needed =
+            u64::from(self.broker_retention_hours) + u64::from(self.producer_retry_window_hours);
+        let retention = u64::from(self.retention_days) * 24;
+        if retention < needed {
+            return Err(format!(
+                "--retention-days {} ({retention} h) is shorter than the broker's retention plus the producers' retry window ({needed} h)",
+                self.retention_days
+            ));
+        }
+        Ok(())
+    }
+}
 
 /// What a purge deleted (or, with `--dry-run`, would delete).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -80,7 +131,7 @@ pub async fn purge_database(
     })
 }
 
-pub async fn run(args: PurgeArgs) -> anyhow::Result<()> {
+pub async fn run(args: PurgeSettings) -> anyhow::Result<()> {
     args.check().map_err(anyhow::Error::msg)?;
     let cutoff = args.cutoff().map_err(anyhow::Error::msg)?;
     let pool = crate::db::connect(&args.database).await?;

@@ -3,13 +3,15 @@
 //! claimed with `FOR UPDATE SKIP LOCKED`, published, then marked in the same transaction; a
 //! crash between the two publishes them again with the same `event_id`.
 
-use crate::config::EVENTS_STREAM_MAX_LEN;
 use redis::aio::MultiplexedConnection;
 use serde_json::Value;
 use sqlx::PgPool;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::time::Duration;
+
+/// About how many entries the outbound events stream keeps (`XADD MAXLEN ~`).
+pub const EVENTS_STREAM_MAX_LEN: usize = 1_000_000;
 use uuid::Uuid;
 
 /// How long one attempt to reach the stream's Redis may take: the feed is optional, so a

@@ -28,6 +28,26 @@ pub struct UrlPolicy {
     pub allowed_hosts: Vec<String>,
 }
 
+/// Which hosts webhook URLs may name (`WEBHOOK_ALLOWED_HOSTS`) as given: checked when a
+/// subscription is created and again before every send.
+#[derive(Debug, Clone, Default)]
+pub struct WebhookPolicy {
+    pub allowed_hosts: Vec<String>,
+}
+
+impl WebhookPolicy {
+    pub fn url_policy(&self) -> UrlPolicy {
+        UrlPolicy {
+            allowed_hosts: self
+                .allowed_hosts
+                .iter()
+                .map(|h| h.trim().to_owned())
+                .filter(|h| !h.is_empty())
+                .collect(),
+        }
+    }
+}
+
 impl UrlPolicy {
     /// The URL, or the field error that refuses it.
     pub fn check(&self, raw: &str) -> Result<url::Url, FieldError> {

@@ -39,6 +39,18 @@ pub const CHECKS: &[&str] = &[
     "entry_mismatch",
 ];
 
+/// A hold still pending this long after its expiry means the sweeper is not running.
+pub const DEFAULT_HOLD_GRACE_MS: u64 = 60_000;
+
+/// `--hold-grace-ms` as a duration; one longer than a `TimeDelta` holds (about 292 million
+/// years) is taken as the longest, which no hold can be overdue by.
+pub fn hold_grace(ms: u64) -> TimeDelta {
+    i64::try_from(ms)
+        .ok()
+        .and_then(TimeDelta::try_milliseconds)
+        .unwrap_or(TimeDelta::MAX)
+}
+
 /// Most findings reported per check: a corrupted table should not produce a report the size
 /// of the table.
 pub const MAX_FINDINGS_PER_CHECK: i64 = 100;
@@ -435,10 +447,7 @@ mod tests {
             overdue_before(now, TimeDelta::milliseconds(60_000)),
             Some(now - TimeDelta::milliseconds(60_000))
         );
-        assert_eq!(
-            overdue_before(now, crate::config::hold_grace(u64::MAX)),
-            None
-        );
+        assert_eq!(overdue_before(now, hold_grace(u64::MAX)), None);
         assert_eq!(overdue_before(now, TimeDelta::days(366 * 7_000)), None);
         assert!(overdue_before(now, TimeDelta::days(365 * 6_000)).is_some());
     }

@@ -10,7 +10,7 @@ use chrono::{DateTime, Utc};
 use std::path::{Path, PathBuf};
 
 /// A report file `write_all` can produce.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Format {
     /// `report.html`, for people.
     Html,
@@ -493,7 +493,7 @@ pub fn html(report: &RunReport) -> String {
         out.push_str(&format!(
             r#"<p class="muted">The first {n_listed} listed (at most {} of each code); exceptions.csv of the run lists all {n_exceptions}.</p>
 "#,
-            crate::config::MAX_LISTED_EXCEPTIONS_PER_CODE
+            super::run::MAX_LISTED_EXCEPTIONS_PER_CODE
         ));
     }
     if report.exceptions.is_empty() && n_exceptions == 0 {
@@ -643,7 +643,7 @@ pub fn html(report: &RunReport) -> String {
             r#"<p class="muted">{n_listed} listed below. The other {} are failed lines for payments the ledger does not have (both sides agree that nothing moved), or matches beyond the first {} listed.</p>
 "#,
             n_matched - n_listed,
-            crate::config::MAX_LISTED_MATCHES
+            super::run::MAX_LISTED_MATCHES
         ));
     }
     if n_listed > 0 {

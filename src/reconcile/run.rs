@@ -8,9 +8,6 @@ use super::matching::{self, Window};
 use super::model::{RunReport, Summary};
 use super::report;
 use super::settlement::{self, Columns};
-use crate::config::{
-    MAX_LISTED_EXCEPTIONS_PER_CODE, MAX_LISTED_MATCHES, MAX_LISTED_PAYOUTS, ReconcileArgs,
-};
 use anyhow::Context;
 use chrono::{DateTime, TimeDelta, Utc};
 use serde_json::{Value, json};
@@ -20,8 +17,49 @@ use std::io::{Read, Write};
 use std::time::Instant;
 use uuid::Uuid;
 
+/// Matches listed in a reconciliation report (every match is counted).
+pub const MAX_LISTED_MATCHES: usize = 10_000;
+
+/// Exceptions of each code kept in a reconciliation run and its HTML and JSON reports (every
+/// exception is counted, and exceptions.csv of a fresh run lists them all).
+pub const MAX_LISTED_EXCEPTIONS_PER_CODE: usize = 1_000;
+
+/// Payouts listed in a reconciliation report, the disagreeing ones first (every payout is
+/// counted).
+pub const MAX_LISTED_PAYOUTS: i64 = 10_000;
+
+/// One reconciliation's inputs (the flags of `reconcile`).
+#[derive(Debug, Clone)]
+pub struct ReconcileSettings {
+    pub database: crate::db::DatabaseSettings,
+    /// The provider whose clearing accounts (`clearing:{provider}:*`) are compared.
+    pub provider: String,
+    /// The provider's settlement file (CSV with a header row).
+    pub settlement: std::path::PathBuf,
+    /// Where the reports are written.
+    pub out: std::path::PathBuf,
+    pub format: Vec<report::Format>,
+    /// The settlement period; by default the file's first and last `settled_at`.
+    pub from: Option<DateTime<Utc>>,
+    pub to: Option<DateTime<Utc>>,
+    /// Ledger payments younger than this at the period's end are not expected in the file yet.
+    pub settlement_lag_hours: u32,
+    /// Ledger payments this much before the period may still settle in it.
+    pub date_tolerance_hours: u32,
+    /// Amounts differing by at most this much (major units) are equal.
+    pub amount_tolerance: rust_decimal::Decimal,
+    /// `field=Header` mappings.
+    pub columns: Vec<String>,
+    /// Compare and report, but store nothing.
+    pub dry_run: bool,
+    /// Run again even if the same provider, file and options were reconciled before.
+    pub force: bool,
+    /// How long past its expiry a hold may stay pending before the invariant check flags it.
+    pub hold_grace_ms: u64,
+}
+
 /// Runs a reconciliation and writes its reports; returns whether it was clean.
-pub async fn run(args: ReconcileArgs) -> anyhow::Result<bool> {
+pub async fn run(args: ReconcileSettings) -> anyhow::Result<bool> {
     if !crate::ledger::ids::is_valid_provider(&args.provider) {
         anyhow::bail!(
             "--provider {:?}: expected 1-64 of [A-Za-z0-9._@-]",
@@ -110,7 +148,7 @@ fn print_summary(
 }
 
 /// Refuses the flags no run can use, with the reason (exit 2), before anything is read.
-fn check_flags(args: &ReconcileArgs) -> Result<(), String> {
+fn check_flags(args: &ReconcileSettings) -> Result<(), String> {
     if args.amount_tolerance.is_sign_negative() && !args.amount_tolerance.is_zero() {
         return Err(format!(
             "--amount-tolerance {}: must not be negative",
@@ -236,7 +274,7 @@ fn spool(provider: &str, options: &Value, source: &std::path::Path) -> anyhow::R
 }
 
 /// Everything that changes what a run finds, in a fixed order (it is part of the run key).
-fn options(args: &ReconcileArgs, columns: &Columns) -> Value {
+fn options(args: &ReconcileSettings, columns: &Columns) -> Value {
     json!({
         "from": args.from,
         "to": args.to,
@@ -261,7 +299,7 @@ async fn stored_run(pool: &PgPool, key: &str) -> anyhow::Result<Option<RunReport
 /// database transaction (rolled back for `--dry-run`).
 async fn reconcile(
     pool: &PgPool,
-    args: &ReconcileArgs,
+    args: &ReconcileSettings,
     settlement_file: &std::path::Path,
     columns: &Columns,
     options: Value,
@@ -283,7 +321,7 @@ async fn reconcile(
     // The invariants read the whole ledger in their own snapshot, on their own connection,
     // while the file is imported and matched on another: two PostgreSQL backends, so both
     // cores work (each phase alone is one backend, one core).
-    let hold_grace = crate::config::hold_grace(args.hold_grace_ms);
+    let hold_grace = invariants::hold_grace(args.hold_grace_ms);
     let invariants = async {
         let started = Instant::now();
         let findings = invariants::check(&mut *pool.acquire().await?, hold_grace).await?;

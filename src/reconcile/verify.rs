@@ -2,15 +2,26 @@
 //! machines (JSON). Exit code 0 when every check passes, 1 when any finds something.
 
 use super::invariants::{self, CHECKS, Finding};
-use crate::config::VerifyArgs;
 use serde::Serialize;
 use serde_json::json;
 
+#[derive(Debug, Clone)]
+pub struct VerifySettings {
+    pub database: crate::db::DatabaseSettings,
+    /// How long past its expiry a hold may stay pending before it is a finding.
+    pub hold_grace_ms: u64,
+    /// The report as JSON instead of text.
+    pub json: bool,
+    /// Where the consumer's dead letters are counted (`<stream>.dlq`).
+    pub redis: crate::broker::RedisSettings,
+    pub stream: crate::consumer::stream::StreamSettings,
+}
+
 /// Returns whether the ledger is clean.
-pub async fn run(args: VerifyArgs) -> anyhow::Result<bool> {
+pub async fn run(args: VerifySettings) -> anyhow::Result<bool> {
     let pool = crate::db::connect(&args.database).await?;
     let mut conn = pool.acquire().await?;
-    let findings = invariants::check(&mut conn, args.hold_grace()).await?;
+    let findings = invariants::check(&mut conn, invariants::hold_grace(args.hold_grace_ms)).await?;
     let (dead_deliveries, pending_deliveries) =
         crate::outbox::deliveries::counts(&mut conn).await?;
     drop(conn);

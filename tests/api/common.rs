@@ -13,7 +13,8 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 use tower::ServiceExt;
 use uuid::Uuid;
-use wallet_ledger::config::{HttpConfig, Scope};
+use wallet_ledger::api_keys::Scope;
+use wallet_ledger::http::HttpSettings;
 use wallet_ledger::http::{AppState, app};
 
 /// The server that hosts test databases; any database on it to connect to first.
@@ -68,10 +69,10 @@ impl TestResponse {
 
 impl TestApp {
     pub async fn new() -> TestApp {
-        TestApp::with_config(HttpConfig::default()).await
+        TestApp::with_config(HttpSettings::default()).await
     }
 
-    pub async fn with_config(config: HttpConfig) -> TestApp {
+    pub async fn with_config(config: HttpSettings) -> TestApp {
         sweep_abandoned_databases().await;
         let database = format!(
             "wl_test_{}_{}",

@@ -23,8 +23,9 @@ use std::time::{Duration, Instant};
 use tokio::process::{Child, Command};
 use tower::ServiceExt;
 use uuid::Uuid;
-use wallet_ledger::config::{HttpConfig, Scope};
+use wallet_ledger::api_keys::Scope;
 use wallet_ledger::consumer::producer::publish_raw;
+use wallet_ledger::http::HttpSettings;
 use wallet_ledger::http::{AppState, app};
 
 /// One distinct payment as published: what its wallet must gain, once.
@@ -472,7 +473,7 @@ impl Ledger {
             .connect(url)
             .await
             .expect("the private PostgreSQL is reachable");
-        let router = app(AppState::new(pool.clone(), HttpConfig::default()));
+        let router = app(AppState::new(pool.clone(), HttpSettings::default()));
         let token = super::common::api_key(&pool, "default", Scope::Admin).await;
         Ledger {
             pool,

@@ -1237,11 +1237,11 @@ async fn a_claim_idle_time_not_above_the_batch_time_is_refused_at_start() {
 /// message is settled. Settling is one script, so whichever runs second finds it settled.
 #[tokio::test]
 async fn a_message_two_consumers_dead_letter_is_dead_lettered_once() {
-    use wallet_ledger::config::StreamConfig;
     use wallet_ledger::consumer::apply::Reason;
+    use wallet_ledger::consumer::stream::StreamSettings;
     use wallet_ledger::consumer::stream::{DeadLetter, StreamClient};
     let stream = unique_stream("dead-lettered-once");
-    let config = StreamConfig {
+    let config = StreamSettings {
         stream: stream.clone(),
         group: GROUP.to_owned(),
     };

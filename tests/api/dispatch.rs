@@ -23,11 +23,12 @@ use std::time::{Duration, Instant};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
 use uuid::Uuid;
-use wallet_ledger::config::{HttpConfig, WebhookPolicy};
+use wallet_ledger::http::HttpSettings;
 use wallet_ledger::ledger::events::{EventType, event_id};
 use wallet_ledger::outbox::dispatcher::{Dispatcher, Settings, StepReport};
 use wallet_ledger::outbox::signing::generate_secret;
 use wallet_ledger::outbox::subscriptions::UrlPolicy;
+use wallet_ledger::outbox::subscriptions::WebhookPolicy;
 
 // ---------------------------------------------------------------------------------------------
 // Receiver processes
@@ -215,7 +216,7 @@ fn hook_url(port: u16) -> String {
 
 /// A test app whose webhook allow-list names these receivers' ports.
 async fn app_allowing(ports: &[u16]) -> TestApp {
-    TestApp::with_config(HttpConfig {
+    TestApp::with_config(HttpSettings {
         webhooks: WebhookPolicy {
             allowed_hosts: ports.iter().map(|p| format!("127.0.0.1:{p}")).collect(),
         },

@@ -23,8 +23,8 @@ use serde_json::{Map, Value, json};
 use std::collections::BTreeMap;
 use std::time::Instant;
 use uuid::Uuid;
-use wallet_ledger::config::HttpConfig;
 use wallet_ledger::consumer::event::{EventType, Fields, Malformed, PaymentEvent};
+use wallet_ledger::http::HttpSettings;
 
 /// A stream entry as these tests build it: one value per name.
 type FieldMap = BTreeMap<String, Vec<u8>>;
@@ -486,10 +486,10 @@ struct Fixture {
 }
 
 async fn fixture() -> Fixture {
-    let app = TestApp::with_config(HttpConfig {
+    let app = TestApp::with_config(HttpSettings {
         rate_limit_per_second: 1_000_000,
         rate_limit_burst: 1_000_000,
-        ..HttpConfig::default()
+        ..HttpSettings::default()
     })
     .await;
     for w in ["fz.w1", "fz.w2"] {

@@ -17,31 +17,33 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::task::JoinHandle;
 use uuid::Uuid;
-use wallet_ledger::config::{GroupCommitConfig, HttpConfig, Scope};
+use wallet_ledger::api_keys::Scope;
+use wallet_ledger::http::HttpSettings;
+use wallet_ledger::ledger::group_commit::GroupCommitSettings;
 
 /// How long queued requests get to reach the writer's queue while the gate is shut: each
 /// only authenticates (one query) and parses its body before it queues.
 const QUEUE_TIME: Duration = Duration::from_millis(300);
 
-fn grouped(max_items: usize, max_wait_us: u64, max_in_flight: usize) -> HttpConfig {
-    HttpConfig {
-        group_commit: GroupCommitConfig {
+fn grouped(max_items: usize, max_wait_us: u64, max_in_flight: usize) -> HttpSettings {
+    HttpSettings {
+        group_commit: GroupCommitSettings {
             max_items,
             max_wait_us,
             max_in_flight,
-            ..GroupCommitConfig::default()
+            ..GroupCommitSettings::default()
         },
-        ..HttpConfig::default()
+        ..HttpSettings::default()
     }
 }
 
 /// The configuration [`in_one_group`] needs: one group in flight at a time, which waits on
 /// the gate's lock as long as the gate is shut (not set apart after the default lock timeout).
-fn gated() -> HttpConfig {
+fn gated() -> HttpSettings {
     patient(grouped(500, 20_000, 1))
 }
 
-fn patient(mut config: HttpConfig) -> HttpConfig {
+fn patient(mut config: HttpSettings) -> HttpSettings {
     config.group_commit.lock_timeout_ms = 600_000;
     config
 }
@@ -246,7 +248,7 @@ const HOT_AFFORDABLE: usize = 10;
 /// Thirty transfers of 100 from a wallet holding 1,000, all at once: exactly ten are created
 /// and twenty refused, whatever the order, with an exact chain; every answer replays. Returns
 /// how many database transactions wrote the thirty rows.
-async fn hot_wallet_race(config: HttpConfig) -> i64 {
+async fn hot_wallet_race(config: HttpSettings) -> i64 {
     let app = Arc::new(TestApp::with_config(config).await);
     app.create_wallet("hot").await;
     app.create_wallet("sink").await;
@@ -987,7 +989,7 @@ async fn the_same_idempotency_key_from_two_owners_in_one_group_makes_two_transac
 async fn requests_that_time_out_in_a_held_up_group_take_effect_at_most_once() {
     // Groups that formed and then wait on the lock (not set apart) until after their
     // callers gave up.
-    let config = HttpConfig {
+    let config = HttpSettings {
         request_timeout_ms: 500,
         ..patient(grouped(500, 20_000, 2))
     };
@@ -1058,7 +1060,7 @@ async fn requests_that_time_out_in_a_held_up_group_take_effect_at_most_once() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn callers_that_gave_up_before_their_group_formed_are_not_written() {
-    let config = HttpConfig {
+    let config = HttpSettings {
         request_timeout_ms: 500,
         ..gated()
     };

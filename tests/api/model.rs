@@ -33,7 +33,7 @@ use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 use uuid::Uuid;
-use wallet_ledger::config::HttpConfig;
+use wallet_ledger::http::HttpSettings;
 use wallet_ledger::ledger::{checkpoints, holds};
 
 /// The documented namespace of ids derived from `Idempotency-Key` (docs/api.md).
@@ -2511,10 +2511,10 @@ fn env_or(name: &str, default: u32) -> u32 {
 
 /// A TestApp whose rate limit never gets in the way of a fast sequential client.
 async fn unlimited_app() -> TestApp {
-    TestApp::with_config(HttpConfig {
+    TestApp::with_config(HttpSettings {
         rate_limit_per_second: 1_000_000,
         rate_limit_burst: 1_000_000,
-        ..HttpConfig::default()
+        ..HttpSettings::default()
     })
     .await
 }

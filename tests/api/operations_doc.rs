@@ -2,12 +2,12 @@
 //! included) has a `### <subcommand path>` section, every flag with a `--long` name has a row
 //! `| `--flag` | `ENV` | default | meaning |` in its subcommand's table with the same
 //! environment variable and default, and every row names a flag the code has. The code side
-//! is `wallet_ledger::config::Cli` itself (`clap::CommandFactory`), so a flag added, renamed or
+//! is `wallet_ledger::cli::Cli` itself (`clap::CommandFactory`), so a flag added, renamed or
 //! given another default without the doc fails here.
 
 use clap::CommandFactory;
 use std::collections::BTreeMap;
-use wallet_ledger::config::Cli;
+use wallet_ledger::cli::Cli;
 
 const DOC: &str = include_str!("../../docs/operations.md");
 const SECTION: &str = "## Configuration reference";
@@ -225,7 +225,7 @@ fn the_configuration_reference_matches_the_code() {
     }
     assert!(
         problems.is_empty(),
-        "docs/operations.md's configuration reference disagrees with src/config.rs:\n  {}",
+        "docs/operations.md's configuration reference disagrees with the flags in src/cli/:\n  {}",
         problems.join("\n  ")
     );
 }

@@ -21,8 +21,10 @@ use tokio::process::Command;
 use tower::ServiceExt;
 use uuid::Uuid;
 use wallet_ledger::api_keys;
-use wallet_ledger::config::{HttpConfig, KEY_LOOKUP_KEEP_IDLE, Scope};
+use wallet_ledger::api_keys::Scope;
 use wallet_ledger::http::AppState;
+use wallet_ledger::http::HttpSettings;
+use wallet_ledger::http::key_lookups::KEY_LOOKUP_KEEP_IDLE;
 use wallet_ledger::http::key_lookups::{KeyLookups, LookupFailed};
 
 // ---------------------------------------------------------------------------------------------
@@ -639,9 +641,9 @@ async fn metric_labels_come_from_a_closed_set_whatever_the_method_and_path() {
 
 #[tokio::test]
 async fn metrics_can_require_an_admin_key() {
-    let app = TestApp::with_config(HttpConfig {
+    let app = TestApp::with_config(HttpSettings {
         metrics_require_key: true,
-        ..HttpConfig::default()
+        ..HttpSettings::default()
     })
     .await;
     let r = app
@@ -1486,7 +1488,7 @@ async fn get(app: &TestApp, token: &str) -> TestResponse {
 
 #[tokio::test]
 async fn each_key_has_its_own_rate_and_is_told_when_to_come_back() {
-    let app = TestApp::with_config(HttpConfig {
+    let app = TestApp::with_config(HttpSettings {
         rate_limit_per_second: 5,
         rate_limit_burst: 5,
         ..Default::default()
@@ -1578,7 +1580,7 @@ async fn a_saturated_pool_answers_503_promptly_and_recovers_without_a_restart() 
         .connect(&app.database_url)
         .await
         .unwrap();
-    let router = wallet_ledger::http::app(AppState::new(pool.clone(), HttpConfig::default()));
+    let router = wallet_ledger::http::app(AppState::new(pool.clone(), HttpSettings::default()));
     let auth = bearer(&app.token);
     let send = |method: Method, path: &str, body: Option<&Value>| {
         let req = request(method, path, &[("authorization", &auth)], body);

@@ -9,7 +9,7 @@ use super::stream_support::{Server, eventually, http_get, serve, terminate};
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
-use wallet_ledger::config::Scope;
+use wallet_ledger::api_keys::Scope;
 
 async fn connect(server: &Server) -> TcpStream {
     TcpStream::connect(&server.addr).await.unwrap()

@@ -12,9 +12,10 @@ use serde_json::{Value, json};
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 use uuid::Uuid;
-use wallet_ledger::config::{HttpConfig, WebhookPolicy};
+use wallet_ledger::http::HttpSettings;
 use wallet_ledger::ledger::holds;
 use wallet_ledger::outbox::deliveries;
+use wallet_ledger::outbox::subscriptions::WebhookPolicy;
 
 /// The contract's event types.
 const EVENT_TYPES: [&str; 9] = [
@@ -1615,7 +1616,7 @@ async fn webhook_urls_are_checked() {
 
 #[tokio::test]
 async fn the_operators_allow_list_refuses_every_other_host() {
-    let app = TestApp::with_config(HttpConfig {
+    let app = TestApp::with_config(HttpSettings {
         webhooks: WebhookPolicy {
             allowed_hosts: vec!["127.0.0.1:9000".into(), "*.example.com".into()],
         },

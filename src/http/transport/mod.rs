@@ -21,7 +21,6 @@ mod service;
 pub mod watchdog;
 
 use axum::Router;
-use clap::Args;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto::Builder;
 use service::{Admission, ConnectionService};
@@ -56,48 +55,28 @@ const HTTP2_MAX_PENDING_RESETS: usize = 20;
 const HTTP2_MAX_LOCAL_RESETS: usize = 256;
 const HTTP2_KEEP_ALIVE: Duration = Duration::from_secs(20);
 
-/// The transport's limits: flags with environment fallbacks, small in tests.
-#[derive(Debug, Clone, Args)]
-pub struct TransportConfig {
-    /// Time a client has to send a request's head, from the connection's opening or the
-    /// first byte of its next request; a slower one is disconnected.
-    #[arg(long, env = "HEADER_READ_TIMEOUT_MS", default_value_t = DEFAULT_HEADER_READ_TIMEOUT_MS,
-        value_parser = clap::value_parser!(u64).range(1..))]
+/// The transport's limits (flags of `serve`), small in tests.
+#[derive(Debug, Clone)]
+pub struct TransportSettings {
+    /// Time a client has to send a request's head; a slower one is disconnected.
     pub header_read_timeout_ms: u64,
     /// A keep-alive connection with no request for this long is closed.
-    #[arg(long, env = "IDLE_TIMEOUT_MS", default_value_t = DEFAULT_IDLE_TIMEOUT_MS,
-        value_parser = clap::value_parser!(u64).range(1..))]
     pub idle_timeout_ms: u64,
-    /// Time a client has to send a request's whole body once the handler reads it; a slower
-    /// one is answered 408 `body_timeout`.
-    #[arg(long, env = "BODY_READ_TIMEOUT_MS", default_value_t = DEFAULT_BODY_READ_TIMEOUT_MS,
-        value_parser = clap::value_parser!(u64).range(1..))]
+    /// Time a client has to send a request's whole body once the handler reads it (408).
     pub body_read_timeout_ms: u64,
-    /// Most client connections served at once (and at most what the process's file limit
-    /// allows). Above it, health checks are still answered and other requests get 503.
-    #[arg(long, env = "MAX_CONNECTIONS", default_value_t = DEFAULT_MAX_CONNECTIONS,
-        value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1_000_000))]
+    /// Most client connections served at once; above it health checks are still answered.
     pub max_connections: usize,
-    /// After SIGTERM, how long connections have to finish their requests before the rest
-    /// are cut and the process exits.
-    #[arg(long, env = "SHUTDOWN_TIMEOUT_MS", default_value_t = DEFAULT_SHUTDOWN_TIMEOUT_MS,
-        value_parser = clap::value_parser!(u64).range(1..))]
+    /// After SIGTERM, how long connections have to finish before the rest are cut.
     pub shutdown_timeout_ms: u64,
-    /// Largest request head (request line and headers; HTTP/2: the decoded header list);
-    /// larger is 431.
-    #[arg(long, env = "MAX_HEADER_BYTES", default_value_t = DEFAULT_MAX_HEADER_BYTES,
-        value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(8 * 1024..=1024 * 1024))]
+    /// Largest request head (431 above it).
     pub max_header_bytes: usize,
     /// Most requests one HTTP/2 connection may have open at once.
-    #[arg(long, env = "HTTP2_MAX_CONCURRENT_STREAMS",
-        default_value_t = DEFAULT_HTTP2_MAX_CONCURRENT_STREAMS,
-        value_parser = clap::value_parser!(u32).range(1..=10_000))]
     pub http2_max_concurrent_streams: u32,
 }
 
-impl Default for TransportConfig {
-    fn default() -> TransportConfig {
-        TransportConfig {
+impl Default for TransportSettings {
+    fn default() -> TransportSettings {
+        TransportSettings {
             header_read_timeout_ms: DEFAULT_HEADER_READ_TIMEOUT_MS,
             idle_timeout_ms: DEFAULT_IDLE_TIMEOUT_MS,
             body_read_timeout_ms: DEFAULT_BODY_READ_TIMEOUT_MS,
@@ -109,7 +88,7 @@ impl Default for TransportConfig {
     }
 }
 
-impl TransportConfig {
+impl TransportSettings {
     pub fn body_read_timeout(&self) -> Duration {
         Duration::from_millis(self.body_read_timeout_ms)
     }
@@ -162,7 +141,7 @@ pub struct Stopped {
 pub async fn serve(
     listener: TcpListener,
     router: Router,
-    config: &TransportConfig,
+    config: &TransportSettings,
     shutdown: CancellationToken,
 ) -> Stopped {
     let max_connections = fit_file_limit(config.max_connections);

@@ -1,0 +1,158 @@
+//! `wallet-ledger bench`: the benchmark scenarios.
+//!
+//! A subcommand of the one binary rather than a second one: `wallet-ledger bench` is how the
+//! project measures, and the scenarios run this same binary as their `serve`, `consume` and
+//! `reconcile` children, so one build is always measured against itself.
+
+use super::consume::batch_size;
+use super::shared::RedisArgs;
+use crate::bench::{self, BenchScenario, BenchSettings};
+use crate::consumer;
+use clap::Args;
+use clap::builder::PossibleValue;
+use std::process::ExitCode;
+
+/// Sizes are optional so that `--quick` can shrink the ones not given; each says its default.
+#[derive(Debug, Clone, Args)]
+pub struct BenchArgs {
+    /// Scenarios to run (default: all), always in the order listed here.
+    #[arg(value_enum)]
+    pub scenarios: Vec<BenchScenario>,
+    /// The benchmark's PostgreSQL database, dropped and recreated before each scenario; its
+    /// name must end in `_bench`.
+    #[arg(long, env = "BENCH_DATABASE_URL", default_value = bench::DEFAULT_BENCH_DATABASE_URL)]
+    pub bench_database_url: String,
+    #[command(flatten)]
+    pub redis: RedisArgs,
+    /// Where each JSON line is appended too.
+    #[arg(long, default_value = bench::DEFAULT_BENCH_RESULTS)]
+    pub results: std::path::PathBuf,
+    /// The wallet-ledger binary run as `serve`, `consume` and `reconcile` (default: this one).
+    #[arg(long)]
+    pub binary: Option<std::path::PathBuf>,
+    /// An extra flag for the `serve` child, e.g. `--server-arg=--pool-max-connections=32`
+    /// (repeatable).
+    #[arg(long = "server-arg", allow_hyphen_values = true)]
+    pub server_args: Vec<String>,
+    /// Shrink every size not given explicitly about 20 times (tests, CI smoke runs).
+    #[arg(long)]
+    pub quick: bool,
+    /// Keep the logs and the database after a clean run too (to profile what it left, e.g.
+    /// rerun `reconcile` against the same ledger).
+    #[arg(long)]
+    pub keep: bool,
+    /// HTTP connections of api-transfers, api-hot and api-topups [default: 64].
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    pub connections: Option<u64>,
+    /// Wallets of the API and consumer scenarios [default: 10000].
+    #[arg(long, value_parser = clap::value_parser!(u64).range(2..))]
+    pub accounts: Option<u64>,
+    /// Requests of api-transfers, api-hot and api-topups [default: 50000].
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    pub requests: Option<u64>,
+    /// HTTP connections of api-batch [default: 4].
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    pub batch_connections: Option<u64>,
+    /// 1,000-item batches of api-batch [default: 200].
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    pub batches: Option<u64>,
+    /// HTTP connections of the second api-replay run [default: 16].
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    pub replay_connections: Option<u64>,
+    /// Replays at --replay-connections; the single-connection run sends a tenth [default: 50000].
+    #[arg(long, value_parser = clap::value_parser!(u64).range(10..))]
+    pub replay_requests: Option<u64>,
+    /// Distinct payments published for the consumer scenario, 10% of them twice [default: 100000].
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    pub consumer_payments: Option<u64>,
+    /// The consumer child's --batch-size.
+    #[arg(long, default_value_t = consumer::MAX_CONSUMER_BATCH_SIZE, value_parser = batch_size)]
+    pub consumer_batch_size: usize,
+    /// The consumer child's --workers.
+    #[arg(long, default_value_t = bench::DEFAULT_BENCH_CONSUMER_WORKERS,
+        value_parser = clap::value_parser!(u64).range(1..=consumer::MAX_CONSUMER_WORKERS))]
+    pub consumer_workers: u64,
+    /// Rows of the reconcile scenario's settlement file (at least 30: the deliberate
+    /// exceptions) [default: 1000000].
+    #[arg(long, value_parser = clap::value_parser!(u64).range(30..))]
+    pub reconcile_rows: Option<u64>,
+    /// The largest history of the balance-read scenario, built up from 1,000 through 100,000
+    /// and 1,000,000 entries [default: 1000000].
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    pub balance_read_max_entries: Option<u64>,
+    /// Sequential balance reads measured at each history size [default: 2000].
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    pub balance_reads: Option<u64>,
+    /// Transfers inserted by the ceiling scenario [default: 200000].
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    pub ceiling_transfers: Option<u64>,
+    /// Concurrent database connections of the ceiling scenario.
+    #[arg(long, default_value_t = bench::DEFAULT_BENCH_CEILING_WORKERS,
+        value_parser = clap::value_parser!(u64).range(1..))]
+    pub ceiling_workers: u64,
+}
+
+/// Exit 0 when every scenario's own check passed, 1 when one failed.
+pub async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
+    bench::run(BenchSettings {
+        scenarios: args.scenarios,
+        bench_database_url: args.bench_database_url,
+        redis: args.redis.settings(),
+        results: args.results,
+        binary: args.binary,
+        server_args: args.server_args,
+        quick: args.quick,
+        keep: args.keep,
+        connections: args.connections,
+        accounts: args.accounts,
+        requests: args.requests,
+        batch_connections: args.batch_connections,
+        batches: args.batches,
+        replay_connections: args.replay_connections,
+        replay_requests: args.replay_requests,
+        consumer_payments: args.consumer_payments,
+        consumer_batch_size: args.consumer_batch_size,
+        consumer_workers: args.consumer_workers,
+        reconcile_rows: args.reconcile_rows,
+        balance_read_max_entries: args.balance_read_max_entries,
+        balance_reads: args.balance_reads,
+        ceiling_transfers: args.ceiling_transfers,
+        ceiling_workers: args.ceiling_workers,
+    })
+    .await
+}
+
+impl clap::ValueEnum for BenchScenario {
+    fn value_variants<'a>() -> &'a [BenchScenario] {
+        BenchScenario::ALL
+    }
+
+    fn to_possible_value(&self) -> Option<PossibleValue> {
+        let help = match self {
+            BenchScenario::Ceiling => {
+                "Bare set-based inserts of the rows a transfer writes: the database's ceiling"
+            }
+            BenchScenario::ApiTransfers => "Transfers between random distinct wallets",
+            BenchScenario::ApiHot => "Transfers that all debit one wallet",
+            BenchScenario::ApiTopups => {
+                "Payments (top-ups) crediting random wallets from one clearing account"
+            }
+            BenchScenario::ApiReplay => {
+                "One transfer replayed, at 1 connection (latency) and at `--replay-connections`"
+            }
+            BenchScenario::ApiBatch => {
+                "`POST /v1/transactions/batch`, independent batches of 1,000 transfers"
+            }
+            BenchScenario::Consumer => {
+                "Payment events on a stream applied by a `consume` child process"
+            }
+            BenchScenario::BalanceRead => {
+                "Balance-read latency of one wallet at growing history sizes"
+            }
+            BenchScenario::Reconcile => {
+                "A `reconcile` child process on a large settlement file with known exceptions"
+            }
+        };
+        Some(PossibleValue::new(self.name()).help(help))
+    }
+}
