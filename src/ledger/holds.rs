@@ -11,7 +11,7 @@
 use super::accounts::AccountType;
 use super::audit;
 use super::events::{self, EventType, TransactionEvent};
-use super::money::{Amount, Currency};
+use super::money::Currency;
 use super::posting::{self, NewEntry};
 use super::transactions::StoredTransaction;
 use super::views::{LegView, TransactionView};
@@ -377,30 +377,19 @@ async fn capture_entries(
         .filter(|a| a.kind == AccountType::Wallet)
         .map(|a| a.id.clone())
         .collect();
-    let states = posting::wallet_states(conn, &wallets).await?;
-    let ledger_time = states
-        .values()
-        .filter_map(|s| s.ledger_time)
-        .fold(now, DateTime::max);
+    let mut states = posting::wallet_states(conn, &wallets).await?;
+    let ledger_time = posting::ledger_time(states.values().map(|s| &s.chain), now);
     let mut entries = Vec::with_capacity(legs.len());
     for leg in legs {
-        let state = states.get(&leg.account);
-        let balance_after = match state {
-            None => None,
-            Some(s) => match Amount::new(s.balance)
-                .zip(Amount::new(leg.amount))
-                .and_then(|(b, a)| b.checked_add(a))
-            {
-                Some(after) => Some(after.minor_units()),
+        let (account, amount) = (leg.account.clone(), leg.amount);
+        let entry = match states.get_mut(&leg.account) {
+            None => NewEntry::unchained(account, amount),
+            Some(s) => match s.chain.next(account, amount, ledger_time) {
+                Some(entry) => entry,
                 None => return Ok(Capture::Overflow),
             },
         };
-        entries.push(NewEntry {
-            account: leg.account.clone(),
-            amount: leg.amount,
-            sequence: state.map(|s| s.sequence + 1),
-            balance_after,
-        });
+        entries.push(entry);
     }
     Ok(Capture::Ready(entries, ledger_time))
 }

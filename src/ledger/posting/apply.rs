@@ -1,7 +1,7 @@
 //! Apply: the decided rows written, each table in one statement (steps 5 and 6 of the order
 //! of work in [`super`]).
 
-use super::decide::NewEntry;
+use super::chain::NewEntry;
 use super::render::Rendered;
 use crate::ledger::events::{self, EventType, NegativeBalance, TransactionEvent};
 use chrono::{DateTime, Utc};

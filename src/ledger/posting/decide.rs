@@ -2,6 +2,7 @@
 //! (step 4 of the order of work in [`super`]). Nothing here reads or writes the database, so
 //! every rule is tested without one.
 
+use super::chain::{self, NewEntry};
 use super::load::{LockedAccount, WalletState};
 use super::render::Rendered;
 use crate::ledger::accounts::{AccountStatus, AccountType};
@@ -9,7 +10,7 @@ use crate::ledger::bounds::SystemState;
 use crate::ledger::holds;
 use crate::ledger::ids::AccountId;
 use crate::ledger::journal::Leg;
-use crate::ledger::money::{Amount, Currency, MAX_AMOUNT};
+use crate::ledger::money::{Currency, MAX_AMOUNT};
 use crate::ledger::transactions::{ItemError, NewTransaction, RefusalCode, Requested};
 use crate::problem::FieldError;
 use chrono::{DateTime, Utc};
@@ -185,13 +186,12 @@ impl LockedLedger {
             }
         }
 
-        let mut afters: Vec<Option<i64>> = Vec::with_capacity(legs.len());
         for leg in legs {
+            // A system account keeps no chain: no check, it may go negative.
             let Some(state) = self.wallets.get(account(leg).id.as_str()) else {
-                afters.push(None); // system account: no chain, no check, may go negative
                 continue;
             };
-            let after = Amount::new(state.balance).and_then(|b| b.checked_add(leg.amount));
+            let after = state.chain.balance_after(leg.amount.minor_units());
             // Debits past the safe range are refused below as beyond any overdraft, except
             // a provider's refund, which no overdraft check stops.
             if after.is_none() && (!leg.amount.is_negative() || item.provider_initiated) {
@@ -204,7 +204,6 @@ impl LockedLedger {
                     ),
                 )]));
             }
-            afters.push(after.map(Amount::minor_units));
         }
         if let Some(error) = self.range_errors(item) {
             return Err(ItemError::Invalid(vec![error]));
@@ -219,7 +218,7 @@ impl LockedLedger {
             let Some(state) = self.wallets.get(a.id.as_str()) else {
                 continue;
             };
-            let available = state.balance - state.pending_out;
+            let available = state.chain.balance - state.pending_out;
             let covered = available
                 .checked_add(leg.amount.minor_units())
                 .is_some_and(|left| left >= -a.overdraft_limit);
@@ -263,29 +262,29 @@ impl LockedLedger {
             });
         }
 
-        // Ledger time never decreases along an account's chain, whatever the clocks say.
-        let ledger_time = legs
+        let heads = legs
             .iter()
-            .filter_map(|l| {
-                self.wallets
-                    .get(l.account.as_str())
-                    .and_then(|s| s.ledger_time)
-            })
-            .fold(now, DateTime::max);
+            .filter_map(|l| self.wallets.get(l.account.as_str()));
+        let ledger_time = chain::ledger_time(heads.map(|s| &s.chain), now);
         let mut entries = Vec::with_capacity(legs.len());
-        for (leg, after) in legs.iter().zip(afters) {
-            let sequence = self.wallets.get_mut(leg.account.as_str()).map(|state| {
-                state.sequence += 1;
-                state.balance = after.unwrap_or(state.balance);
-                state.ledger_time = Some(ledger_time);
-                state.sequence
-            });
-            entries.push(NewEntry {
-                account: leg.account.to_string(),
-                amount: leg.amount.minor_units(),
-                sequence,
-                balance_after: after,
-            });
+        for leg in legs {
+            let (account, amount) = (leg.account.to_string(), leg.amount.minor_units());
+            let entry = match self.wallets.get_mut(leg.account.as_str()) {
+                None => NewEntry::unchained(account, amount),
+                Some(state) => state
+                    .chain
+                    .next(account, amount, ledger_time)
+                    .ok_or_else(|| {
+                        // Not reached: every balance after was checked above (a debit past the
+                        // range is beyond any overdraft), and a journal's accounts are distinct.
+                        let detail =
+                            format!("the balance of {} would leave the range", leg.account);
+                        let error =
+                            FieldError::new(leg.amount_field.clone(), "balance_overflow", detail);
+                        ItemError::Invalid(vec![error])
+                    })?,
+            };
+            entries.push(entry);
         }
         if let Some(r) = item.reversal {
             *self.reversed.entry(r.original).or_default() += r.amount;
@@ -363,15 +362,6 @@ fn refuse(currency: Currency, code: RefusalCode, detail: String) -> Decision {
         code,
         detail,
     }
-}
-
-/// An entry ready to insert.
-#[derive(Debug, Clone)]
-pub(crate) struct NewEntry {
-    pub account: String,
-    pub amount: i64,
-    pub sequence: Option<i64>,
-    pub balance_after: Option<i64>,
 }
 
 #[derive(Debug)]

@@ -1,6 +1,7 @@
 //! Load: the locks a pass takes, in their fixed order, and the state read after them, typed
 //! (steps 1 to 3 of the order of work in [`super`]).
 
+use super::chain::ChainHead;
 use super::decide::LockedLedger;
 use super::{LockWait, begin, is_lock_timeout};
 use crate::ledger::accounts::{AccountStatus, AccountType};
@@ -8,7 +9,6 @@ use crate::ledger::bounds::{self, SystemState};
 use crate::ledger::ids::AccountId;
 use crate::ledger::money::Currency;
 use crate::ledger::transactions::{NewTransaction, WriteError};
-use chrono::{DateTime, Utc};
 use serde_json::Value;
 use sqlx::PgConnection;
 use std::collections::{BTreeMap, HashMap};
@@ -120,11 +120,9 @@ impl TryFrom<LockedRow> for LockedAccount {
 /// its open holds reserve.
 #[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct WalletState {
-    pub sequence: i64,
-    pub balance: i64,
+    pub chain: ChainHead,
     pub pending_out: i64,
     pub pending_in: i64,
-    pub ledger_time: Option<DateTime<Utc>>,
 }
 
 /// Locks the accounts of a set of transactions in one statement: wallets exclusively, in
@@ -271,11 +269,13 @@ pub(crate) async fn wallet_states(
         .into_iter()
         .map(|r| {
             let state = WalletState {
-                sequence: r.sequence.unwrap_or(0),
-                balance: r.balance_after.unwrap_or(0),
+                chain: ChainHead {
+                    sequence: r.sequence.unwrap_or(0),
+                    balance: r.balance_after.unwrap_or(0),
+                    ledger_time: r.ledger_time,
+                },
                 pending_out: r.pending_out,
                 pending_in: r.pending_in,
-                ledger_time: r.ledger_time,
             };
             (r.id, state)
         })

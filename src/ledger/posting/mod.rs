@@ -28,12 +28,13 @@
 //! pass and the retries around them.
 
 mod apply;
+mod chain;
 mod decide;
 mod load;
 mod render;
 
 pub(crate) use apply::insert_entry_rows;
-pub(crate) use decide::NewEntry;
+pub(crate) use chain::{NewEntry, ledger_time};
 pub use load::StoredCreation;
 pub(crate) use load::{held_elsewhere, lock_accounts, wait_for_rows, wallet_states};
 pub use render::refusal_body;

@@ -1,7 +1,8 @@
 //! Render: a decided item as the row, entries and holds it stores and the exact answer it
 //! gets, serialized once.
 
-use super::decide::{Decision, NewEntry};
+use super::chain::NewEntry;
+use super::decide::Decision;
 use crate::ledger::Created;
 use crate::ledger::holds;
 use crate::ledger::transactions::{NewTransaction, RefusalCode};
