@@ -384,3 +384,6 @@ pub(super) enum Decision {
     /// Stored as `voided`: see [`Requested::Voided`].
     Record { currency: Currency },
 }
+
+#[cfg(test)]
+mod tests;
