@@ -362,7 +362,7 @@ async fn capture_entries(
 ) -> Result<Capture, sqlx::Error> {
     let mut ids: Vec<String> = legs.iter().map(|l| l.account.clone()).collect();
     ids.sort();
-    let locked = posting::lock_accounts(conn, &ids, false).await?;
+    let locked = posting::lock_accounts(conn, &ids, posting::SystemLocks::Shared).await?;
     let expired = sqlx::query_scalar!(
         r#"select coalesce(expires_at <= clock_timestamp(), false) as "expired!" from transactions where id = $1"#,
         id

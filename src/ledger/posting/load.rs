@@ -21,11 +21,11 @@ use uuid::Uuid;
 pub(super) async fn still_empty(
     conn: &mut PgConnection,
     created: &[(AccountId, Currency)],
-    exclusive_systems: bool,
+    systems: SystemLocks,
 ) -> Result<bool, sqlx::Error> {
     let mut ids: Vec<String> = created.iter().map(|(id, _)| id.to_string()).collect();
     ids.sort();
-    lock_accounts(conn, &ids, exclusive_systems).await?;
+    lock_accounts(conn, &ids, systems).await?;
     let states = bounds::system_states(conn, &ids).await?;
     Ok(states.states.values().all(|s| *s == SystemState::default()))
 }
@@ -125,15 +125,23 @@ pub(crate) struct WalletState {
     pub pending_in: i64,
 }
 
+/// How system accounts are locked: shared, so that they never serialize writers, or
+/// exclusively, by a writer that may take one near the edge of its range (see `bounds.rs`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum SystemLocks {
+    Shared,
+    Exclusive,
+}
+
 /// Locks the accounts of a set of transactions in one statement: wallets exclusively, in
 /// sorted id order (each ORDER BY runs before its rows are locked one by one), then system
-/// accounts shared so that they never serialize writers, or, with `exclusive_systems`, also
-/// exclusively (a writer that may take one near the edge of the range, see `bounds.rs`). One
+/// accounts shared so that they never serialize writers, or, with [`SystemLocks::Exclusive`],
+/// also exclusively (a writer that may take one near the edge of the range, see `bounds.rs`). One
 /// lock strength for all the system accounts of a statement keeps them in one sorted order.
 pub(crate) async fn lock_accounts(
     conn: &mut PgConnection,
     sorted_ids: &[String],
-    exclusive_systems: bool,
+    systems: SystemLocks,
 ) -> Result<BTreeMap<String, LockedAccount>, sqlx::Error> {
     let locked = sqlx::query_as!(
         LockedRow,
@@ -154,7 +162,7 @@ pub(crate) async fn lock_accounts(
            union all
            select id, currency, kind, status, overdraft_limit from exclusive"#,
         sorted_ids,
-        exclusive_systems
+        systems == SystemLocks::Exclusive
     )
     .fetch_all(&mut *conn)
     .await?;
@@ -222,7 +230,7 @@ pub(crate) async fn wait_for_rows(
         if !transactions.is_empty() {
             lock_originals(&mut tx, &transactions).await?;
         }
-        lock_accounts(&mut tx, &accounts, false).await
+        lock_accounts(&mut tx, &accounts, SystemLocks::Shared).await
     };
     match locked.await.map_err(WriteError::Database) {
         Ok(_) => {
@@ -286,7 +294,7 @@ impl LockedLedger {
     pub(super) async fn lock(
         conn: &mut PgConnection,
         items: &[&NewTransaction],
-        exclusive_systems: bool,
+        locks: SystemLocks,
     ) -> Result<LockedLedger, sqlx::Error> {
         let mut originals: Vec<Uuid> = items
             .iter()
@@ -306,7 +314,7 @@ impl LockedLedger {
             .collect();
         ids.sort();
         ids.dedup();
-        let mut accounts = lock_accounts(conn, &ids, exclusive_systems).await?;
+        let mut accounts = lock_accounts(conn, &ids, locks).await?;
         let mut virtual_accounts = BTreeMap::new();
         for (clearing, currency) in items.iter().filter_map(|i| i.clearing_account.as_ref()) {
             if !accounts.contains_key(clearing.as_str()) {
@@ -348,7 +356,7 @@ impl LockedLedger {
                 *moved = moved.saturating_add(leg.amount.minor_units().abs());
             }
         }
-        let needs_exclusive = !exclusive_systems && !systems.fast(&movement);
+        let needs_exclusive = locks == SystemLocks::Shared && !systems.fast(&movement);
         Ok(LockedLedger {
             accounts,
             virtual_accounts,

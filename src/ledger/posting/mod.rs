@@ -36,7 +36,7 @@ mod render;
 pub(crate) use apply::insert_entry_rows;
 pub(crate) use chain::{NewEntry, ledger_time};
 pub use load::StoredCreation;
-pub(crate) use load::{held_elsewhere, lock_accounts, wait_for_rows, wallet_states};
+pub(crate) use load::{SystemLocks, held_elsewhere, lock_accounts, wait_for_rows, wallet_states};
 pub use render::refusal_body;
 
 use super::audit::{self, Actor};
@@ -100,7 +100,7 @@ pub(crate) async fn create_group(
         items,
         Authors::Each(actors),
         Mode::Independent,
-        true,
+        Write::Commit,
         Some(&mut read_back),
         lock_wait,
     )
@@ -147,7 +147,7 @@ pub async fn create_many_in(
         items,
         Authors::Current,
         mode,
-        true,
+        Write::Commit,
         None,
         LockWait::Unbounded,
     )
@@ -166,7 +166,7 @@ pub async fn first_failure(
         items,
         Authors::Current,
         Mode::Atomic,
-        false,
+        Write::DryRun,
         None,
         LockWait::Unbounded,
     )
@@ -184,14 +184,14 @@ async fn attempts(
     items: &[NewTransaction],
     authors: Authors<'_>,
     mode: Mode,
-    commit: bool,
+    write: Write,
     mut read_back: Option<&mut Vec<(Uuid, StoredCreation)>>,
     lock_wait: LockWait,
 ) -> Result<BatchResult, WriteError> {
     // Shared locks on system accounts first; exclusive ones once a pass found that the batch
     // could take one near the edge of the range (see `bounds.rs`), for the passes that follow.
     let mut locking = Locking {
-        exclusive_systems: false,
+        systems: SystemLocks::Shared,
         wait: lock_wait,
     };
     for _ in 0..MAX_ID_RACE_RETRIES {
@@ -200,14 +200,14 @@ async fn attempts(
             items,
             authors,
             mode,
-            commit,
+            write,
             locking,
             read_back.as_deref_mut(),
         );
         match pass.await {
             Ok(Pass::Done(result)) => return Ok(result),
             Ok(Pass::Again) => continue,
-            Ok(Pass::Exclusive) => locking.exclusive_systems = true,
+            Ok(Pass::Exclusive) => locking.systems = SystemLocks::Exclusive,
             // Rows are inserted in id order and locks taken in a fixed order, so a deadlock
             // should not happen; if PostgreSQL still picks this attempt as a victim, nothing of
             // it was written and deciding again is safe.
@@ -225,11 +225,17 @@ fn is_deadlock(error: &sqlx::Error) -> bool {
         .is_some_and(|code| code == "40P01")
 }
 
+/// Whether a pass writes what it decided, or only answers (the first failure of a batch).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Write {
+    Commit,
+    DryRun,
+}
+
 /// How a pass takes its locks.
 #[derive(Debug, Clone, Copy)]
 struct Locking {
-    /// System accounts exclusively too (a batch near the edge of their range).
-    exclusive_systems: bool,
+    systems: SystemLocks,
     wait: LockWait,
 }
 
@@ -299,18 +305,18 @@ enum Pass {
     Exclusive,
 }
 
-/// One pass; with `commit` false nothing is written whatever the outcome.
+/// One pass; with [`Write::DryRun`] nothing is written whatever the outcome.
 async fn attempt(
     conn: &mut PgConnection,
     items: &[NewTransaction],
     authors: Authors<'_>,
     mode: Mode,
-    commit: bool,
+    write: Write,
     locking: Locking,
     read_back: Option<&mut Vec<(Uuid, StoredCreation)>>,
 ) -> Result<Pass, WriteError> {
     let Locking {
-        exclusive_systems,
+        systems,
         wait: lock_wait,
     } = locking;
     let ids: Vec<Uuid> = items.iter().map(|i| i.id).collect();
@@ -342,7 +348,7 @@ async fn attempt(
     }
 
     let mut tx = begin(&mut *conn, lock_wait).await?;
-    let mut ledger = LockedLedger::lock(&mut tx, &undecided, exclusive_systems).await?;
+    let mut ledger = LockedLedger::lock(&mut tx, &undecided, systems).await?;
     if ledger.needs_exclusive {
         tx.rollback().await?;
         return Ok(Pass::Exclusive);
@@ -378,7 +384,7 @@ async fn attempt(
     } else {
         None
     };
-    if failure.is_some() || !commit {
+    if failure.is_some() || write == Write::DryRun {
         tx.rollback().await?;
         return Ok(Pass::Done(finish(outcomes, failure)));
     }
@@ -403,7 +409,7 @@ async fn attempt(
             None => create.await?,
         }
     }
-    if !created.is_empty() && !load::still_empty(&mut tx, &created, exclusive_systems).await? {
+    if !created.is_empty() && !load::still_empty(&mut tx, &created, systems).await? {
         tx.rollback().await?;
         return Ok(Pass::Again);
     }
