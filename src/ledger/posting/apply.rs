@@ -45,8 +45,8 @@ pub(super) async fn insert_transactions(
         return Ok(true);
     }
     let ids: Vec<Uuid> = rows.iter().map(|r| r.item_id).collect();
-    let kinds: Vec<&str> = rows.iter().map(|r| r.kind).collect();
-    let statuses: Vec<&str> = rows.iter().map(|r| r.status).collect();
+    let kinds: Vec<&str> = rows.iter().map(|r| r.kind.as_str()).collect();
+    let statuses: Vec<&str> = rows.iter().map(|r| r.status.as_str()).collect();
     let currencies: Vec<&str> = rows.iter().map(|r| r.view.currency.as_str()).collect();
     // The JSON columns travel as text and are cast in SQL: serializing once is cheaper than
     // building a tree per row only for the driver to serialize it.

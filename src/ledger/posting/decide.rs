@@ -98,7 +98,7 @@ impl LockedLedger {
     ) -> Vec<(AccountId, Currency)> {
         let used: std::collections::BTreeSet<&str> = rows
             .iter()
-            .filter(|r| r.status == "posted" || r.status == "pending")
+            .filter(|r| r.moves_money())
             .flat_map(|r| r.view.entries.iter().map(|l| l.account.as_str()))
             .collect();
         self.virtual_accounts

@@ -398,10 +398,7 @@ async fn attempt(
         // The account is created by (and audited as) the first row that uses it.
         let creator = rows
             .iter()
-            .position(|r| {
-                (r.status == "posted" || r.status == "pending")
-                    && r.account_ids.iter().any(|a| a == clearing.as_str())
-            })
+            .position(|r| r.moves_money() && r.account_ids.iter().any(|a| a == clearing.as_str()))
             .and_then(|i| audited[i].0.clone());
         let create = accounts::ensure_system_account(&mut tx, clearing, *currency);
         match creator {

@@ -5,7 +5,7 @@ use super::chain::NewEntry;
 use super::decide::Decision;
 use crate::ledger::Created;
 use crate::ledger::holds;
-use crate::ledger::transactions::{NewTransaction, RefusalCode};
+use crate::ledger::transactions::{Kind, NewTransaction, RefusalCode, TransactionStatus};
 use crate::ledger::views::{LegView, RefusalView, TransactionView};
 use crate::problem::Problem;
 use chrono::{DateTime, Utc};
@@ -15,8 +15,8 @@ use uuid::Uuid;
 #[derive(Debug, Clone)]
 pub(super) struct Rendered {
     pub(super) item_id: Uuid,
-    pub(super) kind: &'static str,
-    pub(super) status: &'static str,
+    pub(super) kind: Kind,
+    pub(super) status: TransactionStatus,
     pub(super) view: TransactionView,
     pub(super) account_ids: Vec<String>,
     /// The canonical request as JSON text: what the insert sends (a tree would be copied).
@@ -31,6 +31,16 @@ pub(super) struct Rendered {
 }
 
 impl Rendered {
+    /// Whether the row posts or holds money on its accounts (a refusal or a record does not).
+    pub(super) fn moves_money(&self) -> bool {
+        match self.status {
+            TransactionStatus::Posted | TransactionStatus::Pending => true,
+            TransactionStatus::Rejected
+            | TransactionStatus::Voided
+            | TransactionStatus::Expired => false,
+        }
+    }
+
     pub(super) fn outcome(&self) -> Created {
         if self.creation_status == 201 {
             Created::New {
@@ -45,23 +55,24 @@ impl Rendered {
 }
 
 pub(super) fn render(item: &NewTransaction, decision: &Decision, now: DateTime<Utc>) -> Rendered {
+    use TransactionStatus::{Pending, Posted, Rejected, Voided};
     let (status, currency, posted_at, expires_at, refusal) = match decision {
         Decision::Post {
             currency,
             ledger_time,
             ..
-        } => ("posted", *currency, Some(*ledger_time), None, None),
+        } => (Posted, *currency, Some(*ledger_time), None, None),
         Decision::Hold {
             currency,
             expires_at,
             ..
-        } => ("pending", *currency, None, Some(*expires_at), None),
+        } => (Pending, *currency, None, Some(*expires_at), None),
         Decision::Refuse {
             currency,
             code,
             detail,
         } => (
-            "rejected",
+            Rejected,
             *currency,
             None,
             None,
@@ -73,12 +84,12 @@ pub(super) fn render(item: &NewTransaction, decision: &Decision, now: DateTime<U
                 },
             )),
         ),
-        Decision::Record { currency } => ("voided", *currency, None, None, None),
+        Decision::Record { currency } => (Voided, *currency, None, None, None),
     };
     let view = TransactionView {
         id: item.id,
         kind: item.kind.as_str().to_owned(),
-        status: status.to_owned(),
+        status: status.as_str().to_owned(),
         currency: currency.code().to_owned(),
         entries: item
             .journal
@@ -116,7 +127,7 @@ pub(super) fn render(item: &NewTransaction, decision: &Decision, now: DateTime<U
     };
     Rendered {
         item_id: item.id,
-        kind: item.kind.as_str(),
+        kind: item.kind,
         status,
         view,
         account_ids: item.journal.sorted_accounts(),
