@@ -146,7 +146,7 @@ async fn resolve(
             detail: format!(
                 "transaction {id} is {current}: only a pending hold can be posted or voided"
             ),
-            current,
+            current: current.as_str().to_owned(),
         }),
         Resolution::Invalid(errors) => Err(ApiError::Validation(errors)),
     }
@@ -199,7 +199,7 @@ pub async fn reverse(
             detail: format!(
                 "transaction {original} is {current}: only a posted transaction can be reversed"
             ),
-            current,
+            current: current.as_str().to_owned(),
         }),
         reversals::Plan::Invalid(errors) => Err(ApiError::Validation(errors)),
     }

@@ -13,7 +13,7 @@ use super::audit;
 use super::events::{self, EventType, TransactionEvent};
 use super::money::Currency;
 use super::posting::{self, NewEntry};
-use super::transactions::StoredTransaction;
+use super::transactions::{StoredTransaction, TransactionStatus};
 use super::views::{LegView, TransactionView};
 use super::{compare, now_micros};
 use crate::problem::FieldError;
@@ -106,10 +106,10 @@ impl Action {
         }
     }
 
-    fn target(self) -> &'static str {
+    fn target(self) -> TransactionStatus {
         match self {
-            Action::Post => "posted",
-            Action::Void => "voided",
+            Action::Post => TransactionStatus::Posted,
+            Action::Void => TransactionStatus::Voided,
         }
     }
 }
@@ -132,7 +132,7 @@ pub enum Resolution {
     NotFound,
     /// The transaction is in a status this action cannot leave (or was never a hold).
     InvalidTransition {
-        current: String,
+        current: TransactionStatus,
     },
     Invalid(Vec<FieldError>),
 }
@@ -183,6 +183,10 @@ pub async fn resolve_in(
     else {
         return Ok(Resolution::NotFound);
     };
+    let status = TransactionStatus::parse(&hold.status).ok_or_else(|| {
+        let what = format!("unknown status {:?}", hold.status);
+        crate::db::corrupt("transactions", id, what)
+    })?;
     let legs: Vec<LegView> = serde_json::from_value(hold.legs.clone()).unwrap_or_default();
     let held = super::transactions::credited_total(&legs);
     // A two-leg hold's capture defaults to the whole amount, so `{}` and `{"amount": held}`
@@ -194,27 +198,21 @@ pub async fn resolve_in(
         Action::Void => json!({"action": action.as_str()}),
     };
 
-    if hold.status != "pending" || hold.expired {
-        if hold.status == "pending" {
+    match status {
+        TransactionStatus::Pending if !hold.expired => {}
+        TransactionStatus::Pending => {
             // Past its expiry: expire it now, by the same rule the sweeper applies.
             expire(tx, id).await?;
             return Ok(Resolution::InvalidTransition {
-                current: "expired".into(),
+                current: TransactionStatus::Expired,
             });
         }
-        return Ok(match (hold.resolution_request, hold.resolution_response) {
-            (Some(stored), Some(body)) if hold.status == action.target() => {
-                let differing_fields = compare::differing_fields(&stored, &request);
-                if differing_fields.is_empty() {
-                    Resolution::Replayed { body }
-                } else {
-                    Resolution::Mismatch { differing_fields }
-                }
-            }
-            _ => Resolution::InvalidTransition {
-                current: hold.status,
-            },
-        });
+        TransactionStatus::Posted
+        | TransactionStatus::Voided
+        | TransactionStatus::Rejected
+        | TransactionStatus::Expired => {
+            return Ok(stored_resolution(hold, status, action, &request));
+        }
     }
 
     let Some(currency) = Currency::parse(&hold.currency) else {
@@ -250,7 +248,8 @@ pub async fn resolve_in(
     // The answer (the transaction's view, serialized) and the entries the change wrote.
     let (body, entries) = match action {
         Action::Void => {
-            let view = resolved_view(tx, id, "voided", None, None, currency).await?;
+            let view =
+                resolved_view(tx, id, TransactionStatus::Voided, None, None, currency).await?;
             let body = serde_json::to_string(&view).expect("a transaction view always serializes");
             sqlx::query!(
                 r#"update transactions set status = 'voided', resolution_request = $2,
@@ -282,7 +281,7 @@ pub async fn resolve_in(
                 Capture::Expired => {
                     expire(tx, id).await?;
                     return Ok(Resolution::InvalidTransition {
-                        current: "expired".into(),
+                        current: TransactionStatus::Expired,
                     });
                 }
                 Capture::Overflow => {
@@ -294,8 +293,15 @@ pub async fn resolve_in(
                     )]));
                 }
             };
-            let mut view =
-                resolved_view(tx, id, "posted", Some(ledger_time), captured, currency).await?;
+            let mut view = resolved_view(
+                tx,
+                id,
+                TransactionStatus::Posted,
+                Some(ledger_time),
+                captured,
+                currency,
+            )
+            .await?;
             // The entries are written below: the answer already shows what they post.
             view.authorized_amount = captured.map(|_| super::transactions::credited_total(&legs));
             view.authorized_amount_decimal = view.authorized_amount.map(|a| currency.format(a));
@@ -340,6 +346,27 @@ pub async fn resolve_in(
     };
     audit::record(tx, action, &[id.to_string()]).await?;
     Ok(Resolution::Done { body })
+}
+
+/// The answer to a post or void of a hold that is no longer pending: the stored answer when
+/// the same action ended it (replayed, or a mismatch), else the status it is in.
+fn stored_resolution(
+    hold: HoldRow,
+    status: TransactionStatus,
+    action: Action,
+    request: &Value,
+) -> Resolution {
+    match (hold.resolution_request, hold.resolution_response) {
+        (Some(stored), Some(body)) if status == action.target() => {
+            let differing_fields = compare::differing_fields(&stored, request);
+            if differing_fields.is_empty() {
+                Resolution::Replayed { body }
+            } else {
+                Resolution::Mismatch { differing_fields }
+            }
+        }
+        _ => Resolution::InvalidTransition { current: status },
+    }
 }
 
 enum Capture {
@@ -398,7 +425,7 @@ async fn capture_entries(
 async fn resolved_view(
     conn: &mut PgConnection,
     id: Uuid,
-    status: &str,
+    status: TransactionStatus,
     posted_at: Option<DateTime<Utc>>,
     captured: Option<i64>,
     currency: Currency,
@@ -406,7 +433,7 @@ async fn resolved_view(
     let mut view = super::transactions::find(conn, id)
         .await?
         .ok_or(sqlx::Error::RowNotFound)?;
-    view.status = status.to_owned();
+    view.status = status.as_str().to_owned();
     view.posted_at = posted_at;
     view.captured_amount = captured;
     view.captured_amount_decimal = captured.map(|c| currency.format(c));

@@ -80,6 +80,12 @@ impl TransactionStatus {
     }
 }
 
+impl std::fmt::Display for TransactionStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// What the caller asked for: money that moves now, a hold until `expires_at`, or the record
 /// of a payment that failed before it was ever authorized (no entries, no hold: a `voided`
 /// row whose id later events find, so a late `payment.authorized` cannot revive it).
