@@ -516,10 +516,7 @@ pub async fn list_open(
     )
     .fetch_all(conn)
     .await?;
-    Ok(super::transactions::paginate(
-        rows,
-        limit,
-        |r| r.seq,
-        StoredTransaction::view,
-    ))
+    let (views, next) =
+        super::transactions::paginate(rows, limit, |r| r.seq, StoredTransaction::view);
+    Ok((views.into_iter().collect::<Result<_, _>>()?, next))
 }

@@ -157,7 +157,8 @@ pub fn credited_total(legs: &[super::views::LegView]) -> i64 {
         .min(MAX_AMOUNT)
 }
 
-/// A stored transaction as the API shows it.
+/// A stored transaction's row, as read; [`StoredTransaction::view`] parses its kind and
+/// status (the text columns) into [`Kind`] and [`TransactionStatus`].
 pub(crate) struct StoredTransaction {
     pub id: Uuid,
     pub seq: i64,
@@ -187,7 +188,20 @@ struct PostedEntry {
 }
 
 impl StoredTransaction {
-    pub(crate) fn view(self) -> TransactionView {
+    /// The transaction as the API shows it; a kind or status the code does not know is a
+    /// corrupt row, never passed on.
+    pub(crate) fn view(self) -> Result<TransactionView, sqlx::Error> {
+        let kind = Kind::parse(&self.kind).ok_or_else(|| {
+            crate::db::corrupt(
+                "transactions",
+                self.id,
+                format!("unknown kind {:?}", self.kind),
+            )
+        })?;
+        let status = TransactionStatus::parse(&self.status).ok_or_else(|| {
+            let what = format!("unknown status {:?}", self.status);
+            crate::db::corrupt("transactions", self.id, what)
+        })?;
         let currency = Currency::parse(&self.currency);
         let legs: Vec<super::views::LegView> =
             serde_json::from_value(self.legs).unwrap_or_default();
@@ -208,10 +222,10 @@ impl StoredTransaction {
                 .collect(),
             _ => legs,
         };
-        TransactionView {
+        Ok(TransactionView {
             id: self.id,
-            kind: self.kind,
-            status: self.status,
+            kind: kind.as_str().to_owned(),
+            status: status.as_str().to_owned(),
             currency: self.currency,
             entries,
             external_ref: self.external_ref,
@@ -231,7 +245,7 @@ impl StoredTransaction {
             captured_amount_decimal: self.captured_amount.zip(currency).map(|(a, c)| c.format(a)),
             authorized_amount: authorized,
             authorized_amount_decimal: authorized.zip(currency).map(|(a, c)| c.format(a)),
-        }
+        })
     }
 }
 
@@ -268,14 +282,14 @@ pub async fn find_many(
     )
     .fetch_all(conn)
     .await?;
-    Ok(rows.into_iter().map(StoredTransaction::view).collect())
+    rows.into_iter().map(StoredTransaction::view).collect()
 }
 
 /// Filters of `GET /v1/transactions`; `before_seq` is the decoded cursor.
 #[derive(Debug, Default)]
 pub struct TransactionFilter {
     pub account: Option<String>,
-    pub status: Option<String>,
+    pub status: Option<TransactionStatus>,
     pub external_ref: Option<String>,
     pub before_seq: Option<i64>,
     pub limit: i64,
@@ -306,14 +320,15 @@ pub async fn list(
            order by seq desc
            limit $5"#,
         f.account,
-        f.status,
+        f.status.map(TransactionStatus::as_str),
         f.external_ref,
         f.before_seq,
         f.limit + 1,
     )
     .fetch_all(conn)
     .await?;
-    Ok(paginate(rows, f.limit, |r| r.seq, StoredTransaction::view))
+    let (views, next) = paginate(rows, f.limit, |r| r.seq, StoredTransaction::view);
+    Ok((views.into_iter().collect::<Result<_, _>>()?, next))
 }
 
 /// Keeps `limit` rows and, when one more came back, the cursor that continues after them.
