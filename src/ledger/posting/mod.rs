@@ -22,10 +22,10 @@
 //! 6. missing clearing accounts, then all entries (one statement, checked by the journal
 //!    trigger) and all open holds (one statement); COMMIT, once.
 //!
-//! Steps 1 to 3 are [`load`] (locks and the typed state read after them), step 4 is
-//! [`decide`] (pure: no connection, so its rules are unit- and property-tested), then
-//! [`render`] (the row and the answer) and [`apply`] (the inserts); this module holds the
-//! pass and the retries around them.
+//! Steps 1 to 3 are `load` (locks and the typed state read after them), step 4 is `decide`
+//! (pure: no connection, so its rules are unit- and property-tested), then `render` (the row
+//! and the answer) and `apply` (the inserts); `chain` continues a wallet's chain for both
+//! posting and captures. This module holds the pass and the retries around them.
 
 mod apply;
 mod chain;
