@@ -186,9 +186,8 @@ pub async fn serve(args: ServeSettings) -> anyhow::Result<()> {
             move || {
                 let pool = pool.clone();
                 async move {
-                    checkpoints::advance(&mut *pool.acquire().await?)
-                        .await
-                        .map(|n| n as i64)
+                    let advanced = checkpoints::advance(&mut *pool.acquire().await?).await?;
+                    Ok(advanced as i64)
                 }
             }
         },
@@ -238,8 +237,10 @@ pub async fn serve(args: ServeSettings) -> anyhow::Result<()> {
 }
 
 /// Runs `step` every `every` until `shutdown` is cancelled (a step in progress finishes); a
-/// failed step is logged and retried at the next tick (the database decides every step's
-/// effect, so a retry is always safe).
+/// failed step is retried at the next tick (the database decides every step's effect, so a
+/// retry is always safe). Only a transient failure can mend by itself: a permanent one (a
+/// corrupt row, a refused statement) fails every tick until someone repairs it, so it is logged
+/// at error level and counted for an alert.
 async fn periodically<F, Fut>(
     name: &'static str,
     every: Duration,
@@ -247,7 +248,7 @@ async fn periodically<F, Fut>(
     mut step: F,
 ) where
     F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Result<i64, sqlx::Error>>,
+    Fut: std::future::Future<Output = Result<i64, crate::db::StoreError>>,
 {
     let mut ticker = tokio::time::interval(every);
     loop {
@@ -258,7 +259,14 @@ async fn periodically<F, Fut>(
         match step().await {
             Ok(0) => {}
             Ok(n) => tracing::debug!(task = name, rows = n, "background step"),
-            Err(e) => tracing::warn!(task = name, error = %e, "background step failed; will retry"),
+            Err(e) if e.is_transient() => {
+                tracing::warn!(task = name, error = %e, "background step failed; will retry")
+            }
+            Err(e) => {
+                ::metrics::counter!("wallet_ledger_background_permanent_errors_total", "task" => name)
+                    .increment(1);
+                tracing::error!(task = name, error = %e, "background step failed; retrying will not mend it");
+            }
         }
     }
 }

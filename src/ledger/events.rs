@@ -7,6 +7,7 @@
 //! recording the same change twice is a primary-key conflict, never a second event.
 
 use super::posting::NewEntry;
+use super::transactions::TransactionStatus;
 use super::views::TransactionView;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
@@ -64,14 +65,15 @@ impl EventType {
     }
 
     /// The event a newly stored transaction row gives, by its status and kind.
-    pub fn of_new_transaction(status: &str, is_reversal: bool) -> Option<EventType> {
+    pub fn of_new_transaction(status: TransactionStatus, is_reversal: bool) -> Option<EventType> {
         match status {
-            "posted" if is_reversal => Some(EventType::TransactionReversed),
-            "posted" => Some(EventType::TransactionPosted),
-            "rejected" => Some(EventType::TransactionRejected),
-            "pending" => Some(EventType::HoldCreated),
-            "voided" => Some(EventType::TransactionVoided),
-            _ => None,
+            TransactionStatus::Posted if is_reversal => Some(EventType::TransactionReversed),
+            TransactionStatus::Posted => Some(EventType::TransactionPosted),
+            TransactionStatus::Rejected => Some(EventType::TransactionRejected),
+            TransactionStatus::Pending => Some(EventType::HoldCreated),
+            TransactionStatus::Voided => Some(EventType::TransactionVoided),
+            // A row is stored pending and expires later: never new as expired.
+            TransactionStatus::Expired => None,
         }
     }
 }
@@ -195,7 +197,7 @@ pub(crate) async fn record_transactions(
 pub async fn record_stored_transactions(
     conn: &mut PgConnection,
     events: &[(Uuid, EventType)],
-) -> Result<(), sqlx::Error> {
+) -> Result<(), crate::db::StoreError> {
     if events.is_empty() {
         return Ok(());
     }
@@ -209,7 +211,7 @@ pub async fn record_stored_transactions(
         .iter()
         .filter_map(|(id, event)| Some(TransactionEvent::new(*event, views.get(id)?, &[])))
         .collect();
-    record_transactions(conn, &events).await
+    Ok(record_transactions(conn, &events).await?)
 }
 
 /// Records an account's status change (`account.frozen`, `account.closed`), keyed by the

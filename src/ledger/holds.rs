@@ -11,9 +11,9 @@
 use super::accounts::AccountType;
 use super::audit;
 use super::events::{self, EventType, TransactionEvent};
-use super::money::{Amount, Currency};
+use super::money::Currency;
 use super::posting::{self, NewEntry};
-use super::transactions::StoredTransaction;
+use super::transactions::{StoredTransaction, TransactionStatus};
 use super::views::{LegView, TransactionView};
 use super::{compare, now_micros};
 use crate::db::StoreError;
@@ -125,10 +125,10 @@ impl Action {
         }
     }
 
-    fn target(self) -> &'static str {
+    fn target(self) -> TransactionStatus {
         match self {
-            Action::Post => "posted",
-            Action::Void => "voided",
+            Action::Post => TransactionStatus::Posted,
+            Action::Void => TransactionStatus::Voided,
         }
     }
 }
@@ -151,7 +151,7 @@ pub enum Resolution {
     NotFound,
     /// The transaction is in a status this action cannot leave (or was never a hold).
     InvalidTransition {
-        current: String,
+        current: TransactionStatus,
     },
     Invalid(Vec<FieldError>),
 }
@@ -202,6 +202,10 @@ pub async fn resolve_in(
     else {
         return Ok(Resolution::NotFound);
     };
+    let status = TransactionStatus::parse(&hold.status).ok_or_else(|| {
+        let what = format!("unknown status {:?}", hold.status);
+        crate::db::corrupt("transactions", id, what)
+    })?;
     let legs: Vec<LegView> = serde_json::from_value(hold.legs.clone()).unwrap_or_default();
     let held = super::transactions::credited_total(&legs);
     // A two-leg hold's capture defaults to the whole amount, so `{}` and `{"amount": held}`
@@ -213,27 +217,21 @@ pub async fn resolve_in(
         Action::Void => json!({"action": action.as_str()}),
     };
 
-    if hold.status != "pending" || hold.expired {
-        if hold.status == "pending" {
+    match status {
+        TransactionStatus::Pending if !hold.expired => {}
+        TransactionStatus::Pending => {
             // Past its expiry: expire it now, by the same rule the sweeper applies.
             expire(tx, id).await?;
             return Ok(Resolution::InvalidTransition {
-                current: "expired".into(),
+                current: TransactionStatus::Expired,
             });
         }
-        return Ok(match (hold.resolution_request, hold.resolution_response) {
-            (Some(stored), Some(body)) if hold.status == action.target() => {
-                let differing_fields = compare::differing_fields(&stored, &request);
-                if differing_fields.is_empty() {
-                    Resolution::Replayed { body }
-                } else {
-                    Resolution::Mismatch { differing_fields }
-                }
-            }
-            _ => Resolution::InvalidTransition {
-                current: hold.status,
-            },
-        });
+        TransactionStatus::Posted
+        | TransactionStatus::Voided
+        | TransactionStatus::Rejected
+        | TransactionStatus::Expired => {
+            return Ok(stored_resolution(hold, status, action, &request));
+        }
     }
 
     let Some(currency) = Currency::parse(&hold.currency) else {
@@ -269,7 +267,8 @@ pub async fn resolve_in(
     // The answer (the transaction's view, serialized) and the entries the change wrote.
     let (body, entries) = match action {
         Action::Void => {
-            let view = resolved_view(tx, id, "voided", None, None, currency).await?;
+            let view =
+                resolved_view(tx, id, TransactionStatus::Voided, None, None, currency).await?;
             let body = serde_json::to_string(&view).expect("a transaction view always serializes");
             sqlx::query!(
                 r#"update transactions set status = 'voided', resolution_request = $2,
@@ -301,7 +300,7 @@ pub async fn resolve_in(
                 Capture::Expired => {
                     expire(tx, id).await?;
                     return Ok(Resolution::InvalidTransition {
-                        current: "expired".into(),
+                        current: TransactionStatus::Expired,
                     });
                 }
                 Capture::Overflow => {
@@ -313,8 +312,15 @@ pub async fn resolve_in(
                     )]));
                 }
             };
-            let mut view =
-                resolved_view(tx, id, "posted", Some(ledger_time), captured, currency).await?;
+            let mut view = resolved_view(
+                tx,
+                id,
+                TransactionStatus::Posted,
+                Some(ledger_time),
+                captured,
+                currency,
+            )
+            .await?;
             // The entries are written below: the answer already shows what they post.
             view.authorized_amount = captured.map(|_| super::transactions::credited_total(&legs));
             view.authorized_amount_decimal = view.authorized_amount.map(|a| currency.format(a));
@@ -361,6 +367,27 @@ pub async fn resolve_in(
     Ok(Resolution::Done { body })
 }
 
+/// The answer to a post or void of a hold that is no longer pending: the stored answer when
+/// the same action ended it (replayed, or a mismatch), else the status it is in.
+fn stored_resolution(
+    hold: HoldRow,
+    status: TransactionStatus,
+    action: Action,
+    request: &Value,
+) -> Resolution {
+    match (hold.resolution_request, hold.resolution_response) {
+        (Some(stored), Some(body)) if status == action.target() => {
+            let differing_fields = compare::differing_fields(&stored, request);
+            if differing_fields.is_empty() {
+                Resolution::Replayed { body }
+            } else {
+                Resolution::Mismatch { differing_fields }
+            }
+        }
+        _ => Resolution::InvalidTransition { current: status },
+    }
+}
+
 enum Capture {
     Ready(Vec<NewEntry>, DateTime<Utc>),
     /// The hold expired before its wallets could be locked.
@@ -381,7 +408,7 @@ async fn capture_entries(
 ) -> Result<Capture, StoreError> {
     let mut ids: Vec<String> = legs.iter().map(|l| l.account.clone()).collect();
     ids.sort();
-    let locked = posting::lock_accounts(conn, &ids, false).await?;
+    let locked = posting::lock_accounts(conn, &ids, posting::SystemLocks::Shared).await?;
     let expired = sqlx::query_scalar!(
         r#"select coalesce(expires_at <= clock_timestamp(), false) as "expired!" from transactions where id = $1"#,
         id
@@ -396,30 +423,19 @@ async fn capture_entries(
         .filter(|a| a.kind == AccountType::Wallet)
         .map(|a| a.id.clone())
         .collect();
-    let states = posting::wallet_states(conn, &wallets).await?;
-    let ledger_time = states
-        .values()
-        .filter_map(|s| s.ledger_time)
-        .fold(now, DateTime::max);
+    let mut states = posting::wallet_states(conn, &wallets).await?;
+    let ledger_time = posting::ledger_time(states.values().map(|s| &s.chain), now);
     let mut entries = Vec::with_capacity(legs.len());
     for leg in legs {
-        let state = states.get(&leg.account);
-        let balance_after = match state {
-            None => None,
-            Some(s) => match Amount::new(s.balance)
-                .zip(Amount::new(leg.amount))
-                .and_then(|(b, a)| b.checked_add(a))
-            {
-                Some(after) => Some(after.minor_units()),
+        let (account, amount) = (leg.account.clone(), leg.amount);
+        let entry = match states.get_mut(&leg.account) {
+            None => NewEntry::unchained(account, amount),
+            Some(s) => match s.chain.next(account, amount, ledger_time) {
+                Some(entry) => entry,
                 None => return Ok(Capture::Overflow),
             },
         };
-        entries.push(NewEntry {
-            account: leg.account.clone(),
-            amount: leg.amount,
-            sequence: state.map(|s| s.sequence + 1),
-            balance_after,
-        });
+        entries.push(entry);
     }
     Ok(Capture::Ready(entries, ledger_time))
 }
@@ -428,15 +444,15 @@ async fn capture_entries(
 async fn resolved_view(
     conn: &mut PgConnection,
     id: Uuid,
-    status: &str,
+    status: TransactionStatus,
     posted_at: Option<DateTime<Utc>>,
     captured: Option<i64>,
     currency: Currency,
-) -> Result<TransactionView, sqlx::Error> {
+) -> Result<TransactionView, StoreError> {
     let mut view = super::transactions::find(conn, id)
         .await?
-        .ok_or(sqlx::Error::RowNotFound)?;
-    view.status = status.to_owned();
+        .ok_or_else(|| StoreError::from(sqlx::Error::RowNotFound))?;
+    view.status = status.as_str().to_owned();
     view.posted_at = posted_at;
     view.captured_amount = captured;
     view.captured_amount_decimal = captured.map(|c| currency.format(c));
@@ -444,7 +460,7 @@ async fn resolved_view(
 }
 
 /// Marks one overdue hold expired and releases what it reserved.
-async fn expire(conn: &mut PgConnection, id: Uuid) -> Result<(), sqlx::Error> {
+async fn expire(conn: &mut PgConnection, id: Uuid) -> Result<(), StoreError> {
     let expired = sqlx::query!(
         "update transactions set status = 'expired', updated_at = now()
          where id = $1 and status = 'pending' and expires_at <= clock_timestamp()",
@@ -465,7 +481,7 @@ async fn expire(conn: &mut PgConnection, id: Uuid) -> Result<(), sqlx::Error> {
 /// The sweeper's step: marks up to `limit` overdue holds `expired` and releases them. Rows
 /// being posted or voided right now are skipped (their own request decides). Returns how
 /// many holds expired.
-pub async fn sweep(conn: &mut PgConnection, limit: i64) -> Result<i64, sqlx::Error> {
+pub async fn sweep(conn: &mut PgConnection, limit: i64) -> Result<i64, StoreError> {
     let mut tx = sqlx::Connection::begin(&mut *conn).await?;
     let expired: Vec<Uuid> = sqlx::query_scalar!(
         r#"with due as (
@@ -501,7 +517,7 @@ pub async fn list_open(
     account: &str,
     before_seq: Option<i64>,
     limit: i64,
-) -> Result<(Vec<TransactionView>, Option<i64>), sqlx::Error> {
+) -> Result<(Vec<TransactionView>, Option<i64>), StoreError> {
     let rows = sqlx::query_as!(
         StoredTransaction,
         r#"select t.id, t.seq, t.kind, t.status as "status!", t.currency, t.legs, t.external_ref,
@@ -519,10 +535,7 @@ pub async fn list_open(
     )
     .fetch_all(conn)
     .await?;
-    Ok(super::transactions::paginate(
-        rows,
-        limit,
-        |r| r.seq,
-        StoredTransaction::view,
-    ))
+    let (views, next) =
+        super::transactions::paginate(rows, limit, |r| r.seq, StoredTransaction::view);
+    Ok((views.into_iter().collect::<Result<_, _>>()?, next))
 }

@@ -6,7 +6,9 @@
 use super::ids::AccountId;
 use super::journal::{Journal, Leg};
 use super::money::Amount;
-use super::transactions::{Kind, NewTransaction, Requested, Reversal, credited_total};
+use super::transactions::{
+    Kind, NewTransaction, Requested, Reversal, TransactionStatus, credited_total,
+};
 use super::views::LegView;
 use crate::db::StoreError;
 use crate::problem::FieldError;
@@ -21,7 +23,7 @@ pub enum Plan {
     NotFound,
     /// The original is not posted (a hold, a refusal, a voided or expired hold).
     InvalidTransition {
-        current: String,
+        current: TransactionStatus,
     },
     Invalid(Vec<FieldError>),
 }
@@ -46,10 +48,16 @@ pub async fn plan(
     else {
         return Ok(Plan::NotFound);
     };
-    if row.status != "posted" {
-        return Ok(Plan::InvalidTransition {
-            current: row.status,
-        });
+    let status = TransactionStatus::parse(&row.status).ok_or_else(|| {
+        let what = format!("unknown status {:?}", row.status);
+        crate::db::corrupt("transactions", original, what)
+    })?;
+    match status {
+        TransactionStatus::Posted => {}
+        TransactionStatus::Pending
+        | TransactionStatus::Voided
+        | TransactionStatus::Rejected
+        | TransactionStatus::Expired => return Ok(Plan::InvalidTransition { current: status }),
     }
     let mut legs: Vec<LegView> = serde_json::from_value(row.legs)
         .map_err(|e| crate::db::corrupt("transactions", original, format!("its legs: {e}")))?;

@@ -81,6 +81,12 @@ impl TransactionStatus {
     }
 }
 
+impl std::fmt::Display for TransactionStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// What the caller asked for: money that moves now, a hold until `expires_at`, or the record
 /// of a payment that failed before it was ever authorized (no entries, no hold: a `voided`
 /// row whose id later events find, so a late `payment.authorized` cannot revive it).
@@ -158,7 +164,8 @@ pub fn credited_total(legs: &[super::views::LegView]) -> i64 {
         .min(MAX_AMOUNT)
 }
 
-/// A stored transaction as the API shows it.
+/// A stored transaction's row, as read; [`StoredTransaction::view`] parses its kind and
+/// status (the text columns) into [`Kind`] and [`TransactionStatus`].
 pub(crate) struct StoredTransaction {
     pub id: Uuid,
     pub seq: i64,
@@ -188,7 +195,20 @@ struct PostedEntry {
 }
 
 impl StoredTransaction {
-    pub(crate) fn view(self) -> TransactionView {
+    /// The transaction as the API shows it; a kind or status the code does not know is a
+    /// corrupt row, never passed on.
+    pub(crate) fn view(self) -> Result<TransactionView, StoreError> {
+        let kind = Kind::parse(&self.kind).ok_or_else(|| {
+            crate::db::corrupt(
+                "transactions",
+                self.id,
+                format!("unknown kind {:?}", self.kind),
+            )
+        })?;
+        let status = TransactionStatus::parse(&self.status).ok_or_else(|| {
+            let what = format!("unknown status {:?}", self.status);
+            crate::db::corrupt("transactions", self.id, what)
+        })?;
         let currency = Currency::parse(&self.currency);
         let legs: Vec<super::views::LegView> =
             serde_json::from_value(self.legs).unwrap_or_default();
@@ -209,10 +229,10 @@ impl StoredTransaction {
                 .collect(),
             _ => legs,
         };
-        TransactionView {
+        Ok(TransactionView {
             id: self.id,
-            kind: self.kind,
-            status: self.status,
+            kind: kind.as_str().to_owned(),
+            status: status.as_str().to_owned(),
             currency: self.currency,
             entries,
             external_ref: self.external_ref,
@@ -232,14 +252,14 @@ impl StoredTransaction {
             captured_amount_decimal: self.captured_amount.zip(currency).map(|(a, c)| c.format(a)),
             authorized_amount: authorized,
             authorized_amount_decimal: authorized.zip(currency).map(|(a, c)| c.format(a)),
-        }
+        })
     }
 }
 
 pub async fn find(
     conn: &mut PgConnection,
     id: Uuid,
-) -> Result<Option<TransactionView>, sqlx::Error> {
+) -> Result<Option<TransactionView>, StoreError> {
     Ok(find_many(conn, &[id]).await?.pop())
 }
 
@@ -250,7 +270,7 @@ pub async fn find(
 pub async fn find_many(
     conn: &mut PgConnection,
     ids: &[Uuid],
-) -> Result<Vec<TransactionView>, sqlx::Error> {
+) -> Result<Vec<TransactionView>, StoreError> {
     let rows = sqlx::query_as!(
         StoredTransaction,
         r#"select t.id as "id!", t.seq as "seq!", t.kind as "kind!",
@@ -269,14 +289,14 @@ pub async fn find_many(
     )
     .fetch_all(conn)
     .await?;
-    Ok(rows.into_iter().map(StoredTransaction::view).collect())
+    rows.into_iter().map(StoredTransaction::view).collect()
 }
 
 /// Filters of `GET /v1/transactions`; `before_seq` is the decoded cursor.
 #[derive(Debug, Default)]
 pub struct TransactionFilter {
     pub account: Option<String>,
-    pub status: Option<String>,
+    pub status: Option<TransactionStatus>,
     pub external_ref: Option<String>,
     pub before_seq: Option<i64>,
     pub limit: i64,
@@ -286,7 +306,7 @@ pub struct TransactionFilter {
 pub async fn list(
     conn: &mut PgConnection,
     f: &TransactionFilter,
-) -> Result<(Vec<TransactionView>, Option<i64>), sqlx::Error> {
+) -> Result<(Vec<TransactionView>, Option<i64>), StoreError> {
     let rows = sqlx::query_as!(
         StoredTransaction,
         r#"select id, seq, kind,
@@ -307,14 +327,15 @@ pub async fn list(
            order by seq desc
            limit $5"#,
         f.account,
-        f.status,
+        f.status.map(TransactionStatus::as_str),
         f.external_ref,
         f.before_seq,
         f.limit + 1,
     )
     .fetch_all(conn)
     .await?;
-    Ok(paginate(rows, f.limit, |r| r.seq, StoredTransaction::view))
+    let (views, next) = paginate(rows, f.limit, |r| r.seq, StoredTransaction::view);
+    Ok((views.into_iter().collect::<Result<_, _>>()?, next))
 }
 
 /// Keeps `limit` rows and, when one more came back, the cursor that continues after them.

@@ -2088,9 +2088,14 @@ impl<'a> Case<'a> {
             .await
             .map_err(|e| format!("a connection: {e}"))?;
         let done = if checkpoint {
-            checkpoints::advance(&mut conn).await.map(|n| n as i64)
+            checkpoints::advance(&mut conn)
+                .await
+                .map(|n| n as i64)
+                .map_err(|e| e.to_string())
         } else {
-            holds::sweep(&mut conn, 1_000).await
+            holds::sweep(&mut conn, 1_000)
+                .await
+                .map_err(|e| e.to_string())
         };
         drop(conn);
         let done = done.map_err(|e| format!("background step: {e}"))?;

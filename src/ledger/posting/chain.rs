@@ -1,0 +1,138 @@
+//! A wallet's chain of entries: each entry takes the next sequence number, carries the balance
+//! after it, and a ledger time that never decreases. Posting and a hold's capture both
+//! continue chains through [`ChainHead::next`], so the rule is written once.
+
+use crate::ledger::money::Amount;
+use chrono::{DateTime, Utc};
+
+/// An entry ready to insert.
+#[derive(Debug, Clone)]
+pub(crate) struct NewEntry {
+    pub account: String,
+    pub amount: i64,
+    pub sequence: Option<i64>,
+    pub balance_after: Option<i64>,
+}
+
+impl NewEntry {
+    /// An entry on a system account, which keeps no chain.
+    pub fn unchained(account: String, amount: i64) -> NewEntry {
+        NewEntry {
+            account,
+            amount,
+            sequence: None,
+            balance_after: None,
+        }
+    }
+}
+
+/// Where a wallet's chain continues: its last entry's sequence, balance and ledger time
+/// (zero, zero and none before its first entry).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct ChainHead {
+    pub sequence: i64,
+    pub balance: i64,
+    pub ledger_time: Option<DateTime<Utc>>,
+}
+
+impl ChainHead {
+    /// The balance after `amount`; `None` when it would leave the safe range.
+    pub fn balance_after(&self, amount: i64) -> Option<i64> {
+        Amount::new(self.balance)
+            .zip(Amount::new(amount))
+            .and_then(|(balance, amount)| balance.checked_add(amount))
+            .map(Amount::minor_units)
+    }
+
+    /// The entry that continues this chain, the head moved past it; `None`, the head
+    /// unchanged, when the balance would leave the safe range. `ledger_time` is the
+    /// transaction's, from [`ledger_time`] over every chain it continues.
+    pub fn next(
+        &mut self,
+        account: String,
+        amount: i64,
+        ledger_time: DateTime<Utc>,
+    ) -> Option<NewEntry> {
+        let balance = self.balance_after(amount)?;
+        let sequence = self.sequence.checked_add(1)?;
+        *self = ChainHead {
+            sequence,
+            balance,
+            ledger_time: Some(ledger_time),
+        };
+        Some(NewEntry {
+            account,
+            amount,
+            sequence: Some(sequence),
+            balance_after: Some(balance),
+        })
+    }
+}
+
+/// The ledger time of a transaction that continues these chains: `now`, unless one of them
+/// already has a later entry (another writer's clock ran ahead), so that ledger time never
+/// decreases along a chain whatever the clocks say.
+pub(crate) fn ledger_time<'a>(
+    heads: impl IntoIterator<Item = &'a ChainHead>,
+    now: DateTime<Utc>,
+) -> DateTime<Utc> {
+    heads
+        .into_iter()
+        .filter_map(|h| h.ledger_time)
+        .fold(now, DateTime::max)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ledger::money::MAX_AMOUNT;
+    use chrono::TimeDelta;
+
+    #[test]
+    fn next_takes_the_next_sequence_and_carries_the_balance() {
+        let now = Utc::now();
+        let mut head = ChainHead::default();
+        let first = head.next("w".into(), 500, now).unwrap();
+        let second = head.next("w".into(), -200, now).unwrap();
+        assert_eq!((first.sequence, first.balance_after), (Some(1), Some(500)));
+        assert_eq!(
+            (second.sequence, second.balance_after),
+            (Some(2), Some(300))
+        );
+        assert_eq!(head.ledger_time, Some(now));
+    }
+
+    #[test]
+    fn a_balance_past_the_safe_range_is_no_entry_and_leaves_the_head() {
+        let now = Utc::now();
+        let mut head = ChainHead {
+            sequence: 7,
+            balance: MAX_AMOUNT,
+            ledger_time: None,
+        };
+        assert!(head.next("w".into(), 1, now).is_none());
+        assert!(head.next("w".into(), MAX_AMOUNT + 1, now).is_none());
+        assert_eq!(head.sequence, 7);
+        assert_eq!(head.balance, MAX_AMOUNT);
+        assert_eq!(head.ledger_time, None);
+    }
+
+    #[test]
+    fn ledger_time_never_goes_back_behind_a_chain() {
+        let now = Utc::now();
+        let ahead = ChainHead {
+            ledger_time: Some(now + TimeDelta::seconds(5)),
+            ..ChainHead::default()
+        };
+        let behind = ChainHead {
+            ledger_time: Some(now - TimeDelta::seconds(5)),
+            ..ChainHead::default()
+        };
+        assert_eq!(ledger_time([&behind], now), now);
+        assert_eq!(
+            ledger_time([&behind, &ahead], now),
+            now + TimeDelta::seconds(5)
+        );
+        assert_eq!(ledger_time([], now), now);
+    }
+}

@@ -1,0 +1,391 @@
+//! Load: the locks a pass takes, in their fixed order, and the state read after them, typed
+//! (steps 1 to 3 of the order of work in [`super`]).
+
+use super::chain::ChainHead;
+use super::decide::LockedLedger;
+use super::{LockWait, begin, is_lock_timeout};
+use crate::db::StoreError;
+use crate::ledger::accounts::{AccountStatus, AccountType};
+use crate::ledger::bounds::{self, SystemState};
+use crate::ledger::ids::AccountId;
+use crate::ledger::money::Currency;
+use crate::ledger::transactions::{NewTransaction, WriteError};
+use serde_json::Value;
+use sqlx::PgConnection;
+use std::collections::{BTreeMap, HashMap};
+use uuid::Uuid;
+
+/// The clearing accounts this pass decided as new and empty, locked now that they exist and
+/// read again: still empty, unless a concurrent request created one first and wrote to it,
+/// which the decisions did not see (the pass is then decided again, against it). Locking and
+/// reading here is what a system account's bound needs from every writer (`bounds.rs`).
+pub(super) async fn still_empty(
+    conn: &mut PgConnection,
+    created: &[(AccountId, Currency)],
+    systems: SystemLocks,
+) -> Result<bool, StoreError> {
+    let mut ids: Vec<String> = created.iter().map(|(id, _)| id.to_string()).collect();
+    ids.sort();
+    lock_accounts(conn, &ids, systems).await?;
+    let states = bounds::system_states(conn, &ids).await?;
+    Ok(states.states.values().all(|s| *s == SystemState::default()))
+}
+
+/// A committed creation as its row stores it: never changes once committed.
+#[derive(Debug, Clone)]
+pub struct StoredCreation {
+    pub request: Value,
+    pub status: u16,
+    pub body: String,
+}
+
+pub(super) async fn stored_creations(
+    conn: &mut PgConnection,
+    ids: &[Uuid],
+) -> Result<HashMap<Uuid, StoredCreation>, sqlx::Error> {
+    // One primary-key probe per id, as a lateral `limit 1`: that shape has no plan but a
+    // probe per id (no hash join), and an index probe is the cheaper probe from a few rows on.
+    // The plain `where id = any($1)` let a connection keep the generic plan it made while the
+    // table was nearly empty, a sequential scan, until the next ANALYZE: in the bench that one
+    // lookup grew to 43% of the database's statement time (docs/performance.md, fifth round).
+    let rows = sqlx::query!(
+        r#"select t.id as "id!", t.creation_request as "creation_request!",
+                  t.creation_status as "creation_status!",
+                  t.creation_response as "creation_response!"
+           from unnest($1::uuid[]) as k(id)
+           cross join lateral (
+               select id, creation_request, creation_status, creation_response
+               from transactions where id = k.id limit 1) t"#,
+        ids
+    )
+    .fetch_all(conn)
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(|r| {
+            let stored = StoredCreation {
+                request: r.creation_request,
+                status: r.creation_status as u16,
+                body: r.creation_response,
+            };
+            (r.id, stored)
+        })
+        .collect())
+}
+
+/// A locked account as decisions need it.
+#[derive(Debug, Clone)]
+pub(crate) struct LockedAccount {
+    pub id: String,
+    pub currency: String,
+    pub kind: AccountType,
+    pub status: AccountStatus,
+    pub overdraft_limit: i64,
+}
+
+/// A locked account's row as stored.
+struct LockedRow {
+    id: String,
+    currency: String,
+    kind: String,
+    status: String,
+    overdraft_limit: i64,
+}
+
+impl TryFrom<LockedRow> for LockedAccount {
+    type Error = StoreError;
+
+    /// A type or status the code does not know is a corrupt row, never a guess.
+    fn try_from(row: LockedRow) -> Result<LockedAccount, StoreError> {
+        let kind = AccountType::parse(&row.kind).ok_or_else(|| {
+            crate::db::corrupt("accounts", &row.id, format!("unknown type {:?}", row.kind))
+        })?;
+        let status = AccountStatus::parse(&row.status).ok_or_else(|| {
+            crate::db::corrupt(
+                "accounts",
+                &row.id,
+                format!("unknown status {:?}", row.status),
+            )
+        })?;
+        Ok(LockedAccount {
+            id: row.id,
+            currency: row.currency,
+            kind,
+            status,
+            overdraft_limit: row.overdraft_limit,
+        })
+    }
+}
+
+/// A wallet's running state while a batch is decided: where its chain continues and what
+/// its open holds reserve.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct WalletState {
+    pub chain: ChainHead,
+    pub pending_out: i64,
+    pub pending_in: i64,
+}
+
+/// How system accounts are locked: shared, so that they never serialize writers, or
+/// exclusively, by a writer that may take one near the edge of its range (see `bounds.rs`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum SystemLocks {
+    Shared,
+    Exclusive,
+}
+
+/// Locks the accounts of a set of transactions in one statement: wallets exclusively, in
+/// sorted id order (each ORDER BY runs before its rows are locked one by one), then system
+/// accounts shared so that they never serialize writers, or, with [`SystemLocks::Exclusive`],
+/// also exclusively (a writer that may take one near the edge of the range, see `bounds.rs`). One
+/// lock strength for all the system accounts of a statement keeps them in one sorted order.
+pub(crate) async fn lock_accounts(
+    conn: &mut PgConnection,
+    sorted_ids: &[String],
+    systems: SystemLocks,
+) -> Result<BTreeMap<String, LockedAccount>, StoreError> {
+    let locked = sqlx::query_as!(
+        LockedRow,
+        r#"with wallets as (
+               select id, currency, type as kind, status, overdraft_limit from accounts
+               where id = any($1) and type = 'wallet' order by id for update),
+           shared as (
+               select id, currency, type as kind, status, overdraft_limit from accounts
+               where id = any($1) and type = 'system' and not $2 order by id for share),
+           exclusive as (
+               select id, currency, type as kind, status, overdraft_limit from accounts
+               where id = any($1) and type = 'system' and $2 order by id for update)
+           select id as "id!", currency as "currency!", kind as "kind!", status as "status!",
+                  overdraft_limit as "overdraft_limit!"
+           from wallets
+           union all
+           select id, currency, kind, status, overdraft_limit from shared
+           union all
+           select id, currency, kind, status, overdraft_limit from exclusive"#,
+        sorted_ids,
+        systems == SystemLocks::Exclusive
+    )
+    .fetch_all(&mut *conn)
+    .await?;
+    locked
+        .into_iter()
+        .map(|row| LockedAccount::try_from(row).map(|a| (a.id.clone(), a)))
+        .collect()
+}
+
+/// Which of these accounts and transactions another transaction holds locked right now,
+/// in a mode that would make [`lock_accounts`] or [`lock_originals`] wait. Asked without
+/// waiting (`skip locked`), in one autocommit statement each, so it takes no lock of its own.
+pub(crate) async fn held_elsewhere(
+    conn: &mut PgConnection,
+    account_ids: &[String],
+    transaction_ids: &[Uuid],
+) -> Result<(Vec<String>, Vec<Uuid>), sqlx::Error> {
+    let accounts = sqlx::query_scalar!(
+        r#"with wallets as (
+               select id from accounts
+               where id = any($1) and type = 'wallet' for update skip locked),
+           systems as (
+               select id from accounts
+               where id = any($1) and type = 'system' for share skip locked)
+           select a.id from accounts a
+           where a.id = any($1)
+             and a.id not in (select id from wallets union all select id from systems)"#,
+        account_ids
+    )
+    .fetch_all(&mut *conn)
+    .await?;
+    let transactions = if transaction_ids.is_empty() {
+        Vec::new()
+    } else {
+        sqlx::query_scalar!(
+            r#"with free as (
+                   select id from transactions where id = any($1) for update skip locked)
+               select t.id from transactions t
+               where t.id = any($1) and t.id not in (select id from free)"#,
+            transaction_ids
+        )
+        .fetch_all(&mut *conn)
+        .await?
+    };
+    Ok((accounts, transactions))
+}
+
+/// Waits until these rows are free (taking their locks as a write would, in the same order,
+/// and letting them go at once), holding no other row meanwhile, for at most `wait`.
+/// `Ok(false)` when the wait ran out.
+pub(crate) async fn wait_for_rows(
+    conn: &mut PgConnection,
+    account_ids: &[String],
+    transaction_ids: &[Uuid],
+    wait: std::time::Duration,
+) -> Result<bool, WriteError> {
+    let mut accounts = account_ids.to_vec();
+    accounts.sort();
+    accounts.dedup();
+    let mut transactions = transaction_ids.to_vec();
+    transactions.sort();
+    transactions.dedup();
+    let mut tx = begin(conn, LockWait::Bounded(wait)).await?;
+    let locked = async {
+        if !transactions.is_empty() {
+            lock_originals(&mut tx, &transactions).await?;
+        }
+        lock_accounts(&mut tx, &accounts, SystemLocks::Shared).await
+    };
+    match locked.await.map_err(WriteError::from) {
+        Ok(_) => {
+            tx.rollback().await?;
+            Ok(true)
+        }
+        Err(e) if is_lock_timeout(&e) => {
+            tx.rollback().await?;
+            Ok(false)
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// The last entry and the open-hold reservations of each wallet, read after its lock (in a
+/// statement of their own: one that also took the lock would read from before it). The
+/// reservations are the `open_hold_totals` view, as balance reads show them; `offset 0` keeps
+/// the lateral a per-wallet probe of `open_holds_account` (pulled up into a plain join, the
+/// view would be aggregated over every open hold).
+pub(crate) async fn wallet_states(
+    conn: &mut PgConnection,
+    wallets: &[String],
+) -> Result<HashMap<String, WalletState>, sqlx::Error> {
+    if wallets.is_empty() {
+        return Ok(HashMap::new());
+    }
+    let states = sqlx::query!(
+        r#"select w.id as "id!", h.sequence, h.balance_after, h.ledger_time as "ledger_time?",
+                  coalesce(p.pending_out, 0) as "pending_out!",
+                  coalesce(p.pending_in, 0) as "pending_in!"
+           from unnest($1::text[]) as w(id)
+           left join lateral (
+               select sequence, balance_after, ledger_time from entries
+               where account_id = w.id and sequence is not null
+               order by sequence desc limit 1) h on true
+           left join lateral (
+               select pending_out, pending_in from open_hold_totals where account_id = w.id
+               offset 0) p on true"#,
+        wallets
+    )
+    .fetch_all(&mut *conn)
+    .await?;
+    Ok(states
+        .into_iter()
+        .map(|r| {
+            let state = WalletState {
+                chain: ChainHead {
+                    sequence: r.sequence.unwrap_or(0),
+                    balance: r.balance_after.unwrap_or(0),
+                    ledger_time: r.ledger_time,
+                },
+                pending_out: r.pending_out,
+                pending_in: r.pending_in,
+            };
+            (r.id, state)
+        })
+        .collect())
+}
+
+impl LockedLedger {
+    pub(super) async fn lock(
+        conn: &mut PgConnection,
+        items: &[&NewTransaction],
+        locks: SystemLocks,
+    ) -> Result<LockedLedger, StoreError> {
+        let mut originals: Vec<Uuid> = items
+            .iter()
+            .filter_map(|i| i.reversal.map(|r| r.original))
+            .collect();
+        originals.sort();
+        originals.dedup();
+        let reversed = if originals.is_empty() {
+            HashMap::new()
+        } else {
+            lock_originals(conn, &originals).await?
+        };
+
+        let mut ids: Vec<String> = items
+            .iter()
+            .flat_map(|i| i.journal.legs().iter().map(|l| l.account.to_string()))
+            .collect();
+        ids.sort();
+        ids.dedup();
+        let mut accounts = lock_accounts(conn, &ids, locks).await?;
+        let mut virtual_accounts = BTreeMap::new();
+        for (clearing, currency) in items.iter().filter_map(|i| i.clearing_account.as_ref()) {
+            if !accounts.contains_key(clearing.as_str()) {
+                virtual_accounts.insert(clearing.to_string(), *currency);
+                accounts.insert(
+                    clearing.to_string(),
+                    LockedAccount {
+                        id: clearing.to_string(),
+                        currency: currency.code().to_owned(),
+                        kind: AccountType::System,
+                        status: AccountStatus::Active,
+                        overdraft_limit: 0,
+                    },
+                );
+            }
+        }
+        let wallet_ids: Vec<String> = accounts
+            .values()
+            .filter(|a| a.kind == AccountType::Wallet)
+            .map(|a| a.id.clone())
+            .collect();
+        let wallets = wallet_states(conn, &wallet_ids).await?;
+        let system_ids: Vec<String> = accounts
+            .values()
+            .filter(|a| a.kind == AccountType::System)
+            .filter(|a| !virtual_accounts.contains_key(&a.id))
+            .map(|a| a.id.clone())
+            .collect();
+        let systems = bounds::system_states(conn, &system_ids).await?;
+        // Everything the batch could move on each system account, whatever it decides.
+        let mut movement: HashMap<String, i64> = HashMap::new();
+        for leg in items.iter().flat_map(|i| i.journal.legs()) {
+            let id = leg.account.as_str();
+            if accounts
+                .get(id)
+                .is_some_and(|a| a.kind == AccountType::System)
+            {
+                let moved = movement.entry(id.to_owned()).or_default();
+                *moved = moved.saturating_add(leg.amount.minor_units().abs());
+            }
+        }
+        let needs_exclusive = locks == SystemLocks::Shared && !systems.fast(&movement);
+        Ok(LockedLedger {
+            accounts,
+            virtual_accounts,
+            wallets,
+            systems: systems.states,
+            needs_exclusive,
+            reversed,
+        })
+    }
+}
+
+/// from the reversal rows themselves.
+async fn lock_originals(
+    conn: &mut PgConnection,
+    sorted: &[Uuid],
+) -> Result<HashMap<Uuid, i64>, sqlx::Error> {
+    sqlx::query!(
+        "select id from transactions where id = any($1) order by id for update",
+        sorted
+    )
+    .fetch_all(&mut *conn)
+    .await?;
+    let sums = sqlx::query!(
+        r#"select reverses as "original!", coalesce(sum(reversed_amount), 0)::bigint as "reversed!"
+           from transactions where reverses = any($1) and status = 'posted' group by reverses"#,
+        sorted
+    )
+    .fetch_all(conn)
+    .await?;
+    Ok(sums.into_iter().map(|r| (r.original, r.reversed)).collect())
+}

@@ -1,0 +1,428 @@
+//! The one write path that creates transactions: a single transfer, payment, multi-leg
+//! transaction, hold or reversal, and a batch of up to a thousand of them, all go through
+//! [`create_many`] (the API's single creates grouped by `group_commit` into [`create_group`]),
+//! set-based, in one database transaction.
+//!
+//! Order of work (see `docs/architecture.md`):
+//! 1. ids already stored are answered from their row (replay or mismatch); a batch whose ids
+//!    are all stored is answered without taking a lock;
+//! 2. the originals of reversals are locked (sorted), then every wallet of the batch
+//!    `FOR UPDATE` in sorted id order and every system account `FOR SHARE` (which excludes a
+//!    concurrent freeze or close but never another writer);
+//! 3. each wallet's last entry and open holds are read in *new* statements, after the locks, so
+//!    they include every commit that preceded the locks;
+//! 4. each item is decided in order, in Rust, against running per-wallet state (so item 7 sees
+//!    what item 3 did): post, hold, refuse, or reject as invalid; an id repeated inside the
+//!    batch is bound to the first item that stores it (later ones replay or mismatch);
+//!    atomic mode decides every item, then rolls everything back if any would not be created
+//!    (and names the first such item in request order);
+//! 5. all transaction rows go in with one `INSERT ... ON CONFLICT DO NOTHING RETURNING`: if a
+//!    concurrent request took one of the ids, everything rolls back and step 1 runs again (the
+//!    id is now stored, so it replays);
+//! 6. missing clearing accounts, then all entries (one statement, checked by the journal
+//!    trigger) and all open holds (one statement); COMMIT, once.
+//!
+//! Steps 1 to 3 are `load` (locks and the typed state read after them), step 4 is `decide`
+//! (pure: no connection, so its rules are unit- and property-tested), then `render` (the row
+//! and the answer) and `apply` (the inserts); `chain` continues a wallet's chain for both
+//! posting and captures. This module holds the pass and the retries around them.
+
+mod apply;
+mod chain;
+mod decide;
+mod load;
+mod render;
+
+pub(crate) use apply::insert_entry_rows;
+pub(crate) use chain::{NewEntry, ledger_time};
+pub use load::StoredCreation;
+pub(crate) use load::{SystemLocks, held_elsewhere, lock_accounts, wait_for_rows, wallet_states};
+pub use render::refusal_body;
+
+use super::audit::{self, Actor};
+use super::holds;
+use super::transactions::{ItemError, NewTransaction, WriteError};
+use super::{Created, accounts, now_micros};
+use crate::db::StoreError;
+use decide::LockedLedger;
+use render::Rendered;
+use sqlx::{PgConnection, PgPool};
+use std::collections::HashMap;
+use uuid::Uuid;
+
+/// How often a batch is decided again after concurrent requests took some of its ids.
+const MAX_ID_RACE_RETRIES: usize = 5;
+
+/// The answer to one item: what its single call would have answered.
+pub type ItemOutcome = Result<Created, ItemError>;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// All items or none: the first item that would not be created fails the batch.
+    Atomic,
+    /// Each item on its own, as its single call would be answered.
+    Independent,
+}
+
+#[derive(Debug)]
+pub enum BatchResult {
+    Done(Vec<ItemOutcome>),
+    /// Atomic mode: item `index` would not be created, so nothing was written.
+    Failed {
+        index: usize,
+        outcome: ItemOutcome,
+    },
+}
+
+/// Creates every item exactly once per id, in one database transaction.
+pub async fn create_many(
+    pool: &PgPool,
+    items: &[NewTransaction],
+    mode: Mode,
+) -> Result<BatchResult, WriteError> {
+    let mut conn = pool.acquire().await?;
+    create_many_in(&mut conn, items, mode).await
+}
+
+/// The items of several callers in one database transaction (group commit, see
+/// [`super::group_commit`]): each item is answered exactly as its single call would be, and
+/// its audit row names its own caller (`actors[i]` made `items[i]`). Also returns the
+/// committed creations it read back for replays (for [`super::replay_cache`]).
+pub(crate) async fn create_group(
+    pool: &PgPool,
+    items: &[NewTransaction],
+    actors: &[Option<Actor>],
+    lock_wait: LockWait,
+) -> Result<(Vec<ItemOutcome>, Vec<(Uuid, StoredCreation)>), WriteError> {
+    let mut conn = pool.acquire().await?;
+    let mut read_back = Vec::new();
+    let result = attempts(
+        &mut conn,
+        items,
+        Authors::Each(actors),
+        Mode::Independent,
+        Write::Commit,
+        Some(&mut read_back),
+        lock_wait,
+    )
+    .await;
+    if result.is_err() {
+        // A failed attempt's ROLLBACK is only queued when its transaction is dropped; run it
+        // now, so that its locks are gone before the caller looks at who holds what.
+        let _ = sqlx::Connection::ping(&mut *conn).await;
+    }
+    match result? {
+        BatchResult::Done(outcomes) => Ok((outcomes, read_back)),
+        // Independent mode never fails a whole batch.
+        BatchResult::Failed { .. } => Err(WriteError::Contention),
+    }
+}
+
+/// Who each item's audit row names: the task's actor (one caller), or one per item.
+#[derive(Debug, Clone, Copy)]
+enum Authors<'a> {
+    Current,
+    Each(&'a [Option<Actor>]),
+}
+
+impl Authors<'_> {
+    fn of(self, index: usize) -> Option<Actor> {
+        match self {
+            Authors::Current => audit::current(),
+            Authors::Each(actors) => actors.get(index).cloned().flatten(),
+        }
+    }
+}
+
+/// [`create_many`] on a connection the caller holds. Inside the caller's open transaction
+/// the work runs in a savepoint: it becomes durable with the caller's COMMIT, together with
+/// whatever else that transaction does (the stream consumer applies a whole batch of events
+/// this way, once).
+pub async fn create_many_in(
+    conn: &mut PgConnection,
+    items: &[NewTransaction],
+    mode: Mode,
+) -> Result<BatchResult, WriteError> {
+    attempts(
+        conn,
+        items,
+        Authors::Current,
+        mode,
+        Write::Commit,
+        None,
+        LockWait::Unbounded,
+    )
+    .await
+}
+
+/// Atomic mode without writing: the first item (in request order) that would not be
+/// created, if any. Used to tell which of several bad items of a batch comes first.
+pub async fn first_failure(
+    pool: &PgPool,
+    items: &[NewTransaction],
+) -> Result<Option<(usize, ItemOutcome)>, WriteError> {
+    let mut conn = pool.acquire().await?;
+    match attempts(
+        &mut conn,
+        items,
+        Authors::Current,
+        Mode::Atomic,
+        Write::DryRun,
+        None,
+        LockWait::Unbounded,
+    )
+    .await?
+    {
+        BatchResult::Failed { index, outcome } => Ok(Some((index, outcome))),
+        BatchResult::Done(_) => Ok(None),
+    }
+}
+
+/// `read_back`, when given, collects the committed creations read to answer replays (only
+/// the group-commit writer wants them; elsewhere they are not copied).
+async fn attempts(
+    conn: &mut PgConnection,
+    items: &[NewTransaction],
+    authors: Authors<'_>,
+    mode: Mode,
+    write: Write,
+    mut read_back: Option<&mut Vec<(Uuid, StoredCreation)>>,
+    lock_wait: LockWait,
+) -> Result<BatchResult, WriteError> {
+    // Shared locks on system accounts first; exclusive ones once a pass found that the batch
+    // could take one near the edge of the range (see `bounds.rs`), for the passes that follow.
+    let mut locking = Locking {
+        systems: SystemLocks::Shared,
+        wait: lock_wait,
+    };
+    for _ in 0..MAX_ID_RACE_RETRIES {
+        let pass = attempt(
+            conn,
+            items,
+            authors,
+            mode,
+            write,
+            locking,
+            read_back.as_deref_mut(),
+        );
+        match pass.await {
+            Ok(Pass::Done(result)) => return Ok(result),
+            Ok(Pass::Again) => continue,
+            Ok(Pass::Exclusive) => locking.systems = SystemLocks::Exclusive,
+            // Rows are inserted in id order and locks taken in a fixed order, so a deadlock
+            // should not happen; if PostgreSQL still picks this attempt as a victim, nothing of
+            // it was written and deciding again is safe.
+            Err(WriteError::Database(StoreError::Conflict(_))) => continue,
+            Err(e) => return Err(e),
+        }
+    }
+    Err(WriteError::Contention)
+}
+
+/// Whether a pass writes what it decided, or only answers (the first failure of a batch).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Write {
+    Commit,
+    DryRun,
+}
+
+/// How a pass takes its locks.
+#[derive(Debug, Clone, Copy)]
+struct Locking {
+    systems: SystemLocks,
+    wait: LockWait,
+}
+
+/// How long a write may wait for another transaction's row lock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LockWait {
+    /// As long as it takes (the request's own timeout bounds the caller, not the write).
+    Unbounded,
+    /// At most this long, then the write fails with [`is_lock_timeout`] and nothing of it is
+    /// written (group commit, so that one locked row does not hold a whole group).
+    Bounded(std::time::Duration),
+}
+
+/// `lock_timeout` ran out (`lock_not_available`): the transaction was rolled back.
+pub fn is_lock_timeout(error: &WriteError) -> bool {
+    matches!(error, WriteError::Database(StoreError::LockTimeout(_)))
+}
+
+/// Opens the write's transaction; a bounded lock wait is set in the same round trip.
+async fn begin(
+    conn: &mut PgConnection,
+    lock_wait: LockWait,
+) -> Result<sqlx::Transaction<'_, sqlx::Postgres>, sqlx::Error> {
+    match lock_wait {
+        LockWait::Unbounded => sqlx::Connection::begin(conn).await,
+        LockWait::Bounded(wait) => {
+            let millis = wait.as_millis().max(1);
+            let statement = format!("begin; set local lock_timeout = {millis}");
+            sqlx::Connection::begin_with(conn, sqlx::AssertSqlSafe(statement)).await
+        }
+    }
+}
+
+/// Whether an answer means "not created" for an atomic batch.
+fn fails(outcome: &ItemOutcome) -> bool {
+    match outcome {
+        Ok(Created::New { .. }) => false,
+        Ok(Created::Replayed { status, .. }) => *status >= 400,
+        _ => true,
+    }
+}
+
+fn finish(outcomes: Vec<ItemOutcome>, failure: Option<usize>) -> BatchResult {
+    match failure {
+        Some(index) => BatchResult::Failed {
+            index,
+            outcome: outcomes[index].clone(),
+        },
+        None => BatchResult::Done(outcomes),
+    }
+}
+
+/// How a pass ended.
+enum Pass {
+    Done(BatchResult),
+    /// A concurrent request took one of the ids, or created one of the batch's clearing
+    /// accounts and wrote to it: nothing was written, decide again.
+    Again,
+    /// The batch could take a system account near the edge of the range: nothing was written,
+    /// decide again with the system accounts locked exclusively.
+    Exclusive,
+}
+
+/// One pass; with [`Write::DryRun`] nothing is written whatever the outcome.
+async fn attempt(
+    conn: &mut PgConnection,
+    items: &[NewTransaction],
+    authors: Authors<'_>,
+    mode: Mode,
+    write: Write,
+    locking: Locking,
+    read_back: Option<&mut Vec<(Uuid, StoredCreation)>>,
+) -> Result<Pass, WriteError> {
+    let Locking {
+        systems,
+        wait: lock_wait,
+    } = locking;
+    let ids: Vec<Uuid> = items.iter().map(|i| i.id).collect();
+    let stored = load::stored_creations(conn, &ids).await?;
+    if let Some(read_back) = read_back {
+        read_back.extend(stored.iter().map(|(id, s)| (*id, s.clone())));
+    }
+    let replay = |item: &NewTransaction, s: &StoredCreation| {
+        Ok(Created::replay_or_mismatch(
+            &s.request,
+            &item.request,
+            s.status,
+            s.body.clone(),
+        ))
+    };
+    let undecided: Vec<&NewTransaction> = items
+        .iter()
+        .filter(|i| !stored.contains_key(&i.id))
+        .collect();
+    if undecided.is_empty() {
+        // Every id is stored: a retried batch, answered without taking a lock.
+        let outcomes: Vec<ItemOutcome> = items.iter().map(|i| replay(i, &stored[&i.id])).collect();
+        let failure = if mode == Mode::Atomic {
+            outcomes.iter().position(fails)
+        } else {
+            None
+        };
+        return Ok(Pass::Done(finish(outcomes, failure)));
+    }
+
+    let mut tx = begin(&mut *conn, lock_wait).await?;
+    let mut ledger = LockedLedger::lock(&mut tx, &undecided, systems).await?;
+    if ledger.needs_exclusive {
+        tx.rollback().await?;
+        return Ok(Pass::Exclusive);
+    }
+    let now = now_micros();
+    let mut outcomes: Vec<ItemOutcome> = Vec::with_capacity(items.len());
+    let mut rows: Vec<Rendered> = Vec::new();
+    // The audit row of each stored row: its resource and who asked for it.
+    let mut audited: Vec<(Option<Actor>, String)> = Vec::new();
+    // Which item stores each id. An item that stores nothing (unknown account, invalid)
+    // leaves its id free, so a later item with that id is decided afresh, as a later single
+    // call would be.
+    let mut stored_by: HashMap<Uuid, usize> = HashMap::new();
+    for (index, item) in items.iter().enumerate() {
+        let outcome = if let Some(s) = stored.get(&item.id) {
+            replay(item, s)
+        } else if let Some(&first) = stored_by.get(&item.id) {
+            same_id_as(&items[first], &outcomes[first], item)
+        } else {
+            ledger.decide(item, now).map(|decision| {
+                let row = render::render(item, &decision, now);
+                let outcome = row.outcome();
+                stored_by.insert(item.id, index);
+                audited.push((authors.of(index), item.id.to_string()));
+                rows.push(row);
+                outcome
+            })
+        };
+        outcomes.push(outcome);
+    }
+    let failure = if mode == Mode::Atomic {
+        outcomes.iter().position(fails)
+    } else {
+        None
+    };
+    if failure.is_some() || write == Write::DryRun {
+        tx.rollback().await?;
+        return Ok(Pass::Done(finish(outcomes, failure)));
+    }
+    let rows: Vec<&Rendered> = rows.iter().collect();
+    if !apply::insert_transactions(&mut tx, &rows).await? {
+        tx.rollback().await?;
+        return Ok(Pass::Again);
+    }
+    let created = ledger.clearing_accounts_to_create(&rows);
+    for (clearing, currency) in &created {
+        // The account is created by (and audited as) the first row that uses it.
+        let creator = rows
+            .iter()
+            .position(|r| r.moves_money() && r.account_ids.iter().any(|a| a == clearing.as_str()))
+            .and_then(|i| audited[i].0.clone());
+        let create = accounts::ensure_system_account(&mut tx, clearing, *currency);
+        match creator {
+            Some(actor) => audit::scope(actor, create).await?,
+            None => create.await?,
+        }
+    }
+    if !created.is_empty() && !load::still_empty(&mut tx, &created, systems).await? {
+        tx.rollback().await?;
+        return Ok(Pass::Again);
+    }
+    apply::insert_entries(&mut tx, &rows).await?;
+    let open_holds: Vec<&holds::OpenHold> = rows.iter().flat_map(|r| r.holds.iter()).collect();
+    holds::insert_open_holds(&mut tx, &open_holds).await?;
+    apply::record_events(&mut tx, &rows).await?;
+    audit::record_each(&mut tx, "transaction.create", &audited).await?;
+    tx.commit().await?;
+    Ok(Pass::Done(finish(outcomes, None)))
+}
+
+/// An item whose id an earlier item of the same batch stored: it is answered as a retry of
+/// that item would be (a replay, or a mismatch).
+fn same_id_as(
+    first: &NewTransaction,
+    first_outcome: &ItemOutcome,
+    item: &NewTransaction,
+) -> ItemOutcome {
+    let (status, body) = match first_outcome {
+        Ok(Created::New { body }) => (201, body.clone()),
+        Ok(Created::Refused { body }) => (422, body.clone()),
+        other => return other.clone(),
+    };
+    Ok(Created::replay_or_mismatch(
+        &first.request,
+        &item.request,
+        status,
+        body,
+    ))
+}
