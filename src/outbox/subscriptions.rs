@@ -10,7 +10,7 @@ use crate::ledger::now_micros;
 use crate::ledger::{Created, audit};
 use crate::problem::FieldError;
 use chrono::{DateTime, Utc};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use sqlx::PgConnection;
 use utoipa::ToSchema;
@@ -150,6 +150,31 @@ impl NewSubscription {
     }
 }
 
+/// `active` until deleted; a deleted subscription is kept (its deliveries name it) but sent
+/// nothing more.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SubscriptionStatus {
+    Active,
+    Deleted,
+}
+
+impl SubscriptionStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SubscriptionStatus::Active => "active",
+            SubscriptionStatus::Deleted => "deleted",
+        }
+    }
+
+    /// The stored `webhook_subscriptions.status`; `None` for anything the schema would refuse.
+    pub fn parse(stored: &str) -> Option<SubscriptionStatus> {
+        [SubscriptionStatus::Active, SubscriptionStatus::Deleted]
+            .into_iter()
+            .find(|s| s.as_str() == stored)
+    }
+}
+
 /// A subscription as the API shows it. `secret` appears only in the answers that create or
 /// rotate it: it is the caller's one chance to read it.
 #[derive(Debug, Clone, Serialize, ToSchema)]
@@ -159,7 +184,8 @@ pub struct SubscriptionView {
     /// Empty: every event type.
     pub event_types: Vec<String>,
     /// `active` or `deleted`.
-    pub status: String,
+    #[schema(value_type = String)]
+    pub status: SubscriptionStatus,
     /// How many secrets sign each delivery: 2 during a rotation.
     pub active_secrets: usize,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -176,9 +202,43 @@ pub struct Subscription {
     pub url: String,
     pub event_types: Vec<String>,
     pub secrets: Vec<String>,
-    pub status: String,
+    pub status: SubscriptionStatus,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
+}
+
+/// A subscription row as the SQL reads it, before its status is parsed.
+struct SubscriptionRow {
+    seq: i64,
+    id: Uuid,
+    url: String,
+    event_types: Vec<String>,
+    secrets: Vec<String>,
+    status: String,
+    created_at: DateTime<Utc>,
+    updated_at: DateTime<Utc>,
+}
+
+impl SubscriptionRow {
+    fn parse(self) -> Result<Subscription, sqlx::Error> {
+        let status = SubscriptionStatus::parse(&self.status).ok_or_else(|| {
+            crate::db::corrupt(
+                "webhook_subscriptions",
+                self.id,
+                format!("status {:?}", self.status),
+            )
+        })?;
+        Ok(Subscription {
+            seq: self.seq,
+            id: self.id,
+            url: self.url,
+            event_types: self.event_types,
+            secrets: self.secrets,
+            status,
+            created_at: self.created_at,
+            updated_at: self.updated_at,
+        })
+    }
 }
 
 impl Subscription {
@@ -187,7 +247,7 @@ impl Subscription {
             id: self.id,
             url: self.url.clone(),
             event_types: self.event_types.clone(),
-            status: self.status.clone(),
+            status: self.status,
             active_secrets: self.secrets.len(),
             secret: None,
             created_at: self.created_at,
@@ -210,7 +270,7 @@ pub async fn create(
         id: new.id,
         url: new.url.clone(),
         event_types: types.clone(),
-        status: "active".to_owned(),
+        status: SubscriptionStatus::Active,
         active_secrets: 1,
         secret: Some(new.secret.clone()),
         created_at: now,
@@ -256,13 +316,15 @@ pub async fn create(
 
 pub async fn find(conn: &mut PgConnection, id: Uuid) -> Result<Option<Subscription>, sqlx::Error> {
     sqlx::query_as!(
-        Subscription,
+        SubscriptionRow,
         r#"select seq, id, url, event_types, secrets, status, created_at, updated_at
            from webhook_subscriptions where id = $1"#,
         id
     )
     .fetch_optional(conn)
-    .await
+    .await?
+    .map(SubscriptionRow::parse)
+    .transpose()
 }
 
 /// Newest first, `limit` of them after the cursor `before_seq`.
@@ -272,7 +334,7 @@ pub async fn list(
     limit: i64,
 ) -> Result<(Vec<SubscriptionView>, Option<i64>), sqlx::Error> {
     let rows = sqlx::query_as!(
-        Subscription,
+        SubscriptionRow,
         r#"select seq, id, url, event_types, secrets, status, created_at, updated_at
            from webhook_subscriptions where ($1::bigint is null or seq < $1)
            order by seq desc limit $2"#,
@@ -281,12 +343,13 @@ pub async fn list(
     )
     .fetch_all(conn)
     .await?;
-    Ok(crate::ledger::transactions::paginate(
+    let (views, next) = crate::ledger::transactions::paginate(
         rows,
         limit,
         |s| s.seq,
-        |s| s.view(),
-    ))
+        |s| s.parse().map(|s| s.view()),
+    );
+    Ok((views.into_iter().collect::<Result<_, _>>()?, next))
 }
 
 /// `active → deleted` (a repeat finds it deleted and answers the same). Its pending deliveries
@@ -356,11 +419,8 @@ pub async fn rotate_secret(
     let Some(row) = row else {
         return Ok(None);
     };
-    if row.changed {
-        audit::record(&mut tx, "webhook.rotate_secret", &[id.to_string()]).await?;
-    }
-    tx.commit().await?;
-    let subscription = Subscription {
+    let changed = row.changed;
+    let subscription = SubscriptionRow {
         seq: row.seq,
         id: row.id,
         url: row.url,
@@ -369,7 +429,12 @@ pub async fn rotate_secret(
         status: row.status,
         created_at: row.created_at,
         updated_at: row.updated_at,
-    };
+    }
+    .parse()?;
+    if changed {
+        audit::record(&mut tx, "webhook.rotate_secret", &[id.to_string()]).await?;
+    }
+    tx.commit().await?;
     Ok(Some(SubscriptionView {
         secret: subscription.secrets.first().cloned(),
         ..subscription.view()
