@@ -10,7 +10,7 @@ use super::responses::{REPLAYED_HEADER, created, json, json_response};
 use super::validate;
 use crate::ledger::holds::{self, Action, Resolution};
 use crate::ledger::reversals;
-use crate::ledger::transactions::{self, TransactionFilter};
+use crate::ledger::transactions::{self, TransactionFilter, TransactionStatus};
 use crate::ledger::views::{Page, TransactionView};
 use crate::problem::Problem;
 use axum::extract::State;
@@ -229,13 +229,13 @@ pub enum StatusFilter {
 }
 
 impl StatusFilter {
-    fn as_str(self) -> &'static str {
+    fn status(self) -> TransactionStatus {
         match self {
-            StatusFilter::Pending => "pending",
-            StatusFilter::Posted => "posted",
-            StatusFilter::Rejected => "rejected",
-            StatusFilter::Voided => "voided",
-            StatusFilter::Expired => "expired",
+            StatusFilter::Pending => TransactionStatus::Pending,
+            StatusFilter::Posted => TransactionStatus::Posted,
+            StatusFilter::Rejected => TransactionStatus::Rejected,
+            StatusFilter::Voided => TransactionStatus::Voided,
+            StatusFilter::Expired => TransactionStatus::Expired,
         }
     }
 }
@@ -268,7 +268,7 @@ pub async fn list(
     };
     let filter = TransactionFilter {
         account: q.account,
-        status: q.status.map(|s| s.as_str().to_owned()),
+        status: q.status.map(|s| s.status().as_str().to_owned()),
         external_ref: q.external_ref,
         before_seq: page.cursor(TRANSACTIONS_LIST)?,
         limit: page.limit()?,
