@@ -6,6 +6,7 @@
 use super::Bench;
 use super::client::{CURRENCY, Rng, wallet_ids};
 use super::report::{CpuClock, Latencies, Measurement};
+use crate::ledger::transactions::{Kind, TransactionStatus};
 use serde_json::{Value, json};
 use sqlx::PgPool;
 use std::sync::Arc;
@@ -101,8 +102,9 @@ fn plan(transfers: u64, accounts: u64, now: chrono::DateTime<chrono::Utc>) -> Ve
                     a.abs() % 100
                 )
             };
+            let (kind, status) = (Kind::Transfer.as_str(), TransactionStatus::Posted.as_str());
             let body = json!({
-                "id": id, "kind": "transfer", "status": "posted", "currency": CURRENCY,
+                "id": id, "kind": kind, "status": status, "currency": CURRENCY,
                 "entries": [
                     {"account": wallets[from], "amount": -amount, "amount_decimal": decimal(-amount)},
                     {"account": wallets[to], "amount": amount, "amount_decimal": decimal(amount)}],
@@ -111,8 +113,8 @@ fn plan(transfers: u64, accounts: u64, now: chrono::DateTime<chrono::Utc>) -> Ve
                 "captured_amount": null, "captured_amount_decimal": null,
             });
             chunk.requests.push(json!({
-                "kind": "transfer", "from": wallets[from], "to": wallets[to], "amount": amount,
-                "status": "posted", "expires_at": null, "external_ref": null, "metadata": {},
+                "kind": kind, "from": wallets[from], "to": wallets[to], "amount": amount,
+                "status": status, "expires_at": null, "external_ref": null, "metadata": {},
             }));
             chunk.ids.push(id);
             chunk.legs.push(legs);

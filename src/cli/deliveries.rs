@@ -3,7 +3,8 @@
 use super::shared::DatabaseArgs;
 use crate::http::accounts::{DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE};
 use crate::ledger::audit;
-use crate::outbox::deliveries::{self, Filter, Redelivery};
+use crate::outbox::deliveries::{self, DeliveryStatus, Filter, Redelivery};
+use clap::builder::{PossibleValuesParser, TypedValueParser};
 use clap::{Args, Subcommand};
 use std::process::ExitCode;
 
@@ -20,8 +21,8 @@ pub enum DeliveriesAction {
     /// Print deliveries, newest first, one JSON object a line.
     List {
         /// Only `pending`, `delivered`, `dead` or `cancelled` ones.
-        #[arg(long, value_parser = ["pending", "delivered", "dead", "cancelled"])]
-        status: Option<String>,
+        #[arg(long, value_parser = delivery_status())]
+        status: Option<DeliveryStatus>,
         #[arg(long, default_value_t = DEFAULT_PAGE_SIZE)]
         limit: i64,
     },
@@ -32,6 +33,12 @@ pub enum DeliveriesAction {
         #[arg(long, conflicts_with = "ids")]
         all_dead: bool,
     },
+}
+
+/// The statuses `--status` takes, spelled as the API spells them.
+fn delivery_status() -> impl TypedValueParser<Value = DeliveryStatus> {
+    PossibleValuesParser::new(DeliveryStatus::ALL.map(DeliveryStatus::as_str))
+        .map(|s| DeliveryStatus::parse(&s).expect("one of the possible values"))
 }
 
 pub async fn run(args: DeliveriesArgs) -> anyhow::Result<ExitCode> {

@@ -6,7 +6,7 @@ use super::error::{ApiError, Result};
 use super::extract::{IdempotencyKey, JsonBody, OptionalJsonBody, PathParam, QueryParams};
 use super::responses::{created, json};
 use super::validate;
-use crate::ledger::accounts::{self, Account, AccountType, NewAccount, Transition};
+use crate::ledger::accounts::{self, Account, AccountType, Action, NewAccount, Transition};
 use crate::ledger::ids::AccountId;
 use crate::ledger::money::Currency;
 use crate::ledger::transactions;
@@ -176,28 +176,18 @@ async fn current(conn: &mut PgConnection, id: &str) -> Result<Response> {
     json(StatusCode::OK, &account.view(balances, None))
 }
 
-async fn transition(
-    state: AppState,
-    id: String,
-    action: &str,
-    from: &str,
-    to: &str,
-) -> Result<Response> {
+async fn transition(state: AppState, id: String, action: Action) -> Result<Response> {
     let mut conn = state.pool.acquire().await?;
-    let outcome = if to == "closed" {
-        let mut tx = sqlx::Connection::begin(&mut *conn).await?;
-        let outcome = accounts::close(&mut tx, &id).await?;
-        tx.commit().await?;
-        outcome
-    } else {
-        accounts::set_status(&mut conn, &id, from, to).await?
-    };
-    match outcome {
+    match accounts::transition(&mut conn, &id, action).await? {
         Transition::Done => current(&mut conn, &id).await,
         Transition::NotFound => Err(ApiError::NotFound(format!("account {id}"))),
         Transition::Invalid { current } => Err(ApiError::InvalidTransition {
-            detail: format!("cannot {action} account {id}: it is {current}"),
-            current,
+            detail: format!(
+                "cannot {} account {id}: it is {}",
+                action.as_str(),
+                current.as_str()
+            ),
+            current: current.as_str().to_owned(),
         }),
         Transition::NotEmpty { posted } => Err(ApiError::AccountNotEmpty(format!(
             "account {id} cannot close with a posted balance of {posted} minor units or open holds"
@@ -222,7 +212,7 @@ pub async fn freeze(
     PathParam(id): PathParam,
     OptionalJsonBody(LifecycleRequest {}): OptionalJsonBody<LifecycleRequest>,
 ) -> Result<Response> {
-    transition(state, id, "freeze", "active", "frozen").await
+    transition(state, id, Action::Freeze).await
 }
 
 #[utoipa::path(post, path = "/v1/accounts/{id}/unfreeze", tag = "accounts", params(("id" = String, Path)),
@@ -235,7 +225,7 @@ pub async fn unfreeze(
     PathParam(id): PathParam,
     OptionalJsonBody(LifecycleRequest {}): OptionalJsonBody<LifecycleRequest>,
 ) -> Result<Response> {
-    transition(state, id, "unfreeze", "frozen", "active").await
+    transition(state, id, Action::Unfreeze).await
 }
 
 #[utoipa::path(post, path = "/v1/accounts/{id}/close", tag = "accounts", params(("id" = String, Path)),
@@ -248,7 +238,7 @@ pub async fn close(
     PathParam(id): PathParam,
     OptionalJsonBody(LifecycleRequest {}): OptionalJsonBody<LifecycleRequest>,
 ) -> Result<Response> {
-    transition(state, id, "close", "", "closed").await
+    transition(state, id, Action::Close).await
 }
 
 /// Page sizes of every list (`?limit=`), per the contract.

@@ -8,7 +8,9 @@ use super::extract::{IdempotencyKey, JsonBody, OptionalJsonBody, PathParam, Quer
 use super::responses::{created, json};
 use crate::ledger::events::EventType;
 use crate::ledger::views::Page;
-use crate::outbox::deliveries::{self, DeliveryDetail, DeliveryView, Filter, Redelivery};
+use crate::outbox::deliveries::{
+    self, DeliveryDetail, DeliveryStatus, DeliveryView, Filter, Redelivery,
+};
 use crate::outbox::signing;
 use crate::outbox::subscriptions::{self, NewSubscription, SubscriptionView};
 use crate::problem::{FieldError, Problem};
@@ -192,21 +194,25 @@ pub async fn list_deliveries(
     State(state): State<AppState>,
     QueryParams(q): QueryParams<DeliveryQuery>,
 ) -> Result<Response> {
-    if let Some(status) = &q.status
-        && !["pending", "delivered", "dead", "cancelled"].contains(&status.as_str())
-    {
-        return Err(ApiError::validation(
-            "/status",
-            "delivery_status",
-            "must be pending, delivered, dead or cancelled",
-        ));
-    }
+    let status = q
+        .status
+        .as_deref()
+        .map(|s| {
+            DeliveryStatus::parse(s).ok_or_else(|| {
+                ApiError::validation(
+                    "/status",
+                    "delivery_status",
+                    "must be pending, delivered, dead or cancelled",
+                )
+            })
+        })
+        .transpose()?;
     let page = PageQuery {
         limit: q.limit,
         cursor: q.cursor,
     };
     let filter = Filter {
-        status: q.status,
+        status,
         subscription: q.webhook_id,
         event: q.event_id,
         before_seq: page.cursor(DELIVERIES_LIST)?,
@@ -251,7 +257,7 @@ pub async fn redeliver(
         Redelivery::Scheduled(detail) => json(StatusCode::OK, &detail),
         Redelivery::NotFound => Err(ApiError::NotFound(format!("delivery {id}"))),
         Redelivery::Cancelled => Err(ApiError::InvalidTransition {
-            current: "cancelled".into(),
+            current: DeliveryStatus::Cancelled.as_str().into(),
             detail: "the delivery's webhook was deleted: there is nowhere to send it".into(),
         }),
     }

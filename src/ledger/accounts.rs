@@ -1,5 +1,6 @@
 //! Accounts: creation (naturally idempotent on the caller's id), reads with derived balances,
-//! metadata versioning and the status lifecycle. Every status change is a conditional UPDATE.
+//! metadata versioning and the status lifecycle. Every status change locks the row, decides in
+//! [`Action::step`], then writes.
 
 use super::audit;
 use super::bounds::{BalanceError, BalanceOutOfRange};
@@ -8,6 +9,7 @@ use super::ids::AccountId;
 use super::money::Currency;
 use super::views::{AccountView, Balances, BalancesView};
 use super::{Created, now_micros};
+use crate::db::StoreError;
 use chrono::{DateTime, Utc};
 use serde_json::{Map, Value, json};
 use sqlx::PgConnection;
@@ -90,13 +92,50 @@ impl NewAccount {
 pub struct Account {
     pub id: String,
     pub currency: String,
-    pub kind: String,
-    pub status: String,
+    pub kind: AccountType,
+    pub status: AccountStatus,
     pub overdraft_limit: i64,
     pub metadata: Value,
     pub version: i64,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
+}
+
+/// An account row as the SQL reads it, before its type and status are parsed.
+struct AccountRow {
+    id: String,
+    currency: String,
+    kind: String,
+    status: String,
+    overdraft_limit: i64,
+    metadata: Value,
+    version: i64,
+    created_at: DateTime<Utc>,
+    updated_at: DateTime<Utc>,
+}
+
+impl AccountRow {
+    /// The schema's checks admit only known types and statuses; anything else was written
+    /// behind the ledger's back and is refused as corrupt rather than guessed at.
+    fn parse(self) -> Result<Account, StoreError> {
+        let kind = AccountType::parse(&self.kind).ok_or_else(|| {
+            crate::db::corrupt("accounts", &self.id, format!("type {:?}", self.kind))
+        })?;
+        let status = AccountStatus::parse(&self.status).ok_or_else(|| {
+            crate::db::corrupt("accounts", &self.id, format!("status {:?}", self.status))
+        })?;
+        Ok(Account {
+            id: self.id,
+            currency: self.currency,
+            kind,
+            status,
+            overdraft_limit: self.overdraft_limit,
+            metadata: self.metadata,
+            version: self.version,
+            created_at: self.created_at,
+            updated_at: self.updated_at,
+        })
+    }
 }
 
 impl Account {
@@ -110,7 +149,7 @@ impl Account {
     }
 
     pub fn is_wallet(&self) -> bool {
-        self.kind == AccountType::Wallet.as_str()
+        self.kind == AccountType::Wallet
     }
 
     pub fn view(&self, balances: Balances, as_of: Option<DateTime<Utc>>) -> AccountView {
@@ -118,8 +157,8 @@ impl Account {
         AccountView {
             id: self.id.clone(),
             currency: self.currency.clone(),
-            kind: self.kind.clone(),
-            status: self.status.clone(),
+            kind: self.kind.as_str().to_owned(),
+            status: self.status.as_str().to_owned(),
             overdraft_limit: self.overdraft_limit,
             overdraft_limit_decimal: currency.format(self.overdraft_limit),
             metadata: match &self.metadata {
@@ -143,8 +182,8 @@ pub async fn create(conn: &mut PgConnection, new: &NewAccount) -> Result<Created
     let account = Account {
         id: new.id.to_string(),
         currency: new.currency.code().to_owned(),
-        kind: new.kind.as_str().to_owned(),
-        status: "active".to_owned(),
+        kind: new.kind,
+        status: AccountStatus::Active,
         overdraft_limit: new.overdraft_limit,
         metadata: Value::Object(new.metadata.clone()),
         version: 0,
@@ -161,7 +200,7 @@ pub async fn create(conn: &mut PgConnection, new: &NewAccount) -> Result<Created
            on conflict (id) do nothing"#,
         account.id,
         account.currency,
-        account.kind,
+        account.kind.as_str(),
         account.overdraft_limit,
         account.metadata,
         request,
@@ -210,16 +249,18 @@ pub async fn ensure_system_account(
     create(conn, &new).await.map(|_| ())
 }
 
-pub async fn find(conn: &mut PgConnection, id: &str) -> Result<Option<Account>, sqlx::Error> {
+pub async fn find(conn: &mut PgConnection, id: &str) -> Result<Option<Account>, StoreError> {
     sqlx::query_as!(
-        Account,
+        AccountRow,
         r#"select id, currency, type as kind, status, overdraft_limit, metadata, version,
                   created_at, updated_at
            from accounts where id = $1"#,
         id
     )
     .fetch_optional(conn)
-    .await
+    .await?
+    .map(AccountRow::parse)
+    .transpose()
 }
 
 /// The account's balances now, without scanning its history: a wallet's posted balance is
@@ -335,6 +376,67 @@ pub async fn update_metadata(
     Ok(row.exists)
 }
 
+/// A lifecycle change a caller asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Action {
+    Freeze,
+    Unfreeze,
+    Close,
+}
+
+/// What an action does to an account in a given status.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Step {
+    /// The account moves to `to` (a close only once its balances are zero).
+    Move { to: AccountStatus },
+    /// It is there already: nothing to write, and answered as done so that a retry succeeds.
+    Already,
+    /// The action cannot leave this status: a closed account stays closed.
+    Refused,
+}
+
+impl Action {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Action::Freeze => "freeze",
+            Action::Unfreeze => "unfreeze",
+            Action::Close => "close",
+        }
+    }
+
+    /// May an account in `from` take this action, and where does it go: `active ⇄ frozen`,
+    /// either of them `→ closed`, and nothing out of `closed`.
+    pub fn step(self, from: AccountStatus) -> Step {
+        use AccountStatus::{Active, Closed, Frozen};
+        match (self, from) {
+            (Action::Freeze, Active) => Step::Move { to: Frozen },
+            (Action::Unfreeze, Frozen) => Step::Move { to: Active },
+            (Action::Close, Active | Frozen) => Step::Move { to: Closed },
+            (Action::Freeze, Frozen) | (Action::Unfreeze, Active) | (Action::Close, Closed) => {
+                Step::Already
+            }
+            (Action::Freeze | Action::Unfreeze, Closed) => Step::Refused,
+        }
+    }
+
+    /// The event subscribers hear of; an unfreeze has none of its own.
+    fn event(self) -> Option<EventType> {
+        match self {
+            Action::Freeze => Some(EventType::AccountFrozen),
+            Action::Unfreeze => None,
+            Action::Close => Some(EventType::AccountClosed),
+        }
+    }
+
+    fn audit_action(self) -> &'static str {
+        match self {
+            Action::Freeze => "account.freeze",
+            Action::Unfreeze => "account.unfreeze",
+            Action::Close => "account.close",
+        }
+    }
+}
+
 /// Outcome of a lifecycle transition.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Transition {
@@ -343,7 +445,7 @@ pub enum Transition {
     NotFound,
     /// The account is in a state the transition cannot leave (`closed`).
     Invalid {
-        current: String,
+        current: AccountStatus,
     },
     /// Close refused: the account still holds money.
     NotEmpty {
@@ -351,87 +453,68 @@ pub enum Transition {
     },
 }
 
-/// `active → frozen`, `frozen → active`: `UPDATE ... WHERE status = prior`; zero rows means
-/// a repeat (already there: answered as done) or a state the transition cannot leave.
-pub async fn set_status(
+/// Applies `action` to the account: locks its row, decides with [`Action::step`], and writes
+/// the new status with its event and audit record. The row lock excludes concurrent postings
+/// (wallet postings lock `FOR UPDATE`, system ones `FOR SHARE`), so the balance a close checks
+/// is the balance closed.
+pub async fn transition(
     conn: &mut PgConnection,
     id: &str,
-    from: &str,
-    to: &str,
-) -> Result<Transition, sqlx::Error> {
+    action: Action,
+) -> Result<Transition, BalanceError> {
     let mut tx = sqlx::Connection::begin(&mut *conn).await?;
-    let changed_at = sqlx::query_scalar!(
-        "update accounts set status = $3, updated_at = now() where id = $1 and status = $2
-         returning updated_at",
-        id,
-        from,
-        to
-    )
-    .fetch_optional(&mut *tx)
-    .await?;
-    if let Some(changed_at) = changed_at {
-        if to == "frozen" {
-            events::record_account(&mut tx, id, EventType::AccountFrozen, changed_at).await?;
-        }
-        let action = if to == "frozen" {
-            "account.freeze"
-        } else {
-            "account.unfreeze"
-        };
-        audit::record(&mut tx, action, &[id.to_owned()]).await?;
-        tx.commit().await?;
-        return Ok(Transition::Done);
-    }
-    tx.rollback().await?;
-    Ok(match find(conn, id).await? {
-        None => Transition::NotFound,
-        Some(a) if a.status == to => Transition::Done,
-        Some(a) => Transition::Invalid { current: a.status },
-    })
-}
-
-/// `active | frozen → closed`, only with a zero balance. The row lock excludes concurrent
-/// postings (wallet postings lock `FOR UPDATE`, system ones `FOR SHARE`), so the balance
-/// checked is the balance closed.
-pub async fn close(conn: &mut PgConnection, id: &str) -> Result<Transition, BalanceError> {
     let Some(account) = sqlx::query_as!(
-        Account,
+        AccountRow,
         r#"select id, currency, type as kind, status, overdraft_limit, metadata, version,
                   created_at, updated_at
            from accounts where id = $1 for update"#,
         id
     )
-    .fetch_optional(&mut *conn)
+    .fetch_optional(&mut *tx)
     .await?
+    .map(AccountRow::parse)
+    .transpose()?
     else {
         return Ok(Transition::NotFound);
     };
-    if account.status == "closed" {
-        return Ok(Transition::Done);
+    let to = match action.step(account.status) {
+        Step::Move { to } => to,
+        Step::Already => return Ok(Transition::Done),
+        Step::Refused => {
+            return Ok(Transition::Invalid {
+                current: account.status,
+            });
+        }
+    };
+    if to == AccountStatus::Closed {
+        let balances = balances(&mut tx, &account).await?;
+        if balances.posted != 0 || balances.pending_in != 0 || balances.pending_out != 0 {
+            return Ok(Transition::NotEmpty {
+                posted: balances.posted,
+            });
+        }
     }
-    let balances = balances(conn, &account).await?;
-    if balances.posted != 0 || balances.pending_in != 0 || balances.pending_out != 0 {
-        return Ok(Transition::NotEmpty {
-            posted: balances.posted,
-        });
-    }
-    let closed_at = sqlx::query_scalar!(
-        "update accounts set status = 'closed', updated_at = now() where id = $1 and status <> 'closed'
+    // The row is locked, so the status read above is the status this changes.
+    let changed_at = sqlx::query_scalar!(
+        "update accounts set status = $3, updated_at = now() where id = $1 and status = $2
          returning updated_at",
-        id
+        id,
+        account.status.as_str(),
+        to.as_str()
     )
-    .fetch_optional(&mut *conn)
+    .fetch_one(&mut *tx)
     .await?;
-    if let Some(closed_at) = closed_at {
-        events::record_account(conn, id, EventType::AccountClosed, closed_at).await?;
-        audit::record(conn, "account.close", &[id.to_owned()]).await?;
+    if let Some(event) = action.event() {
+        events::record_account(&mut tx, id, event, changed_at).await?;
     }
+    audit::record(&mut tx, action.audit_action(), &[id.to_owned()]).await?;
+    tx.commit().await?;
     Ok(Transition::Done)
 }
 
 #[cfg(test)]
 mod tests {
-    use super::{AccountStatus, AccountType};
+    use super::{AccountStatus, AccountType, Action, Step};
 
     #[test]
     fn stored_types_and_statuses_read_back_and_nothing_else_does() {
@@ -447,5 +530,30 @@ mod tests {
         }
         assert_eq!(AccountType::parse("Wallet"), None);
         assert_eq!(AccountStatus::parse("closed "), None);
+    }
+
+    #[test]
+    fn closed_is_final_and_every_other_move_goes_where_its_action_says() {
+        use AccountStatus::{Active, Closed, Frozen};
+        let cases = [
+            (Action::Freeze, Active, Step::Move { to: Frozen }),
+            (Action::Freeze, Frozen, Step::Already),
+            (Action::Freeze, Closed, Step::Refused),
+            (Action::Unfreeze, Active, Step::Already),
+            (Action::Unfreeze, Frozen, Step::Move { to: Active }),
+            (Action::Unfreeze, Closed, Step::Refused),
+            (Action::Close, Active, Step::Move { to: Closed }),
+            (Action::Close, Frozen, Step::Move { to: Closed }),
+            (Action::Close, Closed, Step::Already),
+        ];
+        for (action, from, step) in cases {
+            assert_eq!(
+                action.step(from),
+                step,
+                "{} from {}",
+                action.as_str(),
+                from.as_str()
+            );
+        }
     }
 }

@@ -8,8 +8,9 @@
 //! the receiver uses to recognise it. Recording is conditional on the claim's `attempts`, so a
 //! dispatcher whose lease ran out cannot overwrite what a later attempt recorded.
 
+use crate::db::StoreError;
 use chrono::{DateTime, Utc};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sqlx::PgConnection;
 use utoipa::ToSchema;
@@ -116,6 +117,41 @@ pub async fn claim(
     .await
 }
 
+/// Where a delivery is: `pending` until it is sent, then `delivered`, or `dead` when its
+/// retries are spent or the receiver refused it for good; `cancelled` with its subscription.
+/// A redelivery makes any but a cancelled one `pending` again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DeliveryStatus {
+    Pending,
+    Delivered,
+    Dead,
+    Cancelled,
+}
+
+impl DeliveryStatus {
+    pub const ALL: [DeliveryStatus; 4] = [
+        DeliveryStatus::Pending,
+        DeliveryStatus::Delivered,
+        DeliveryStatus::Dead,
+        DeliveryStatus::Cancelled,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DeliveryStatus::Pending => "pending",
+            DeliveryStatus::Delivered => "delivered",
+            DeliveryStatus::Dead => "dead",
+            DeliveryStatus::Cancelled => "cancelled",
+        }
+    }
+
+    /// The stored `webhook_deliveries.status`, or a filter's; `None` for anything else.
+    pub fn parse(text: &str) -> Option<DeliveryStatus> {
+        DeliveryStatus::ALL.into_iter().find(|s| s.as_str() == text)
+    }
+}
+
 /// How one attempt ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Attempt {
@@ -143,11 +179,16 @@ pub async fn record(
     attempt: &Attempt,
 ) -> Result<bool, sqlx::Error> {
     let (status, state, error, next) = match attempt {
-        Attempt::Delivered { status } => (Some(*status), "delivered", None, None),
-        Attempt::Retry { status, error, at } => {
-            (*status, "pending", Some(error.as_str()), Some(*at))
+        Attempt::Delivered { status } => (Some(*status), DeliveryStatus::Delivered, None, None),
+        Attempt::Retry { status, error, at } => (
+            *status,
+            DeliveryStatus::Pending,
+            Some(error.as_str()),
+            Some(*at),
+        ),
+        Attempt::Dead { status, error } => {
+            (*status, DeliveryStatus::Dead, Some(error.as_str()), None)
         }
-        Attempt::Dead { status, error } => (*status, "dead", Some(error.as_str()), None),
     };
     let status = status.map(i32::from);
     let mut tx = sqlx::Connection::begin(&mut *conn).await?;
@@ -170,7 +211,7 @@ pub async fn record(
             where id = $1 and claim_id = $2 and status = 'pending'"#,
         claimed.id,
         claimed.claim_id,
-        state,
+        state.as_str(),
         status,
         error,
         next
@@ -191,7 +232,8 @@ pub struct DeliveryView {
     pub subscription_id: Uuid,
     pub url: String,
     /// `pending`, `delivered`, `dead` or `cancelled`.
-    pub status: String,
+    #[schema(value_type = String)]
+    pub status: DeliveryStatus,
     /// Attempts since the delivery was (re)started.
     pub attempts: i32,
     pub next_attempt_at: Option<DateTime<Utc>>,
@@ -237,29 +279,36 @@ struct Row {
 }
 
 impl Row {
-    fn view(self) -> DeliveryView {
-        DeliveryView {
+    fn view(self) -> Result<DeliveryView, StoreError> {
+        let status = DeliveryStatus::parse(&self.status).ok_or_else(|| {
+            crate::db::corrupt(
+                "webhook_deliveries",
+                self.id,
+                format!("status {:?}", self.status),
+            )
+        })?;
+        Ok(DeliveryView {
             id: self.id,
             event_id: self.event_id,
             event_type: self.event_type,
             subscription_id: self.subscription_id,
             url: self.url,
-            next_attempt_at: (self.status == "pending").then_some(self.next_attempt_at),
-            status: self.status,
+            next_attempt_at: (status == DeliveryStatus::Pending).then_some(self.next_attempt_at),
+            status,
             attempts: self.attempts,
             last_status: self.last_status,
             last_error: self.last_error,
             created_at: self.created_at,
             updated_at: self.updated_at,
             delivered_at: self.delivered_at,
-        }
+        })
     }
 }
 
 /// Filters of a delivery list; `None` matches everything.
 #[derive(Debug, Clone, Default)]
 pub struct Filter {
-    pub status: Option<String>,
+    pub status: Option<DeliveryStatus>,
     pub subscription: Option<Uuid>,
     pub event: Option<Uuid>,
     pub before_seq: Option<i64>,
@@ -270,7 +319,7 @@ pub struct Filter {
 pub async fn list(
     conn: &mut PgConnection,
     f: &Filter,
-) -> Result<(Vec<DeliveryView>, Option<i64>), sqlx::Error> {
+) -> Result<(Vec<DeliveryView>, Option<i64>), StoreError> {
     let rows = sqlx::query_as!(
         Row,
         r#"select d.seq, d.id, d.event_id, e.type as event_type, d.subscription_id, s.url,
@@ -284,7 +333,7 @@ pub async fn list(
              and ($3::uuid is null or d.event_id = $3)
              and ($4::bigint is null or d.seq < $4)
            order by d.seq desc limit $5"#,
-        f.status,
+        f.status.map(DeliveryStatus::as_str),
         f.subscription,
         f.event,
         f.before_seq,
@@ -292,18 +341,11 @@ pub async fn list(
     )
     .fetch_all(conn)
     .await?;
-    Ok(crate::ledger::transactions::paginate(
-        rows,
-        f.limit,
-        |r| r.seq,
-        Row::view,
-    ))
+    let (views, next) = crate::ledger::transactions::paginate(rows, f.limit, |r| r.seq, Row::view);
+    Ok((views.into_iter().collect::<Result<_, _>>()?, next))
 }
 
-pub async fn find(
-    conn: &mut PgConnection,
-    id: Uuid,
-) -> Result<Option<DeliveryDetail>, sqlx::Error> {
+pub async fn find(conn: &mut PgConnection, id: Uuid) -> Result<Option<DeliveryDetail>, StoreError> {
     let Some(row) = sqlx::query_as!(
         Row,
         r#"select d.seq, d.id, d.event_id, e.type as event_type, d.subscription_id, s.url,
@@ -329,7 +371,7 @@ pub async fn find(
     .fetch_all(conn)
     .await?;
     Ok(Some(DeliveryDetail {
-        delivery: row.view(),
+        delivery: row.view()?,
         attempts_log,
     }))
 }
@@ -346,7 +388,7 @@ pub enum Redelivery {
 
 /// Makes a delivery due now with a fresh retry budget, whatever its state (a delivered one is
 /// sent again with the same `webhook-id`: the receiver recognises it).
-pub async fn redeliver(conn: &mut PgConnection, id: Uuid) -> Result<Redelivery, sqlx::Error> {
+pub async fn redeliver(conn: &mut PgConnection, id: Uuid) -> Result<Redelivery, StoreError> {
     let mut tx = sqlx::Connection::begin(&mut *conn).await?;
     let status = sqlx::query_scalar!(
         r#"update webhook_deliveries

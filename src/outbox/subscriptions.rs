@@ -5,12 +5,13 @@
 //! restrict the hosts they may name.
 
 use super::{address, signing};
+use crate::db::StoreError;
 use crate::ledger::events::EventType;
 use crate::ledger::now_micros;
 use crate::ledger::{Created, audit};
 use crate::problem::FieldError;
 use chrono::{DateTime, Utc};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use sqlx::PgConnection;
 use utoipa::ToSchema;
@@ -170,6 +171,31 @@ impl NewSubscription {
     }
 }
 
+/// `active` until deleted; a deleted subscription is kept (its deliveries name it) but sent
+/// nothing more.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SubscriptionStatus {
+    Active,
+    Deleted,
+}
+
+impl SubscriptionStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SubscriptionStatus::Active => "active",
+            SubscriptionStatus::Deleted => "deleted",
+        }
+    }
+
+    /// The stored `webhook_subscriptions.status`; `None` for anything the schema would refuse.
+    pub fn parse(stored: &str) -> Option<SubscriptionStatus> {
+        [SubscriptionStatus::Active, SubscriptionStatus::Deleted]
+            .into_iter()
+            .find(|s| s.as_str() == stored)
+    }
+}
+
 /// A subscription as the API shows it. `secret` appears only in the answers that create or
 /// rotate it: it is the caller's one chance to read it.
 #[derive(Debug, Clone, Serialize, ToSchema)]
@@ -179,7 +205,8 @@ pub struct SubscriptionView {
     /// Empty: every event type.
     pub event_types: Vec<String>,
     /// `active` or `deleted`.
-    pub status: String,
+    #[schema(value_type = String)]
+    pub status: SubscriptionStatus,
     /// How many secrets sign each delivery: 2 during a rotation.
     pub active_secrets: usize,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -196,9 +223,43 @@ pub struct Subscription {
     pub url: String,
     pub event_types: Vec<String>,
     pub secrets: Vec<String>,
-    pub status: String,
+    pub status: SubscriptionStatus,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
+}
+
+/// A subscription row as the SQL reads it, before its status is parsed.
+struct SubscriptionRow {
+    seq: i64,
+    id: Uuid,
+    url: String,
+    event_types: Vec<String>,
+    secrets: Vec<String>,
+    status: String,
+    created_at: DateTime<Utc>,
+    updated_at: DateTime<Utc>,
+}
+
+impl SubscriptionRow {
+    fn parse(self) -> Result<Subscription, StoreError> {
+        let status = SubscriptionStatus::parse(&self.status).ok_or_else(|| {
+            crate::db::corrupt(
+                "webhook_subscriptions",
+                self.id,
+                format!("status {:?}", self.status),
+            )
+        })?;
+        Ok(Subscription {
+            seq: self.seq,
+            id: self.id,
+            url: self.url,
+            event_types: self.event_types,
+            secrets: self.secrets,
+            status,
+            created_at: self.created_at,
+            updated_at: self.updated_at,
+        })
+    }
 }
 
 impl Subscription {
@@ -207,7 +268,7 @@ impl Subscription {
             id: self.id,
             url: self.url.clone(),
             event_types: self.event_types.clone(),
-            status: self.status.clone(),
+            status: self.status,
             active_secrets: self.secrets.len(),
             secret: None,
             created_at: self.created_at,
@@ -230,7 +291,7 @@ pub async fn create(
         id: new.id,
         url: new.url.clone(),
         event_types: types.clone(),
-        status: "active".to_owned(),
+        status: SubscriptionStatus::Active,
         active_secrets: 1,
         secret: Some(new.secret.clone()),
         created_at: now,
@@ -274,15 +335,17 @@ pub async fn create(
     ))
 }
 
-pub async fn find(conn: &mut PgConnection, id: Uuid) -> Result<Option<Subscription>, sqlx::Error> {
+pub async fn find(conn: &mut PgConnection, id: Uuid) -> Result<Option<Subscription>, StoreError> {
     sqlx::query_as!(
-        Subscription,
+        SubscriptionRow,
         r#"select seq, id, url, event_types, secrets, status, created_at, updated_at
            from webhook_subscriptions where id = $1"#,
         id
     )
     .fetch_optional(conn)
-    .await
+    .await?
+    .map(SubscriptionRow::parse)
+    .transpose()
 }
 
 /// Newest first, `limit` of them after the cursor `before_seq`.
@@ -290,9 +353,9 @@ pub async fn list(
     conn: &mut PgConnection,
     before_seq: Option<i64>,
     limit: i64,
-) -> Result<(Vec<SubscriptionView>, Option<i64>), sqlx::Error> {
+) -> Result<(Vec<SubscriptionView>, Option<i64>), StoreError> {
     let rows = sqlx::query_as!(
-        Subscription,
+        SubscriptionRow,
         r#"select seq, id, url, event_types, secrets, status, created_at, updated_at
            from webhook_subscriptions where ($1::bigint is null or seq < $1)
            order by seq desc limit $2"#,
@@ -301,20 +364,18 @@ pub async fn list(
     )
     .fetch_all(conn)
     .await?;
-    Ok(crate::ledger::transactions::paginate(
+    let (views, next) = crate::ledger::transactions::paginate(
         rows,
         limit,
         |s| s.seq,
-        |s| s.view(),
-    ))
+        |s| s.parse().map(|s| s.view()),
+    );
+    Ok((views.into_iter().collect::<Result<_, _>>()?, next))
 }
 
 /// `active → deleted` (a repeat finds it deleted and answers the same). Its pending deliveries
 /// are cancelled in the same transaction: nothing more is sent to it.
-pub async fn delete(
-    conn: &mut PgConnection,
-    id: Uuid,
-) -> Result<Option<Subscription>, sqlx::Error> {
+pub async fn delete(conn: &mut PgConnection, id: Uuid) -> Result<Option<Subscription>, StoreError> {
     let mut tx = sqlx::Connection::begin(&mut *conn).await?;
     let changed = sqlx::query!(
         "update webhook_subscriptions set status = 'deleted', updated_at = now()
@@ -352,7 +413,7 @@ pub async fn rotate_secret(
     id: Uuid,
     secret: &str,
     key: Option<Uuid>,
-) -> Result<Option<SubscriptionView>, sqlx::Error> {
+) -> Result<Option<SubscriptionView>, StoreError> {
     let mut tx = sqlx::Connection::begin(&mut *conn).await?;
     let row = sqlx::query!(
         r#"with rotated as (
@@ -376,11 +437,8 @@ pub async fn rotate_secret(
     let Some(row) = row else {
         return Ok(None);
     };
-    if row.changed {
-        audit::record(&mut tx, "webhook.rotate_secret", &[id.to_string()]).await?;
-    }
-    tx.commit().await?;
-    let subscription = Subscription {
+    let changed = row.changed;
+    let subscription = SubscriptionRow {
         seq: row.seq,
         id: row.id,
         url: row.url,
@@ -389,7 +447,12 @@ pub async fn rotate_secret(
         status: row.status,
         created_at: row.created_at,
         updated_at: row.updated_at,
-    };
+    }
+    .parse()?;
+    if changed {
+        audit::record(&mut tx, "webhook.rotate_secret", &[id.to_string()]).await?;
+    }
+    tx.commit().await?;
     Ok(Some(SubscriptionView {
         secret: subscription.secrets.first().cloned(),
         ..subscription.view()

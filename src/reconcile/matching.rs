@@ -4,11 +4,25 @@
 
 use super::exceptions::ExceptionSink;
 use super::model::{CurrencyTotals, Exception, Matched, Payout};
+use super::settlement::ProviderStatus;
 use crate::ledger::money::{Currency, MAX_AMOUNT};
+use crate::ledger::transactions::TransactionStatus;
 use chrono::{DateTime, Utc};
 use futures_util::TryStreamExt;
 use sqlx::PgConnection;
 use uuid::Uuid;
+
+/// Whether the ledger's payment (`posted`, and `refunded` when a reversal gave some back)
+/// says what the provider says of it: a failed payment must not be posted, a settled one must
+/// be posted and not refunded, a refunded one posted and refunded.
+fn status_agrees(provider: ProviderStatus, ledger: TransactionStatus, refunded: bool) -> bool {
+    let posted = ledger == TransactionStatus::Posted;
+    match provider {
+        ProviderStatus::Failed => !posted,
+        ProviderStatus::Settled => posted && !refunded,
+        ProviderStatus::Refunded => posted && refunded,
+    }
+}
 
 /// What the ledger side is compared over.
 #[derive(Debug, Clone)]
@@ -169,16 +183,19 @@ pub async fn compare(
         let file_currency = currencies.first().cloned().unwrap_or_default();
         let mut found: Vec<(&'static str, String)> = Vec::new();
         for (status, at) in [
-            ("settled", &settled_lines),
-            ("refunded", &refunded_lines),
-            ("failed", &failed_lines),
+            (ProviderStatus::Settled, &settled_lines),
+            (ProviderStatus::Refunded, &refunded_lines),
+            (ProviderStatus::Failed, &failed_lines),
         ] {
             if at.len() > 1 {
-                found.push(("duplicate_in_file", duplicate_reason(status, at)));
+                found.push(("duplicate_in_file", duplicate_reason(status.as_str(), at)));
             }
         }
         match (&r.ledger_id, r.ledger_currency.as_deref(), r.ledger_status.as_deref()) {
-            (Some(_), Some(ledger_currency), Some(ledger_status)) => {
+            (Some(ledger_id), Some(ledger_currency), Some(ledger_status)) => {
+                let ledger_status = TransactionStatus::parse(ledger_status).ok_or_else(|| {
+                    crate::db::corrupt("transactions", ledger_id, format!("status {ledger_status:?}"))
+                })?;
                 let ledger_gross = r.ledger_gross.unwrap_or(0);
                 let ledger_refunded = r.ledger_refunded.unwrap_or(0);
                 if currencies.len() > 1 || file_currency != ledger_currency {
@@ -199,20 +216,16 @@ pub async fn compare(
                     }
                 }
                 let provider_status = if !refunded_lines.is_empty() {
-                    "refunded"
+                    ProviderStatus::Refunded
                 } else if !settled_lines.is_empty() {
-                    "settled"
+                    ProviderStatus::Settled
                 } else {
-                    "failed"
+                    ProviderStatus::Failed
                 };
-                let ledger_said = if ledger_status == "posted" && ledger_refunded > 0 { "refunded" } else { ledger_status };
-                let agrees = match provider_status {
-                    "failed" => ledger_status != "posted",
-                    "settled" => ledger_said == "posted",
-                    _ => ledger_said == "refunded",
-                };
-                if !agrees {
-                    found.push(("status_mismatch", format!("status: ledger {ledger_said}, provider {provider_status}")));
+                let refunded = ledger_refunded > 0;
+                if !status_agrees(provider_status, ledger_status, refunded) {
+                    let ledger_said = if ledger_status == TransactionStatus::Posted && refunded { ProviderStatus::Refunded.as_str() } else { ledger_status.as_str() };
+                    found.push(("status_mismatch", format!("status: ledger {ledger_said}, provider {}", provider_status.as_str())));
                 }
                 if found.is_empty() {
                     out.matched_count += 1;
@@ -224,7 +237,7 @@ pub async fn compare(
                             external_ref: r.external_ref.clone(),
                             currency: ledger_currency.to_owned(),
                             amount: Currency::parse(ledger_currency).map_or_else(|| ledger_gross.to_string(), |c| c.format(ledger_gross)),
-                            status: provider_status.to_owned(),
+                            status: provider_status.as_str().to_owned(),
                         });
                     }
                 }
@@ -239,7 +252,7 @@ pub async fn compare(
                 "missing_in_ledger",
                 format!(
                     "payment: provider {} {} {file_currency} (line {}), the ledger has no such payment through this provider",
-                    if settled_lines.is_empty() { "refunded" } else { "settled" },
+                    if settled_lines.is_empty() { ProviderStatus::Refunded } else { ProviderStatus::Settled }.as_str(),
                     format(&file_currency, if settled_lines.is_empty() { r.refunded } else { r.settled }),
                     r.first_line
                 ),
@@ -502,6 +515,30 @@ mod tests {
             "{reason}"
         );
         assert!(reason.ends_with(", 21 and 9980 more"), "{reason}");
+    }
+
+    #[test]
+    fn a_status_agrees_only_with_the_ledger_state_it_names() {
+        for ledger in TransactionStatus::ALL {
+            for refunded in [false, true] {
+                let posted = ledger == TransactionStatus::Posted;
+                let agreeing: Vec<ProviderStatus> = ProviderStatus::ALL
+                    .into_iter()
+                    .filter(|p| status_agrees(*p, ledger, refunded))
+                    .collect();
+                let expected = match (posted, refunded) {
+                    (false, _) => ProviderStatus::Failed,
+                    (true, false) => ProviderStatus::Settled,
+                    (true, true) => ProviderStatus::Refunded,
+                };
+                assert_eq!(
+                    agreeing,
+                    [expected],
+                    "{} refunded={refunded}",
+                    ledger.as_str()
+                );
+            }
+        }
     }
 
     #[test]

@@ -56,6 +56,35 @@ impl Columns {
     }
 }
 
+/// What the provider says became of a payment: paid out, given back, or never paid.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProviderStatus {
+    Settled,
+    Refunded,
+    Failed,
+}
+
+impl ProviderStatus {
+    pub const ALL: [ProviderStatus; 3] = [
+        ProviderStatus::Settled,
+        ProviderStatus::Refunded,
+        ProviderStatus::Failed,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ProviderStatus::Settled => "settled",
+            ProviderStatus::Refunded => "refunded",
+            ProviderStatus::Failed => "failed",
+        }
+    }
+
+    /// A file's `status` column; `None` for anything else.
+    pub fn parse(text: &str) -> Option<ProviderStatus> {
+        ProviderStatus::ALL.into_iter().find(|s| s.as_str() == text)
+    }
+}
+
 /// A parsed settlement line.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Line {
@@ -63,7 +92,7 @@ pub struct Line {
     pub payment_id: Option<Uuid>,
     pub external_ref: Option<String>,
     pub currency: Currency,
-    pub status: &'static str,
+    pub status: ProviderStatus,
     pub amount: i64,
     pub fee: i64,
     pub settled_at: DateTime<Utc>,
@@ -151,15 +180,12 @@ fn parse_record(get: impl Fn(&str) -> Option<String>, line: u64) -> Result<Line,
         }),
     };
     let status = match text("status").as_deref() {
-        Some("settled") => Some("settled"),
-        Some("refunded") => Some("refunded"),
-        Some("failed") => Some("failed"),
-        Some(other) => {
+        Some(text) => ProviderStatus::parse(text).or_else(|| {
             reasons.push(format!(
-                "status: {other:?} is not settled, refunded or failed"
+                "status: {text:?} is not settled, refunded or failed"
             ));
             None
-        }
+        }),
         None => {
             reasons.push("status: missing".to_owned());
             None
@@ -363,7 +389,7 @@ pub async fn import(
                     parsed.payment_id.map(|p| p.to_string()).unwrap_or_default(),
                     parsed.external_ref.unwrap_or_default(),
                     parsed.currency.code().to_owned(),
-                    parsed.status.to_owned(),
+                    parsed.status.as_str().to_owned(),
                     parsed.amount.to_string(),
                     parsed.fee.to_string(),
                     parsed.settled_at.to_rfc3339(),
