@@ -3,7 +3,7 @@
 //! [`create_many`] (the API's single creates grouped by `group_commit` into [`create_group`]),
 //! set-based, in one database transaction.
 //!
-//! Order of work (see `docs/architecture.md`):
+//! Order of work (why each step is as it is: `docs/architecture.md`, "The write path"):
 //! 1. ids already stored are answered from their row (replay or mismatch); a batch whose ids
 //!    are all stored is answered without taking a lock;
 //! 2. the originals of reversals are locked (sorted), then every wallet of the batch
