@@ -3,7 +3,7 @@
 //! Dependencies point one way: `http`, `consumer` and `reconcile` use `ledger`; the ledger
 //! core knows nothing of HTTP, Redis or reports.
 
-/// API keys: tokens, scopes, `wallet-ledger api-key`.
+/// API keys: tokens, scopes and lookups (the command is `cli::api_key`).
 pub mod api_keys;
 /// `wallet-ledger bench`: the benchmark scenarios, each checking its own result.
 pub mod bench;
@@ -13,7 +13,7 @@ pub mod broker;
 pub mod cli;
 /// The stream consumer of payment events (Redis/Valkey Streams) and its tools.
 pub mod consumer;
-/// Creating, connecting to and migrating the database.
+/// Creating, connecting to and migrating the database; `StoreError`, what is transient.
 pub mod db;
 /// Named sites where a test can make the process die (`WALLET_LEDGER_FAILPOINT`).
 pub mod failpoint;
