@@ -241,6 +241,7 @@ start_node() { # node
     wait_port_closed "$(node_port "$node")"
     # pg_ctl -l: the server's stderr goes to the log, not to ours (a daemon holding the
     # caller's stdout would make `$(citus.sh up)` hang).
+    # shellcheck disable=SC2094 # both append to the log; nothing reads it
     as_pg "$PGBIN/pg_ctl" -D "$CITUS_DIR/$node" -l "$CITUS_DIR/$node.log" -w -t 60 start \
         </dev/null >>"$CITUS_DIR/$node.log" 2>&1 || die "$node did not start: see $CITUS_DIR/$node.log"
 }

@@ -26,8 +26,9 @@
 # lost: `down` and `up`).
 #
 # Measured on a 2-core machine (Redis 7.0.15), 3 cycles in a row: `up` from nothing 2.6-3.0 s,
-# `up` when up 0.3 s, `down` 0.4 s; `up` after a master was SIGKILLed 4 s (its replica promoted,
-# the old master back as its replica, the keys of its slots kept), after a replica was 0.3 s.
+# `up` when up 0.3 s, `down` 0.4 s; `up` after a master was SIGKILLed 2.5-4 s (the node timeout,
+# its replica's promotion, the old master back as its replica; the keys of its slots kept),
+# after a replica was 0.3 s.
 set -euo pipefail
 
 REDIS_CLUSTER_DIR=${REDIS_CLUSTER_DIR:-/tmp/wallet-ledger-redis-cluster}
@@ -49,8 +50,9 @@ case $DIR in
 esac
 DIR_RE="(^| )${DIR//./\\.}(/| |\$)"
 
-command -v redis-server >/dev/null && command -v redis-cli >/dev/null ||
+if ! command -v redis-server >/dev/null || ! command -v redis-cli >/dev/null; then
     die "redis-server and redis-cli are needed (Redis 7); as root run: apt-get install -y redis-server"
+fi
 
 ## Processes
 
