@@ -9,12 +9,14 @@
 //! - `event`: decoding a stream entry into a payment event;
 //! - `apply`: one batch, one database transaction, through the ledger's own write path;
 //! - `stream`: reading, reclaiming, acknowledging and dead-lettering on Redis/Valkey;
+//! - `partition`: which of N partition streams a wallet's events go to;
 //! - `worker`: the loop, as steps; `dlq`, `producer`, `demo`: the tools around it.
 
 pub mod apply;
 pub mod demo;
 pub mod dlq;
 pub mod event;
+pub mod partition;
 pub mod producer;
 pub mod stream;
 pub mod worker;
