@@ -1,6 +1,6 @@
 //! `wallet-ledger publish`: payment events to the stream, with a share of resends.
 
-use super::shared::RedisArgs;
+use super::shared::{PartitionArgs, RedisArgs};
 use crate::consumer::producer::{self, PublishSettings};
 use crate::consumer::stream;
 use clap::Args;
@@ -13,6 +13,8 @@ pub struct PublishArgs {
     /// The stream to publish to.
     #[arg(long, env = "STREAM", default_value = stream::DEFAULT_STREAM)]
     pub stream: String,
+    #[command(flatten)]
+    pub partitions: PartitionArgs,
     /// Distinct payments to publish.
     #[arg(long, default_value_t = 100)]
     pub count: usize,
@@ -38,6 +40,7 @@ pub async fn run(args: PublishArgs) -> anyhow::Result<ExitCode> {
     producer::run(PublishSettings {
         redis: args.redis.settings(),
         stream: args.stream,
+        partitions: args.partitions.settings(),
         count: args.count,
         wallets: args.wallets,
         amount: args.amount,

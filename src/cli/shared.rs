@@ -1,6 +1,7 @@
 //! Flag groups several commands share, each defined once, and the library settings they make.
 
 use crate::broker::{self, RedisSettings};
+use crate::consumer::partition::{self, Partitions};
 use crate::consumer::stream::{self, StreamSettings};
 use crate::db::{self, DatabaseSettings};
 use crate::ledger::holds;
@@ -82,6 +83,24 @@ impl StreamArgs {
             stream: self.stream,
             group: self.group,
         }
+    }
+}
+
+/// How many partition streams the payment events are spread over, by wallet
+/// (docs/consumer.md, "Partitioned streams").
+#[derive(Debug, Clone, Args)]
+pub struct PartitionArgs {
+    /// Partition streams of `--stream`, chosen by wallet: partition `p` is `<stream>:{p}`;
+    /// 1 is `<stream>` itself (1 to 1024).
+    #[arg(long, env = "STREAM_PARTITIONS", default_value_t = partition::DEFAULT_PARTITIONS,
+        value_parser = clap::value_parser!(u16).range(1..=i64::from(partition::MAX_PARTITIONS)),
+        global = true)]
+    pub partitions: u16,
+}
+
+impl PartitionArgs {
+    pub fn settings(&self) -> Partitions {
+        Partitions::new(u32::from(self.partitions)).expect("clap checked the range")
     }
 }
 

@@ -2,6 +2,7 @@
 //! share of them sent a second time the way a producer does after a timeout (a new stream
 //! id, the same event id), in the seed article's format plus the contract's optional fields.
 
+use super::partition::Partitions;
 use redis::{AsyncCommands, Value};
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -114,6 +115,13 @@ impl Plan {
                 ]
             })
             .collect()
+    }
+
+    /// The wallet of each message, in sending order.
+    fn wallets_in_order(&self) -> impl Iterator<Item = &str> {
+        self.order
+            .iter()
+            .map(|&i| self.published[i].wallet.as_str())
     }
 
     /// The payments, given the stream id of each message in sending order.
@@ -233,6 +241,8 @@ async fn send_chunk(
 pub struct PublishSettings {
     pub redis: crate::broker::RedisSettings,
     pub stream: String,
+    /// The partition streams of `stream` the payments are spread over, by wallet.
+    pub partitions: Partitions,
     /// Distinct payments.
     pub count: usize,
     /// Wallets credited, in turn.
@@ -254,13 +264,38 @@ pub async fn run(args: PublishSettings) -> anyhow::Result<()> {
         replicas: args.wait_replicas,
         retry_for: Duration::from_millis(args.retry_for_ms),
     };
-    let ids = publish_confirmed(
-        &args.redis.url,
-        &args.stream,
-        &plan.messages(),
-        confirmation,
-    )
-    .await?;
+    // Each partition's messages go to its stream in their sending order, one stream after
+    // another; the stream ids are put back in sending order for the summary.
+    let messages = plan.messages();
+    let mut positions: Vec<Vec<usize>> = vec![Vec::new(); usize::from(args.partitions.count())];
+    for (i, wallet) in plan.wallets_in_order().enumerate() {
+        positions[usize::from(args.partitions.of(wallet))].push(i);
+    }
+    let mut ids = vec![String::new(); messages.len()];
+    let mut sent_to = Vec::new();
+    for (stream, positions) in args
+        .partitions
+        .streams(&args.stream)
+        .into_iter()
+        .zip(positions)
+    {
+        if positions.is_empty() && args.partitions.count() > 1 {
+            continue;
+        }
+        let mine: Vec<Vec<(String, String)>> =
+            positions.iter().map(|&i| messages[i].clone()).collect();
+        let sent = publish_confirmed(&args.redis.url, &stream, &mine, confirmation).await?;
+        for (&i, id) in positions.iter().zip(sent) {
+            ids[i] = id;
+        }
+        sent_to.push((stream, positions.len()));
+    }
+    let mut conn = crate::broker::connect(&args.redis.url).await?;
+    let mut lengths = Vec::new();
+    for (stream, sent) in sent_to {
+        let length: usize = conn.xlen(&stream).await?;
+        lengths.push((stream, sent, length));
+    }
     let published = plan.record(ids);
     let mut totals: BTreeMap<&str, i64> = BTreeMap::new();
     let mut messages = 0;
@@ -268,13 +303,24 @@ pub async fn run(args: PublishSettings) -> anyhow::Result<()> {
         *totals.entry(p.wallet.as_str()).or_default() += p.amount;
         messages += p.stream_ids.len();
     }
-    let mut conn = crate::broker::connect(&args.redis.url).await?;
-    let length: usize = conn.xlen(&args.stream).await?;
-    println!(
-        "published {} payments as {messages} messages to {} (now {length} entries)",
-        published.len(),
-        args.stream
-    );
+    if args.partitions.count() == 1 {
+        let length = lengths.first().map_or(0, |l| l.2);
+        println!(
+            "published {} payments as {messages} messages to {} (now {length} entries)",
+            published.len(),
+            args.stream
+        );
+    } else {
+        println!(
+            "published {} payments as {messages} messages to {} partitions of {}",
+            published.len(),
+            args.partitions.count(),
+            args.stream
+        );
+        for (stream, sent, length) in lengths {
+            println!("  {stream}: {sent} messages (now {length} entries)");
+        }
+    }
     for (wallet, total) in totals {
         println!("  {wallet}: +{total} minor units expected");
     }
