@@ -1,6 +1,6 @@
 //! `wallet-ledger consume`: apply payment events from a Redis/Valkey stream.
 
-use super::shared::{DatabaseArgs, HoldExpiryArgs, RedisArgs, StreamArgs};
+use super::shared::{DatabaseArgs, HoldExpiryArgs, PartitionArgs, RedisArgs, StreamArgs};
 use crate::consumer::apply::ApplySettings;
 use crate::consumer::worker::Settings;
 use crate::consumer::{self, ConsumeSettings, MAX_CONSUMER_BATCH_SIZE};
@@ -17,6 +17,8 @@ pub struct ConsumeArgs {
     pub redis: RedisArgs,
     #[command(flatten)]
     pub stream: StreamArgs,
+    #[command(flatten)]
+    pub partitions: PartitionArgs,
     /// This consumer's name in the group (default: host name and process id).
     #[arg(long, env = "CONSUMER_NAME")]
     pub consumer: Option<String>,
@@ -128,6 +130,7 @@ impl ConsumeArgs {
             database: self.database.settings(),
             redis: self.redis.settings(),
             stream: self.stream.settings(),
+            partitions: self.partitions.settings(),
             workers: self.workers,
             worker,
             metrics_addr: self.metrics_addr,

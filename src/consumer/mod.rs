@@ -60,7 +60,10 @@ pub const MAX_CONSUMER_DURATION_MS: u64 = 24 * 60 * 60 * 1000;
 pub struct ConsumeSettings {
     pub database: crate::db::DatabaseSettings,
     pub redis: crate::broker::RedisSettings,
+    /// The base stream and the group; with several partitions, the group on each of them.
     pub stream: stream::StreamSettings,
+    /// The partition streams of `stream.stream`, each read by all `workers` of this process.
+    pub partitions: partition::Partitions,
     /// This consumer's name in the group (its workers' names derive from it).
     pub name: String,
     /// Workers in this process, each a consumer of the group applying its own batches.
@@ -82,15 +85,34 @@ pub async fn run(args: ConsumeSettings) -> anyhow::Result<()> {
     let settings = args.worker.clone();
     // Each worker is a consumer of the group in its own right: its own connection to the
     // broker and its own pending list, so a crash of the process leaves each worker's batch
-    // to be reclaimed like any consumer's. The group exists before `/readyz` says ready.
+    // to be reclaimed like any consumer's. With several partitions every worker runs on each
+    // of them (a loop per worker and partition), each loop touching only its partition's keys
+    // (one cluster slot). The groups exist before `/readyz` says ready.
     let mut streams = Vec::new();
-    for n in 0..args.workers {
-        let worker_name = if args.workers == 1 {
-            name.clone()
-        } else {
-            format!("{name}-{n}")
+    for (p, stream_key) in args
+        .partitions
+        .streams(&args.stream.stream)
+        .into_iter()
+        .enumerate()
+    {
+        let partition = stream::StreamSettings {
+            stream: stream_key,
+            group: args.stream.group.clone(),
         };
-        streams.push(connect_stream(&args, worker_name, settings.block).await?);
+        for n in 0..args.workers {
+            let mut worker_name = if args.workers == 1 {
+                name.clone()
+            } else {
+                format!("{name}-{n}")
+            };
+            if args.partitions.count() > 1 {
+                worker_name = format!("{worker_name}-p{p}");
+            }
+            let stream =
+                connect_stream(&args.redis.url, &partition, worker_name, settings.block).await?;
+            // One worker of each partition trims it.
+            streams.push((stream, n == 0));
+        }
     }
     // The signal stops the workers (`stopping`); `/metrics` and `/readyz` stop on its parent,
     // once the workers are done and the pool is closed, so probes are answered to the end.
@@ -108,12 +130,13 @@ pub async fn run(args: ConsumeSettings) -> anyhow::Result<()> {
     }
     crate::shutdown::cancel_on_signal(stopping.clone());
 
-    tracing::info!(consumer = %name, workers = args.workers, stream = %args.stream.stream, group = %args.stream.group, batch_size = settings.batch_size, "consuming");
+    tracing::info!(consumer = %name, workers = args.workers, partitions = args.partitions.count(), stream = %args.stream.stream, group = %args.stream.group, batch_size = settings.batch_size, "consuming");
+    let loops = streams.len();
+    let backlogs = worker::Backlogs::default();
     let mut workers = tokio::task::JoinSet::new();
-    for (n, stream) in streams.into_iter().enumerate() {
-        // One worker trims the stream.
+    for (stream, trims) in streams {
         let mut worker_settings = settings.clone();
-        if n > 0 {
+        if !trims {
             worker_settings.trim_interval = None;
         }
         let consumer = Consumer::new(
@@ -122,7 +145,8 @@ pub async fn run(args: ConsumeSettings) -> anyhow::Result<()> {
             worker_settings,
             readiness.clone(),
             stopping.clone(),
-        );
+        )
+        .with_backlogs(backlogs.clone());
         workers.spawn(work(
             consumer,
             settings.outage_backoff,
@@ -158,8 +182,7 @@ pub async fn run(args: ConsumeSettings) -> anyhow::Result<()> {
     );
     if stopped > 0 {
         anyhow::bail!(
-            "{stopped} of {} workers stopped because the broker refused a command (see the log above)",
-            args.workers
+            "{stopped} of {loops} workers stopped because the broker refused a command (see the log above)"
         );
     }
     Ok(())
@@ -177,22 +200,18 @@ enum WorkerEnd {
 }
 
 async fn connect_stream(
-    args: &ConsumeSettings,
+    url: &str,
+    stream_settings: &stream::StreamSettings,
     name: String,
     block: Duration,
 ) -> anyhow::Result<StreamClient> {
-    let mut stream = StreamClient::connect(&args.redis.url, args.stream.clone(), name, block)
+    let mut stream = StreamClient::connect(url, stream_settings.clone(), name, block)
         .await
-        .with_context(|| {
-            format!(
-                "cannot connect to Redis at {}",
-                crate::broker::redact(&args.redis.url)
-            )
-        })?;
+        .with_context(|| format!("cannot connect to Redis at {}", crate::broker::redact(url)))?;
     stream.ensure_group().await.with_context(|| {
         format!(
             "cannot create consumer group {} on stream {}",
-            args.stream.group, args.stream.stream
+            stream_settings.group, stream_settings.stream
         )
     })?;
     Ok(stream)

@@ -11,7 +11,8 @@ use crate::ledger::accounts;
 use crate::ledger::audit::{self, Actor};
 use crate::telemetry::Readiness;
 use sqlx::PgPool;
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 
@@ -76,6 +77,7 @@ pub struct Consumer {
     next_reclaim: Instant,
     next_stats: Instant,
     next_trim: Instant,
+    backlogs: Backlogs,
 }
 
 impl Consumer {
@@ -97,7 +99,15 @@ impl Consumer {
             next_stats: now,
             next_trim: now + settings.trim_interval.unwrap_or_default(),
             settings,
+            backlogs: Backlogs::default(),
         }
+    }
+
+    /// Shares the backlog gauges with the process's other consumers, so that with several
+    /// partition streams they show the sum over all of them.
+    pub fn with_backlogs(mut self, backlogs: Backlogs) -> Consumer {
+        self.backlogs = backlogs;
+        self
     }
 
     /// This consumer's name in the group.
@@ -527,7 +537,7 @@ impl Consumer {
             // The backlog read doubles as the broker's health check.
             let broker_up = match self.stream.backlog().await {
                 Ok(backlog) => {
-                    record_backlog(backlog);
+                    self.backlogs.record(self.stream.stream(), backlog);
                     true
                 }
                 Err(e) => {
@@ -660,10 +670,28 @@ fn count(outcome: &'static str, n: usize) {
     }
 }
 
-fn record_backlog(backlog: Backlog) {
-    metrics::gauge!("wallet_ledger_consumer_pending").set(backlog.pending as f64);
-    if let Some(lag) = backlog.lag {
-        metrics::gauge!("wallet_ledger_consumer_lag").set(lag as f64);
+/// The last backlog read of each stream a process consumes (one per partition), for the
+/// pending and lag gauges, which show their sums.
+#[derive(Debug, Clone, Default)]
+pub struct Backlogs(Arc<Mutex<BTreeMap<String, Backlog>>>);
+
+impl Backlogs {
+    fn record(&self, stream: &str, backlog: Backlog) {
+        let (pending, lag) = {
+            let mut all = self
+                .0
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+            all.insert(stream.to_owned(), backlog);
+            let pending: u64 = all.values().map(|b| b.pending).sum();
+            // Unknown for one partition (after a trim Redis cannot tell) is unknown in sum.
+            let lag: Option<u64> = all.values().map(|b| b.lag).sum();
+            (pending, lag)
+        };
+        metrics::gauge!("wallet_ledger_consumer_pending").set(pending as f64);
+        if let Some(lag) = lag {
+            metrics::gauge!("wallet_ledger_consumer_lag").set(lag as f64);
+        }
     }
 }
 
