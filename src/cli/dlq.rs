@@ -1,7 +1,8 @@
 //! `wallet-ledger dlq list | replay | drop`: the operator's side of the dead-letter stream.
 
-use super::shared::{RedisArgs, StreamArgs};
+use super::shared::{PartitionArgs, RedisArgs, StreamArgs};
 use crate::consumer::dlq;
+use crate::consumer::stream::StreamSettings;
 use clap::{Args, Subcommand};
 use std::process::ExitCode;
 
@@ -11,6 +12,10 @@ pub struct DlqArgs {
     pub redis: RedisArgs,
     #[command(flatten)]
     pub stream: StreamArgs,
+    /// With several, every command covers all partitions' dead letters; single ids need the
+    /// partition's own stream (`--stream 'payments:{2}'`, as `dlq list` prints it).
+    #[command(flatten)]
+    pub partitions: PartitionArgs,
     #[command(subcommand)]
     pub action: DlqAction,
 }
@@ -46,23 +51,78 @@ pub enum DlqAction {
 
 pub async fn run(args: DlqArgs) -> anyhow::Result<ExitCode> {
     let mut conn = crate::broker::connect(&args.redis.url).await?;
-    let stream = args.stream.settings();
+    let partitions = args.partitions.settings();
+    let base = args.stream.settings();
+    let partitioned = partitions.count() > 1;
+    // One partition is the base stream itself: everything as before.
+    let streams: Vec<StreamSettings> = partitions
+        .streams(&base.stream)
+        .into_iter()
+        .map(|stream| StreamSettings {
+            stream,
+            group: base.group.clone(),
+        })
+        .collect();
     match args.action {
         DlqAction::List { count } => {
-            for entry in dlq::list(&mut conn, &stream.dead_letters(), count).await? {
-                println!("{}", dlq::describe(&entry));
+            let mut left = count;
+            for stream in &streams {
+                if left == 0 {
+                    break;
+                }
+                for entry in dlq::list(&mut conn, &stream.dead_letters(), left).await? {
+                    let mut line = dlq::describe(&entry);
+                    if partitioned {
+                        line["stream"] = stream.stream.clone().into();
+                    }
+                    println!("{line}");
+                    left -= 1;
+                }
             }
         }
         DlqAction::Replay { ids, all } => {
-            let n = dlq::replay(&mut conn, &stream, ids, all).await?;
-            println!("replayed {n} dead letters to {}", stream.stream);
+            refuse_ids_across_partitions(partitioned, &ids, &base.stream)?;
+            let mut n = 0;
+            for stream in &streams {
+                n += dlq::replay(&mut conn, stream, ids.clone(), all).await?;
+            }
+            if partitioned {
+                println!(
+                    "replayed {n} dead letters to the {} partitions of {}",
+                    partitions.count(),
+                    base.stream
+                );
+            } else {
+                println!("replayed {n} dead letters to {}", base.stream);
+            }
         }
         DlqAction::Drop { ids, all } => {
-            let n = dlq::drop(&mut conn, &stream, ids, all).await?;
+            refuse_ids_across_partitions(partitioned, &ids, &base.stream)?;
+            let mut n = 0;
+            for stream in &streams {
+                n += dlq::drop(&mut conn, stream, ids.clone(), all).await?;
+            }
             println!("dropped {n} dead letters");
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// An entry id is unique only within one stream: the same id may name dead letters of two
+/// partitions, so single ids are taken only with the partition's own stream.
+fn refuse_ids_across_partitions(
+    partitioned: bool,
+    ids: &[String],
+    base: &str,
+) -> anyhow::Result<()> {
+    if partitioned && !ids.is_empty() {
+        anyhow::bail!(
+            "dead-letter ids are per partition: name the partition's stream instead of \
+             --partitions (`--stream '{base}:{{2}}'`, as `dlq list --partitions N` prints it), \
+             or pass --all"
+        );
+    }
+    Ok(())
 }
 
 /// A complete stream entry id, `<milliseconds>-<sequence>`: Redis reads `1796156703304` alone
