@@ -598,18 +598,7 @@ async fn publish_refuses_a_zero_amount_and_an_empty_or_invalid_wallet() {
         ["--wallets", "w1,,w2"],
         ["--wallets", "w 1"],
     ] {
-        let mut command = tokio::process::Command::new(super::stream_support::BIN);
-        command
-            .args([
-                "publish",
-                "--redis-url",
-                &shared_redis_url(),
-                "--stream",
-                &stream,
-            ])
-            .args(args)
-            .stdin(std::process::Stdio::null());
-        let output = run_to_end(command, LIMIT).await;
+        let output = run_to_end(super::stream_support::publish(&stream, &args), LIMIT).await;
         assert_eq!(
             output.status.code(),
             Some(2),

@@ -15,6 +15,7 @@ mod consumer_apply;
 mod consumer_chaos;
 mod consumer_hostile;
 mod consumer_model;
+mod consumer_partitions;
 mod consumer_stream;
 mod containers;
 mod contract;

@@ -599,6 +599,24 @@ pub fn consume(app: &TestApp, stream: &str, name: &str, extra: &[&str]) -> Comma
     consumer_command_with(&app.database_url, &shared_redis_url(), stream, name, extra)
 }
 
+/// `wallet-ledger publish --redis-url .. --stream .. <extra...>`.
+pub fn publish(stream: &str, extra: &[&str]) -> Command {
+    let mut command = Command::new(BIN);
+    command
+        .args([
+            "publish",
+            "--redis-url",
+            &shared_redis_url(),
+            "--stream",
+            stream,
+        ])
+        .args(extra)
+        .env("RUST_LOG", "warn")
+        .stdin(Stdio::null())
+        .kill_on_drop(true);
+    command
+}
+
 /// `wallet-ledger dlq --redis-url .. --stream .. <action...>`.
 pub fn dlq(stream: &str, action: &[&str]) -> Command {
     let mut command = Command::new(BIN);
