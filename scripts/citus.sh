@@ -29,7 +29,6 @@ set -euo pipefail
 CITUS_DIR=${CITUS_DIR:-/tmp/wallet-ledger-citus}
 case $CITUS_DIR in /*) ;; *) CITUS_DIR=$PWD/$CITUS_DIR ;; esac
 CITUS_DIR=${CITUS_DIR%/}
-STATE_DIR=/tmp/wallet-ledger-ha.d
 PGBIN=/usr/lib/postgresql/15/bin
 SYS_PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 REPO=$(cd "$(dirname "$0")/.." && pwd)
@@ -38,6 +37,9 @@ NODES=(coordinator worker1 worker2)
 
 say() { echo "citus.sh: $*" >&2; }
 die() { say "$*"; exit 1; }
+
+# shellcheck source=lib/ports.sh
+source "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/lib/ports.sh"
 
 case $CITUS_DIR in
     / | /tmp | /var | /home | /root | /usr | /etc) die "CITUS_DIR=$CITUS_DIR is not a folder of its own" ;;
@@ -116,60 +118,7 @@ kill_until_gone() {
     die "could not kill: $pids"
 }
 
-## Ports (the same reservations as scripts/ha.sh)
-
-state_dir() { # sub-folder
-    [ -d "$STATE_DIR/$1" ] && return 0
-    mkdir -p "$STATE_DIR/$1"
-    chmod 1777 "$STATE_DIR" "$STATE_DIR/$1" 2>/dev/null || true
-}
-
-# Prints COUNT free loopback ports below the ephemeral range, reserved under a lock for this
-# folder. A reservation is stale once its folder is gone.
-reserve_ports() { # count
-    local count=$1
-    state_dir ports
-    [ -e "$STATE_DIR/ports.lock" ] || { : >"$STATE_DIR/ports.lock" && chmod 644 "$STATE_DIR/ports.lock"; }
-    (
-        flock -w 60 8 || die "no lock on $STATE_DIR/ports.lock"
-        local low span port owner owner_half picked=0
-        low=$(cut -f1 /proc/sys/net/ipv4/ip_local_port_range)
-        span=$((low > 21000 ? low - 20000 : 10000))
-        for _ in $(seq 1 1000); do
-            [ "$picked" -lt "$count" ] || break
-            port=$((20000 + (RANDOM * 32768 + RANDOM) % span))
-            if [ -e "$STATE_DIR/ports/$port" ]; then
-                owner='' owner_half=''
-                read -r owner owner_half <"$STATE_DIR/ports/$port" || true
-                [ -n "$owner" ] && [ -d "$owner/$owner_half" ] && continue
-            fi
-            [ -z "$(ss -Htan exclude time-wait "( sport = :$port )")" ] || continue
-            echo "$CITUS_DIR" >"$STATE_DIR/ports/$port"
-            echo "$port"
-            picked=$((picked + 1))
-        done
-        [ "$picked" -eq "$count" ] || die "found only $picked free ports"
-    ) 8<"$STATE_DIR/ports.lock"
-}
-
-release_ports() {
-    local f
-    for f in "$STATE_DIR"/ports/[0-9]*; do
-        [ -e "$f" ] || continue
-        [ "$(cat "$f" 2>/dev/null)" = "$CITUS_DIR" ] && rm -f "$f"
-    done
-    return 0
-}
-
-# One up or down at a time per folder.
-lock_folder() {
-    local lock
-    state_dir locks
-    lock="$STATE_DIR/locks/$(printf %s "$CITUS_DIR" | md5sum | cut -c1-16)"
-    [ -e "$lock" ] || { : >"$lock" && chmod 644 "$lock"; }
-    exec 9<"$lock"
-    flock -w 900 9 || die "another citus.sh holds the lock of $CITUS_DIR"
-}
+## Ports: scripts/lib/ports.sh
 
 ## Nodes
 
@@ -266,7 +215,7 @@ setup() {
 
 up() {
     ensure_citus
-    lock_folder
+    lock_folder "$CITUS_DIR"
     if [ -d "$CITUS_DIR" ] && [ ! -e "$CITUS_DIR/.wallet-ledger-citus" ] && [ -n "$(ls -A "$CITUS_DIR")" ]; then
         die "$CITUS_DIR exists and was not made by citus.sh"
     fi
@@ -284,7 +233,7 @@ up() {
     mkdir -p "$CITUS_DIR/sockets"
     touch "$CITUS_DIR/.wallet-ledger-citus"
     local ports
-    ports=$(reserve_ports 3 | tr '\n' ' ')
+    ports=$(reserve_ports 3 "$CITUS_DIR" | tr '\n' ' ')
     read -r COORDINATOR_PORT WORKER1_PORT WORKER2_PORT <<<"$ports"
     printf 'COORDINATOR_PORT=%s\nWORKER1_PORT=%s\nWORKER2_PORT=%s\n' \
         "$COORDINATOR_PORT" "$WORKER1_PORT" "$WORKER2_PORT" >"$CITUS_DIR/ports"
@@ -300,7 +249,7 @@ up() {
 }
 
 down_unlocked() {
-    [ -d "$CITUS_DIR" ] || { release_ports; return 0; }
+    [ -d "$CITUS_DIR" ] || { release_ports "$CITUS_DIR"; return 0; }
     [ -e "$CITUS_DIR/.wallet-ledger-citus" ] || die "$CITUS_DIR was not made by citus.sh: not removing it"
     local node
     for node in "${NODES[@]}"; do
@@ -314,11 +263,11 @@ down_unlocked() {
         for node in "${NODES[@]}"; do wait_port_closed "$(node_port "$node")"; done
     fi
     rm -rf "$CITUS_DIR"
-    release_ports
+    release_ports "$CITUS_DIR"
 }
 
 down() {
-    lock_folder
+    lock_folder "$CITUS_DIR"
     down_unlocked
 }
 

@@ -50,9 +50,6 @@ case $HA_DIR in /*) ;; *) HA_DIR=$PWD/$HA_DIR ;; esac
 HA_DIR=${HA_DIR%/}
 PG_DIR=$HA_DIR/pg
 REDIS_DIR=$HA_DIR/redis
-# Shared by every HA_DIR: port reservations and one lock per folder (outside it, as down
-# removes the folder while others may wait for the lock).
-STATE_DIR=/tmp/wallet-ledger-ha.d
 PGBIN=/usr/lib/postgresql/15/bin
 SYS_PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 NODES=(node1 node2)
@@ -67,6 +64,9 @@ REDIS_TITLE='proc-title-template "{title} {listen-addr} {server-mode} {config-fi
 
 say() { echo "ha.sh: $*" >&2; }
 die() { say "$*"; exit 1; }
+
+# shellcheck source=lib/ports.sh
+source "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/lib/ports.sh"
 
 # Folder names end up in URLs, config files and regular expressions: keep them plain.
 case $HA_DIR in
@@ -182,64 +182,7 @@ wait_port_closed() { # port
     die "port $1 is still in use"
 }
 
-## Ports
-
-# Prints COUNT free loopback ports, reserved for HALF of this folder. They are taken below
-# the ephemeral range, so that no outgoing connection grabs one before our server binds it,
-# and reserved under a lock, so that folders brought up at the same time never share one.
-reserve_ports() { # count half
-    local count=$1 half=$2
-    state_dir ports
-    [ -e "$STATE_DIR/ports.lock" ] || { : >"$STATE_DIR/ports.lock" && chmod 644 "$STATE_DIR/ports.lock"; }
-    (
-        flock -w 60 8 || die "no lock on $STATE_DIR/ports.lock"
-        local low span port owner owner_half picked=0
-        low=$(cut -f1 /proc/sys/net/ipv4/ip_local_port_range)
-        span=$((low > 21000 ? low - 20000 : 10000))
-        for _ in $(seq 1 1000); do
-            [ "$picked" -lt "$count" ] || break
-            port=$((20000 + (RANDOM * 32768 + RANDOM) % span))
-            if [ -e "$STATE_DIR/ports/$port" ]; then
-                # A reservation is stale once its folder's half is gone.
-                owner='' owner_half=''
-                read -r owner owner_half <"$STATE_DIR/ports/$port" || true
-                [ -n "$owner" ] && [ -d "$owner/$owner_half" ] && continue
-            fi
-            [ -z "$(ss -Htan exclude time-wait "( sport = :$port )")" ] || continue
-            echo "$HA_DIR $half" >"$STATE_DIR/ports/$port"
-            echo "$port"
-            picked=$((picked + 1))
-        done
-        [ "$picked" -eq "$count" ] || die "found only $picked free ports"
-    ) 8<"$STATE_DIR/ports.lock"
-}
-
-release_ports() { # half (or nothing: every half)
-    local f
-    for f in "$STATE_DIR"/ports/[0-9]*; do
-        [ -e "$f" ] || continue
-        case "$(cat "$f" 2>/dev/null)" in
-            "$HA_DIR ${1:-}"*) rm -f "$f" ;;
-        esac
-    done
-}
-
-# One `up`, `down`, kill or restart at a time per folder (tests may run in parallel).
-lock_folder() {
-    local lock
-    state_dir locks
-    lock="$STATE_DIR/locks/$(printf %s "$HA_DIR" | md5sum | cut -c1-16)"
-    [ -e "$lock" ] || { : >"$lock" && chmod 644 "$lock"; }
-    exec 9<"$lock"
-    flock -w 900 9 || die "another ha.sh holds the lock of $HA_DIR"
-}
-
-# STATE_DIR and its sub-folder, writable by every user like /tmp (root and non-root runs meet).
-state_dir() { # sub-folder
-    [ -d "$STATE_DIR/$1" ] && return 0
-    mkdir -p "$STATE_DIR/$1"
-    chmod 1777 "$STATE_DIR" "$STATE_DIR/$1" 2>/dev/null || true
-}
+## Ports: scripts/lib/ports.sh
 
 ## Packages
 
@@ -410,7 +353,7 @@ pg_down() {
         for port in "$MONITOR_PORT" "$NODE1_PORT" "$NODE2_PORT"; do wait_port_closed "$port"; done
     fi
     rm -rf "$PG_DIR"
-    release_ports pg
+    release_ports "$HA_DIR pg"
 }
 
 pg_pids() {
@@ -445,7 +388,7 @@ pg_up() {
     mkdir -p "$PG_DIR/xdg/config" "$PG_DIR/xdg/data" "$PG_DIR/xdg/run"
     chmod 700 "$PG_DIR/xdg/run"
     local ports
-    ports=$(reserve_ports 3 pg | tr '\n' ' ')
+    ports=$(reserve_ports 3 "$HA_DIR pg" | tr '\n' ' ')
     read -r MONITOR_PORT NODE1_PORT NODE2_PORT <<<"$ports"
     printf 'MONITOR_PORT=%s\nNODE1_PORT=%s\nNODE2_PORT=%s\n' "$MONITOR_PORT" "$NODE1_PORT" "$NODE2_PORT" >"$PG_DIR/ports"
     [ "$(id -u)" -eq 0 ] && chown -R postgres:postgres "$PG_DIR"
@@ -703,7 +646,7 @@ redis_down() {
     fi
     kill_until_gone pids_naming "$REDIS_DIR"
     rm -rf "$REDIS_DIR"
-    release_ports redis
+    release_ports "$HA_DIR redis"
 }
 
 # Starts the stopped server of PORT as a replica of the master the Sentinels agree on. Never
@@ -754,7 +697,7 @@ redis_up() {
     redis_down
     mkdir -p "$REDIS_DIR"
     local ports
-    ports=$(reserve_ports 5 redis | tr '\n' ' ')
+    ports=$(reserve_ports 5 "$HA_DIR redis" | tr '\n' ' ')
     read -r REDIS_A_PORT REDIS_B_PORT SENTINEL1_PORT SENTINEL2_PORT SENTINEL3_PORT <<<"$ports"
     printf 'REDIS_A_PORT=%s\nREDIS_B_PORT=%s\nSENTINEL1_PORT=%s\nSENTINEL2_PORT=%s\nSENTINEL3_PORT=%s\n' \
         "$REDIS_A_PORT" "$REDIS_B_PORT" "$SENTINEL1_PORT" "$SENTINEL2_PORT" "$SENTINEL3_PORT" >"$REDIS_DIR/ports"
@@ -838,14 +781,14 @@ redis_status() {
 ## Main
 
 down() {
-    lock_folder
-    [ -d "$HA_DIR" ] || { release_ports; return 0; }
+    lock_folder "$HA_DIR"
+    [ -d "$HA_DIR" ] || { release_ports "$HA_DIR"; return 0; }
     [ -e "$HA_DIR/.wallet-ledger-ha" ] || die "$HA_DIR was not made by ha.sh: not removing it"
     pg_down
     redis_down
     kill_until_gone pids_naming "$HA_DIR"
     rm -rf "$HA_DIR"
-    release_ports
+    release_ports "$HA_DIR"
 }
 
 up() { # pg|redis|all
@@ -855,7 +798,7 @@ up() { # pg|redis|all
     case $what in pg | all) packages+=(postgresql-15-auto-failover) ;; esac
     case $what in redis | all) packages+=(redis-server redis-sentinel) ;; esac
     ensure_packages "${packages[@]}"
-    lock_folder
+    lock_folder "$HA_DIR"
     if [ -d "$HA_DIR" ] && [ ! -e "$HA_DIR/.wallet-ledger-ha" ] && [ -n "$(ls -A "$HA_DIR")" ]; then
         die "$HA_DIR exists and was not made by ha.sh"
     fi
@@ -885,18 +828,18 @@ case "${1:-}" in
         [ -n "$primary" ] || die "the monitor reports no primary"
         echo "$primary"
         ;;
-    kill-pg-primary) lock_folder && kill_pg_primary ;;
+    kill-pg-primary) lock_folder "$HA_DIR" && kill_pg_primary ;;
     wait-pg-primary) [ -n "${2:-}" ] || die "usage: $0 wait-pg-primary OLD_NODE [SECONDS]"; pg_wait_primary "$2" "${3:-90}" ;;
-    restart-node) lock_folder && restart_node "${2:-}" ;;
+    restart-node) lock_folder "$HA_DIR" && restart_node "${2:-}" ;;
     wait-pg-pair)
         load_pg_ports
         wait_pg_pair "${2:-90}" || exit 1
         pg_primary
         ;;
     redis-master) redis_master ;;
-    kill-redis-master) lock_folder && kill_redis_master ;;
+    kill-redis-master) lock_folder "$HA_DIR" && kill_redis_master ;;
     wait-redis-master) [ -n "${2:-}" ] || die "usage: $0 wait-redis-master OLD_PORT [SECONDS]"; redis_wait_master "$2" "${3:-90}" ;;
-    restart-redis) lock_folder && restart_redis "${2:-}" ;;
+    restart-redis) lock_folder "$HA_DIR" && restart_redis "${2:-}" ;;
     *)
         sed -n '/^# Subcommands/,/^#$/p' "$0" >&2
         exit 2

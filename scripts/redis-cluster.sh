@@ -34,7 +34,6 @@ set -euo pipefail
 REDIS_CLUSTER_DIR=${REDIS_CLUSTER_DIR:-/tmp/wallet-ledger-redis-cluster}
 case $REDIS_CLUSTER_DIR in /*) ;; *) REDIS_CLUSTER_DIR=$PWD/$REDIS_CLUSTER_DIR ;; esac
 DIR=${REDIS_CLUSTER_DIR%/}
-STATE_DIR=/tmp/wallet-ledger-ha.d
 SYS_PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 MARK="WALLET_LEDGER_REDIS_CLUSTER=$DIR"
 NODE_TIMEOUT_MS=2000
@@ -43,6 +42,9 @@ REDIS_TITLE='proc-title-template "{title} {listen-addr} {server-mode} {config-fi
 
 say() { echo "redis-cluster.sh: $*" >&2; }
 die() { say "$*"; exit 1; }
+
+# shellcheck source=lib/ports.sh
+source "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/lib/ports.sh"
 
 case $DIR in
     / | /tmp | /var | /home | /root | /usr | /etc) die "REDIS_CLUSTER_DIR=$DIR is not a folder of its own" ;;
@@ -130,59 +132,7 @@ wait_until() { # seconds description command...: polls COMMAND every 0.2 s
     done
 }
 
-## Ports (the same reservations as scripts/ha.sh)
-
-state_dir() { # sub-folder
-    [ -d "$STATE_DIR/$1" ] && return 0
-    mkdir -p "$STATE_DIR/$1"
-    chmod 1777 "$STATE_DIR" "$STATE_DIR/$1" 2>/dev/null || true
-}
-
-# Prints COUNT free loopback ports below the ephemeral range, reserved under a lock for this
-# folder. A reservation is stale once its folder is gone.
-reserve_ports() { # count
-    local count=$1
-    state_dir ports
-    [ -e "$STATE_DIR/ports.lock" ] || { : >"$STATE_DIR/ports.lock" && chmod 644 "$STATE_DIR/ports.lock"; }
-    (
-        flock -w 60 8 || die "no lock on $STATE_DIR/ports.lock"
-        local low span port owner owner_half picked=0
-        low=$(cut -f1 /proc/sys/net/ipv4/ip_local_port_range)
-        span=$((low > 21000 ? low - 20000 : 10000))
-        for _ in $(seq 1 1000); do
-            [ "$picked" -lt "$count" ] || break
-            port=$((20000 + (RANDOM * 32768 + RANDOM) % span))
-            if [ -e "$STATE_DIR/ports/$port" ]; then
-                owner='' owner_half=''
-                read -r owner owner_half <"$STATE_DIR/ports/$port" || true
-                [ -n "$owner" ] && [ -d "$owner/$owner_half" ] && continue
-            fi
-            [ -z "$(ss -Htan exclude time-wait "( sport = :$port )")" ] || continue
-            echo "$DIR" >"$STATE_DIR/ports/$port"
-            echo "$port"
-            picked=$((picked + 1))
-        done
-        [ "$picked" -eq "$count" ] || die "found only $picked free ports"
-    ) 8<"$STATE_DIR/ports.lock"
-}
-
-release_ports() {
-    local f
-    for f in "$STATE_DIR"/ports/[0-9]*; do
-        [ -e "$f" ] || continue
-        [ "$(cat "$f" 2>/dev/null)" = "$DIR" ] && rm -f "$f"
-    done
-    return 0
-}
-
-lock_folder() {
-    local lock
-    state_dir locks
-    lock="$STATE_DIR/locks/$(printf %s "$DIR" | md5sum | cut -c1-16)"
-    [ -e "$lock" ] || { : >"$lock" && chmod 644 "$lock"; }
-    exec 9<"$lock"
-    flock -w 900 9 || die "another redis-cluster.sh holds the lock of $DIR"
-}
+## Ports: scripts/lib/ports.sh
 
 ## Nodes
 
@@ -295,7 +245,7 @@ our_pids() {
 }
 
 up() {
-    lock_folder
+    lock_folder "$DIR"
     if [ -d "$DIR" ] && [ ! -e "$DIR/.wallet-ledger-redis-cluster" ] && [ -n "$(ls -A "$DIR")" ]; then
         die "$DIR exists and was not made by redis-cluster.sh"
     fi
@@ -318,7 +268,7 @@ up() {
     mkdir -p "$DIR"
     touch "$DIR/.wallet-ledger-redis-cluster"
     local ports
-    ports=$(reserve_ports 12 | tr '\n' ' ')
+    ports=$(reserve_ports 12 "$DIR" | tr '\n' ' ')
     read -r -a all <<<"$ports"
     printf 'CLIENT_PORTS="%s"\nBUS_PORTS="%s"\n' "${all[*]:0:6}" "${all[*]:6:6}" >"$DIR/ports"
     load_ports
@@ -340,7 +290,7 @@ up() {
 }
 
 down_unlocked() {
-    [ -d "$DIR" ] || { release_ports; return 0; }
+    [ -d "$DIR" ] || { release_ports "$DIR"; return 0; }
     [ -e "$DIR/.wallet-ledger-redis-cluster" ] || die "$DIR was not made by redis-cluster.sh: not removing it"
     kill_until_gone our_pids
     if [ -f "$DIR/ports" ]; then
@@ -348,11 +298,11 @@ down_unlocked() {
         for port in "${PORTS[@]}" "${BUSES[@]}"; do wait_port_closed "$port"; done
     fi
     rm -rf "$DIR"
-    release_ports
+    release_ports "$DIR"
 }
 
 down() {
-    lock_folder
+    lock_folder "$DIR"
     down_unlocked
 }
 
