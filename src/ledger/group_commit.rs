@@ -262,7 +262,7 @@ async fn answer(pool: &PgPool, group: Vec<Job>, result: GroupResult, replays: &R
                 let _ = job.answer.send(Err(e));
             }
         }
-        Err(e) if !is_transient(&e) => {
+        Err(e) if !e.is_transient() => {
             tracing::warn!(error = %e, size = group.len(), "group rejected; writing its items one by one");
             for job in group {
                 let one = std::slice::from_ref(&job.item);
@@ -274,29 +274,12 @@ async fn answer(pool: &PgPool, group: Vec<Job>, result: GroupResult, replays: &R
                 let _ = job.answer.send(answer);
             }
         }
+        // The database failed, not the group: every caller gets the same answer (503).
         Err(e) => {
             for job in group {
-                let _ = job.answer.send(Err(copy_of(&e)));
+                let _ = job.answer.send(Err(e.clone()));
             }
         }
-    }
-}
-
-/// The database (not the group) failed: every item gets the same answer, 503.
-fn is_transient(error: &WriteError) -> bool {
-    match error {
-        WriteError::Contention => true,
-        WriteError::Item(_) => false,
-        WriteError::Database(e) => e.is_transient(),
-    }
-}
-
-/// The same failure for each caller of a group.
-fn copy_of(error: &WriteError) -> WriteError {
-    match error {
-        WriteError::Item(item) => WriteError::Item(item.clone()),
-        WriteError::Contention => WriteError::Contention,
-        WriteError::Database(e) => WriteError::Database(e.clone()),
     }
 }
 

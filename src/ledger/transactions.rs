@@ -137,8 +137,9 @@ pub enum ItemError {
     Invalid(Vec<FieldError>),
 }
 
-/// A single create's failure: the request's own, or the database's.
-#[derive(Debug, thiserror::Error)]
+/// A single create's failure: the request's own, or the database's. Cheap to clone, so that
+/// group commit answers every caller of a failed group with the same error.
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum WriteError {
     #[error(transparent)]
     Item(#[from] ItemError),
@@ -147,6 +148,18 @@ pub enum WriteError {
     /// Concurrent requests kept taking this batch's ids; a retry will replay them.
     #[error("concurrent requests with the same ids; retry")]
     Contention,
+}
+
+impl WriteError {
+    /// Whether the same write may succeed later unchanged ([`StoreError::is_transient`]; ids
+    /// taken concurrently are too). A request error never is.
+    pub fn is_transient(&self) -> bool {
+        match self {
+            WriteError::Contention => true,
+            WriteError::Item(_) => false,
+            WriteError::Database(e) => e.is_transient(),
+        }
+    }
 }
 
 impl From<sqlx::Error> for WriteError {
