@@ -1,6 +1,15 @@
-//! Where Redis is: one server (`redis://`, `rediss://`, `unix://`, used exactly as before), or
-//! a master found through Sentinels:
-//! `redis+sentinel://[[user]:password@]h1:p1,h2:p2,h3:p3/<master name>[/<db>]`.
+//! Where Redis is: one server (`redis://`, `rediss://`, `unix://`, used exactly as before), a
+//! master found through Sentinels:
+//! `redis+sentinel://[[user]:password@]h1:p1,h2:p2,h3:p3/<master name>[/<db>]`, or a Redis
+//! Cluster: `redis+cluster://[[user]:password@]h1:p1,h2:p2,...` (any of its nodes; the client
+//! learns the rest and the slot map from them).
+//!
+//! On a cluster every command goes to the master of its key's slot, and the client library
+//! follows `MOVED`/`ASK` and failovers by itself (it reads the slot map again). What cannot
+//! work there is refused or routed deliberately: all keys of one command, script or pipeline
+//! must share a slot (the consumer checks its keys before it starts, [`same_slot`]), and a
+//! keyless command in a pipeline (`publish`'s `WAIT`) goes where the pipeline's keyed
+//! commands go, the master that took them.
 //!
 //! Behind Sentinels the master moves: when it is lost, Sentinel promotes a replica, and a
 //! returning old master comes back as a replica that refuses writes (`READONLY`). Every
@@ -16,6 +25,9 @@
 use redis::aio::{
     ConnectionLike, ConnectionManager, ConnectionManagerConfig, MultiplexedConnection,
 };
+use redis::cluster::{ClusterClient, ClusterClientBuilder};
+use redis::cluster_async::ClusterConnection;
+use redis::cluster_routing::Slot;
 use redis::sentinel::{SentinelClient, SentinelClientBuilder, SentinelServerType};
 use redis::{Cmd, ConnectionAddr, ErrorKind, Pipeline, RedisError, RedisFuture, RedisResult};
 use redis::{ServerErrorKind, Value};
@@ -40,6 +52,17 @@ impl Default for RedisSettings {
 
 const SENTINEL_SCHEME: &str = "redis+sentinel://";
 const DEFAULT_SENTINEL_PORT: u16 = 26379;
+const CLUSTER_SCHEME: &str = "redis+cluster://";
+const DEFAULT_CLUSTER_PORT: u16 = 6379;
+/// How long a command-line tool waits for one cluster command, retries after `MOVED` or a
+/// lost node included: a failover (node timeout, election) takes a few seconds, and the tools
+/// retry on their own after an outage (`publish` sends the chunk again).
+const CLUSTER_TOOL_RESPONSE_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long connecting to one cluster node may take.
+const CLUSTER_CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
+/// Retries of one command inside the cluster client (after an I/O error, `TRYAGAIN`,
+/// `CLUSTERDOWN`), with its exponential back-off; bounded by the response timeout anyway.
+const CLUSTER_RETRIES: u32 = 8;
 /// How often a connection may ask the Sentinels where the master is: errors come in bursts
 /// while the master is down, and the Sentinels answer the same until they promote.
 const ASK_SENTINELS_EVERY: Duration = Duration::from_millis(200);
@@ -58,20 +81,36 @@ pub struct Sentinels {
     pub db: Option<i64>,
 }
 
+/// The nodes of a `redis+cluster://` URL: where to start; the client finds the others.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClusterNodes {
+    pub addresses: Vec<(String, u16)>,
+    pub username: Option<String>,
+    pub password: Option<String>,
+}
+
 /// What `REDIS_URL` names.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Target {
     /// One server: the URL as given, handed to the client library.
     Server(String),
     Sentinels(Sentinels),
+    Cluster(ClusterNodes),
 }
 
 impl Target {
     pub fn parse(url: &str) -> Result<Target, String> {
-        match url.strip_prefix(SENTINEL_SCHEME) {
-            Some(rest) => parse_sentinels(rest).map(Target::Sentinels),
-            None => Ok(Target::Server(url.to_owned())),
+        if let Some(rest) = url.strip_prefix(SENTINEL_SCHEME) {
+            return parse_sentinels(rest).map(Target::Sentinels);
         }
+        if let Some(rest) = url.strip_prefix(CLUSTER_SCHEME) {
+            return parse_cluster(rest).map(Target::Cluster);
+        }
+        Ok(Target::Server(url.to_owned()))
+    }
+
+    pub fn is_cluster(&self) -> bool {
+        matches!(self, Target::Cluster(_))
     }
 
     /// [`Target::parse`], with the client library's error for a URL it cannot use.
@@ -81,8 +120,10 @@ impl Target {
     }
 }
 
-fn parse_sentinels(rest: &str) -> Result<Sentinels, String> {
-    let (authority, path) = rest.split_once('/').unwrap_or((rest, ""));
+/// The user, the password and the hosts of `user:password@h1:p1,h2:p2` (`scheme` for errors).
+type Authority = (Option<String>, Option<String>, Vec<(String, u16)>);
+
+fn parse_authority(authority: &str, scheme: &str, default_port: u16) -> Result<Authority, String> {
     let (userinfo, hosts) = match authority.rfind('@') {
         Some(at) => (Some(&authority[..at]), &authority[at + 1..]),
         None => (None, authority),
@@ -102,8 +143,15 @@ fn parse_sentinels(rest: &str) -> Result<Sentinels, String> {
     };
     let addresses = hosts
         .split(',')
-        .map(sentinel_address)
+        .map(|host| host_and_port(host, scheme, default_port))
         .collect::<Result<Vec<_>, _>>()?;
+    Ok((username, password, addresses))
+}
+
+fn parse_sentinels(rest: &str) -> Result<Sentinels, String> {
+    let (authority, path) = rest.split_once('/').unwrap_or((rest, ""));
+    let (username, password, addresses) =
+        parse_authority(authority, SENTINEL_SCHEME, DEFAULT_SENTINEL_PORT)?;
     let mut segments = path.split('/').filter(|s| !s.is_empty());
     let master = segments
         .next()
@@ -128,9 +176,33 @@ fn parse_sentinels(rest: &str) -> Result<Sentinels, String> {
     })
 }
 
-fn sentinel_address(host: &str) -> Result<(String, u16), String> {
+/// A cluster has one database (0) and no options here: anything after the hosts is refused
+/// rather than silently ignored.
+fn parse_cluster(rest: &str) -> Result<ClusterNodes, String> {
+    if let Some(i) = rest.find('?') {
+        return Err(format!(
+            "a redis+cluster:// URL takes no options, not {:?}",
+            &rest[i..]
+        ));
+    }
+    let (authority, path) = rest.split_once('/').unwrap_or((rest, ""));
+    if !path.is_empty() {
+        return Err(format!(
+            "a Redis Cluster has one database: a redis+cluster:// URL has no path, not /{path}"
+        ));
+    }
+    let (username, password, addresses) =
+        parse_authority(authority, CLUSTER_SCHEME, DEFAULT_CLUSTER_PORT)?;
+    Ok(ClusterNodes {
+        addresses,
+        username,
+        password,
+    })
+}
+
+fn host_and_port(host: &str, scheme: &str, default_port: u16) -> Result<(String, u16), String> {
     if host.is_empty() {
-        return Err("a redis+sentinel:// URL has an empty host in its host list".into());
+        return Err(format!("a {scheme} URL has an empty host in its host list"));
     }
     // An IPv6 address is bracketed: its own colons are not a port.
     let after_address = host.rfind(']').map_or(0, |i| i + 1);
@@ -142,27 +214,44 @@ fn sentinel_address(host: &str) -> Result<(String, u16), String> {
         None => (host, ""),
     };
     let port = if port.is_empty() {
-        DEFAULT_SENTINEL_PORT
+        default_port
     } else {
         port.parse()
-            .map_err(|_| format!("the Sentinel port in {host:?} is not a port number"))?
+            .map_err(|_| format!("the port in {host:?} is not a port number"))?
     };
     let name = name.trim_start_matches('[').trim_end_matches(']');
+    if name.is_empty() {
+        return Err(format!(
+            "a {scheme} URL has a host without a name: {host:?}"
+        ));
+    }
     Ok((name.to_owned(), port))
+}
+
+/// Whether all `keys` hash to one cluster slot (their hash tags, `{...}`, or the whole key),
+/// as every multi-key command and script must on a Redis Cluster.
+pub fn same_slot(keys: &[&str]) -> bool {
+    let mut slots = keys.iter().map(|k| Slot::for_key(k.as_bytes()));
+    match slots.next() {
+        Some(first) => slots.all(|s| s == first),
+        None => true,
+    }
 }
 
 /// The URL without its password, for logs and errors.
 pub fn redact(url: &str) -> String {
-    match url.strip_prefix(SENTINEL_SCHEME) {
-        Some(rest) => match rest.rfind('@') {
-            Some(at) if rest[..at].contains(':') => {
-                let user = rest[..at].split_once(':').map_or("", |(u, _)| u);
-                format!("{SENTINEL_SCHEME}{user}:***{}", &rest[at..])
-            }
-            _ => url.to_owned(),
-        },
-        None => crate::db::redact(url),
+    for scheme in [SENTINEL_SCHEME, CLUSTER_SCHEME] {
+        if let Some(rest) = url.strip_prefix(scheme) {
+            return match rest.rfind('@') {
+                Some(at) if rest[..at].contains(':') => {
+                    let user = rest[..at].split_once(':').map_or("", |(u, _)| u);
+                    format!("{scheme}{user}:***{}", &rest[at..])
+                }
+                _ => url.to_owned(),
+            };
+        }
     }
+    crate::db::redact(url)
 }
 
 /// Whether an error says the broker is unreachable or cannot take writes now (a retry later
@@ -195,11 +284,16 @@ pub fn is_outage(error: &RedisError) -> bool {
     }
 }
 
-/// A client for the server a URL names, or for the master its Sentinels name now.
-pub async fn client(target: &Target) -> RedisResult<redis::Client> {
+/// A client for the server a URL names, or for the master its Sentinels name now. A cluster
+/// has no one server: [`connect`] and [`MasterConnection`] make cluster connections.
+async fn client(target: &Target) -> RedisResult<redis::Client> {
     match target {
         Target::Server(url) => redis::Client::open(url.as_str()),
         Target::Sentinels(sentinels) => sentinel_client(sentinels)?.async_get_client().await,
+        Target::Cluster(_) => Err(RedisError::from((
+            ErrorKind::InvalidClientConfig,
+            "a Redis Cluster is reached through a cluster connection, not one server",
+        ))),
     }
 }
 
@@ -222,27 +316,130 @@ fn sentinel_client(sentinels: &Sentinels) -> RedisResult<SentinelClient> {
     builder.build()
 }
 
+/// A cluster client that waits up to `response_timeout` for one command, its retries after a
+/// lost node or a redirection included. It reads the slot map from the first node that
+/// answers and again after `MOVED` or a lost connection, so it follows a failover by itself.
+fn cluster_client(nodes: &ClusterNodes, response_timeout: Duration) -> RedisResult<ClusterClient> {
+    let addresses = nodes
+        .addresses
+        .iter()
+        .map(|(host, port)| ConnectionAddr::Tcp(host.clone(), *port));
+    let mut builder = ClusterClientBuilder::new(addresses)
+        .connection_timeout(CLUSTER_CONNECT_TIMEOUT)
+        .response_timeout(response_timeout)
+        .retries(CLUSTER_RETRIES);
+    if let Some(username) = &nodes.username {
+        builder = builder.username(username);
+    }
+    if let Some(password) = &nodes.password {
+        builder = builder.password(password);
+    }
+    builder.build()
+}
+
+/// A connection for the command-line tools and the events stream: to one server (behind
+/// Sentinels, the master of the moment: callers that keep it reconnect after an error), or
+/// to a cluster, which routes each command to its key's master.
+#[derive(Clone)]
+pub enum Connection {
+    Server(MultiplexedConnection),
+    Cluster(ClusterConnection),
+}
+
+impl Connection {
+    pub fn is_cluster(&self) -> bool {
+        matches!(self, Connection::Cluster(_))
+    }
+}
+
+impl ConnectionLike for Connection {
+    fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
+        match self {
+            Connection::Server(conn) => conn.req_packed_command(cmd),
+            Connection::Cluster(conn) => conn.req_packed_command(cmd),
+        }
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        pipeline: &'a Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> RedisFuture<'a, Vec<Value>> {
+        match self {
+            Connection::Server(conn) => conn.req_packed_commands(pipeline, offset, count),
+            Connection::Cluster(conn) => conn.req_packed_commands(pipeline, offset, count),
+        }
+    }
+
+    fn get_db(&self) -> i64 {
+        match self {
+            Connection::Server(conn) => conn.get_db(),
+            Connection::Cluster(conn) => conn.get_db(),
+        }
+    }
+}
+
+/// Whether `url` names a Redis Cluster (a URL that does not parse is not one: connecting says
+/// what is wrong with it).
+pub fn is_cluster(url: &str) -> bool {
+    Target::parse(url).is_ok_and(|t| t.is_cluster())
+}
+
 /// A connection for the command-line tools and the events stream, with an error that names
-/// the (password-free) URL. Behind Sentinels it goes to the master of the moment: callers
-/// that keep it reconnect after an error.
-pub async fn connect(url: &str) -> anyhow::Result<MultiplexedConnection> {
+/// the (password-free) URL.
+pub async fn connect(url: &str) -> anyhow::Result<Connection> {
     let connected = async {
-        let target = Target::parse_for_client(url)?;
-        client(&target)
-            .await?
-            .get_multiplexed_async_connection()
-            .await
+        match Target::parse_for_client(url)? {
+            Target::Cluster(nodes) => cluster_client(&nodes, CLUSTER_TOOL_RESPONSE_TIMEOUT)?
+                .get_async_connection()
+                .await
+                .map(Connection::Cluster),
+            target => client(&target)
+                .await?
+                .get_multiplexed_async_connection()
+                .await
+                .map(Connection::Server),
+        }
     };
     connected
         .await
         .map_err(|e| anyhow::anyhow!("cannot connect to Redis at {}: {e}", redact(url)))
 }
 
-/// A long-lived connection that reconnects by itself ([`ConnectionManager`]) and, behind
-/// Sentinels, moves to the new master after an error that may mean it moved. The error is
-/// still returned: the caller's retry (after its back-off) goes to the new master.
+/// The consumer's long-lived connection. To one server or behind Sentinels it reconnects by
+/// itself ([`ConnectionManager`]) and, behind Sentinels, moves to the new master after an
+/// error that may mean it moved; the error is still returned, and the caller's retry (after
+/// its back-off) goes to the new master. On a cluster the cluster client does all of that
+/// itself (a lost node, `MOVED` after a failover).
 #[derive(Clone)]
-pub struct MasterConnection {
+pub struct MasterConnection(Link);
+
+#[derive(Clone)]
+enum Link {
+    Followed(Followed),
+    Cluster(ClusterConnection),
+}
+
+impl MasterConnection {
+    /// Connects with `response_timeout` for each command (the consumer's outlasts its
+    /// blocking reads).
+    pub async fn connect(url: &str, response_timeout: Duration) -> RedisResult<Self> {
+        let link = match Target::parse_for_client(url)? {
+            Target::Cluster(nodes) => Link::Cluster(
+                cluster_client(&nodes, response_timeout)?
+                    .get_async_connection()
+                    .await?,
+            ),
+            target => Link::Followed(Followed::connect(target, response_timeout).await?),
+        };
+        Ok(MasterConnection(link))
+    }
+}
+
+/// A connection to one server, or to the master Sentinels name, following it when it moves.
+#[derive(Clone)]
+struct Followed {
     target: Arc<Target>,
     config: ConnectionManagerConfig,
     current: Arc<Mutex<Current>>,
@@ -256,16 +453,16 @@ struct Current {
     asked_at: Instant,
 }
 
-impl MasterConnection {
-    pub async fn connect(url: &str, config: ConnectionManagerConfig) -> RedisResult<Self> {
-        let target = Target::parse_for_client(url)?;
+impl Followed {
+    async fn connect(target: Target, response_timeout: Duration) -> RedisResult<Self> {
+        let config = ConnectionManagerConfig::new().set_response_timeout(Some(response_timeout));
         // The manager's own reconnects (6 by default, 6 s in all) go to the same address,
         // which behind Sentinels may be gone for good: fail fast and ask the Sentinels.
         let config = match target {
-            Target::Server(_) => config,
             Target::Sentinels(_) => config
                 .set_number_of_retries(SENTINEL_RECONNECTS)
                 .set_max_delay(ASK_SENTINELS_EVERY),
+            Target::Server(_) | Target::Cluster(_) => config,
         };
         let client = client(&target).await?;
         let address = address_of(&client);
@@ -274,7 +471,7 @@ impl MasterConnection {
         if let Target::Sentinels(sentinels) = &target {
             tracing::info!(master = %address, name = %sentinels.master, "the Sentinels' master");
         }
-        Ok(MasterConnection {
+        Ok(Followed {
             target: Arc::new(target),
             config,
             current: Arc::new(Mutex::new(Current {
@@ -335,6 +532,34 @@ fn address_of(client: &redis::Client) -> String {
 }
 
 impl ConnectionLike for MasterConnection {
+    fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
+        match &mut self.0 {
+            Link::Followed(conn) => conn.req_packed_command(cmd),
+            Link::Cluster(conn) => conn.req_packed_command(cmd),
+        }
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        pipeline: &'a Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> RedisFuture<'a, Vec<Value>> {
+        match &mut self.0 {
+            Link::Followed(conn) => conn.req_packed_commands(pipeline, offset, count),
+            Link::Cluster(conn) => conn.req_packed_commands(pipeline, offset, count),
+        }
+    }
+
+    fn get_db(&self) -> i64 {
+        match &self.0 {
+            Link::Followed(conn) => conn.get_db(),
+            Link::Cluster(conn) => conn.get_db(),
+        }
+    }
+}
+
+impl ConnectionLike for Followed {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
         Box::pin(async move {
             let result = self.conn().req_packed_command(cmd).await;
@@ -409,6 +634,59 @@ mod tests {
     }
 
     #[test]
+    fn a_cluster_url_lists_its_nodes() {
+        assert_eq!(
+            Target::parse("redis+cluster://app:s%40cret@h1:7000,h2,[::1]:7002"),
+            Ok(Target::Cluster(ClusterNodes {
+                addresses: vec![
+                    ("h1".into(), 7000),
+                    ("h2".into(), DEFAULT_CLUSTER_PORT),
+                    ("::1".into(), 7002)
+                ],
+                username: Some("app".into()),
+                password: Some("s@cret".into()),
+            }))
+        );
+        assert_eq!(
+            Target::parse("redis+cluster://127.0.0.1:7000/"),
+            Ok(Target::Cluster(ClusterNodes {
+                addresses: vec![("127.0.0.1".into(), 7000)],
+                username: None,
+                password: None,
+            }))
+        );
+        assert!(is_cluster("redis+cluster://h1:7000"));
+        assert!(!is_cluster("redis://h1:7000"));
+        assert!(!is_cluster("redis+sentinel://h1:26379/payments"));
+    }
+
+    #[test]
+    fn a_bad_cluster_url_is_refused_with_why() {
+        let refused = |url: &str| Target::parse(url).expect_err(url);
+        assert!(refused("redis+cluster://h1:7000/2").contains("one database"));
+        assert!(refused("redis+cluster://h1:7000?timeout=1").contains("no options"));
+        assert!(refused("redis+cluster://h1:x").contains("not a port number"));
+        assert!(refused("redis+cluster://h1:70000").contains("not a port number"));
+        assert!(refused("redis+cluster://h1,,h2").contains("empty host"));
+        assert!(refused("redis+cluster://").contains("empty host"));
+        assert!(refused("redis+cluster://:7000").contains("without a name"));
+    }
+
+    #[test]
+    fn keys_share_a_slot_only_through_a_hash_tag() {
+        assert!(same_slot(&[
+            "payments:{3}",
+            "payments:{3}.dlq",
+            "payments:{3}.failures.wallet-ledger"
+        ]));
+        assert!(same_slot(&["{payments}", "{payments}.dlq"]));
+        // Without a tag the whole key is hashed: these land in different slots.
+        assert!(!same_slot(&["payments", "payments.dlq"]));
+        assert!(same_slot(&["payments"]));
+        assert!(same_slot(&[]));
+    }
+
+    #[test]
     fn the_password_is_redacted() {
         assert_eq!(
             redact("redis+sentinel://app:secret@h1:1,h2:2/payments"),
@@ -418,5 +696,14 @@ mod tests {
             redact("redis+sentinel://h1:1/payments"),
             "redis+sentinel://h1:1/payments"
         );
+        assert_eq!(
+            redact("redis+cluster://app:secret@h1:1,h2:2"),
+            "redis+cluster://app:***@h1:1,h2:2"
+        );
+        assert_eq!(
+            redact("redis+cluster://:secret@h1:1"),
+            "redis+cluster://:***@h1:1"
+        );
+        assert_eq!(redact("redis+cluster://h1:1"), "redis+cluster://h1:1");
     }
 }

@@ -1,19 +1,20 @@
 //! `consumer`: payment events on a stream of this run's own (10% of them resent, as a producer
-//! does after a timeout), applied by a `consume` child process. The clock runs from the
-//! child's start until the group has nothing pending or unread and the ledger holds every
-//! payment.
+//! does after a timeout), spread over `--consumer-partitions` partition streams by wallet,
+//! applied by a `consume` child process. The clock runs from the child's start until the group
+//! has nothing pending or unread on any partition and the ledger holds every payment.
 
 use super::BENCH_CONSUMER_RESEND_PERCENT;
 use super::Bench;
 use super::client::{self, balance_differences, wallet_balances, wallet_ids};
 use super::report::{CpuClock, Measurement};
 use super::server::Child;
-use crate::consumer::producer::{Published, publish_payments};
+use crate::broker::Connection;
+use crate::consumer::partition::Partitions;
+use crate::consumer::producer::{Published, publish_payments_to};
 use crate::consumer::stream::DEFAULT_GROUP;
 use crate::ledger::accounts::AccountType;
 use anyhow::bail;
 use redis::AsyncCommands;
-use redis::aio::MultiplexedConnection;
 use redis::streams::StreamInfoGroupsReply;
 use sqlx::PgPool;
 use std::collections::HashMap;
@@ -34,15 +35,18 @@ pub fn unique_stream(bench: &Bench) -> String {
     stream
 }
 
-/// Deletes the stream and what the consumer keeps beside it.
-pub async fn delete_stream(redis: &mut MultiplexedConnection, stream: &str) {
-    let keys = [
-        stream.to_owned(),
-        format!("{stream}.dlq"),
-        format!("{stream}.failures.{DEFAULT_GROUP}"),
-    ];
-    if let Err(e) = redis.del::<_, ()>(&keys).await {
-        tracing::warn!(stream, "could not delete the bench stream: {e}");
+/// Deletes the partition streams of `stream` and what the consumer keeps beside them, one
+/// partition (one cluster slot) per command.
+pub async fn delete_stream(redis: &mut Connection, stream: &str, partitions: Partitions) {
+    for partition in partitions.streams(stream) {
+        let keys = [
+            partition.clone(),
+            format!("{partition}.dlq"),
+            format!("{partition}.failures.{DEFAULT_GROUP}"),
+        ];
+        if let Err(e) = redis.del::<_, ()>(&keys).await {
+            tracing::warn!(stream = partition, "could not delete the bench stream: {e}");
+        }
     }
 }
 
@@ -71,6 +75,8 @@ pub fn start_consumer(
         &bench.sizes.consumer_workers.to_string(),
         "--block-ms",
         "200",
+        "--partitions",
+        &bench.sizes.consumer_partitions.count().to_string(),
     ]
     .map(str::to_owned)
     .to_vec();
@@ -78,29 +84,41 @@ pub fn start_consumer(
     Child::spawn(&bench.binary, &args, bench.log(log), "consume")
 }
 
-/// (pending, lag) of the group; `None` before the consumer created it.
+/// (pending, lag) of the group summed over the partitions; `None` before the consumer created
+/// the group on every partition that has messages.
 async fn backlog(
-    redis: &mut MultiplexedConnection,
+    redis: &mut Connection,
     stream: &str,
+    partitions: Partitions,
 ) -> anyhow::Result<Option<(u64, u64)>> {
-    let exists: bool = redis.exists(stream).await?;
-    if !exists {
-        return Ok(None);
+    let mut total = (0u64, 0u64);
+    for partition in partitions.streams(stream) {
+        let exists: bool = redis.exists(&partition).await?;
+        if !exists {
+            // A partition no wallet maps to stays missing until the consumer creates its group.
+            return Ok(None);
+        }
+        let groups: StreamInfoGroupsReply = redis.xinfo_groups(&partition).await?;
+        let Some((pending, lag)) = groups
+            .groups
+            .into_iter()
+            .find(|g| g.name == DEFAULT_GROUP)
+            .map(|g| (g.pending as u64, g.lag.map_or(u64::MAX, |l| l as u64)))
+        else {
+            return Ok(None);
+        };
+        total = (total.0 + pending, total.1.saturating_add(lag));
     }
-    let groups: StreamInfoGroupsReply = redis.xinfo_groups(stream).await?;
-    Ok(groups
-        .groups
-        .into_iter()
-        .find(|g| g.name == DEFAULT_GROUP)
-        .map(|g| (g.pending as u64, g.lag.map_or(u64::MAX, |l| l as u64))))
+    Ok(Some(total))
 }
 
 /// Waits until the group has read and acknowledged everything and the ledger holds `payments`
 /// posted payments. Fails when the consumer exits or stops making progress.
 pub async fn wait_applied(
-    redis: &mut MultiplexedConnection,
+    redis: &mut Connection,
     pool: &PgPool,
     stream: &str,
+    partitions: Partitions,
     consumer: &mut Child,
     payments: i64,
 ) -> anyhow::Result<()> {
@@ -113,7 +131,7 @@ pub async fn wait_applied(
                 consumer.log.display()
             );
         }
-        let now = backlog(redis, stream).await?;
+        let now = backlog(redis, stream, partitions).await?;
         if now == Some((0, 0)) {
             let stored = client::count(
                 pool,
@@ -151,14 +169,14 @@ pub async fn run(bench: &Bench, pool: &PgPool) -> anyhow::Result<Measurement> {
     let mut redis = crate::broker::connect(&bench.redis_url).await?;
     let stream = unique_stream(bench);
     let measured = measure(bench, pool, &mut redis, &stream).await;
-    delete_stream(&mut redis, &stream).await;
+    delete_stream(&mut redis, &stream, bench.sizes.consumer_partitions).await;
     measured
 }
 
 async fn measure(
     bench: &Bench,
     pool: &PgPool,
-    redis: &mut MultiplexedConnection,
+    redis: &mut Connection,
     stream: &str,
 ) -> anyhow::Result<Measurement> {
     let sizes = &bench.sizes;
@@ -170,9 +188,10 @@ async fn measure(
         stream,
         "consumer: publishing"
     );
-    let published = publish_payments(
+    let published = publish_payments_to(
         redis,
         stream,
+        sizes.consumer_partitions,
         sizes.consumer_payments as usize,
         &wallets,
         PAYMENT_AMOUNT,
@@ -191,7 +210,15 @@ async fn measure(
     let mut clock = CpuClock::start(None);
     let mut consumer = start_consumer(bench, stream, "consume", &[])?;
     clock.follow_new_child(consumer.pid());
-    wait_applied(redis, pool, stream, &mut consumer, payments).await?;
+    wait_applied(
+        redis,
+        pool,
+        stream,
+        sizes.consumer_partitions,
+        &mut consumer,
+        payments,
+    )
+    .await?;
     let cpu = clock.stop();
     let peak = consumer.peak_rss_mib();
     let stopped = consumer.stop().await;
@@ -209,6 +236,17 @@ async fn measure(
     m.params
         .insert("batch_size", sizes.consumer_batch_size.into());
     m.params.insert("workers", sizes.consumer_workers.into());
+    m.params
+        .insert("partitions", sizes.consumer_partitions.count().into());
+    m.params.insert(
+        "redis",
+        if redis.is_cluster() {
+            "cluster"
+        } else {
+            "server"
+        }
+        .into(),
+    );
     m.params
         .insert("resend_percent", BENCH_CONSUMER_RESEND_PERCENT.into());
     m.extra.insert(
@@ -236,7 +274,11 @@ async fn measure(
     m.check.expect(differences.is_empty(), || {
         format!("wallet balances differ: {}", differences.join(", "))
     });
-    let dead: usize = redis.xlen(format!("{stream}.dlq")).await?;
+    let mut dead = 0;
+    for partition in sizes.consumer_partitions.streams(stream) {
+        let n: usize = redis.xlen(format!("{partition}.dlq")).await?;
+        dead += n;
+    }
     m.check
         .expect(dead == 0, || format!("{dead} dead letters, expected 0"));
     Ok(m)

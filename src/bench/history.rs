@@ -10,7 +10,7 @@ use super::client::{
 use super::consumer::{PAYMENT_AMOUNT, delete_stream, start_consumer, unique_stream, wait_applied};
 use super::report::{CpuClock, Latencies, Measurement, round};
 use super::server::Child;
-use crate::consumer::producer::publish_payments;
+use crate::consumer::producer::publish_payments_to;
 use crate::ledger::accounts::AccountType;
 use serde_json::{Map, Value, json};
 use sqlx::PgPool;
@@ -204,17 +204,34 @@ async fn ledger_payments(bench: &Bench, pool: &PgPool, count: u64) -> anyhow::Re
         let mut ids = Vec::with_capacity(count as usize);
         while (ids.len() as u64) < count {
             let n = SETUP_CHUNK.min(count as usize - ids.len());
-            let published =
-                publish_payments(&mut redis, &stream, n, &wallets, PAYMENT_AMOUNT, 0).await?;
+            let partitions = bench.sizes.consumer_partitions;
+            let published = publish_payments_to(
+                &mut redis,
+                &stream,
+                partitions,
+                n,
+                &wallets,
+                PAYMENT_AMOUNT,
+                0,
+            )
+            .await?;
             ids.extend(published.iter().map(|p| p.event_id));
-            wait_applied(&mut redis, pool, &stream, &mut consumer, ids.len() as i64).await?;
+            wait_applied(
+                &mut redis,
+                pool,
+                &stream,
+                partitions,
+                &mut consumer,
+                ids.len() as i64,
+            )
+            .await?;
             tracing::info!(payments = ids.len(), "reconcile: ledger payments applied");
         }
         consumer.stop().await?;
         Ok::<_, anyhow::Error>(ids)
     }
     .await;
-    delete_stream(&mut redis, &stream).await;
+    delete_stream(&mut redis, &stream, bench.sizes.consumer_partitions).await;
     built
 }
 

@@ -136,6 +136,7 @@ pub struct BenchSettings {
     pub consumer_payments: Option<u64>,
     pub consumer_batch_size: usize,
     pub consumer_workers: u64,
+    pub consumer_partitions: crate::consumer::partition::Partitions,
     pub reconcile_rows: Option<u64>,
     pub balance_read_max_entries: Option<u64>,
     pub balance_reads: Option<u64>,
@@ -156,6 +157,7 @@ pub struct Sizes {
     pub consumer_payments: u64,
     pub consumer_batch_size: usize,
     pub consumer_workers: u64,
+    pub consumer_partitions: crate::consumer::partition::Partitions,
     pub reconcile_rows: u64,
     pub balance_read_max_entries: u64,
     pub balance_reads: u64,
@@ -189,6 +191,7 @@ impl Sizes {
             consumer_payments: size(args.consumer_payments, DEFAULT_BENCH_CONSUMER_PAYMENTS, 1),
             consumer_batch_size: args.consumer_batch_size,
             consumer_workers: args.consumer_workers,
+            consumer_partitions: args.consumer_partitions,
             reconcile_rows: size(args.reconcile_rows, DEFAULT_BENCH_RECONCILE_ROWS, 30),
             balance_read_max_entries: size(
                 args.balance_read_max_entries,
@@ -273,7 +276,7 @@ impl Bench {
         }
         if let Ok(mut redis) = crate::broker::connect(&self.redis_url).await {
             for stream in streams {
-                consumer::delete_stream(&mut redis, &stream).await;
+                consumer::delete_stream(&mut redis, &stream, self.sizes.consumer_partitions).await;
             }
         }
     }
@@ -389,10 +392,24 @@ pub async fn run(args: BenchSettings) -> anyhow::Result<ExitCode> {
         .any(|s| matches!(s, BenchScenario::Consumer | BenchScenario::Reconcile))
     {
         let mut redis = crate::broker::connect(&args.redis.url).await?;
+        // The consumer's settle script writes three keys of a stream, which on a cluster must
+        // share a slot: the partition streams' hash tags do that, the one bench stream not.
+        if redis.is_cluster() && args.consumer_partitions.count() < 2 {
+            bail!(
+                "the consumer and reconcile scenarios on a Redis Cluster need \
+                 --consumer-partitions N (2 or more), so that each stream's keys share a slot"
+            );
+        }
+        // On a cluster PING goes to every master: each must answer.
         redis::cmd("PING")
             .query_async::<String>(&mut redis)
             .await
-            .with_context(|| format!("Redis at {} does not answer PING", args.redis.url))?;
+            .with_context(|| {
+                format!(
+                    "Redis at {} does not answer PING",
+                    crate::broker::redact(&args.redis.url)
+                )
+            })?;
     }
     let dir = std::env::temp_dir().join(format!(
         "wallet-ledger-bench-{}",

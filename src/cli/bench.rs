@@ -72,6 +72,11 @@ pub struct BenchArgs {
     #[arg(long, default_value_t = bench::DEFAULT_BENCH_CONSUMER_WORKERS,
         value_parser = clap::value_parser!(u64).range(1..=consumer::MAX_CONSUMER_WORKERS))]
     pub consumer_workers: u64,
+    /// Partition streams the consumer and reconcile scenarios publish over and consume (the
+    /// child's --partitions); on a Redis Cluster (`redis+cluster://`) at least 2.
+    #[arg(long, default_value_t = consumer::partition::DEFAULT_PARTITIONS,
+        value_parser = clap::value_parser!(u16).range(1..=i64::from(consumer::partition::MAX_PARTITIONS)))]
+    pub consumer_partitions: u16,
     /// Rows of the reconcile scenario's settlement file (at least 30: the deliberate
     /// exceptions) [default: 1000000].
     #[arg(long, value_parser = clap::value_parser!(u64).range(30..))]
@@ -113,6 +118,10 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
         consumer_payments: args.consumer_payments,
         consumer_batch_size: args.consumer_batch_size,
         consumer_workers: args.consumer_workers,
+        consumer_partitions: consumer::partition::Partitions::new(u32::from(
+            args.consumer_partitions,
+        ))
+        .expect("clap checked the range"),
         reconcile_rows: args.reconcile_rows,
         balance_read_max_entries: args.balance_read_max_entries,
         balance_reads: args.balance_reads,

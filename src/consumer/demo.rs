@@ -43,6 +43,15 @@ const AMOUNT: i64 = 5_000;
 /// Returns whether the run ended as the article expects.
 pub async fn run(args: DemoSettings) -> anyhow::Result<bool> {
     let wallet = AccountId::parse(&args.wallet).context("--wallet is not a valid account id")?;
+    if crate::broker::is_cluster(&args.redis.url) {
+        // Its consumers read one stream, not partitions: refused now rather than by c1.
+        super::stream::StreamSettings {
+            stream: args.stream.clone(),
+            group: GROUP.to_owned(),
+        }
+        .fits_one_slot()
+        .map_err(anyhow::Error::msg)?;
+    }
     let pool = crate::db::connect_and_migrate(&args.database).await?;
     let mut conn = pool.acquire().await?;
     let sar = Currency::parse("SAR").expect("SAR is in the currency table");

@@ -7,6 +7,7 @@
 
 use super::stream::{DEAD_LETTER_PREFIX, StreamSettings};
 use redis::AsyncCommands;
+use redis::aio::ConnectionLike;
 use redis::streams::{StreamId, StreamRangeReply};
 use serde_json::{Map, Value, json};
 
@@ -16,7 +17,7 @@ const PAGE: usize = 500;
 /// Publishes the chosen dead letters (`all`, or `ids`) to the stream again (same event id)
 /// and removes them; returns how many.
 pub async fn replay(
-    conn: &mut redis::aio::MultiplexedConnection,
+    conn: &mut (impl ConnectionLike + Send + Sync),
     stream: &StreamSettings,
     ids: Vec<String>,
     all: bool,
@@ -30,7 +31,7 @@ pub async fn replay(
 
 /// Deletes the chosen dead letters for good; returns how many.
 pub async fn drop(
-    conn: &mut redis::aio::MultiplexedConnection,
+    conn: &mut (impl ConnectionLike + Send + Sync),
     stream: &StreamSettings,
     ids: Vec<String>,
     all: bool,
@@ -39,7 +40,7 @@ pub async fn drop(
 }
 
 pub async fn list(
-    conn: &mut redis::aio::MultiplexedConnection,
+    conn: &mut (impl ConnectionLike + Send + Sync),
     dead_letters: &str,
     count: usize,
 ) -> redis::RedisResult<Vec<StreamId>> {
@@ -60,7 +61,7 @@ fn distinct(ids: Vec<String>) -> Vec<String> {
 /// inside one `MULTI` a failing `XADD` would not stop the `XDEL` after it. A crash between the
 /// two leaves the dead letter to be replayed again, which is harmless (the same event id).
 async fn for_each(
-    conn: &mut redis::aio::MultiplexedConnection,
+    conn: &mut (impl ConnectionLike + Send + Sync),
     dead_letters: &str,
     ids: Vec<String>,
     all: bool,

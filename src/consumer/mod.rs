@@ -78,6 +78,16 @@ pub struct ConsumeSettings {
 /// `wallet-ledger consume`: runs until SIGTERM/SIGINT (finishing and acknowledging the batch in
 /// hand) or, with `--drain`, until the group has nothing left.
 pub async fn run(args: ConsumeSettings) -> anyhow::Result<()> {
+    // Refused before anything connects: no worker may read what it could never settle.
+    if crate::broker::is_cluster(&args.redis.url) {
+        for stream_key in args.partitions.streams(&args.stream.stream) {
+            let partition = stream::StreamSettings {
+                stream: stream_key,
+                group: args.stream.group.clone(),
+            };
+            partition.fits_one_slot().map_err(anyhow::Error::msg)?;
+        }
+    }
     let database = crate::db::open(&args.database, true).await?;
     database.watch_sync_standby().await;
     let pool = database.pool.clone();

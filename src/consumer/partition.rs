@@ -150,6 +150,25 @@ mod tests {
     }
 
     #[test]
+    fn on_a_cluster_only_streams_whose_keys_share_a_slot_are_taken() {
+        let settings = |stream: String| super::super::stream::StreamSettings {
+            stream,
+            group: "wallet-ledger".to_owned(),
+        };
+        let eight = Partitions::new(8).unwrap();
+        for stream in eight.streams("payments") {
+            assert_eq!(settings(stream).fits_one_slot(), Ok(()));
+        }
+        assert_eq!(settings("{payments}".to_owned()).fits_one_slot(), Ok(()));
+        let refused = settings("payments".to_owned()).fits_one_slot().unwrap_err();
+        assert!(
+            refused.contains("payments, payments.failures.wallet-ledger, payments.dlq")
+                && refused.contains("--partitions N"),
+            "{refused}"
+        );
+    }
+
+    #[test]
     fn counts_outside_1_to_1024_are_refused() {
         for bad in [0, 1025, 70_000] {
             assert_eq!(Partitions::new(bad), Err(BadPartitionCount(bad)));

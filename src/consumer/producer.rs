@@ -3,6 +3,7 @@
 //! id, the same event id), in the seed article's format plus the contract's optional fields.
 
 use super::partition::Partitions;
+use redis::aio::ConnectionLike;
 use redis::{AsyncCommands, Value};
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -21,7 +22,7 @@ pub struct Published {
 /// Sends every event in `events` (fields in order) to `stream`, one pipeline round trip per
 /// chunk; returns their stream ids in order.
 pub async fn publish_raw(
-    conn: &mut redis::aio::MultiplexedConnection,
+    conn: &mut impl ConnectionLike,
     stream: &str,
     events: &[Vec<(String, String)>],
 ) -> redis::RedisResult<Vec<String>> {
@@ -48,15 +49,46 @@ fn xadds(stream: &str, chunk: &[Vec<(String, String)>]) -> redis::Pipeline {
 /// `count` payments of `amount` to `wallets` in turn; `resend_percent` of them (by a fixed
 /// pattern, so a run is reproducible in its totals) are sent a second time.
 pub async fn publish_payments(
-    conn: &mut redis::aio::MultiplexedConnection,
+    conn: &mut impl ConnectionLike,
     stream: &str,
     count: usize,
     wallets: &[String],
     amount: i64,
     resend_percent: u8,
 ) -> anyhow::Result<Vec<Published>> {
+    publish_payments_to(
+        conn,
+        stream,
+        Partitions::ONE,
+        count,
+        wallets,
+        amount,
+        resend_percent,
+    )
+    .await
+}
+
+/// [`publish_payments`] over the partition streams of `base`, each payment to its wallet's.
+pub async fn publish_payments_to(
+    conn: &mut impl ConnectionLike,
+    base: &str,
+    partitions: Partitions,
+    count: usize,
+    wallets: &[String],
+    amount: i64,
+    resend_percent: u8,
+) -> anyhow::Result<Vec<Published>> {
     let plan = Plan::new(count, wallets, amount, resend_percent)?;
-    let ids = publish_raw(conn, stream, &plan.messages()).await?;
+    let messages = plan.messages();
+    let mut ids = vec![String::new(); messages.len()];
+    for (stream, positions) in plan.by_partition(base, partitions) {
+        let mine: Vec<Vec<(String, String)>> =
+            positions.iter().map(|&i| messages[i].clone()).collect();
+        let sent = publish_raw(conn, &stream, &mine).await?;
+        for (&i, id) in positions.iter().zip(sent) {
+            ids[i] = id;
+        }
+    }
     Ok(plan.record(ids))
 }
 
@@ -117,11 +149,20 @@ impl Plan {
             .collect()
     }
 
-    /// The wallet of each message, in sending order.
-    fn wallets_in_order(&self) -> impl Iterator<Item = &str> {
-        self.order
-            .iter()
-            .map(|&i| self.published[i].wallet.as_str())
+    /// Each partition stream of `base` with the positions (in sending order) of the messages
+    /// that go to it, in partition order; a partition no wallet maps to is left out (with
+    /// one partition, the base stream is always there).
+    fn by_partition(&self, base: &str, partitions: Partitions) -> Vec<(String, Vec<usize>)> {
+        let mut positions: Vec<Vec<usize>> = vec![Vec::new(); usize::from(partitions.count())];
+        for (k, &i) in self.order.iter().enumerate() {
+            positions[usize::from(partitions.of(&self.published[i].wallet))].push(k);
+        }
+        partitions
+            .streams(base)
+            .into_iter()
+            .zip(positions)
+            .filter(|(_, positions)| partitions.count() == 1 || !positions.is_empty())
+            .collect()
     }
 
     /// The payments, given the stream id of each message in sending order.
@@ -177,7 +218,7 @@ pub async fn publish_confirmed(
     messages: &[Vec<(String, String)>],
     confirmation: Confirmation,
 ) -> anyhow::Result<Vec<String>> {
-    let mut conn: Option<redis::aio::MultiplexedConnection> = None;
+    let mut conn: Option<crate::broker::Connection> = None;
     let mut ids = Vec::with_capacity(messages.len());
     for chunk in messages.chunks(CHUNK) {
         let give_up_at = Instant::now() + confirmation.retry_for;
@@ -200,7 +241,7 @@ pub async fn publish_confirmed(
 }
 
 async fn send_chunk(
-    conn: &mut Option<redis::aio::MultiplexedConnection>,
+    conn: &mut Option<crate::broker::Connection>,
     url: &str,
     stream: &str,
     chunk: &[Vec<(String, String)>],
@@ -218,6 +259,10 @@ async fn send_chunk(
     if replicas == 0 {
         return Ok(pipe.query_async(conn).await?);
     }
+    // WAIT names no key. In the same pipeline it goes where the XADDs go: on a cluster the
+    // pipeline is routed by its keyed commands, to the master of the stream's slot, so WAIT
+    // counts the replicas of the master that took these entries (sent alone, the cluster
+    // client would ask every master and report the fewest).
     pipe.cmd("WAIT").arg(replicas).arg(WAIT_TIMEOUT_MS);
     let mut replies: Vec<Value> = pipe.query_async(conn).await?;
     let confirmed: u32 = redis::from_redis_value(replies.pop().unwrap_or(Value::Nil))
@@ -267,21 +312,9 @@ pub async fn run(args: PublishSettings) -> anyhow::Result<()> {
     // Each partition's messages go to its stream in their sending order, one stream after
     // another; the stream ids are put back in sending order for the summary.
     let messages = plan.messages();
-    let mut positions: Vec<Vec<usize>> = vec![Vec::new(); usize::from(args.partitions.count())];
-    for (i, wallet) in plan.wallets_in_order().enumerate() {
-        positions[usize::from(args.partitions.of(wallet))].push(i);
-    }
     let mut ids = vec![String::new(); messages.len()];
     let mut sent_to = Vec::new();
-    for (stream, positions) in args
-        .partitions
-        .streams(&args.stream)
-        .into_iter()
-        .zip(positions)
-    {
-        if positions.is_empty() && args.partitions.count() > 1 {
-            continue;
-        }
+    for (stream, positions) in plan.by_partition(&args.stream, args.partitions) {
         let mine: Vec<Vec<(String, String)>> =
             positions.iter().map(|&i| messages[i].clone()).collect();
         let sent = publish_confirmed(&args.redis.url, &stream, &mine, confirmation).await?;

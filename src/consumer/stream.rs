@@ -11,7 +11,6 @@
 use super::apply::{Message, Reason};
 use super::event::Fields;
 use crate::broker::MasterConnection;
-use redis::aio::ConnectionManagerConfig;
 use redis::streams::StreamInfoGroupsReply;
 use redis::{AsyncCommands, RedisResult, Value};
 use std::sync::LazyLock;
@@ -47,6 +46,25 @@ impl StreamSettings {
     /// Per group: how often each pending message failed by its own fault.
     pub fn failures(&self) -> String {
         format!("{}.failures.{}", self.stream, self.group)
+    }
+
+    /// On a Redis Cluster, whether the keys one settle script writes (the stream, its failure
+    /// counts and its dead letters) share a slot, as every script's keys must there; the
+    /// reason and the way out when they do not. Checked before a consumer starts, so that no
+    /// worker reads a message it could never settle.
+    pub fn fits_one_slot(&self) -> Result<(), String> {
+        let keys = [self.stream.clone(), self.failures(), self.dead_letters()];
+        let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
+        if crate::broker::same_slot(&keys) {
+            return Ok(());
+        }
+        Err(format!(
+            "on a Redis Cluster a stream's keys must share a slot, and {} do not: use \
+             --partitions N (2 or more: partition p is `<stream>:{{p}}`, a hash tag), or give \
+             the stream a hash tag of its own (--stream '{{{}}}')",
+            keys.join(", "),
+            self.stream
+        ))
     }
 }
 
@@ -87,10 +105,8 @@ impl StreamClient {
         consumer: String,
         block: Duration,
     ) -> RedisResult<StreamClient> {
-        let manager = ConnectionManagerConfig::new().set_response_timeout(Some(
-            block + Duration::from_millis(REDIS_RESPONSE_MARGIN_MS),
-        ));
-        let conn = MasterConnection::connect(url, manager).await?;
+        let response_timeout = block + Duration::from_millis(REDIS_RESPONSE_MARGIN_MS);
+        let conn = MasterConnection::connect(url, response_timeout).await?;
         Ok(StreamClient {
             conn,
             config,

@@ -3,7 +3,7 @@
 //! claimed with `FOR UPDATE SKIP LOCKED`, published, then marked in the same transaction; a
 //! crash between the two publishes them again with the same `event_id`.
 
-use redis::aio::MultiplexedConnection;
+use crate::broker::Connection;
 use serde_json::Value;
 use sqlx::PgPool;
 use std::sync::Arc;
@@ -62,7 +62,7 @@ impl FeedHealth {
 /// restarts stops the API or the webhooks; the events wait in the outbox meanwhile.
 pub struct EventStream {
     url: String,
-    conn: Option<MultiplexedConnection>,
+    conn: Option<Connection>,
     name: String,
     health: FeedHealth,
 }
@@ -83,7 +83,7 @@ impl EventStream {
         self.health.clone()
     }
 
-    async fn connection(&mut self) -> Option<&mut MultiplexedConnection> {
+    async fn connection(&mut self) -> Option<&mut Connection> {
         if self.conn.is_none() {
             let connect = crate::broker::connect(&self.url);
             match tokio::time::timeout(CONNECT_TIMEOUT, connect).await {

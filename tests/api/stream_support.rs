@@ -4,7 +4,7 @@
 
 use super::common::TestApp;
 use redis::AsyncCommands;
-use redis::aio::MultiplexedConnection;
+use redis::aio::{ConnectionLike, MultiplexedConnection};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::{Output, Stdio};
@@ -50,7 +50,7 @@ pub fn event(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
 }
 
 pub async fn xadd(
-    conn: &mut MultiplexedConnection,
+    conn: &mut (impl ConnectionLike + Send + Sync),
     stream: &str,
     fields: &[(String, String)],
 ) -> String {
@@ -58,7 +58,8 @@ pub async fn xadd(
 }
 
 /// Pending (delivered, unacknowledged) messages of the group; 0 when the group is missing.
-pub async fn pending(conn: &mut MultiplexedConnection, stream: &str) -> usize {
+/// (Any connection: the shared Redis, or a cluster's.)
+pub async fn pending(conn: &mut (impl ConnectionLike + Send + Sync), stream: &str) -> usize {
     let reply: redis::RedisResult<redis::streams::StreamPendingReply> =
         conn.xpending(stream, GROUP).await;
     reply.map(|r| r.count()).unwrap_or(0)
@@ -66,7 +67,7 @@ pub async fn pending(conn: &mut MultiplexedConnection, stream: &str) -> usize {
 
 /// The dead letters of `stream`, each as its field map (strings).
 pub async fn dead_letters(
-    conn: &mut MultiplexedConnection,
+    conn: &mut (impl ConnectionLike + Send + Sync),
     stream: &str,
 ) -> Vec<BTreeMap<String, String>> {
     let reply: redis::streams::StreamRangeReply =
@@ -691,7 +692,7 @@ pub fn assert_exit_0(output: &Output, what: &str) {
 }
 
 /// Removes a test's keys from the shared Redis.
-pub async fn forget(redis: &mut MultiplexedConnection, stream: &str, group: &str) {
+pub async fn forget(redis: &mut (impl ConnectionLike + Send + Sync), stream: &str, group: &str) {
     let keys = [
         stream.to_owned(),
         format!("{stream}.dlq"),
