@@ -1,6 +1,7 @@
 //! High availability against real engines: a pg_auto_failover group (a monitor, a primary and a
 //! synchronous standby) and a Redis master with a replica and three Sentinels, started by
-//! `scripts/ha.sh` on loopback ports of their own; primaries are lost to SIGKILL and the
+//! `scripts/ha.sh` on loopback ports of their own, and a Redis Cluster of three masters and
+//! three replicas started by `scripts/redis-cluster.sh`; primaries are lost to SIGKILL and the
 //! engines, not this code, promote the standbys. Its own test binary (`cargo test --test ha`),
 //! so the rest of the suite runs without these engines; the tests take turns, since each
 //! topology alone keeps two cores busy.
@@ -13,7 +14,9 @@ mod common;
 mod stream_support;
 
 mod client;
+mod cluster_topology;
 mod postgres;
+mod redis_cluster;
 mod redis_sentinel;
 mod topology;
 
