@@ -3,11 +3,11 @@
 //! what a chaos test needs of it: which master serves a key's slot, SIGKILL of one server, and
 //! the killed one brought back as a replica.
 
+use crate::topology::run_script;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
-use tokio::process::Command;
 use uuid::Uuid;
 
 const SCRIPT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/redis-cluster.sh");
@@ -59,27 +59,13 @@ impl RedisCluster {
 
     /// One subcommand of the script on this cluster; its stdout. A failure fails the test.
     async fn run(&self, subcommand: &str, limit: Duration) -> String {
-        let mut command = Command::new("bash");
-        command
-            .arg(SCRIPT)
-            .arg(subcommand)
-            .env("REDIS_CLUSTER_DIR", &self.dir)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true);
-        let output = tokio::time::timeout(limit, command.output())
-            .await
-            .unwrap_or_else(|_| panic!("redis-cluster.sh {subcommand} took over {limit:?}"))
-            .expect("bash runs");
-        let stdout = String::from_utf8_lossy(&output.stdout).trim().to_owned();
-        assert!(
-            output.status.success(),
-            "redis-cluster.sh {subcommand} failed ({}):\n{stdout}\n{}",
-            output.status,
-            String::from_utf8_lossy(&output.stderr)
-        );
-        stdout
+        run_script(
+            SCRIPT,
+            ("REDIS_CLUSTER_DIR", &self.dir),
+            &[subcommand],
+            limit,
+        )
+        .await
     }
 
     /// `CLUSTER NODES` as the first node that answers sees it.

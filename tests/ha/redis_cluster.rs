@@ -336,7 +336,7 @@ async fn wait_counts_the_replicas_of_the_master_that_took_the_entries() {
     assert!(confirmed.is_ok(), "its replica is back: {confirmed:?}");
 }
 
-/// Payments in groups of this many, one group per partition stream a pause apart.
+/// Payments in groups of this many (spread over the partitions), a pause apart.
 const GROUP_OF: usize = 24;
 const PAUSE: Duration = Duration::from_millis(30);
 const AMOUNT: i64 = 100;
@@ -369,12 +369,16 @@ async fn killing_masters_and_consumers_while_events_flow_loses_and_doubles_nothi
     let mut consumers = vec![start_consumer(), start_consumer()];
 
     let stop_producing = Arc::new(AtomicBool::new(false));
-    let producer = tokio::spawn(produce(
-        cluster.url.clone(),
-        base.clone(),
-        wallets.clone(),
-        stop_producing.clone(),
-    ));
+    let producer = crate::Producer {
+        url: cluster.url.clone(),
+        base: base.clone(),
+        partitions: eight(),
+        wallets: wallets.clone(),
+        group_of: GROUP_OF,
+        pause: PAUSE,
+        amount: AMOUNT,
+    };
+    let producer = tokio::spawn(producer.run(stop_producing.clone()));
     tokio::time::sleep(Duration::from_millis(1_500)).await;
 
     let mut failovers = Vec::new();
@@ -405,16 +409,8 @@ async fn killing_masters_and_consumers_while_events_flow_loses_and_doubles_nothi
         .expect("the producer finished")
         .expect("the producer ran");
 
-    let mut expected: BTreeMap<String, i64> = BTreeMap::new();
-    for (_, wallet) in &payments {
-        *expected.entry(wallet.clone()).or_default() += AMOUNT;
-    }
-    let until = Instant::now() + Duration::from_secs(120);
-    let mut actual = balances(&app, &wallets).await;
-    while actual != expected && Instant::now() < until {
-        tokio::time::sleep(Duration::from_millis(200)).await;
-        actual = balances(&app, &wallets).await;
-    }
+    let expected = crate::expected_balances(&payments, AMOUNT);
+    let actual = crate::settled_balances(&expected, || balances(&app, &wallets)).await;
     let mut redis = wallet_ledger::broker::connect(&cluster.url).await.unwrap();
     let mut left = usize::MAX;
     let until = Instant::now() + Duration::from_secs(30);
@@ -472,47 +468,6 @@ async fn killing_masters_and_consumers_while_events_flow_loses_and_doubles_nothi
         times.join(", ")
     ));
     app.finish().await;
-}
-
-/// Publishes payments to `wallets` in turn, each to its wallet's partition stream, a group per
-/// stream confirmed by one replica (sent again, same event ids, until it is) until `stop`;
-/// returns the payments confirmed.
-async fn produce(
-    url: String,
-    base: String,
-    wallets: Vec<String>,
-    stop: Arc<AtomicBool>,
-) -> Vec<(Uuid, String)> {
-    let confirmation = Confirmation {
-        replicas: 1,
-        retry_for: Duration::from_secs(120),
-    };
-    let partitions = eight();
-    let mut confirmed = Vec::new();
-    let mut n = 0;
-    while !stop.load(Ordering::Relaxed) {
-        let mut by_stream: BTreeMap<String, Vec<(Uuid, String)>> = BTreeMap::new();
-        for _ in 0..GROUP_OF {
-            let wallet = wallets[n % wallets.len()].clone();
-            n += 1;
-            by_stream
-                .entry(partitions.stream_for(&base, &wallet))
-                .or_default()
-                .push((Uuid::new_v4(), wallet));
-        }
-        for (stream, group) in by_stream {
-            let messages: Vec<Vec<(String, String)>> = group
-                .iter()
-                .map(|(id, wallet)| payment(*id, wallet, &AMOUNT.to_string()))
-                .collect();
-            publish_confirmed(&url, &stream, &messages, confirmation)
-                .await
-                .expect("every group confirmed in the end");
-            confirmed.extend(group);
-        }
-        tokio::time::sleep(PAUSE).await;
-    }
-    confirmed
 }
 
 fn tail(log: &str) -> String {

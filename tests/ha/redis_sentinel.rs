@@ -6,16 +6,14 @@
 use crate::client::Api;
 use crate::common::TestApp;
 use crate::stream_support::{
-    consumer_command, dead_letters, eventually, free_port, http_get, payment, spawn, stop,
-    stopped_total, text, unique_stream,
+    consumer_command, dead_letters, eventually, free_port, http_get, spawn, stop, stopped_total,
+    text, unique_stream,
 };
 use crate::topology::{Topology, one_at_a_time};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
-use uuid::Uuid;
-use wallet_ledger::consumer::producer::{Confirmation, publish_confirmed};
 
 /// Payments per `publish_confirmed` call, one call every PAUSE: the producer goes on through
 /// the failover until told to stop.
@@ -72,12 +70,16 @@ async fn payments_through_a_failover(ha: &Topology, database_url: &str, lose_pos
     );
 
     let stop_producing = Arc::new(AtomicBool::new(false));
-    let producer = tokio::spawn(produce(
-        ha.redis_url.clone(),
-        stream.clone(),
-        wallets.clone(),
-        stop_producing.clone(),
-    ));
+    let producer = crate::Producer {
+        url: ha.redis_url.clone(),
+        base: stream.clone(),
+        partitions: wallet_ledger::consumer::partition::Partitions::ONE,
+        wallets: wallets.clone(),
+        group_of: GROUP_OF,
+        pause: PAUSE,
+        amount: AMOUNT,
+    };
+    let producer = tokio::spawn(producer.run(stop_producing.clone()));
     tokio::time::sleep(Duration::from_millis(1_500)).await;
 
     let old_master = ha.kill_redis_master().await;
@@ -105,16 +107,8 @@ async fn payments_through_a_failover(ha: &Topology, database_url: &str, lose_pos
 
     // Every payment applied exactly once: each wallet holds exactly its share, and goes on
     // holding it (a late duplicate would add to it).
-    let mut expected: BTreeMap<String, i64> = BTreeMap::new();
-    for (_, wallet) in &payments {
-        *expected.entry(wallet.clone()).or_default() += AMOUNT;
-    }
-    let until = Instant::now() + Duration::from_secs(120);
-    let mut actual = balances(&api, &wallets).await;
-    while actual != expected && Instant::now() < until {
-        tokio::time::sleep(Duration::from_millis(200)).await;
-        actual = balances(&api, &wallets).await;
-    }
+    let expected = crate::expected_balances(&payments, AMOUNT);
+    let actual = crate::settled_balances(&expected, || balances(&api, &wallets)).await;
     let mut redis = wallet_ledger::broker::connect(&ha.redis_url).await.unwrap();
     let until = Instant::now() + Duration::from_secs(30);
     let mut pending = crate::stream_support::pending(&mut redis, &stream).await;
@@ -155,41 +149,6 @@ async fn payments_through_a_failover(ha: &Topology, database_url: &str, lose_pos
         }
     ));
     let (_, _) = api.server.stop().await;
-}
-
-/// Publishes payments to `wallets` in turn, a group at a time, each group confirmed by one
-/// replica (and sent again until it is), until `stop`; returns the payments published.
-async fn produce(
-    redis_url: String,
-    stream: String,
-    wallets: Vec<String>,
-    stop: Arc<AtomicBool>,
-) -> Vec<(Uuid, String)> {
-    let confirmation = Confirmation {
-        replicas: 1,
-        retry_for: Duration::from_secs(120),
-    };
-    let mut published = Vec::new();
-    while !stop.load(Ordering::Relaxed) {
-        let group: Vec<(Uuid, String)> = (0..GROUP_OF)
-            .map(|i| {
-                (
-                    Uuid::new_v4(),
-                    wallets[(published.len() + i) % wallets.len()].clone(),
-                )
-            })
-            .collect();
-        let messages: Vec<Vec<(String, String)>> = group
-            .iter()
-            .map(|(id, wallet)| payment(*id, wallet, &AMOUNT.to_string()))
-            .collect();
-        publish_confirmed(&redis_url, &stream, &messages, confirmation)
-            .await
-            .expect("every group confirmed in the end");
-        published.extend(group);
-        tokio::time::sleep(PAUSE).await;
-    }
-    published
 }
 
 async fn balances(api: &Api, wallets: &[String]) -> BTreeMap<String, i64> {

@@ -48,27 +48,7 @@ impl Topology {
     /// Runs one `ha.sh` subcommand on this topology; its stdout, trimmed. A failure fails the
     /// test with what the script said.
     pub async fn run(&self, args: &[&str], limit: Duration) -> String {
-        let mut command = Command::new("bash");
-        command
-            .arg(SCRIPT)
-            .args(args)
-            .env("HA_DIR", &self.dir)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true);
-        let output = tokio::time::timeout(limit, command.output())
-            .await
-            .unwrap_or_else(|_| panic!("ha.sh {args:?} did not finish in {limit:?}"))
-            .expect("bash runs");
-        let stdout = String::from_utf8_lossy(&output.stdout).trim().to_owned();
-        assert!(
-            output.status.success(),
-            "ha.sh {args:?} failed ({}):\n{stdout}\n{}",
-            output.status,
-            String::from_utf8_lossy(&output.stderr)
-        );
-        stdout
+        run_script(SCRIPT, ("HA_DIR", &self.dir), args, limit).await
     }
 
     /// `(node name, port)` of the node the monitor calls primary.
@@ -152,6 +132,37 @@ impl Drop for Topology {
             .stdin(Stdio::null())
             .status();
     }
+}
+
+/// Runs `script` with `args` and the folder variable `dir` (name, value); its stdout, trimmed.
+/// A failure, or a run past `limit`, fails the test with what the script said.
+pub async fn run_script(
+    script: &str,
+    dir: (&str, &std::path::Path),
+    args: &[&str],
+    limit: Duration,
+) -> String {
+    let mut command = Command::new("bash");
+    command
+        .arg(script)
+        .args(args)
+        .env(dir.0, dir.1)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    let output = tokio::time::timeout(limit, command.output())
+        .await
+        .unwrap_or_else(|_| panic!("{script} {args:?} did not finish in {limit:?}"))
+        .expect("bash runs");
+    let stdout = String::from_utf8_lossy(&output.stdout).trim().to_owned();
+    assert!(
+        output.status.success(),
+        "{script} {args:?} failed ({}):\n{stdout}\n{}",
+        output.status,
+        String::from_utf8_lossy(&output.stderr)
+    );
+    stdout
 }
 
 fn node_and_port(printed: &str) -> (String, u16) {
