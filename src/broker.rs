@@ -266,6 +266,9 @@ pub fn is_outage(error: &RedisError) -> bool {
         return true;
     }
     match error.kind() {
+        // The cluster client has no connection to the node that serves the slot (it died and
+        // the slot map still names it): a failover in progress.
+        ErrorKind::ClusterConnectionNotFound => true,
         ErrorKind::Server(
             ServerErrorKind::BusyLoading
             | ServerErrorKind::TryAgain
@@ -684,6 +687,14 @@ mod tests {
         assert!(!same_slot(&["payments", "payments.dlq"]));
         assert!(same_slot(&["payments"]));
         assert!(same_slot(&[]));
+    }
+
+    #[test]
+    fn a_cluster_node_not_connected_is_an_outage_and_crossslot_is_not() {
+        let lost = RedisError::from((ErrorKind::ClusterConnectionNotFound, "no connection"));
+        assert!(is_outage(&lost));
+        let cross = RedisError::from((ServerErrorKind::CrossSlot.into(), "keys in two slots"));
+        assert!(!is_outage(&cross), "no retry mends a command across slots");
     }
 
     #[test]
