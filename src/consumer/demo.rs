@@ -50,7 +50,12 @@ pub async fn run(args: DemoSettings) -> anyhow::Result<bool> {
             group: GROUP.to_owned(),
         }
         .fits_one_slot()
-        .map_err(anyhow::Error::msg)?;
+        .map_err(|e| {
+            anyhow::anyhow!(
+                "{e}: the demo reads one stream, so give it a hash tag (--stream '{{{}}}')",
+                args.stream
+            )
+        })?;
     }
     let pool = crate::db::connect_and_migrate(&args.database).await?;
     let mut conn = pool.acquire().await?;

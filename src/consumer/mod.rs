@@ -85,7 +85,13 @@ pub async fn run(args: ConsumeSettings) -> anyhow::Result<()> {
                 stream: stream_key,
                 group: args.stream.group.clone(),
             };
-            partition.fits_one_slot().map_err(anyhow::Error::msg)?;
+            partition.fits_one_slot().map_err(|e| {
+                anyhow::anyhow!(
+                    "{e}: use --partitions N (2 or more: partition p is `<stream>:{{p}}`, a \
+                     hash tag), or give the stream a hash tag of its own (--stream '{{{}}}')",
+                    args.stream.stream
+                )
+            })?;
         }
     }
     let database = crate::db::open(&args.database, true).await?;

@@ -49,9 +49,9 @@ impl StreamSettings {
     }
 
     /// On a Redis Cluster, whether the keys one settle script writes (the stream, its failure
-    /// counts and its dead letters) share a slot, as every script's keys must there; the
-    /// reason and the way out when they do not. Checked before a consumer starts, so that no
-    /// worker reads a message it could never settle.
+    /// counts and its dead letters) share a slot, as every script's keys must there; which
+    /// keys do not, when they do not (the caller says the way out its flags offer). Checked
+    /// before a consumer starts, so that no worker reads a message it could never settle.
     pub fn fits_one_slot(&self) -> Result<(), String> {
         let keys = [self.stream.clone(), self.failures(), self.dead_letters()];
         let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
@@ -59,11 +59,8 @@ impl StreamSettings {
             return Ok(());
         }
         Err(format!(
-            "on a Redis Cluster a stream's keys must share a slot, and {} do not: use \
-             --partitions N (2 or more: partition p is `<stream>:{{p}}`, a hash tag), or give \
-             the stream a hash tag of its own (--stream '{{{}}}')",
-            keys.join(", "),
-            self.stream
+            "on a Redis Cluster a stream's keys must share a slot, and {} do not",
+            keys.join(", ")
         ))
     }
 }
