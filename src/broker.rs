@@ -340,26 +340,30 @@ fn cluster_client(nodes: &ClusterNodes, response_timeout: Duration) -> RedisResu
     builder.build()
 }
 
-/// A connection for the command-line tools and the events stream: to one server (behind
-/// Sentinels, the master of the moment: callers that keep it reconnect after an error), or
-/// to a cluster, which routes each command to its key's master.
+/// One server's connection (`S`) or a cluster connection, which routes each command to its
+/// key's master; either way a `ConnectionLike`.
 #[derive(Clone)]
-pub enum Connection {
-    Server(MultiplexedConnection),
+pub enum Link<S> {
+    Server(S),
     Cluster(ClusterConnection),
 }
 
-impl Connection {
+/// A connection for the command-line tools and the events stream: to one server (behind
+/// Sentinels, the master of the moment: callers that keep it reconnect after an error), or
+/// to a cluster.
+pub type Connection = Link<MultiplexedConnection>;
+
+impl<S> Link<S> {
     pub fn is_cluster(&self) -> bool {
-        matches!(self, Connection::Cluster(_))
+        matches!(self, Link::Cluster(_))
     }
 }
 
-impl ConnectionLike for Connection {
+impl<S: ConnectionLike> ConnectionLike for Link<S> {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
         match self {
-            Connection::Server(conn) => conn.req_packed_command(cmd),
-            Connection::Cluster(conn) => conn.req_packed_command(cmd),
+            Link::Server(conn) => conn.req_packed_command(cmd),
+            Link::Cluster(conn) => conn.req_packed_command(cmd),
         }
     }
 
@@ -370,15 +374,15 @@ impl ConnectionLike for Connection {
         count: usize,
     ) -> RedisFuture<'a, Vec<Value>> {
         match self {
-            Connection::Server(conn) => conn.req_packed_commands(pipeline, offset, count),
-            Connection::Cluster(conn) => conn.req_packed_commands(pipeline, offset, count),
+            Link::Server(conn) => conn.req_packed_commands(pipeline, offset, count),
+            Link::Cluster(conn) => conn.req_packed_commands(pipeline, offset, count),
         }
     }
 
     fn get_db(&self) -> i64 {
         match self {
-            Connection::Server(conn) => conn.get_db(),
-            Connection::Cluster(conn) => conn.get_db(),
+            Link::Server(conn) => conn.get_db(),
+            Link::Cluster(conn) => conn.get_db(),
         }
     }
 }
@@ -397,12 +401,12 @@ pub async fn connect(url: &str) -> anyhow::Result<Connection> {
             Target::Cluster(nodes) => cluster_client(&nodes, CLUSTER_TOOL_RESPONSE_TIMEOUT)?
                 .get_async_connection()
                 .await
-                .map(Connection::Cluster),
+                .map(Link::Cluster),
             target => client(&target)
                 .await?
                 .get_multiplexed_async_connection()
                 .await
-                .map(Connection::Server),
+                .map(Link::Server),
         }
     };
     connected
@@ -416,13 +420,7 @@ pub async fn connect(url: &str) -> anyhow::Result<Connection> {
 /// its back-off) goes to the new master. On a cluster the cluster client does all of that
 /// itself (a lost node, `MOVED` after a failover).
 #[derive(Clone)]
-pub struct MasterConnection(Link);
-
-#[derive(Clone)]
-enum Link {
-    Followed(Followed),
-    Cluster(ClusterConnection),
-}
+pub struct MasterConnection(Link<Followed>);
 
 impl MasterConnection {
     /// Connects with `response_timeout` for each command (the consumer's outlasts its
@@ -434,7 +432,7 @@ impl MasterConnection {
                     .get_async_connection()
                     .await?,
             ),
-            target => Link::Followed(Followed::connect(target, response_timeout).await?),
+            target => Link::Server(Followed::connect(target, response_timeout).await?),
         };
         Ok(MasterConnection(link))
     }
@@ -536,10 +534,7 @@ fn address_of(client: &redis::Client) -> String {
 
 impl ConnectionLike for MasterConnection {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
-        match &mut self.0 {
-            Link::Followed(conn) => conn.req_packed_command(cmd),
-            Link::Cluster(conn) => conn.req_packed_command(cmd),
-        }
+        self.0.req_packed_command(cmd)
     }
 
     fn req_packed_commands<'a>(
@@ -548,17 +543,11 @@ impl ConnectionLike for MasterConnection {
         offset: usize,
         count: usize,
     ) -> RedisFuture<'a, Vec<Value>> {
-        match &mut self.0 {
-            Link::Followed(conn) => conn.req_packed_commands(pipeline, offset, count),
-            Link::Cluster(conn) => conn.req_packed_commands(pipeline, offset, count),
-        }
+        self.0.req_packed_commands(pipeline, offset, count)
     }
 
     fn get_db(&self) -> i64 {
-        match &self.0 {
-            Link::Followed(conn) => conn.get_db(),
-            Link::Cluster(conn) => conn.get_db(),
-        }
+        self.0.get_db()
     }
 }
 
