@@ -29,6 +29,7 @@
 
 mod apply;
 mod chain;
+mod cross_shard;
 mod decide;
 mod load;
 mod render;
@@ -43,7 +44,7 @@ use super::audit::{self, Actor};
 use super::holds;
 use super::transactions::{ItemError, NewTransaction, WriteError};
 use super::{Created, accounts, now_micros};
-use crate::db::StoreError;
+use crate::db::{Engine, StoreError};
 use decide::LockedLedger;
 use render::Rendered;
 use sqlx::{PgConnection, PgPool};
@@ -77,11 +78,12 @@ pub enum BatchResult {
 /// Creates every item exactly once per id, in one database transaction.
 pub async fn create_many(
     pool: &PgPool,
+    engine: Engine,
     items: &[NewTransaction],
     mode: Mode,
 ) -> Result<BatchResult, WriteError> {
     let mut conn = pool.acquire().await?;
-    create_many_in(&mut conn, items, mode).await
+    create_many_on(&mut conn, engine, items, mode).await
 }
 
 /// The items of several callers in one database transaction (group commit, see
@@ -90,6 +92,7 @@ pub async fn create_many(
 /// committed creations it read back for replays (for [`super::replay_cache`]).
 pub(crate) async fn create_group(
     pool: &PgPool,
+    engine: Engine,
     items: &[NewTransaction],
     actors: &[Option<Actor>],
     lock_wait: LockWait,
@@ -98,6 +101,7 @@ pub(crate) async fn create_group(
     let mut read_back = Vec::new();
     let result = attempts(
         &mut conn,
+        engine,
         items,
         Authors::Each(actors),
         Mode::Independent,
@@ -143,8 +147,20 @@ pub async fn create_many_in(
     items: &[NewTransaction],
     mode: Mode,
 ) -> Result<BatchResult, WriteError> {
+    let engine = Engine::of(&mut *conn).await?;
+    create_many_on(conn, engine, items, mode).await
+}
+
+/// [`create_many_in`] for a caller that knows the engine (no catalog probe).
+pub async fn create_many_on(
+    conn: &mut PgConnection,
+    engine: Engine,
+    items: &[NewTransaction],
+    mode: Mode,
+) -> Result<BatchResult, WriteError> {
     attempts(
         conn,
+        engine,
         items,
         Authors::Current,
         mode,
@@ -159,11 +175,13 @@ pub async fn create_many_in(
 /// created, if any. Used to tell which of several bad items of a batch comes first.
 pub async fn first_failure(
     pool: &PgPool,
+    engine: Engine,
     items: &[NewTransaction],
 ) -> Result<Option<(usize, ItemOutcome)>, WriteError> {
     let mut conn = pool.acquire().await?;
     match attempts(
         &mut conn,
+        engine,
         items,
         Authors::Current,
         Mode::Atomic,
@@ -182,6 +200,7 @@ pub async fn first_failure(
 /// the group-commit writer wants them; elsewhere they are not copied).
 async fn attempts(
     conn: &mut PgConnection,
+    engine: Engine,
     items: &[NewTransaction],
     authors: Authors<'_>,
     mode: Mode,
@@ -198,6 +217,7 @@ async fn attempts(
     for _ in 0..MAX_ID_RACE_RETRIES {
         let pass = attempt(
             conn,
+            engine,
             items,
             authors,
             mode,
@@ -296,6 +316,7 @@ enum Pass {
 /// One pass; with [`Write::DryRun`] nothing is written whatever the outcome.
 async fn attempt(
     conn: &mut PgConnection,
+    engine: Engine,
     items: &[NewTransaction],
     authors: Authors<'_>,
     mode: Mode,
@@ -308,7 +329,7 @@ async fn attempt(
         wait: lock_wait,
     } = locking;
     let ids: Vec<Uuid> = items.iter().map(|i| i.id).collect();
-    let stored = load::stored_creations(conn, &ids).await?;
+    let stored = load::stored_creations(conn, engine, &ids).await?;
     if let Some(read_back) = read_back {
         read_back.extend(stored.iter().map(|(id, s)| (*id, s.clone())));
     }
@@ -336,7 +357,7 @@ async fn attempt(
     }
 
     let mut tx = begin(&mut *conn, lock_wait).await?;
-    let mut ledger = LockedLedger::lock(&mut tx, &undecided, systems).await?;
+    let mut ledger = LockedLedger::lock(&mut tx, engine, &undecided, systems).await?;
     if ledger.needs_exclusive {
         tx.rollback().await?;
         return Ok(Pass::Exclusive);
@@ -394,11 +415,11 @@ async fn attempt(
             None => create.await?,
         }
     }
-    if !created.is_empty() && !load::still_empty(&mut tx, &created, systems).await? {
+    if !created.is_empty() && !load::still_empty(&mut tx, engine, &created, systems).await? {
         tx.rollback().await?;
         return Ok(Pass::Again);
     }
-    apply::insert_entries(&mut tx, &rows).await?;
+    apply::insert_entries(&mut tx, engine, &rows).await?;
     let open_holds: Vec<&holds::OpenHold> = rows.iter().flat_map(|r| r.holds.iter()).collect();
     holds::insert_open_holds(&mut tx, &open_holds).await?;
     apply::record_events(&mut tx, &rows).await?;
