@@ -101,13 +101,12 @@ pub(crate) async fn create_group(
     let mut read_back = Vec::new();
     let result = attempts(
         &mut conn,
-        engine,
         items,
         Authors::Each(actors),
         Mode::Independent,
         Write::Commit,
         Some(&mut read_back),
-        lock_wait,
+        Locking::new(engine, lock_wait),
     )
     .await;
     if result.is_err() {
@@ -160,13 +159,12 @@ pub async fn create_many_on(
 ) -> Result<BatchResult, WriteError> {
     attempts(
         conn,
-        engine,
         items,
         Authors::Current,
         mode,
         Write::Commit,
         None,
-        LockWait::Unbounded,
+        Locking::new(engine, LockWait::Unbounded),
     )
     .await
 }
@@ -181,13 +179,12 @@ pub async fn first_failure(
     let mut conn = pool.acquire().await?;
     match attempts(
         &mut conn,
-        engine,
         items,
         Authors::Current,
         Mode::Atomic,
         Write::DryRun,
         None,
-        LockWait::Unbounded,
+        Locking::new(engine, LockWait::Unbounded),
     )
     .await?
     {
@@ -200,24 +197,16 @@ pub async fn first_failure(
 /// the group-commit writer wants them; elsewhere they are not copied).
 async fn attempts(
     conn: &mut PgConnection,
-    engine: Engine,
     items: &[NewTransaction],
     authors: Authors<'_>,
     mode: Mode,
     write: Write,
     mut read_back: Option<&mut Vec<(Uuid, StoredCreation)>>,
-    lock_wait: LockWait,
+    mut locking: Locking,
 ) -> Result<BatchResult, WriteError> {
-    // Shared locks on system accounts first; exclusive ones once a pass found that the batch
-    // could take one near the edge of the range (see `bounds.rs`), for the passes that follow.
-    let mut locking = Locking {
-        systems: SystemLocks::Shared,
-        wait: lock_wait,
-    };
     for _ in 0..MAX_ID_RACE_RETRIES {
         let pass = attempt(
             conn,
-            engine,
             items,
             authors,
             mode,
@@ -246,11 +235,25 @@ enum Write {
     DryRun,
 }
 
-/// How a pass takes its locks.
+/// How a pass takes its locks: with the statements its engine accepts (one per account on
+/// Citus), how strongly on system accounts, and how long it waits.
 #[derive(Debug, Clone, Copy)]
 struct Locking {
+    engine: Engine,
     systems: SystemLocks,
     wait: LockWait,
+}
+
+impl Locking {
+    /// Shared locks on system accounts first; exclusive ones once a pass found that the batch
+    /// could take one near the edge of the range (see `bounds.rs`), for the passes that follow.
+    fn new(engine: Engine, wait: LockWait) -> Locking {
+        Locking {
+            engine,
+            systems: SystemLocks::Shared,
+            wait,
+        }
+    }
 }
 
 /// How long a write may wait for another transaction's row lock.
@@ -316,7 +319,6 @@ enum Pass {
 /// One pass; with [`Write::DryRun`] nothing is written whatever the outcome.
 async fn attempt(
     conn: &mut PgConnection,
-    engine: Engine,
     items: &[NewTransaction],
     authors: Authors<'_>,
     mode: Mode,
@@ -325,6 +327,7 @@ async fn attempt(
     read_back: Option<&mut Vec<(Uuid, StoredCreation)>>,
 ) -> Result<Pass, WriteError> {
     let Locking {
+        engine,
         systems,
         wait: lock_wait,
     } = locking;
