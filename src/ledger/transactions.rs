@@ -389,8 +389,7 @@ pub async fn list(
     )
     .fetch_all(conn)
     .await?;
-    let (views, next) = paginate(rows, f.limit, |r| r.seq, StoredTransaction::view);
-    Ok((views.into_iter().collect::<Result<_, _>>()?, next))
+    page(rows, f.limit)
 }
 
 /// [`list`] on Citus: the page first (each shard's newest, merged on the coordinator), then
@@ -435,7 +434,15 @@ async fn list_citus(
     )
     .fetch_all(conn)
     .await?;
-    let (views, next) = paginate(rows, f.limit, |r| r.seq, StoredTransaction::view);
+    page(rows, f.limit)
+}
+
+/// A page of stored transactions as views, and the cursor of the next one.
+fn page(
+    rows: Vec<StoredTransaction>,
+    limit: i64,
+) -> Result<(Vec<TransactionView>, Option<i64>), StoreError> {
+    let (views, next) = paginate(rows, limit, |r| r.seq, StoredTransaction::view);
     Ok((views.into_iter().collect::<Result<_, _>>()?, next))
 }
 

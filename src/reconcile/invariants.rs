@@ -400,7 +400,8 @@ async fn entries_against_legs(
     if engine == Engine::Citus {
         return entries_against_legs_citus(conn).await;
     }
-    let rows = sqlx::query!(
+    let rows = sqlx::query_as!(
+        LegMismatch,
         r#"with posted_tx as (
                select t.id, t.legs, t.captured_amount from transactions t
                where t.status = 'posted'
@@ -427,26 +428,15 @@ async fn entries_against_legs(
     )
     .fetch_all(conn)
     .await?;
-    Ok(rows
-        .into_iter()
-        .map(|r| Finding {
-            check: "entry_mismatch".into(),
-            account: Some(r.account_id),
-            entry: None,
-            transaction: Some(r.transaction_id),
-            detail: format!(
-                "entries post {} to this account where the legs say {}",
-                r.posted, r.legs
-            ),
-        })
-        .collect())
+    Ok(rows.into_iter().map(LegMismatch::finding).collect())
 }
 
 /// [`entries_against_legs`] on Citus, which correlates entries (by account) with
 /// transactions (by id) only through results on the coordinator: the ids of transactions with
 /// entries, then the posted ones among them, then their entries.
 async fn entries_against_legs_citus(conn: &mut PgConnection) -> Result<Vec<Finding>, sqlx::Error> {
-    let rows = sqlx::query!(
+    let rows = sqlx::query_as!(
+        LegMismatch,
         r#"with touched as materialized (select distinct transaction_id from entries),
            posted_tx as materialized (
                select t.id, t.legs, t.captured_amount from transactions t
@@ -474,19 +464,52 @@ async fn entries_against_legs_citus(conn: &mut PgConnection) -> Result<Vec<Findi
     )
     .fetch_all(conn)
     .await?;
-    Ok(rows
-        .into_iter()
-        .map(|r| Finding {
+    Ok(rows.into_iter().map(LegMismatch::finding).collect())
+}
+
+/// A transaction's entries on one account against what its legs say, as text (sums).
+struct LegMismatch {
+    transaction_id: Uuid,
+    account_id: String,
+    legs: String,
+    posted: String,
+}
+
+impl LegMismatch {
+    fn finding(self) -> Finding {
+        Finding {
             check: "entry_mismatch".into(),
-            account: Some(r.account_id),
+            account: Some(self.account_id),
             entry: None,
-            transaction: Some(r.transaction_id),
+            transaction: Some(self.transaction_id),
             detail: format!(
                 "entries post {} to this account where the legs say {}",
-                r.posted, r.legs
+                self.posted, self.legs
             ),
-        })
-        .collect())
+        }
+    }
+}
+
+/// A transaction whose reversals give back more than it moved.
+struct OverReversed {
+    original: Uuid,
+    reversed: i64,
+    moved: i64,
+}
+
+impl OverReversed {
+    fn finding(self) -> Finding {
+        Finding {
+            check: "over_reversed".into(),
+            account: None,
+            entry: None,
+            transaction: Some(self.original),
+            detail: format!(
+                "reversals give back {} of the {} it moved",
+                self.reversed, self.moved
+            ),
+        }
+    }
 }
 
 /// A hold still pending that expired before this is overdue. `None` when `now − grace` is
@@ -585,7 +608,8 @@ async fn over_reversed(
     if engine == Engine::Citus {
         return over_reversed_citus(conn).await;
     }
-    let rows = sqlx::query!(
+    let rows = sqlx::query_as!(
+        OverReversed,
         r#"select r.reverses as "original!", sum(r.reversed_amount)::bigint as "reversed!",
                   (select coalesce(sum(amount), 0) from entries e
                    where e.transaction_id = r.reverses and e.amount > 0)::bigint as "moved!"
@@ -599,26 +623,15 @@ async fn over_reversed(
     )
     .fetch_all(conn)
     .await?;
-    Ok(rows
-        .into_iter()
-        .map(|r| Finding {
-            check: "over_reversed".into(),
-            account: None,
-            entry: None,
-            transaction: Some(r.original),
-            detail: format!(
-                "reversals give back {} of the {} it moved",
-                r.reversed, r.moved
-            ),
-        })
-        .collect())
+    Ok(rows.into_iter().map(OverReversed::finding).collect())
 }
 
 /// [`over_reversed`] on Citus: the reversals' totals per original first (on the
 /// coordinator), then what those originals moved. An original that does not exist (no
 /// foreign key on Citus) moved nothing, so its reversals show here too.
 async fn over_reversed_citus(conn: &mut PgConnection) -> Result<Vec<Finding>, sqlx::Error> {
-    let rows = sqlx::query!(
+    let rows = sqlx::query_as!(
+        OverReversed,
         r#"with r as materialized (
                select reverses, sum(reversed_amount) as reversed from transactions
                where kind = 'reversal' and status = 'posted' group by reverses),
@@ -635,19 +648,7 @@ async fn over_reversed_citus(conn: &mut PgConnection) -> Result<Vec<Finding>, sq
     )
     .fetch_all(conn)
     .await?;
-    Ok(rows
-        .into_iter()
-        .map(|r| Finding {
-            check: "over_reversed".into(),
-            account: None,
-            entry: None,
-            transaction: Some(r.original),
-            detail: format!(
-                "reversals give back {} of the {} it moved",
-                r.reversed, r.moved
-            ),
-        })
-        .collect())
+    Ok(rows.into_iter().map(OverReversed::finding).collect())
 }
 
 #[cfg(test)]

@@ -53,7 +53,8 @@ pub(super) async fn stored_creations(
     // The plain `where id = any($1)` let a connection keep the generic plan it made while the
     // table was nearly empty, a sequential scan, until the next ANALYZE: in the bench that one
     // lookup grew to 43% of the database's statement time (docs/performance.md, fifth round).
-    let rows = sqlx::query!(
+    let rows = sqlx::query_as!(
+        CreationRow,
         r#"select t.id as "id!", t.creation_request as "creation_request!",
                   t.creation_status as "creation_status!",
                   t.creation_response as "creation_response!"
@@ -65,17 +66,7 @@ pub(super) async fn stored_creations(
     )
     .fetch_all(conn)
     .await?;
-    Ok(rows
-        .into_iter()
-        .map(|r| {
-            let stored = StoredCreation {
-                request: r.creation_request,
-                status: r.creation_status as u16,
-                body: r.creation_response,
-            };
-            (r.id, stored)
-        })
-        .collect())
+    Ok(rows.into_iter().map(CreationRow::stored).collect())
 }
 
 /// [`stored_creations`] on Citus, which refuses the lateral `limit 1` over `unnest` (cannot
@@ -85,24 +76,34 @@ async fn stored_creations_citus(
     conn: &mut PgConnection,
     ids: &[Uuid],
 ) -> Result<HashMap<Uuid, StoredCreation>, sqlx::Error> {
-    let rows = sqlx::query!(
+    let rows = sqlx::query_as!(
+        CreationRow,
         r#"select id, creation_request, creation_status, creation_response
            from transactions where id = any($1)"#,
         ids
     )
     .fetch_all(conn)
     .await?;
-    Ok(rows
-        .into_iter()
-        .map(|r| {
-            let stored = StoredCreation {
-                request: r.creation_request,
-                status: r.creation_status as u16,
-                body: r.creation_response,
-            };
-            (r.id, stored)
-        })
-        .collect())
+    Ok(rows.into_iter().map(CreationRow::stored).collect())
+}
+
+/// A stored creation's row, as both forms of [`stored_creations`] read it.
+struct CreationRow {
+    id: Uuid,
+    creation_request: Value,
+    creation_status: i16,
+    creation_response: String,
+}
+
+impl CreationRow {
+    fn stored(self) -> (Uuid, StoredCreation) {
+        let stored = StoredCreation {
+            request: self.creation_request,
+            status: self.creation_status as u16,
+            body: self.creation_response,
+        };
+        (self.id, stored)
+    }
 }
 
 /// A locked account as decisions need it.
