@@ -191,7 +191,10 @@ pub(crate) async fn insert_entry_rows(
         let mut written = transactions;
         written.sort();
         written.dedup();
-        super::cross_shard::check(conn, &written).await?;
+        let mut touched = accounts;
+        touched.sort();
+        touched.dedup();
+        super::cross_shard::check(conn, &written, &touched).await?;
     }
     Ok(())
 }

@@ -19,15 +19,22 @@ use uuid::Uuid;
 /// that spans shards. Entries' `xid` is the coordinator's (its default is evaluated where the
 /// statement is planned), so "written by this transaction" compares it with the
 /// coordinator's `pg_current_xact_id()`, evaluated in the outer query, which runs there.
+///
+/// The entries are read on the accounts just written (`accounts`), which Citus prunes to
+/// their shards: read by `transaction_id` alone, the query reached all 32 shards of every
+/// group. The write path writes a transaction's entries only there (a new transaction row,
+/// or a pending hold's capture); entries of the same transaction elsewhere could only come
+/// from SQL written by hand on the cluster, which `verify` reports.
 pub(crate) async fn check(
     conn: &mut PgConnection,
     transactions: &[Uuid],
+    accounts: &[&str],
 ) -> Result<(), sqlx::Error> {
     let broken = sqlx::query!(
         r#"with e as materialized (
                select transaction_id, currency, sum(amount) as total,
                       min(xid) as first_xid, max(xid) as last_xid
-               from entries where transaction_id = any($1)
+               from entries where account_id = any($2) and transaction_id = any($1)
                group by transaction_id, currency),
            t as materialized (
                select id, currency, status from transactions where id = any($1))
@@ -37,7 +44,8 @@ pub(crate) async fn check(
                   exists (select 1 from e left join t on t.id = e.transaction_id
                           where t.id is null or t.currency <> e.currency
                              or t.status <> 'posted') as "misfit!""#,
-        transactions
+        transactions,
+        accounts as &[&str]
     )
     .fetch_one(&mut *conn)
     .await?;
