@@ -25,7 +25,8 @@ create index transactions_seq on transactions (seq);
 -- Foreign keys between tables that are not co-located are refused. Both are enforced by the
 -- write path instead: a hold's transaction row is inserted in the same transaction before its
 -- open holds, and a reversal's original is locked and read before the reversal is decided;
--- `verify` checks both (holds_without_transaction, reversal_without_original).
+-- `verify` reports both: a hold of a missing transaction as stale_open_hold, reversals of a
+-- missing original as over_reversed (it moved nothing).
 alter table open_holds drop constraint open_holds_transaction_id_fkey;
 alter table transactions drop constraint transactions_reverses_fkey;
 
