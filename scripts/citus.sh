@@ -9,7 +9,7 @@
 #             create the database wallet_ledger with the extension citus on each, set the
 #             coordinator host and register both workers; when already up, start what is
 #             stopped and print the line again. stdout ends with one shell-sourceable line:
-#               DATABASE_URL=postgres://postgres@127.0.0.1:PORT/wallet_ledger
+#               DATABASE_URL=postgres://postgres@127.0.0.1:PORT/wallet_ledger?sslmode=disable
 #   down      stop and kill everything of CITUS_DIR, wait until its ports are free, remove it
 #   status    human-readable state of the nodes and the workers the coordinator sees
 #
@@ -133,7 +133,9 @@ node_port() { # node
     echo "${!var}"
 }
 
-url() { echo "DATABASE_URL=postgres://postgres@127.0.0.1:$COORDINATOR_PORT/wallet_ledger"; }
+# sslmode=disable: `create extension citus` turns ssl on with a self-signed X.509 v1
+# certificate, which the service's TLS (rustls) refuses, and the default sslmode=prefer tries it.
+url() { echo "DATABASE_URL=postgres://postgres@127.0.0.1:$COORDINATOR_PORT/wallet_ledger?sslmode=disable"; }
 
 citus_installed() { [ -f "$("$PGBIN/pg_config" --pkglibdir)/citus.so" ]; }
 

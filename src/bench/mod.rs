@@ -116,6 +116,8 @@ pub struct BenchSettings {
     pub scenarios: Vec<BenchScenario>,
     /// Dropped and recreated before each scenario; its name must end in `_bench`.
     pub bench_database_url: String,
+    /// `host:port` of each Citus worker when the bench database's server is a coordinator.
+    pub citus_workers: Vec<String>,
     pub redis: crate::broker::RedisSettings,
     /// Where each JSON line is appended too.
     pub results: PathBuf,
@@ -213,6 +215,8 @@ pub struct Bench {
     /// The same server's `postgres` database, from which the bench database is dropped and
     /// created.
     admin_url: String,
+    /// The `postgres` database of each Citus worker (empty on a plain server).
+    worker_admin_urls: Vec<String>,
     pub redis_url: String,
     pub binary: PathBuf,
     pub server_args: Vec<String>,
@@ -243,19 +247,98 @@ fn bench_database(url: &str) -> anyhow::Result<(String, String)> {
     Ok((name, parsed.to_string()))
 }
 
-impl Bench {
-    /// Drops the bench database, creates it and applies the migrations (the crate's own).
-    pub async fn fresh_database(&self) -> anyhow::Result<PgPool> {
-        let mut admin = PgConnection::connect(&self.admin_url)
-            .await
-            .with_context(|| format!("connecting to {}", crate::db::redact(&self.admin_url)))?;
-        sqlx::query(sqlx::AssertSqlSafe(format!(
-            "drop database if exists \"{}\" with (force)",
-            self.database_name
-        )))
-        .execute(&mut admin)
+/// `url` (a server's `postgres` database) with the host and port of `node` (`host:port`).
+fn on_node(url: &str, node: &str) -> anyhow::Result<String> {
+    let (host, port) = node
+        .rsplit_once(':')
+        .and_then(|(h, p)| Some((h, p.parse::<u16>().ok()?)))
+        .ok_or_else(|| anyhow!("--citus-workers {node:?} is not host:port"))?;
+    let mut parsed = url::Url::parse(url)?;
+    parsed
+        .set_host(Some(host))
+        .map_err(|e| anyhow!("--citus-workers {node:?}: {e}"))?;
+    let _ = parsed.set_port(Some(port));
+    Ok(parsed.to_string())
+}
+
+/// Runs one statement on the server or database of `url`.
+async fn run_on(url: &str, statement: String) -> anyhow::Result<()> {
+    let mut conn = PgConnection::connect(url)
+        .await
+        .with_context(|| format!("connecting to {}", crate::db::redact(url)))?;
+    sqlx::query(sqlx::AssertSqlSafe(statement))
+        .execute(&mut conn)
         .await?;
-        admin.close().await?;
+    conn.close().await?;
+    Ok(())
+}
+
+fn with_database(url: &str, database: &str) -> anyhow::Result<String> {
+    let mut parsed = url::Url::parse(url)?;
+    parsed.set_path(&format!("/{database}"));
+    Ok(parsed.to_string())
+}
+
+impl Bench {
+    /// Drops the bench database (on every node of a Citus cluster).
+    async fn drop_everywhere(&self) -> anyhow::Result<()> {
+        for admin in std::iter::once(&self.admin_url).chain(&self.worker_admin_urls) {
+            let drop = format!(
+                "drop database if exists \"{}\" with (force)",
+                self.database_name
+            );
+            run_on(admin, drop).await?;
+        }
+        Ok(())
+    }
+
+    /// On a Citus coordinator: the bench database on every node, with the extension, and the
+    /// workers registered in it (what scripts/citus.sh does for `wallet_ledger`).
+    async fn create_on_citus(&self) -> anyhow::Result<()> {
+        let name = &self.database_name;
+        let mut nodes = vec![self.admin_url.clone()];
+        nodes.extend(self.worker_admin_urls.iter().cloned());
+        for admin in &nodes {
+            run_on(admin, format!("create database \"{name}\"")).await?;
+            run_on(
+                &with_database(admin, name)?,
+                "create extension citus".into(),
+            )
+            .await?;
+        }
+        let coordinator = url::Url::parse(&self.admin_url)?;
+        let database = with_database(&self.admin_url, name)?;
+        run_on(
+            &database,
+            format!(
+                "select citus_set_coordinator_host('{}', {})",
+                coordinator.host_str().unwrap_or("127.0.0.1"),
+                coordinator.port().unwrap_or(5432)
+            ),
+        )
+        .await?;
+        for worker in &self.worker_admin_urls {
+            let worker = url::Url::parse(worker)?;
+            run_on(
+                &database,
+                format!(
+                    "select citus_add_node('{}', {})",
+                    worker.host_str().unwrap_or("127.0.0.1"),
+                    worker.port().unwrap_or(5432)
+                ),
+            )
+            .await?;
+        }
+        Ok(())
+    }
+
+    /// Drops the bench database, creates it and applies the migrations (the crate's own; on
+    /// a Citus coordinator, `migrate`'s distribution too).
+    pub async fn fresh_database(&self) -> anyhow::Result<PgPool> {
+        self.drop_everywhere().await?;
+        if !self.worker_admin_urls.is_empty() {
+            self.create_on_citus().await?;
+        }
         let mut config = DatabaseSettings::with_url(&self.database_url);
         config.pool_max_connections = 16;
         config.application_name = Some("wallet-ledger bench".to_owned());
@@ -420,6 +503,11 @@ pub async fn run(args: BenchSettings) -> anyhow::Result<ExitCode> {
         sizes: Sizes::from_args(&args),
         database_url: args.bench_database_url.clone(),
         database_name,
+        worker_admin_urls: args
+            .citus_workers
+            .iter()
+            .map(|worker| on_node(&admin_url, worker))
+            .collect::<anyhow::Result<_>>()?,
         admin_url,
         redis_url: args.redis.url.clone(),
         binary,
@@ -516,15 +604,7 @@ fn append(path: &std::path::Path, line: &str) -> anyhow::Result<()> {
 
 /// A clean run leaves no database behind (the large ones take gigabytes).
 async fn drop_database(bench: &Bench) -> anyhow::Result<()> {
-    let mut admin = PgConnection::connect(&bench.admin_url).await?;
-    sqlx::query(sqlx::AssertSqlSafe(format!(
-        "drop database if exists \"{}\" with (force)",
-        bench.database_name
-    )))
-    .execute(&mut admin)
-    .await?;
-    admin.close().await?;
-    Ok(())
+    bench.drop_everywhere().await
 }
 
 #[cfg(test)]

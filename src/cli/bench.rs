@@ -22,6 +22,11 @@ pub struct BenchArgs {
     /// name must end in `_bench`.
     #[arg(long, env = "BENCH_DATABASE_URL", default_value = bench::DEFAULT_BENCH_DATABASE_URL)]
     pub bench_database_url: String,
+    /// With a Citus coordinator as the bench database's server: its workers (`host:port`,
+    /// comma-separated). The bench database is then created on every node with the citus
+    /// extension and the workers registered, so that `migrate` distributes it.
+    #[arg(long, value_delimiter = ',')]
+    pub citus_workers: Vec<String>,
     #[command(flatten)]
     pub redis: RedisArgs,
     /// Where each JSON line is appended too.
@@ -102,6 +107,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
     bench::run(BenchSettings {
         scenarios: args.scenarios,
         bench_database_url: args.bench_database_url,
+        citus_workers: args.citus_workers,
         redis: args.redis.settings(),
         results: args.results,
         binary: args.binary,

@@ -10,9 +10,12 @@ use std::time::Duration;
 
 pub static MIGRATOR: Migrator = sqlx::migrate!();
 
+pub mod citus;
 mod error;
 mod hosts;
 pub mod primary;
+
+pub use citus::Engine;
 
 pub use error::{CorruptRow, StoreError, corrupt};
 
@@ -24,6 +27,8 @@ use std::sync::Arc;
 pub struct Database {
     pub pool: PgPool,
     pub primary: Option<Arc<Primary>>,
+    /// Plain PostgreSQL or a Citus coordinator, detected when the pool opened.
+    pub engine: Engine,
 }
 
 pub const DEFAULT_DATABASE_URL: &str = "postgres://postgres@127.0.0.1:5432/wallet_ledger";
@@ -110,15 +115,28 @@ pub async fn open(config: &DatabaseSettings, migrate: bool) -> anyhow::Result<Da
         create_if_missing(&url, &shown).await?;
     }
     let pool = pool(config, &url, primary.clone()).await?;
+    let engine = Engine::detect_on(&pool)
+        .await
+        .with_context(|| format!("database {shown}"))?;
     if migrate && config.no_migrate {
         check_migrated(&pool, &shown).await?;
     } else if migrate {
         run_migrations(&pool, &shown).await?;
+        if engine == Engine::Citus {
+            let done = citus::distribute(&pool)
+                .await
+                .with_context(|| format!("database {shown}"))?;
+            tracing::info!(?done, "Citus: the ledger's tables are distributed");
+        }
     }
     if let Some(primary) = &primary {
         tokio::spawn(primary.clone().follow(pool.clone()));
     }
-    Ok(Database { pool, primary })
+    Ok(Database {
+        pool,
+        primary,
+        engine,
+    })
 }
 
 /// How often a single-host process re-reads whether its primary has a synchronous standby.

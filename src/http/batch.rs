@@ -89,7 +89,9 @@ pub async fn batch(
             .iter()
             .filter_map(|p| p.as_ref().ok().cloned())
             .collect();
-        if let Some((index, outcome)) = posting::first_failure(&state.pool, &before).await? {
+        if let Some((index, outcome)) =
+            posting::first_failure(&state.pool, state.engine, &before).await?
+        {
             let (_, _, problem) = item_answer(outcome);
             return Err(ApiError::BatchFailed {
                 index,
@@ -119,7 +121,7 @@ pub async fn batch(
             Err(e) => Some(e.problem()),
         })
         .collect();
-    let outcomes = match posting::create_many(&state.pool, &valid, mode).await? {
+    let outcomes = match posting::create_many(&state.pool, state.engine, &valid, mode).await? {
         BatchResult::Done(outcomes) => outcomes,
         BatchResult::Failed { index, outcome } => {
             let (_, _, body) = item_answer(outcome);

@@ -57,12 +57,14 @@ pub struct AppState {
     /// With several database hosts, which one is the primary (`/readyz`, and whether a
     /// request that lost its database may be tried again, see `failover.rs`).
     pub primary: Option<Arc<crate::db::primary::Primary>>,
+    /// Plain PostgreSQL or a Citus coordinator: the write path picks its statements by it.
+    pub engine: crate::db::Engine,
 }
 
 impl AppState {
-    pub fn new(pool: PgPool, config: HttpSettings) -> AppState {
+    pub fn new(pool: PgPool, engine: crate::db::Engine, config: HttpSettings) -> AppState {
         let limiter = auth::RateLimiter::new(config.rate_limit_per_second, config.rate_limit_burst);
-        let writer = GroupCommit::start(pool.clone(), config.group_commit);
+        let writer = GroupCommit::start(pool.clone(), engine, config.group_commit);
         let keys = key_lookups::KeyLookups::start(pool.clone());
         AppState {
             pool,
@@ -72,6 +74,7 @@ impl AppState {
             keys,
             events_feed: Default::default(),
             primary: None,
+            engine,
         }
     }
 }
@@ -217,7 +220,7 @@ pub async fn serve(args: ServeSettings) -> anyhow::Result<()> {
     let state = AppState {
         events_feed,
         primary: database.primary.clone(),
-        ..AppState::new(pool.clone(), args.http)
+        ..AppState::new(pool.clone(), database.engine, args.http)
     };
     let transport = state.config.transport.clone();
     let stopped = transport::serve(listener, app(state), &transport, accepting).await;

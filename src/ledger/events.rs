@@ -196,13 +196,14 @@ pub(crate) async fn record_transactions(
 /// the transaction read as it now is in this database transaction.
 pub async fn record_stored_transactions(
     conn: &mut PgConnection,
+    engine: crate::db::Engine,
     events: &[(Uuid, EventType)],
 ) -> Result<(), crate::db::StoreError> {
     if events.is_empty() {
         return Ok(());
     }
     let ids: Vec<Uuid> = events.iter().map(|(id, _)| *id).collect();
-    let views: HashMap<Uuid, TransactionView> = super::transactions::find_many(conn, &ids)
+    let views: HashMap<Uuid, TransactionView> = super::transactions::find_many(conn, engine, &ids)
         .await?
         .into_iter()
         .map(|v| (v.id, v))

@@ -39,7 +39,7 @@ use super::audit::{self, Actor};
 use super::posting::{self, LockWait};
 use super::replay_cache::ReplayCache;
 use super::transactions::{NewTransaction, WriteError};
-use crate::db::StoreError;
+use crate::db::{Engine, StoreError};
 use sqlx::PgPool;
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
@@ -115,11 +115,11 @@ impl GroupCommit {
     /// shutdown token: the queue's end is its natural stop. A request still finishing while
     /// the server drains must be written, and once the last clone (the last `AppState`) is
     /// gone no request can come, so the gatherer ends after writing what it already holds.
-    pub fn start(pool: PgPool, config: GroupCommitSettings) -> GroupCommit {
+    pub fn start(pool: PgPool, engine: Engine, config: GroupCommitSettings) -> GroupCommit {
         let capacity = config.max_items * config.max_in_flight * 2;
         let (jobs, queue) = mpsc::channel(capacity.max(1));
         let replays = Arc::new(ReplayCache::new(config.replay_cache_entries));
-        let locks = Arc::new(Locks::new(pool.clone(), replays.clone(), &config));
+        let locks = Arc::new(Locks::new(pool.clone(), engine, replays.clone(), &config));
         tokio::spawn(gather(pool, config, queue, replays.clone(), locks.clone()));
         GroupCommit {
             jobs,
@@ -217,7 +217,8 @@ async fn commit(pool: &PgPool, group: Vec<Job>, replays: &ReplayCache, locks: &A
             .iter()
             .map(|j| (j.item.clone(), j.actor.clone()))
             .unzip();
-        let result = posting::create_group(pool, &items, &actors, locks.group_wait).await;
+        let result =
+            posting::create_group(pool, locks.engine, &items, &actors, locks.group_wait).await;
         match result {
             Err(e) if posting::is_lock_timeout(&e) => {
                 metrics::counter!("wallet_ledger_group_commit_lock_timeouts_total").increment(1);
@@ -231,7 +232,7 @@ async fn commit(pool: &PgPool, group: Vec<Job>, replays: &ReplayCache, locks: &A
                 }
                 group = rest;
             }
-            result => return answer(pool, group, result, replays).await,
+            result => return answer(pool, locks.engine, group, result, replays).await,
         }
     }
     // Still waiting with no row found held: what holds the group is not a row lock this can
@@ -249,7 +250,13 @@ type GroupResult = Result<
     WriteError,
 >;
 
-async fn answer(pool: &PgPool, group: Vec<Job>, result: GroupResult, replays: &ReplayCache) {
+async fn answer(
+    pool: &PgPool,
+    engine: Engine,
+    group: Vec<Job>,
+    result: GroupResult,
+    replays: &ReplayCache,
+) {
     match result {
         Ok((outcomes, read_back)) => {
             replays.remember(read_back);
@@ -267,7 +274,7 @@ async fn answer(pool: &PgPool, group: Vec<Job>, result: GroupResult, replays: &R
             for job in group {
                 let one = std::slice::from_ref(&job.item);
                 let actor = std::slice::from_ref(&job.actor);
-                let answer = posting::create_group(pool, one, actor, LockWait::Unbounded)
+                let answer = posting::create_group(pool, engine, one, actor, LockWait::Unbounded)
                     .await
                     .and_then(|(mut outcomes, _)| outcomes.pop().ok_or(WriteError::Contention))
                     .and_then(|outcome| outcome.map_err(WriteError::Item));
@@ -315,6 +322,7 @@ fn split(keys: &HashSet<LockKey>) -> (Vec<String>, Vec<Uuid>) {
 /// What the writer knows of rows locked elsewhere, and the writers that wait for them.
 struct Locks {
     pool: PgPool,
+    engine: Engine,
     replays: Arc<ReplayCache>,
     group_wait: LockWait,
     /// Rows found held elsewhere, and when.
@@ -323,9 +331,15 @@ struct Locks {
 }
 
 impl Locks {
-    fn new(pool: PgPool, replays: Arc<ReplayCache>, config: &GroupCommitSettings) -> Locks {
+    fn new(
+        pool: PgPool,
+        engine: Engine,
+        replays: Arc<ReplayCache>,
+        config: &GroupCommitSettings,
+    ) -> Locks {
         Locks {
             pool,
+            engine,
             replays,
             group_wait: LockWait::Bounded(Duration::from_millis(config.lock_timeout_ms)),
             blocked: Mutex::new(HashMap::new()),
@@ -352,7 +366,7 @@ impl Locks {
         let (accounts, transactions) = split(keys);
         let found = async {
             let mut conn = self.pool.acquire().await?;
-            posting::held_elsewhere(&mut conn, &accounts, &transactions).await
+            posting::held_elsewhere(&mut conn, self.engine, &accounts, &transactions).await
         };
         let (accounts, transactions) = match found.await {
             Ok(found) => found,
@@ -410,7 +424,9 @@ impl Locks {
                 if !held.is_empty() && !self.wait_for(&held, WAIT_APART).await {
                     continue;
                 }
-                let written = posting::create_group(&self.pool, one, actor, self.group_wait).await;
+                let written =
+                    posting::create_group(&self.pool, self.engine, one, actor, self.group_wait)
+                        .await;
                 let answer = match written {
                     Err(e) if posting::is_lock_timeout(&e) => continue,
                     Ok((mut outcomes, read_back)) => {
@@ -436,7 +452,7 @@ impl Locks {
         let (accounts, transactions) = split(rows);
         let waited = async {
             let mut conn = self.pool.acquire().await?;
-            posting::wait_for_rows(&mut conn, &accounts, &transactions, wait).await
+            posting::wait_for_rows(&mut conn, self.engine, &accounts, &transactions, wait).await
         };
         match waited.await {
             Ok(free) => free,

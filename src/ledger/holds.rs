@@ -16,7 +16,7 @@ use super::posting::{self, NewEntry};
 use super::transactions::{StoredTransaction, TransactionStatus};
 use super::views::{LegView, TransactionView};
 use super::{compare, now_micros};
-use crate::db::StoreError;
+use crate::db::{Engine, StoreError};
 use crate::problem::FieldError;
 use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
@@ -169,13 +169,14 @@ struct HoldRow {
 /// a database transaction of its own.
 pub async fn resolve(
     pool: &PgPool,
+    engine: Engine,
     id: Uuid,
     action: Action,
     amount: Option<i64>,
 ) -> Result<Resolution, StoreError> {
     let mut conn = pool.acquire().await?;
     let mut tx = sqlx::Connection::begin(&mut *conn).await?;
-    let resolution = resolve_in(&mut tx, id, action, amount).await?;
+    let resolution = resolve_on(&mut tx, engine, id, action, amount).await?;
     // Every answer commits: what `resolve_in` wrote (a capture, a release, an expiry) is the
     // answer, and the answers that wrote nothing leave nothing to commit but the row lock.
     tx.commit().await?;
@@ -185,6 +186,18 @@ pub async fn resolve(
 /// [`resolve`] inside the caller's open transaction, which must commit whatever the answer.
 pub async fn resolve_in(
     tx: &mut PgConnection,
+    id: Uuid,
+    action: Action,
+    amount: Option<i64>,
+) -> Result<Resolution, StoreError> {
+    let engine = Engine::of(&mut *tx).await?;
+    resolve_on(tx, engine, id, action, amount).await
+}
+
+/// [`resolve_in`] for a caller that knows the engine (no catalog probe).
+pub async fn resolve_on(
+    tx: &mut PgConnection,
+    engine: Engine,
     id: Uuid,
     action: Action,
     amount: Option<i64>,
@@ -221,7 +234,7 @@ pub async fn resolve_in(
         TransactionStatus::Pending if !hold.expired => {}
         TransactionStatus::Pending => {
             // Past its expiry: expire it now, by the same rule the sweeper applies.
-            expire(tx, id).await?;
+            expire(tx, engine, id).await?;
             return Ok(Resolution::InvalidTransition {
                 current: TransactionStatus::Expired,
             });
@@ -267,8 +280,16 @@ pub async fn resolve_in(
     // The answer (the transaction's view, serialized) and the entries the change wrote.
     let (body, entries) = match action {
         Action::Void => {
-            let view =
-                resolved_view(tx, id, TransactionStatus::Voided, None, None, currency).await?;
+            let view = resolved_view(
+                tx,
+                engine,
+                id,
+                TransactionStatus::Voided,
+                None,
+                None,
+                currency,
+            )
+            .await?;
             let body = serde_json::to_string(&view).expect("a transaction view always serializes");
             sqlx::query!(
                 r#"update transactions set status = 'voided', resolution_request = $2,
@@ -295,25 +316,27 @@ pub async fn resolve_in(
                     }
                 })
                 .collect();
-            let (entries, ledger_time) = match capture_entries(tx, id, &capture, now).await? {
-                Capture::Ready(entries, ledger_time) => (entries, ledger_time),
-                Capture::Expired => {
-                    expire(tx, id).await?;
-                    return Ok(Resolution::InvalidTransition {
-                        current: TransactionStatus::Expired,
-                    });
-                }
-                Capture::Overflow => {
-                    let message = "capturing would take a balance past 9007199254740991";
-                    return Ok(Resolution::Invalid(vec![FieldError::new(
-                        "/amount",
-                        "balance_overflow",
-                        message,
-                    )]));
-                }
-            };
+            let (entries, ledger_time) =
+                match capture_entries(tx, engine, id, &capture, now).await? {
+                    Capture::Ready(entries, ledger_time) => (entries, ledger_time),
+                    Capture::Expired => {
+                        expire(tx, engine, id).await?;
+                        return Ok(Resolution::InvalidTransition {
+                            current: TransactionStatus::Expired,
+                        });
+                    }
+                    Capture::Overflow => {
+                        let message = "capturing would take a balance past 9007199254740991";
+                        return Ok(Resolution::Invalid(vec![FieldError::new(
+                            "/amount",
+                            "balance_overflow",
+                            message,
+                        )]));
+                    }
+                };
             let mut view = resolved_view(
                 tx,
+                engine,
                 id,
                 TransactionStatus::Posted,
                 Some(ledger_time),
@@ -343,7 +366,7 @@ pub async fn resolve_in(
                 .iter()
                 .map(|e| (id, currency.code(), ledger_time, e))
                 .collect();
-            posting::insert_entry_rows(tx, &rows).await?;
+            posting::insert_entry_rows(tx, engine, &rows).await?;
             let crossings = events::negative_crossings(id, currency.code(), &entries);
             events::record_negative_balances(tx, &crossings).await?;
             (body, entries)
@@ -402,13 +425,14 @@ enum Capture {
 /// expiry too.
 async fn capture_entries(
     conn: &mut PgConnection,
+    engine: Engine,
     id: Uuid,
     legs: &[LegView],
     now: DateTime<Utc>,
 ) -> Result<Capture, StoreError> {
     let mut ids: Vec<String> = legs.iter().map(|l| l.account.clone()).collect();
     ids.sort();
-    let locked = posting::lock_accounts(conn, &ids, posting::SystemLocks::Shared).await?;
+    let locked = posting::lock_accounts(conn, engine, &ids, posting::SystemLocks::Shared).await?;
     let expired = sqlx::query_scalar!(
         r#"select coalesce(expires_at <= clock_timestamp(), false) as "expired!" from transactions where id = $1"#,
         id
@@ -423,7 +447,7 @@ async fn capture_entries(
         .filter(|a| a.kind == AccountType::Wallet)
         .map(|a| a.id.clone())
         .collect();
-    let mut states = posting::wallet_states(conn, &wallets).await?;
+    let mut states = posting::wallet_states(conn, engine, &wallets).await?;
     let ledger_time = posting::ledger_time(states.values().map(|s| &s.chain), now);
     let mut entries = Vec::with_capacity(legs.len());
     for leg in legs {
@@ -443,13 +467,14 @@ async fn capture_entries(
 /// The transaction as it will read once resolved.
 async fn resolved_view(
     conn: &mut PgConnection,
+    engine: Engine,
     id: Uuid,
     status: TransactionStatus,
     posted_at: Option<DateTime<Utc>>,
     captured: Option<i64>,
     currency: Currency,
 ) -> Result<TransactionView, StoreError> {
-    let mut view = super::transactions::find(conn, id)
+    let mut view = super::transactions::find(conn, engine, id)
         .await?
         .ok_or_else(|| StoreError::from(sqlx::Error::RowNotFound))?;
     view.status = status.as_str().to_owned();
@@ -459,11 +484,14 @@ async fn resolved_view(
     Ok(view)
 }
 
-/// Marks one overdue hold expired and releases what it reserved.
-async fn expire(conn: &mut PgConnection, id: Uuid) -> Result<(), StoreError> {
+/// Marks one overdue hold expired and releases what it reserved. Both callers hold the hold's
+/// row lock and have just read it pending and past its expiry (by `clock_timestamp()`), and
+/// an expiry never un-passes, so the update needs no clock of its own (Citus refuses a
+/// volatile function in an UPDATE of a distributed table).
+async fn expire(conn: &mut PgConnection, engine: Engine, id: Uuid) -> Result<(), StoreError> {
     let expired = sqlx::query!(
         "update transactions set status = 'expired', updated_at = now()
-         where id = $1 and status = 'pending' and expires_at <= clock_timestamp()",
+         where id = $1 and status = 'pending'",
         id
     )
     .execute(&mut *conn)
@@ -473,7 +501,8 @@ async fn expire(conn: &mut PgConnection, id: Uuid) -> Result<(), StoreError> {
         .execute(&mut *conn)
         .await?;
     if expired == 1 {
-        events::record_stored_transactions(conn, &[(id, EventType::TransactionExpired)]).await?;
+        events::record_stored_transactions(conn, engine, &[(id, EventType::TransactionExpired)])
+            .await?;
     }
     Ok(())
 }
@@ -482,8 +511,23 @@ async fn expire(conn: &mut PgConnection, id: Uuid) -> Result<(), StoreError> {
 /// being posted or voided right now are skipped (their own request decides). Returns how
 /// many holds expired.
 pub async fn sweep(conn: &mut PgConnection, limit: i64) -> Result<i64, StoreError> {
+    let engine = Engine::of(&mut *conn).await?;
     let mut tx = sqlx::Connection::begin(&mut *conn).await?;
-    let expired: Vec<Uuid> = sqlx::query_scalar!(
+    let expired = match engine {
+        Engine::Plain => sweep_claim(&mut tx, limit).await?,
+        Engine::Citus => sweep_claim_citus(&mut tx, limit).await?,
+    };
+    let events: Vec<(Uuid, EventType)> = expired
+        .iter()
+        .map(|id| (*id, EventType::TransactionExpired))
+        .collect();
+    events::record_stored_transactions(&mut tx, engine, &events).await?;
+    tx.commit().await?;
+    Ok(expired.len() as i64)
+}
+
+async fn sweep_claim(conn: &mut PgConnection, limit: i64) -> Result<Vec<Uuid>, sqlx::Error> {
+    sqlx::query_scalar!(
         r#"with due as (
                select id from transactions
                where status = 'pending' and expires_at <= now()
@@ -499,19 +543,39 @@ pub async fn sweep(conn: &mut PgConnection, limit: i64) -> Result<i64, StoreErro
            select id as "id!" from expired"#,
         limit
     )
-    .fetch_all(&mut *tx)
-    .await?;
-    let events: Vec<(Uuid, EventType)> = expired
-        .iter()
-        .map(|id| (*id, EventType::TransactionExpired))
-        .collect();
-    events::record_stored_transactions(&mut tx, &events).await?;
-    tx.commit().await?;
-    Ok(expired.len() as i64)
+    .fetch_all(conn)
+    .await
+}
+
+/// [`sweep_claim`] on Citus, where `skip locked` runs only on one shard: the candidates are
+/// read without a lock, and the update keeps its condition (pending and due), so a hold that a
+/// post or void resolved meanwhile (they lock its row) is left as they left it.
+async fn sweep_claim_citus(conn: &mut PgConnection, limit: i64) -> Result<Vec<Uuid>, sqlx::Error> {
+    sqlx::query_scalar!(
+        r#"with due as materialized (
+               select id from transactions
+               where status = 'pending' and expires_at <= now()
+               order by expires_at limit $1),
+           expired as (
+               update transactions t set status = 'expired', updated_at = now()
+               where t.id in (select id from due)
+                 and t.status = 'pending' and t.expires_at <= now()
+               returning t.id),
+           released as (
+               delete from open_holds where transaction_id in (select id from expired)
+               returning 1)
+           select id as "id!" from expired"#,
+        limit
+    )
+    .fetch_all(conn)
+    .await
 }
 
 /// The open, unexpired holds of an account, newest first. Call it inside the same
-/// repeatable-read transaction as the balances so both describe one moment.
+/// repeatable-read transaction as the balances so both describe one moment. The holds are a
+/// subquery rather than a join: open_holds (by account) and transactions (by id) are not
+/// co-located on Citus, which plans the subquery on the account's shard first; one node
+/// plans both forms alike (a semi-join on the primary key).
 pub async fn list_open(
     conn: &mut PgConnection,
     account: &str,
@@ -524,9 +588,10 @@ pub async fn list_open(
                   t.metadata, t.refusal_code, t.refusal_detail, t.created_at, t.posted_at,
                   t.expires_at, t.reverses, t.captured_amount,
                   null::jsonb as posted_entries
-           from open_holds h join transactions t on t.id = h.transaction_id
-           where h.account_id = $1 and h.expires_at > now() and t.status = 'pending'
-             and ($2::bigint is null or t.seq < $2)
+           from transactions t
+           where t.id in (select transaction_id from open_holds
+                          where account_id = $1 and expires_at > now())
+             and t.status = 'pending' and ($2::bigint is null or t.seq < $2)
            order by t.seq desc
            limit $3"#,
         account,

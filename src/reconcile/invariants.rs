@@ -4,6 +4,7 @@
 //! independent audit that proves they held (and finds what a manual SQL session, a restored
 //! backup or a bug elsewhere may have done). Every finding names the rows it is about.
 
+use crate::db::Engine;
 use chrono::{DateTime, TimeDelta, Utc};
 use serde::{Deserialize, Serialize};
 use sqlx::PgConnection;
@@ -66,17 +67,26 @@ pub async fn check(
         .execute(&mut *tx)
         .await?;
     crate::db::tune_for_batch_job(&mut tx).await?;
+    let engine = Engine::of(&mut tx).await?;
+    if engine == Engine::Citus {
+        // Joins of entries or open_holds (by account) with transactions (by id) need Citus to
+        // repartition one side; the checks that Citus cannot run that way have a form of their
+        // own below, which brings the smaller side to the coordinator first.
+        sqlx::query("select set_config('citus.enable_repartition_joins', 'on', true)")
+            .execute(&mut *tx)
+            .await?;
+    }
     let mut findings = Vec::new();
     findings.extend(unbalanced_transactions(&mut tx).await?);
     findings.extend(trial_balance(&mut tx).await?);
     findings.extend(wallet_chains(&mut tx).await?);
     findings.extend(checkpoints(&mut tx).await?);
     findings.extend(balances_out_of_range(&mut tx).await?);
-    findings.extend(posting_mismatches(&mut tx).await?);
-    findings.extend(overdue_holds(&mut tx, hold_grace).await?);
-    findings.extend(over_reversed(&mut tx).await?);
-    let mut mismatches = entry_currencies(&mut tx).await?;
-    mismatches.extend(entries_against_legs(&mut tx).await?);
+    findings.extend(posting_mismatches(&mut tx, engine).await?);
+    findings.extend(overdue_holds(&mut tx, engine, hold_grace).await?);
+    findings.extend(over_reversed(&mut tx, engine).await?);
+    let mut mismatches = entry_currencies(&mut tx, engine).await?;
+    mismatches.extend(entries_against_legs(&mut tx, engine).await?);
     mismatches.truncate(MAX_FINDINGS_PER_CHECK as usize);
     findings.extend(mismatches);
     tx.commit().await?;
@@ -242,47 +252,114 @@ async fn balances_out_of_range(conn: &mut PgConnection) -> Result<Vec<Finding>, 
 }
 
 /// Posted transactions have entries and nothing else does.
-async fn posting_mismatches(conn: &mut PgConnection) -> Result<Vec<Finding>, sqlx::Error> {
-    let rows = sqlx::query!(
-        r#"select t.id, t.status, exists (select 1 from entries e where e.transaction_id = t.id) as "has_entries!"
-           from transactions t
-           where (t.status = 'posted') <> exists (select 1 from entries e where e.transaction_id = t.id)
-           order by t.seq limit $1"#,
+async fn posting_mismatches(
+    conn: &mut PgConnection,
+    engine: Engine,
+) -> Result<Vec<Finding>, sqlx::Error> {
+    // A transaction's entries are written by one statement of one database transaction (the
+    // journal trigger refuses more on one node; on Citus each shard sees only its part), so
+    // they all carry one `xid`: more than one means entries were added later.
+    let split = sqlx::query_scalar!(
+        r#"select transaction_id as "transaction_id!" from entries
+           group by transaction_id having min(xid) <> max(xid)
+           order by transaction_id limit $1"#,
         MAX_FINDINGS_PER_CHECK
     )
-    .fetch_all(conn)
+    .fetch_all(&mut *conn)
     .await?;
-    Ok(rows
+    let split = split.into_iter().map(|id| Finding {
+        check: "posting_mismatch".into(),
+        account: None,
+        entry: None,
+        transaction: Some(id),
+        detail: "entries written by more than one database transaction".to_owned(),
+    });
+    let rows: Vec<(Uuid, String, bool)> = match engine {
+        Engine::Plain => sqlx::query!(
+            r#"select t.id, t.status, exists (select 1 from entries e where e.transaction_id = t.id) as "has_entries!"
+               from transactions t
+               where (t.status = 'posted') <> exists (select 1 from entries e where e.transaction_id = t.id)
+               order by t.seq limit $1"#,
+            MAX_FINDINGS_PER_CHECK
+        )
+        .fetch_all(&mut *conn)
+        .await?
         .into_iter()
-        .map(|r| Finding {
+        .map(|r| (r.id, r.status, r.has_entries))
+        .collect(),
+        // Citus cannot correlate entries (by account) with transactions (by id): the ids of
+        // the transactions with entries come to the coordinator first.
+        Engine::Citus => sqlx::query!(
+            r#"with has as materialized (select distinct transaction_id from entries)
+               select t.id, t.status, h.transaction_id is not null as "has_entries!"
+               from transactions t left join has h on h.transaction_id = t.id
+               where (t.status = 'posted') <> (h.transaction_id is not null)
+               order by t.seq limit $1"#,
+            MAX_FINDINGS_PER_CHECK
+        )
+        .fetch_all(&mut *conn)
+        .await?
+        .into_iter()
+        .map(|r| (r.id, r.status, r.has_entries))
+        .collect(),
+    };
+    Ok(split
+        .chain(rows.into_iter().map(|(id, status, has_entries)| Finding {
             check: "posting_mismatch".into(),
             account: None,
             entry: None,
-            transaction: Some(r.id),
-            detail: if r.has_entries {
-                format!("a {} transaction has entries", r.status)
+            transaction: Some(id),
+            detail: if has_entries {
+                format!("a {status} transaction has entries")
             } else {
                 "a posted transaction has no entries".to_owned()
             },
-        })
+        }))
+        .take(MAX_FINDINGS_PER_CHECK as usize)
         .collect())
 }
 
 /// Every entry is in its account's currency and its transaction's (the triggers check it on
 /// insert; a currency changed later mislabels money without unbalancing anything).
-async fn entry_currencies(conn: &mut PgConnection) -> Result<Vec<Finding>, sqlx::Error> {
-    let rows = sqlx::query!(
-        r#"select e.id, e.account_id, e.transaction_id, e.currency,
-                  a.currency as account_currency, t.currency as transaction_currency
-           from entries e
-           join accounts a on a.id = e.account_id
-           join transactions t on t.id = e.transaction_id
-           where e.currency <> a.currency or e.currency <> t.currency
-           order by e.id limit $1"#,
-        MAX_FINDINGS_PER_CHECK
-    )
-    .fetch_all(conn)
-    .await?;
+async fn entry_currencies(
+    conn: &mut PgConnection,
+    engine: Engine,
+) -> Result<Vec<Finding>, sqlx::Error> {
+    let rows = match engine {
+        Engine::Plain => {
+            sqlx::query_as!(
+                EntryCurrencies,
+                r#"select e.id, e.account_id, e.transaction_id, e.currency,
+                          a.currency as account_currency, t.currency as "transaction_currency?"
+                   from entries e
+                   join accounts a on a.id = e.account_id
+                   left join transactions t on t.id = e.transaction_id
+                   where e.currency <> a.currency or e.currency is distinct from t.currency
+                   order by e.id limit $1"#,
+                MAX_FINDINGS_PER_CHECK
+            )
+            .fetch_all(conn)
+            .await?
+        }
+        // Citus joins entries with accounts on each shard (co-located), but an outer join
+        // with transactions (another distribution) only against a result on the coordinator.
+        Engine::Citus => {
+            sqlx::query_as!(
+                EntryCurrencies,
+                r#"with t as materialized (select id, currency from transactions)
+                   select e.id, e.account_id, e.transaction_id, e.currency,
+                          a.currency as account_currency, t.currency as "transaction_currency?"
+                   from entries e
+                   join accounts a on a.id = e.account_id
+                   left join t on t.id = e.transaction_id
+                   where e.currency <> a.currency or e.currency is distinct from t.currency
+                   order by e.id limit $1"#,
+                MAX_FINDINGS_PER_CHECK
+            )
+            .fetch_all(conn)
+            .await?
+        }
+    };
     Ok(rows
         .into_iter()
         .map(|r| Finding {
@@ -290,19 +367,41 @@ async fn entry_currencies(conn: &mut PgConnection) -> Result<Vec<Finding>, sqlx:
             account: Some(r.account_id),
             entry: Some(r.id),
             transaction: Some(r.transaction_id),
-            detail: format!(
-                "entry in {} on an account in {} for a transaction in {}",
-                r.currency, r.account_currency, r.transaction_currency
-            ),
+            detail: match r.transaction_currency {
+                Some(t) => format!(
+                    "entry in {} on an account in {} for a transaction in {t}",
+                    r.currency, r.account_currency
+                ),
+                None => format!(
+                    "entry in {} on an account in {} for a transaction that does not exist",
+                    r.currency, r.account_currency
+                ),
+            },
         })
         .collect())
+}
+
+struct EntryCurrencies {
+    id: i64,
+    account_id: String,
+    transaction_id: Uuid,
+    currency: String,
+    account_currency: String,
+    transaction_currency: Option<String>,
 }
 
 /// A posted transaction's entries post, to each account, what its legs say (a captured hold:
 /// the captured amount with each leg's sign). An entry moved to another account, or one
 /// added or removed, breaks it even when every sum still balances.
-async fn entries_against_legs(conn: &mut PgConnection) -> Result<Vec<Finding>, sqlx::Error> {
-    let rows = sqlx::query!(
+async fn entries_against_legs(
+    conn: &mut PgConnection,
+    engine: Engine,
+) -> Result<Vec<Finding>, sqlx::Error> {
+    if engine == Engine::Citus {
+        return entries_against_legs_citus(conn).await;
+    }
+    let rows = sqlx::query_as!(
+        LegMismatch,
         r#"with posted_tx as (
                select t.id, t.legs, t.captured_amount from transactions t
                where t.status = 'posted'
@@ -329,19 +428,88 @@ async fn entries_against_legs(conn: &mut PgConnection) -> Result<Vec<Finding>, s
     )
     .fetch_all(conn)
     .await?;
-    Ok(rows
-        .into_iter()
-        .map(|r| Finding {
+    Ok(rows.into_iter().map(LegMismatch::finding).collect())
+}
+
+/// [`entries_against_legs`] on Citus, which correlates entries (by account) with
+/// transactions (by id) only through results on the coordinator: the ids of transactions with
+/// entries, then the posted ones among them, then their entries.
+async fn entries_against_legs_citus(conn: &mut PgConnection) -> Result<Vec<Finding>, sqlx::Error> {
+    let rows = sqlx::query_as!(
+        LegMismatch,
+        r#"with touched as materialized (select distinct transaction_id from entries),
+           posted_tx as materialized (
+               select t.id, t.legs, t.captured_amount from transactions t
+               join touched x on x.transaction_id = t.id
+               where t.status = 'posted'),
+           legs as materialized (
+               select t.id as transaction_id, leg ->> 'account' as account_id,
+                      sum(case when t.captured_amount is null then (leg ->> 'amount')::bigint
+                               else sign((leg ->> 'amount')::bigint)::bigint * t.captured_amount
+                          end) as amount
+               from posted_tx t cross join jsonb_array_elements(t.legs) leg
+               group by 1, 2),
+           posted as materialized (
+               select e.transaction_id, e.account_id, sum(e.amount) as amount
+               from entries e join posted_tx t on t.id = e.transaction_id
+               group by 1, 2)
+           select coalesce(l.transaction_id, p.transaction_id) as "transaction_id!",
+                  coalesce(l.account_id, p.account_id) as "account_id!",
+                  coalesce(l.amount, 0)::text as "legs!", coalesce(p.amount, 0)::text as "posted!"
+           from legs l
+           full join posted p on p.transaction_id = l.transaction_id and p.account_id = l.account_id
+           where l.amount is distinct from p.amount
+           order by 1, 2 limit $1"#,
+        MAX_FINDINGS_PER_CHECK
+    )
+    .fetch_all(conn)
+    .await?;
+    Ok(rows.into_iter().map(LegMismatch::finding).collect())
+}
+
+/// A transaction's entries on one account against what its legs say, as text (sums).
+struct LegMismatch {
+    transaction_id: Uuid,
+    account_id: String,
+    legs: String,
+    posted: String,
+}
+
+impl LegMismatch {
+    fn finding(self) -> Finding {
+        Finding {
             check: "entry_mismatch".into(),
-            account: Some(r.account_id),
+            account: Some(self.account_id),
             entry: None,
-            transaction: Some(r.transaction_id),
+            transaction: Some(self.transaction_id),
             detail: format!(
                 "entries post {} to this account where the legs say {}",
-                r.posted, r.legs
+                self.posted, self.legs
             ),
-        })
-        .collect())
+        }
+    }
+}
+
+/// A transaction whose reversals give back more than it moved.
+struct OverReversed {
+    original: Uuid,
+    reversed: i64,
+    moved: i64,
+}
+
+impl OverReversed {
+    fn finding(self) -> Finding {
+        Finding {
+            check: "over_reversed".into(),
+            account: None,
+            entry: None,
+            transaction: Some(self.original),
+            detail: format!(
+                "reversals give back {} of the {} it moved",
+                self.reversed, self.moved
+            ),
+        }
+    }
 }
 
 /// A hold still pending that expired before this is overdue. `None` when `now − grace` is
@@ -358,6 +526,7 @@ pub fn overdue_before(now: DateTime<Utc>, grace: TimeDelta) -> Option<DateTime<U
 /// no open-hold reservation outlives its hold.
 async fn overdue_holds(
     conn: &mut PgConnection,
+    engine: Engine,
     grace: TimeDelta,
 ) -> Result<Vec<Finding>, sqlx::Error> {
     let now: DateTime<Utc> = sqlx::query_scalar!(r#"select now() as "now!""#)
@@ -377,14 +546,35 @@ async fn overdue_holds(
         }
         None => Vec::new(),
     };
-    let stale = sqlx::query!(
-        r#"select h.transaction_id, h.account_id, t.status
-           from open_holds h join transactions t on t.id = h.transaction_id
-           where t.status <> 'pending' order by h.transaction_id limit $1"#,
-        MAX_FINDINGS_PER_CHECK
-    )
-    .fetch_all(conn)
-    .await?;
+    let stale: Vec<(Uuid, String, Option<String>)> = match engine {
+        Engine::Plain => sqlx::query!(
+            r#"select h.transaction_id, h.account_id, t.status
+               from open_holds h join transactions t on t.id = h.transaction_id
+               where t.status <> 'pending' order by h.transaction_id limit $1"#,
+            MAX_FINDINGS_PER_CHECK
+        )
+        .fetch_all(conn)
+        .await?
+        .into_iter()
+        .map(|r| (r.transaction_id, r.account_id, Some(r.status)))
+        .collect(),
+        // On Citus a hold has no foreign key to its transaction (not co-located): a hold
+        // whose transaction is missing is stale too.
+        Engine::Citus => sqlx::query!(
+            r#"with t as materialized (
+                   select id, status from transactions
+                   where id in (select transaction_id from open_holds))
+               select h.transaction_id, h.account_id, t.status as "status?"
+               from open_holds h left join t on t.id = h.transaction_id
+               where t.status is distinct from 'pending' order by h.transaction_id limit $1"#,
+            MAX_FINDINGS_PER_CHECK
+        )
+        .fetch_all(conn)
+        .await?
+        .into_iter()
+        .map(|r| (r.transaction_id, r.account_id, r.status))
+        .collect(),
+    };
     let overdue = overdue.into_iter().map(|r| Finding {
         check: "overdue_hold".into(),
         account: None,
@@ -395,19 +585,31 @@ async fn overdue_holds(
             r.expires_at.to_rfc3339()
         ),
     });
-    let stale = stale.into_iter().map(|r| Finding {
-        check: "stale_open_hold".into(),
-        account: Some(r.account_id),
-        entry: None,
-        transaction: Some(r.transaction_id),
-        detail: format!("reserves money for a {} transaction", r.status),
-    });
+    let stale = stale
+        .into_iter()
+        .map(|(transaction, account, status)| Finding {
+            check: "stale_open_hold".into(),
+            account: Some(account),
+            entry: None,
+            transaction: Some(transaction),
+            detail: match status {
+                Some(status) => format!("reserves money for a {status} transaction"),
+                None => "reserves money for a transaction that does not exist".to_owned(),
+            },
+        });
     Ok(overdue.chain(stale).collect())
 }
 
 /// The reversals of a transaction never give back more than it moved.
-async fn over_reversed(conn: &mut PgConnection) -> Result<Vec<Finding>, sqlx::Error> {
-    let rows = sqlx::query!(
+async fn over_reversed(
+    conn: &mut PgConnection,
+    engine: Engine,
+) -> Result<Vec<Finding>, sqlx::Error> {
+    if engine == Engine::Citus {
+        return over_reversed_citus(conn).await;
+    }
+    let rows = sqlx::query_as!(
+        OverReversed,
         r#"select r.reverses as "original!", sum(r.reversed_amount)::bigint as "reversed!",
                   (select coalesce(sum(amount), 0) from entries e
                    where e.transaction_id = r.reverses and e.amount > 0)::bigint as "moved!"
@@ -421,19 +623,32 @@ async fn over_reversed(conn: &mut PgConnection) -> Result<Vec<Finding>, sqlx::Er
     )
     .fetch_all(conn)
     .await?;
-    Ok(rows
-        .into_iter()
-        .map(|r| Finding {
-            check: "over_reversed".into(),
-            account: None,
-            entry: None,
-            transaction: Some(r.original),
-            detail: format!(
-                "reversals give back {} of the {} it moved",
-                r.reversed, r.moved
-            ),
-        })
-        .collect())
+    Ok(rows.into_iter().map(OverReversed::finding).collect())
+}
+
+/// [`over_reversed`] on Citus: the reversals' totals per original first (on the
+/// coordinator), then what those originals moved. An original that does not exist (no
+/// foreign key on Citus) moved nothing, so its reversals show here too.
+async fn over_reversed_citus(conn: &mut PgConnection) -> Result<Vec<Finding>, sqlx::Error> {
+    let rows = sqlx::query_as!(
+        OverReversed,
+        r#"with r as materialized (
+               select reverses, sum(reversed_amount) as reversed from transactions
+               where kind = 'reversal' and status = 'posted' group by reverses),
+           moved as materialized (
+               select transaction_id, sum(amount) as moved from entries
+               where amount > 0 and transaction_id in (select reverses from r)
+               group by transaction_id)
+           select r.reverses as "original!", r.reversed::bigint as "reversed!",
+                  coalesce(m.moved, 0)::bigint as "moved!"
+           from r left join moved m on m.transaction_id = r.reverses
+           where r.reversed > coalesce(m.moved, 0)
+           limit $1"#,
+        MAX_FINDINGS_PER_CHECK
+    )
+    .fetch_all(conn)
+    .await?;
+    Ok(rows.into_iter().map(OverReversed::finding).collect())
 }
 
 #[cfg(test)]

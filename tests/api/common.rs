@@ -8,7 +8,6 @@ use axum::http::{HeaderMap, Method, Request, StatusCode};
 use http_body_util::BodyExt;
 use serde_json::{Value, json};
 use sqlx::postgres::{PgPool, PgPoolOptions};
-use sqlx::{Connection, PgConnection};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 use tower::ServiceExt;
@@ -21,12 +20,6 @@ use wallet_ledger::http::{AppState, app};
 pub fn server_url() -> String {
     std::env::var("TEST_DATABASE_URL")
         .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into())
-}
-
-fn url_for(database: &str) -> String {
-    let mut url = url::Url::parse(&server_url()).expect("TEST_DATABASE_URL is a URL");
-    url.set_path(database);
-    url.to_string()
 }
 
 static NEXT: AtomicU32 = AtomicU32::new(0);
@@ -79,23 +72,16 @@ impl TestApp {
             std::process::id(),
             NEXT.fetch_add(1, Ordering::Relaxed)
         );
-        let mut admin = PgConnection::connect(&server_url())
-            .await
-            .expect("test PostgreSQL reachable");
-        sqlx::query(sqlx::AssertSqlSafe(format!("create database {database}")))
-            .execute(&mut admin)
-            .await
-            .unwrap();
-        let database_url = url_for(&database);
+        let database_url = crate::backend::create_database(&database).await;
         let pool = PgPoolOptions::new()
             .max_connections(20)
             .acquire_timeout(Duration::from_secs(30))
             .connect(&database_url)
             .await
             .unwrap();
-        wallet_ledger::db::MIGRATOR.run(&pool).await.unwrap();
+        crate::backend::migrate(&pool).await;
         let token = api_key(&pool, "default", Scope::Admin).await;
-        let router = app(AppState::new(pool.clone(), config));
+        let router = app(AppState::new(pool.clone(), crate::backend::ENGINE, config));
         TestApp {
             router,
             pool,
@@ -109,14 +95,7 @@ impl TestApp {
     /// run sweeps it).
     pub async fn finish(self) {
         self.pool.close().await;
-        let mut admin = PgConnection::connect(&server_url()).await.unwrap();
-        sqlx::query(sqlx::AssertSqlSafe(format!(
-            "drop database if exists {} with (force)",
-            self.database
-        )))
-        .execute(&mut admin)
-        .await
-        .unwrap();
+        crate::backend::drop_database(&self.database).await;
     }
 
     /// Sends a request as the test's admin key, unless it names a key of its own.
@@ -262,25 +241,12 @@ async fn sweep_abandoned_databases() {
     static SWEPT: tokio::sync::OnceCell<()> = tokio::sync::OnceCell::const_new();
     SWEPT
         .get_or_init(|| async {
-            let Ok(mut admin) = PgConnection::connect(&server_url()).await else {
-                return;
-            };
-            let names: Vec<String> = sqlx::query_scalar(
-                "select datname from pg_database where datname like 'wl\\_test\\_%'",
-            )
-            .fetch_all(&mut admin)
-            .await
-            .unwrap_or_default();
-            for name in names {
+            for name in crate::backend::test_databases().await {
                 let pid: Option<i32> = name.split('_').nth(2).and_then(|p| p.parse().ok());
                 let alive =
                     pid.is_some_and(|p| std::path::Path::new(&format!("/proc/{p}")).exists());
                 if !alive {
-                    let _ = sqlx::query(sqlx::AssertSqlSafe(format!(
-                        "drop database if exists {name} with (force)"
-                    )))
-                    .execute(&mut admin)
-                    .await;
+                    crate::backend::drop_database(&name).await;
                 }
             }
         })

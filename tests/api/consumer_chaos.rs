@@ -473,7 +473,11 @@ impl Ledger {
             .connect(url)
             .await
             .expect("the private PostgreSQL is reachable");
-        let router = app(AppState::new(pool.clone(), HttpSettings::default()));
+        let router = app(AppState::new(
+            pool.clone(),
+            wallet_ledger::db::Engine::Plain,
+            HttpSettings::default(),
+        ));
         let token = super::common::api_key(&pool, "default", Scope::Admin).await;
         Ledger {
             pool,

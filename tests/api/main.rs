@@ -1,6 +1,7 @@
 //! Integration tests against the real PostgreSQL: one crate root (one test binary, one link)
 //! with a module per capability. Each test gets a fresh database.
 
+mod backend;
 mod common;
 mod stream_support;
 

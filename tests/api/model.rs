@@ -2551,7 +2551,7 @@ fn the_ledger_behaves_like_its_model() {
         .unwrap();
     let app = rt.block_on(unlimited_app());
     let config = ProptestConfig {
-        cases: env_or("PROPTEST_CASES", 256),
+        cases: env_or("PROPTEST_CASES", crate::backend::MODEL_CASES),
         max_shrink_iters: env_or("PROPTEST_MAX_SHRINK_ITERS", 2_000),
         // A failing case is shrunk for at most this long (each try runs a whole case).
         max_shrink_time: env_or("PROPTEST_MAX_SHRINK_TIME", 180_000),

@@ -153,7 +153,9 @@ async fn reading_transactions_by_id_probes_the_key_after_the_ledger_grew_under_a
     let mut conn = one_connection(&app).await;
     for _ in 0..RUNS_WHILE_EMPTY {
         let ids: Vec<Uuid> = (0..IDS_PER_LOOKUP).map(|_| Uuid::new_v4()).collect();
-        transactions::find_many(&mut conn, &ids).await.unwrap();
+        transactions::find_many(&mut conn, wallet_ledger::db::Engine::Plain, &ids)
+            .await
+            .unwrap();
     }
     grow_the_ledger(&mut conn).await;
 

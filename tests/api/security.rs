@@ -1580,7 +1580,11 @@ async fn a_saturated_pool_answers_503_promptly_and_recovers_without_a_restart() 
         .connect(&app.database_url)
         .await
         .unwrap();
-    let router = wallet_ledger::http::app(AppState::new(pool.clone(), HttpSettings::default()));
+    let router = wallet_ledger::http::app(AppState::new(
+        pool.clone(),
+        wallet_ledger::db::Engine::Plain,
+        HttpSettings::default(),
+    ));
     let auth = bearer(&app.token);
     let send = |method: Method, path: &str, body: Option<&Value>| {
         let req = request(method, path, &[("authorization", &auth)], body);

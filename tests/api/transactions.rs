@@ -124,8 +124,11 @@ async fn a_database_outage_answers_503_with_retry_after_and_says_nothing_of_inte
         .acquire_timeout(std::time::Duration::from_millis(300))
         .connect_lazy("postgres://postgres@127.0.0.1:1/nowhere")
         .unwrap();
-    let state =
-        wallet_ledger::http::AppState::new(pool, wallet_ledger::http::HttpSettings::default());
+    let state = wallet_ledger::http::AppState::new(
+        pool,
+        wallet_ledger::db::Engine::Plain,
+        wallet_ledger::http::HttpSettings::default(),
+    );
     let router = wallet_ledger::http::app(state);
     let transfer = json!({"id": Uuid::new_v4(), "from": "a", "to": "b", "amount": 1}).to_string();
     for (method, path, body) in [

@@ -7,6 +7,9 @@
 //! topology alone keeps two cores busy.
 
 #[allow(dead_code)]
+#[path = "../api/backend.rs"]
+mod backend;
+#[allow(dead_code)]
 #[path = "../api/common.rs"]
 mod common;
 #[allow(dead_code)]

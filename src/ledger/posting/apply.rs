@@ -3,6 +3,7 @@
 
 use super::chain::NewEntry;
 use super::render::Rendered;
+use crate::db::Engine;
 use crate::ledger::events::{self, EventType, NegativeBalance, TransactionEvent};
 use chrono::{DateTime, Utc};
 use sqlx::PgConnection;
@@ -124,6 +125,7 @@ fn json_text(value: &impl serde::Serialize) -> String {
 /// Every entry of every posted row in one statement: the journal trigger checks them as a set.
 pub(super) async fn insert_entries(
     conn: &mut PgConnection,
+    engine: Engine,
     rows: &[&Rendered],
 ) -> Result<(), sqlx::Error> {
     let posted: Vec<(&Rendered, &NewEntry)> = rows
@@ -132,6 +134,7 @@ pub(super) async fn insert_entries(
         .collect();
     insert_entry_rows(
         conn,
+        engine,
         &posted
             .iter()
             .map(|(r, e)| {
@@ -147,9 +150,12 @@ pub(super) async fn insert_entries(
     .await
 }
 
-/// Inserts entries `(transaction, currency, ledger time, entry)` in one statement.
+/// Inserts entries `(transaction, currency, ledger time, entry)` in one statement. On Citus
+/// the rules that span shards are checked right after, before the caller's COMMIT
+/// ([`super::cross_shard`]): every caller that writes entries goes through here.
 pub(crate) async fn insert_entry_rows(
     conn: &mut PgConnection,
+    engine: Engine,
     entries: &[(Uuid, &str, DateTime<Utc>, &NewEntry)],
 ) -> Result<(), sqlx::Error> {
     if entries.is_empty() {
@@ -179,7 +185,16 @@ pub(crate) async fn insert_entry_rows(
         &balances as &[Option<i64>],
         &times,
     )
-    .execute(conn)
+    .execute(&mut *conn)
     .await?;
+    if engine == Engine::Citus {
+        let mut written = transactions;
+        written.sort();
+        written.dedup();
+        let mut touched = accounts;
+        touched.sort();
+        touched.dedup();
+        super::cross_shard::check(conn, &written, &touched).await?;
+    }
     Ok(())
 }

@@ -29,6 +29,7 @@
 
 mod apply;
 mod chain;
+mod cross_shard;
 mod decide;
 mod load;
 mod render;
@@ -43,7 +44,7 @@ use super::audit::{self, Actor};
 use super::holds;
 use super::transactions::{ItemError, NewTransaction, WriteError};
 use super::{Created, accounts, now_micros};
-use crate::db::StoreError;
+use crate::db::{Engine, StoreError};
 use decide::LockedLedger;
 use render::Rendered;
 use sqlx::{PgConnection, PgPool};
@@ -77,11 +78,12 @@ pub enum BatchResult {
 /// Creates every item exactly once per id, in one database transaction.
 pub async fn create_many(
     pool: &PgPool,
+    engine: Engine,
     items: &[NewTransaction],
     mode: Mode,
 ) -> Result<BatchResult, WriteError> {
     let mut conn = pool.acquire().await?;
-    create_many_in(&mut conn, items, mode).await
+    create_many_on(&mut conn, engine, items, mode).await
 }
 
 /// The items of several callers in one database transaction (group commit, see
@@ -90,6 +92,7 @@ pub async fn create_many(
 /// committed creations it read back for replays (for [`super::replay_cache`]).
 pub(crate) async fn create_group(
     pool: &PgPool,
+    engine: Engine,
     items: &[NewTransaction],
     actors: &[Option<Actor>],
     lock_wait: LockWait,
@@ -103,7 +106,7 @@ pub(crate) async fn create_group(
         Mode::Independent,
         Write::Commit,
         Some(&mut read_back),
-        lock_wait,
+        Locking::new(engine, lock_wait),
     )
     .await;
     if result.is_err() {
@@ -143,6 +146,17 @@ pub async fn create_many_in(
     items: &[NewTransaction],
     mode: Mode,
 ) -> Result<BatchResult, WriteError> {
+    let engine = Engine::of(&mut *conn).await?;
+    create_many_on(conn, engine, items, mode).await
+}
+
+/// [`create_many_in`] for a caller that knows the engine (no catalog probe).
+pub async fn create_many_on(
+    conn: &mut PgConnection,
+    engine: Engine,
+    items: &[NewTransaction],
+    mode: Mode,
+) -> Result<BatchResult, WriteError> {
     attempts(
         conn,
         items,
@@ -150,7 +164,7 @@ pub async fn create_many_in(
         mode,
         Write::Commit,
         None,
-        LockWait::Unbounded,
+        Locking::new(engine, LockWait::Unbounded),
     )
     .await
 }
@@ -159,6 +173,7 @@ pub async fn create_many_in(
 /// created, if any. Used to tell which of several bad items of a batch comes first.
 pub async fn first_failure(
     pool: &PgPool,
+    engine: Engine,
     items: &[NewTransaction],
 ) -> Result<Option<(usize, ItemOutcome)>, WriteError> {
     let mut conn = pool.acquire().await?;
@@ -169,7 +184,7 @@ pub async fn first_failure(
         Mode::Atomic,
         Write::DryRun,
         None,
-        LockWait::Unbounded,
+        Locking::new(engine, LockWait::Unbounded),
     )
     .await?
     {
@@ -187,14 +202,8 @@ async fn attempts(
     mode: Mode,
     write: Write,
     mut read_back: Option<&mut Vec<(Uuid, StoredCreation)>>,
-    lock_wait: LockWait,
+    mut locking: Locking,
 ) -> Result<BatchResult, WriteError> {
-    // Shared locks on system accounts first; exclusive ones once a pass found that the batch
-    // could take one near the edge of the range (see `bounds.rs`), for the passes that follow.
-    let mut locking = Locking {
-        systems: SystemLocks::Shared,
-        wait: lock_wait,
-    };
     for _ in 0..MAX_ID_RACE_RETRIES {
         let pass = attempt(
             conn,
@@ -226,11 +235,25 @@ enum Write {
     DryRun,
 }
 
-/// How a pass takes its locks.
+/// How a pass takes its locks: with the statements its engine accepts (one per account on
+/// Citus), how strongly on system accounts, and how long it waits.
 #[derive(Debug, Clone, Copy)]
 struct Locking {
+    engine: Engine,
     systems: SystemLocks,
     wait: LockWait,
+}
+
+impl Locking {
+    /// Shared locks on system accounts first; exclusive ones once a pass found that the batch
+    /// could take one near the edge of the range (see `bounds.rs`), for the passes that follow.
+    fn new(engine: Engine, wait: LockWait) -> Locking {
+        Locking {
+            engine,
+            systems: SystemLocks::Shared,
+            wait,
+        }
+    }
 }
 
 /// How long a write may wait for another transaction's row lock.
@@ -304,11 +327,12 @@ async fn attempt(
     read_back: Option<&mut Vec<(Uuid, StoredCreation)>>,
 ) -> Result<Pass, WriteError> {
     let Locking {
+        engine,
         systems,
         wait: lock_wait,
     } = locking;
     let ids: Vec<Uuid> = items.iter().map(|i| i.id).collect();
-    let stored = load::stored_creations(conn, &ids).await?;
+    let stored = load::stored_creations(conn, engine, &ids).await?;
     if let Some(read_back) = read_back {
         read_back.extend(stored.iter().map(|(id, s)| (*id, s.clone())));
     }
@@ -336,7 +360,7 @@ async fn attempt(
     }
 
     let mut tx = begin(&mut *conn, lock_wait).await?;
-    let mut ledger = LockedLedger::lock(&mut tx, &undecided, systems).await?;
+    let mut ledger = LockedLedger::lock(&mut tx, engine, &undecided, systems).await?;
     if ledger.needs_exclusive {
         tx.rollback().await?;
         return Ok(Pass::Exclusive);
@@ -394,11 +418,11 @@ async fn attempt(
             None => create.await?,
         }
     }
-    if !created.is_empty() && !load::still_empty(&mut tx, &created, systems).await? {
+    if !created.is_empty() && !load::still_empty(&mut tx, engine, &created, systems).await? {
         tx.rollback().await?;
         return Ok(Pass::Again);
     }
-    apply::insert_entries(&mut tx, &rows).await?;
+    apply::insert_entries(&mut tx, engine, &rows).await?;
     let open_holds: Vec<&holds::OpenHold> = rows.iter().flat_map(|r| r.holds.iter()).collect();
     holds::insert_open_holds(&mut tx, &open_holds).await?;
     apply::record_events(&mut tx, &rows).await?;

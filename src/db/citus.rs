@@ -1,0 +1,127 @@
+//! Which engine the pool talks to, and, on a Citus coordinator, the distribution of the ledger's
+//! tables (`migrations/citus/distribute.sql`), applied by `migrate` after the numbered
+//! migrations.
+//!
+//! The engine is detected once, when the pool opens, and the write path reads it
+//! ([`Engine::Citus`] picks the statements Citus accepts and adds the cross-shard journal
+//! check before COMMIT; see docs/scaling.md, "The service on Citus").
+
+use anyhow::{Context, anyhow};
+use sqlx::{PgConnection, PgPool};
+
+/// The PostgreSQL the service writes to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Engine {
+    /// One PostgreSQL: every table local, every journal rule in the entries trigger.
+    Plain,
+    /// A Citus coordinator: the ledger's tables distributed (or to be distributed by
+    /// `migrate`); locking statements name one shard each.
+    Citus,
+}
+
+/// The distribution, run in one transaction while `entries` is not distributed yet.
+const DISTRIBUTE: &str = include_str!("../../migrations/citus/distribute.sql");
+
+/// The tables distributed by [`DISTRIBUTE`], each with its distribution column.
+pub const DISTRIBUTED: [(&str, &str); 5] = [
+    ("accounts", "id"),
+    ("entries", "account_id"),
+    ("open_holds", "account_id"),
+    ("account_checkpoints", "account_id"),
+    ("transactions", "id"),
+];
+
+impl Engine {
+    /// Citus when the database has the `citus` extension. Only the coordinator plans writes
+    /// (entries' `xid` default is evaluated on the node that plans the statement), so a
+    /// worker or a Citus node outside a cluster is refused with what to do instead.
+    pub async fn detect(conn: &mut PgConnection) -> anyhow::Result<Engine> {
+        let citus: bool = sqlx::query_scalar(
+            "select exists (select 1 from pg_extension where extname = 'citus')",
+        )
+        .fetch_one(&mut *conn)
+        .await
+        .context("reading the database's extensions")?;
+        if !citus {
+            return Ok(Engine::Plain);
+        }
+        let coordinator: bool = sqlx::query_scalar("select citus_is_coordinator()")
+            .fetch_one(&mut *conn)
+            .await
+            .context("asking Citus whether this node is the coordinator")?;
+        if !coordinator {
+            return Err(anyhow!(
+                "this database has the citus extension but is not a Citus coordinator: \
+                 point DATABASE_URL at the coordinator (every write must be planned there), \
+                 or, for a coordinator without workers yet, run \
+                 `select citus_set_coordinator_host(...)` and `citus_add_node(...)` first"
+            ));
+        }
+        Ok(Engine::Citus)
+    }
+
+    /// The engine of an open connection, for the entry points that are handed a connection
+    /// without the engine the pool was opened with (one catalog probe). The coordinator check
+    /// of [`Engine::detect`] already ran when that pool opened.
+    pub async fn of(conn: &mut PgConnection) -> Result<Engine, sqlx::Error> {
+        let citus: bool = sqlx::query_scalar(
+            "select exists (select 1 from pg_extension where extname = 'citus')",
+        )
+        .fetch_one(conn)
+        .await?;
+        Ok(if citus { Engine::Citus } else { Engine::Plain })
+    }
+
+    pub async fn detect_on(pool: &PgPool) -> anyhow::Result<Engine> {
+        let mut conn = pool.acquire().await?;
+        Engine::detect(&mut conn).await
+    }
+}
+
+/// How many of the ledger's tables Citus already distributes.
+async fn distributed_count(conn: &mut PgConnection) -> Result<i64, sqlx::Error> {
+    let names: Vec<&str> = DISTRIBUTED.iter().map(|(t, _)| *t).collect();
+    sqlx::query_scalar(
+        "select count(*) from pg_dist_partition
+         where logicalrelid in (select c.oid from pg_class c
+                                join pg_namespace n on n.oid = c.relnamespace
+                                where n.nspname = 'public' and c.relname = any($1))",
+    )
+    .bind(&names)
+    .fetch_one(conn)
+    .await
+}
+
+/// Distributes the ledger's tables unless done: a second `migrate` is a no-op. The check and
+/// the work run in one transaction under the migrator's advisory lock key, so two `migrate`s
+/// at once distribute once, and a failure leaves the plain tables as they were.
+pub async fn distribute(pool: &PgPool) -> anyhow::Result<Distribution> {
+    let mut tx = pool.begin().await?;
+    // The same lock sqlx's migrator takes (any key would do; this one says why it is held).
+    sqlx::query("select pg_advisory_xact_lock(hashtext('wallet-ledger citus distribute'))")
+        .execute(&mut *tx)
+        .await?;
+    match distributed_count(&mut tx).await? {
+        0 => {}
+        n if n == DISTRIBUTED.len() as i64 => return Ok(Distribution::AlreadyDone),
+        n => {
+            return Err(anyhow!(
+                "{n} of the {} ledger tables are distributed by Citus, not all or none: \
+                 this database was changed by hand; compare it with migrations/citus/distribute.sql",
+                DISTRIBUTED.len()
+            ));
+        }
+    }
+    sqlx::raw_sql(sqlx::AssertSqlSafe(DISTRIBUTE))
+        .execute(&mut *tx)
+        .await
+        .context("distributing the tables (migrations/citus/distribute.sql)")?;
+    tx.commit().await?;
+    Ok(Distribution::Done)
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Distribution {
+    Done,
+    AlreadyDone,
+}

@@ -1,0 +1,174 @@
+//! Where this binary's databases live: one Citus cluster (scripts/citus.sh: a coordinator and
+//! two workers on loopback ports) for the whole binary, brought up by the first test that
+//! needs it and taken down when the process exits. Each test's database is created on all
+//! three nodes with the extension, the workers are registered in it, and it is migrated by the
+//! real `migrate` (`wallet_ledger::db::connect_and_migrate`, which distributes the tables), so
+//! the tests of tests/api that this binary includes run unchanged against Citus.
+
+use sqlx::postgres::PgPool;
+use sqlx::{Connection, PgConnection};
+use std::process::Command;
+use tokio::sync::OnceCell;
+use wallet_ledger::db::{DatabaseSettings, Engine};
+
+pub const ENGINE: Engine = Engine::Citus;
+
+/// Cases of the model test: each step costs several times a single node's round trips here
+/// (a statement per locked account, two-phase commits), so fewer cases than tests/api runs
+/// (256) keep the binary to a few minutes; `PROPTEST_CASES` runs more.
+pub const MODEL_CASES: u32 = 32;
+
+/// The cluster's folder: fixed, so that a run whose teardown never ran (a killed process)
+/// is reused by the next `up`, and `down` of this folder touches nothing else.
+const CITUS_DIR: &str = "/tmp/wallet-ledger-citus-tests";
+
+pub struct Cluster {
+    pub coordinator: u16,
+    pub workers: [u16; 2],
+}
+
+static CLUSTER: OnceCell<Cluster> = OnceCell::const_new();
+
+unsafe extern "C" {
+    fn atexit(callback: extern "C" fn()) -> i32;
+}
+
+/// Runs when the test binary exits (after every test, passed or failed).
+extern "C" fn take_down() {
+    let _ = citus_sh("down");
+}
+
+fn citus_sh(subcommand: &str) -> std::process::Output {
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/citus.sh");
+    Command::new("bash")
+        .arg(script)
+        .arg(subcommand)
+        .env("CITUS_DIR", CITUS_DIR)
+        .output()
+        .unwrap_or_else(|e| panic!("running {script} {subcommand}: {e}"))
+}
+
+pub async fn cluster() -> &'static Cluster {
+    CLUSTER
+        .get_or_init(|| async {
+            let up = tokio::task::spawn_blocking(|| citus_sh("up"))
+                .await
+                .unwrap();
+            assert!(
+                up.status.success(),
+                "scripts/citus.sh up failed:\n{}",
+                String::from_utf8_lossy(&up.stderr)
+            );
+            // SAFETY: registers a plain function with no captured state; it only runs a
+            // child process.
+            unsafe { atexit(take_down) };
+            let ports = std::fs::read_to_string(format!("{CITUS_DIR}/ports")).unwrap();
+            let port = |name: &str| -> u16 {
+                ports
+                    .lines()
+                    .find_map(|l| l.strip_prefix(&format!("{name}=")))
+                    .unwrap_or_else(|| panic!("{name} missing in {CITUS_DIR}/ports"))
+                    .parse()
+                    .unwrap()
+            };
+            Cluster {
+                coordinator: port("COORDINATOR_PORT"),
+                workers: [port("WORKER1_PORT"), port("WORKER2_PORT")],
+            }
+        })
+        .await
+}
+
+impl Cluster {
+    /// Without TLS: `create extension citus` turns on ssl with a self-signed X.509 v1
+    /// certificate, which rustls (sqlx's TLS) refuses, and `sslmode=prefer` would try it.
+    pub fn url(&self, port: u16, database: &str) -> String {
+        format!("postgres://postgres@127.0.0.1:{port}/{database}?sslmode=disable")
+    }
+
+    fn nodes(&self) -> [u16; 3] {
+        [self.coordinator, self.workers[0], self.workers[1]]
+    }
+}
+
+async fn run(url: &str, statement: &str) {
+    let mut conn = PgConnection::connect(url)
+        .await
+        .unwrap_or_else(|e| panic!("connecting to {url}: {e}"));
+    sqlx::query(sqlx::AssertSqlSafe(statement.to_owned()))
+        .execute(&mut conn)
+        .await
+        .unwrap_or_else(|e| panic!("{statement} on {url}: {e}"));
+}
+
+/// Creates `name` on every node with the extension, and registers the workers in it.
+pub async fn create_database(name: &str) -> String {
+    let cluster = cluster().await;
+    // One at a time: citus_add_node of parallel tests at once met "failure on connection
+    // marked as essential" (each opens connections to every worker while registering).
+    static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+    let _turn = ONE_AT_A_TIME.lock().await;
+    for port in cluster.nodes() {
+        run(
+            &cluster.url(port, "postgres"),
+            &format!("create database {name}"),
+        )
+        .await;
+        run(&cluster.url(port, name), "create extension citus").await;
+    }
+    let coordinator = cluster.url(cluster.coordinator, name);
+    run(
+        &coordinator,
+        &format!(
+            "select citus_set_coordinator_host('127.0.0.1', {})",
+            cluster.coordinator
+        ),
+    )
+    .await;
+    for worker in cluster.workers {
+        run(
+            &coordinator,
+            &format!("select citus_add_node('127.0.0.1', {worker})"),
+        )
+        .await;
+    }
+    coordinator
+}
+
+/// The real `migrate`: the numbered migrations, then the distribution.
+pub async fn migrate(pool: &PgPool) {
+    let options = pool.connect_options();
+    let url = cluster()
+        .await
+        .url(options.get_port(), options.get_database().unwrap());
+    wallet_ledger::db::connect_and_migrate(&DatabaseSettings::with_url(url))
+        .await
+        .unwrap()
+        .close()
+        .await;
+}
+
+pub async fn drop_database(name: &str) {
+    let cluster = cluster().await;
+    for port in cluster.nodes() {
+        if let Ok(mut admin) = PgConnection::connect(&cluster.url(port, "postgres")).await {
+            let _ = sqlx::query(sqlx::AssertSqlSafe(format!(
+                "drop database if exists {name} with (force)"
+            )))
+            .execute(&mut admin)
+            .await;
+        }
+    }
+}
+
+pub async fn test_databases() -> Vec<String> {
+    let cluster = cluster().await;
+    let Ok(mut admin) = PgConnection::connect(&cluster.url(cluster.coordinator, "postgres")).await
+    else {
+        return Vec::new();
+    };
+    sqlx::query_scalar("select datname from pg_database where datname like 'wl\\_test\\_%'")
+        .fetch_all(&mut admin)
+        .await
+        .unwrap_or_default()
+}

@@ -1,0 +1,24 @@
+//! The service on Citus: one cluster (scripts/citus.sh, a coordinator and two workers on
+//! loopback ports) for the whole binary, each test on its own database migrated by the real
+//! `migrate`, which distributes the tables (backend.rs). `cargo test --test citus`.
+//!
+//! The tests of tests/api named below run here unchanged (their `common.rs` creates its
+//! databases through this binary's `backend`), and `cluster.rs` adds what only a cluster
+//! shows: wallets on both workers, a transfer between them, a retry that names a wallet on the
+//! other worker, `migrate` twice, and `verify` finding what the per-shard trigger cannot see.
+
+mod backend;
+#[allow(dead_code)]
+#[path = "../api/common.rs"]
+mod common;
+
+mod cluster;
+
+#[path = "../api/holds.rs"]
+mod holds;
+#[path = "../api/idempotency.rs"]
+mod idempotency;
+#[path = "../api/model.rs"]
+mod model;
+#[path = "../api/reversals.rs"]
+mod reversals;
