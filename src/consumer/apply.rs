@@ -13,6 +13,7 @@
 
 use super::event::{self, EventType, Fields, PaymentEvent};
 use crate::db::StoreError;
+use crate::db::citus::Engine;
 use crate::failpoint;
 use crate::ledger::holds::{self, Action, Resolution};
 use crate::ledger::ids::AccountId;
@@ -320,7 +321,8 @@ async fn apply_events(
     payment_ids.dedup();
     // Payments first, sorted, then (in the write path) wallets, sorted: every consumer takes
     // its locks in the same order.
-    let mut payments = lock_payments(tx, &payment_ids).await?;
+    let engine = Engine::of(&mut *tx).await?;
+    let mut payments = lock_payments(tx, engine, &payment_ids).await?;
     let mut refunds_done: HashMap<Uuid, usize> = HashMap::new();
 
     let waves = waves(events);
@@ -386,7 +388,7 @@ async fn apply_events(
                 let mut ids: Vec<Uuid> = contested.iter().map(|(_, e)| e.payment_id).collect();
                 ids.sort();
                 ids.dedup();
-                payments.extend(lock_payments(tx, &ids).await?);
+                payments.extend(lock_payments(tx, engine, &ids).await?);
                 for (index, event) in contested {
                     let wallet_currency = wallet_currencies.get(event.wallet.as_str()).copied();
                     let stored = payments.get(&event.payment_id);
@@ -427,7 +429,7 @@ async fn apply_events(
         if wave_number + 1 < wave_count {
             let mut touched: Vec<Uuid> = wave.iter().map(|(_, e)| e.payment_id).collect();
             touched.sort();
-            payments.extend(lock_payments(tx, &touched).await?);
+            payments.extend(lock_payments(tx, engine, &touched).await?);
         }
     }
 
@@ -833,18 +835,42 @@ async fn wallet_currencies(
 /// request moves them meanwhile.
 async fn lock_payments(
     tx: &mut PgConnection,
+    engine: Engine,
     sorted_ids: &[Uuid],
 ) -> Result<HashMap<Uuid, Payment>, StoreError> {
-    let rows = sqlx::query!(
+    // Citus takes a row lock only in a statement that reaches one shard: one statement per
+    // payment, in the same sorted order, then one unlocked read of the rows now held.
+    if engine == Engine::Citus {
+        for id in sorted_ids {
+            sqlx::query!("select id from transactions where id = $1 for update", id)
+                .fetch_optional(&mut *tx)
+                .await?;
+        }
+    }
+    let rows = match engine {
+        Engine::Plain => sqlx::query_as!(
+            PaymentRow,
         r#"select id, kind,
                   (case when status = 'pending' and expires_at <= clock_timestamp() then 'expired'
                         else status end) as "status!",
                   currency, legs, captured_amount, expires_at is not null as "from_hold!"
            from transactions where id = any($1) order by id for update"#,
-        sorted_ids
-    )
-    .fetch_all(tx)
-    .await?;
+            sorted_ids
+        )
+        .fetch_all(&mut *tx)
+        .await?,
+        Engine::Citus => sqlx::query_as!(
+            PaymentRow,
+            r#"select id, kind,
+                      (case when status = 'pending' and expires_at <= clock_timestamp() then 'expired'
+                            else status end) as "status!",
+                      currency, legs, captured_amount, expires_at is not null as "from_hold!"
+               from transactions where id = any($1)"#,
+            sorted_ids
+        )
+        .fetch_all(tx)
+        .await?,
+    };
     // A row that does not read as a transaction is corrupt, never "no payment yet": that
     // would make the event create it again under the same id.
     rows.into_iter()
@@ -871,6 +897,17 @@ async fn lock_payments(
             Ok((r.id, payment))
         })
         .collect()
+}
+
+/// A payment's row as both forms of [`lock_payments`] read it.
+struct PaymentRow {
+    id: Uuid,
+    kind: String,
+    status: String,
+    currency: String,
+    legs: Value,
+    captured_amount: Option<i64>,
+    from_hold: bool,
 }
 
 /// The refunds (by id) among `refunds` that left their wallet below zero.

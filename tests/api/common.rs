@@ -322,10 +322,15 @@ impl Gate {
 }
 
 /// Sessions of the test's database waiting for a lock.
+/// On Citus the lock is taken on a worker, and the coordinator's session waits for that
+/// worker's answer instead: any active session of the database that waits on something.
 pub async fn lock_waiters(app: &TestApp) -> i64 {
     sqlx::query_scalar(
         "select count(*) from pg_stat_activity
-         where datname = current_database() and wait_event_type = 'Lock'",
+         where datname = current_database() and pid <> pg_backend_pid()
+           and (wait_event_type = 'Lock'
+                or (exists (select 1 from pg_extension where extname = 'citus')
+                    and state = 'active' and wait_event_type is not null))",
     )
     .fetch_one(&app.pool)
     .await

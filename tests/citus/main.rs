@@ -14,6 +14,8 @@ mod common;
 
 mod cluster;
 
+#[path = "../api/consumer_apply.rs"]
+mod consumer_apply;
 #[path = "../api/holds.rs"]
 mod holds;
 #[path = "../api/idempotency.rs"]
@@ -22,3 +24,6 @@ mod idempotency;
 mod model;
 #[path = "../api/reversals.rs"]
 mod reversals;
+#[allow(dead_code)]
+#[path = "../api/stream_support.rs"]
+mod stream_support;
