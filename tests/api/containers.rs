@@ -26,6 +26,7 @@ const OTHER_IMAGES_ENV: &[&str] = &[
     "POSTGRES_DB",
     "POSTGRES_INITDB_ARGS",
     "PGDATA",
+    "POSTGRES_HOST_AUTH_METHOD",
 ];
 
 /// Read by `src/main.rs` itself (logging), not by clap: checked against its source instead.
