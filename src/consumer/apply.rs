@@ -1,5 +1,5 @@
 //! Applying a batch of payment events in one database transaction, through the ledger's own
-//! write path (`posting::create_many_in`, `holds::resolve_in`, `reversals::plan`): the same
+//! write path (`posting::create_many_on`, `holds::resolve_on`, `reversals::plan`): the same
 //! journal rules, refusals and idempotency as the API.
 //!
 //! The payment id is the transaction's primary key, so a redelivered or resent event finds
@@ -358,7 +358,8 @@ async fn apply_events(
 
         if !creates.is_empty() {
             let items: Vec<NewTransaction> = creates.iter().map(|(_, n, _)| n.clone()).collect();
-            let results = match posting::create_many_in(tx, &items, Mode::Independent).await {
+            let results = match posting::create_many_on(tx, engine, &items, Mode::Independent).await
+            {
                 Ok(BatchResult::Done(results)) => results,
                 Ok(BatchResult::Failed { .. }) => {
                     unreachable!("independent mode never fails a batch")
@@ -421,7 +422,8 @@ async fn apply_events(
             (a.1.wallet.as_str(), a.1.payment_id).cmp(&(b.1.wallet.as_str(), b.1.payment_id))
         });
         for (index, event, action, amount) in resolutions {
-            let resolution = holds::resolve_in(tx, event.payment_id, action, amount).await?;
+            let resolution =
+                holds::resolve_on(tx, engine, event.payment_id, action, amount).await?;
             outcomes[index] = Some(resolved_outcome(resolution, action));
         }
 
