@@ -115,15 +115,31 @@ pub async fn open(config: &DatabaseSettings, migrate: bool) -> anyhow::Result<Da
         create_if_missing(&url, &shown).await?;
     }
     let pool = pool(config, &url, primary.clone()).await?;
-    let engine = Engine::detect_on(&pool)
-        .await
-        .with_context(|| format!("database {shown}"))?;
+    // Each step below reads or changes the database after the pool opened; a session that
+    // ends under one (an operator, a failover, a restart) makes it run again, not the process
+    // exit. Every step is safe to repeat: the detection only reads, each migration and the
+    // distribution run in one transaction and skip what is done.
+    let engine = again_if_interrupted("detecting the engine", is_transient_step_error, || {
+        Engine::detect_on(&pool)
+    })
+    .await
+    .with_context(|| format!("database {shown}"))?;
     if migrate && config.no_migrate {
-        check_migrated(&pool, &shown).await?;
+        again_if_interrupted("checking the schema", is_transient_step_error, || {
+            check_migrated(&pool, &shown)
+        })
+        .await?;
     } else if migrate {
-        run_migrations(&pool, &shown).await?;
+        again_if_interrupted("applying migrations", is_transient_migration_error, || {
+            MIGRATOR.run(&pool)
+        })
+        .await
+        .with_context(|| format!("applying migrations to {shown}"))?;
         if engine == Engine::Citus {
-            let done = citus::distribute(&pool)
+            let done =
+                again_if_interrupted("distributing the tables", is_transient_step_error, || {
+                    citus::distribute(&pool)
+                })
                 .await
                 .with_context(|| format!("database {shown}"))?;
             tracing::info!(?done, "Citus: the ledger's tables are distributed");
@@ -203,27 +219,41 @@ async fn create_if_missing(url: &str, shown: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn run_migrations(pool: &PgPool, shown: &str) -> anyhow::Result<()> {
+/// Runs a start-up `step` until it succeeds, fails for good, or the database dropped its
+/// session [`START_UP_ATTEMPTS`] times.
+async fn again_if_interrupted<T, E, Step>(
+    what: &str,
+    transient: fn(&E) -> bool,
+    mut step: impl FnMut() -> Step,
+) -> Result<T, E>
+where
+    E: std::fmt::Display,
+    Step: std::future::Future<Output = Result<T, E>>,
+{
     let mut attempt = 1;
     loop {
-        match MIGRATOR.run(pool).await {
-            Ok(()) => return Ok(()),
-            // A session ended under the migrator (an operator, a failover, a restart): each
-            // migration runs in its own transaction, so running them again is safe.
-            Err(e) if attempt < MIGRATE_ATTEMPTS && is_transient_migration_error(&e) => {
-                tracing::warn!(error = %e, attempt, "migrations interrupted; trying again");
+        match step().await {
+            Err(e) if attempt < START_UP_ATTEMPTS && transient(&e) => {
+                tracing::warn!(error = %e, attempt, "{what} was interrupted; trying again");
                 attempt += 1;
                 tokio::time::sleep(Duration::from_millis(200)).await;
             }
-            Err(e) => {
-                return Err(e).with_context(|| format!("applying migrations to {shown}"));
-            }
+            result => return result,
         }
     }
 }
 
-/// How often start-up tries the migrations when the database drops their session.
-const MIGRATE_ATTEMPTS: u32 = 5;
+/// How often start-up tries a step when the database drops its session.
+const START_UP_ATTEMPTS: u32 = 5;
+
+/// A start-up step's error whose cause is a transient database error.
+fn is_transient_step_error(error: &anyhow::Error) -> bool {
+    error.chain().any(|cause| {
+        cause
+            .downcast_ref::<sqlx::Error>()
+            .is_some_and(error::is_transient)
+    })
+}
 
 fn is_transient_migration_error(error: &sqlx::migrate::MigrateError) -> bool {
     match error {
@@ -315,11 +345,16 @@ async fn pool(
 /// Refuses to start on a schema older (or newer) than this binary's migrations.
 async fn check_migrated(pool: &PgPool, shown: &str) -> anyhow::Result<()> {
     let expected = MIGRATOR.iter().map(|m| m.version).max().unwrap_or(0);
+    // No table yet is "none"; any other error is the error (a dropped session is retried).
     let applied: Option<i64> =
-        sqlx::query_scalar("select max(version) from _sqlx_migrations where success")
+        match sqlx::query_scalar("select max(version) from _sqlx_migrations where success")
             .fetch_one(pool)
             .await
-            .unwrap_or(None);
+        {
+            Ok(version) => version,
+            Err(sqlx::Error::Database(e)) if e.code().as_deref() == Some("42P01") => None,
+            Err(e) => return Err(e).context("reading the schema's migration version"),
+        };
     match applied {
         Some(v) if v == expected => Ok(()),
         found => Err(anyhow!(
@@ -366,4 +401,56 @@ pub async fn tune_for_batch_job(conn: &mut sqlx::PgConnection) -> Result<(), sql
         .execute(conn)
         .await?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_step_error_is_transient_when_a_transient_database_error_caused_it() {
+        let dropped = || sqlx::Error::Io(std::io::ErrorKind::ConnectionReset.into());
+        assert!(is_transient_step_error(&anyhow::Error::from(dropped())));
+        let with_context: anyhow::Result<()> =
+            Err(dropped()).context("reading the database's extensions");
+        assert!(is_transient_step_error(
+            &with_context.context("database x").unwrap_err()
+        ));
+        let refused = sqlx::Error::Protocol("x".into());
+        assert!(is_transient_step_error(&anyhow::Error::from(refused)));
+        assert!(!is_transient_step_error(&anyhow!(
+            "this database has the citus extension but is not a Citus coordinator"
+        )));
+        let undecodable = sqlx::Error::Decode("not a bool".into());
+        assert!(!is_transient_step_error(&anyhow::Error::from(undecodable)));
+    }
+
+    #[tokio::test]
+    async fn a_start_up_step_runs_again_while_interrupted_and_stops_at_a_lasting_error() {
+        let transient = |e: &&str| e.starts_with("dropped");
+        let mut calls = 0;
+        let done = again_if_interrupted("a step", transient, || {
+            calls += 1;
+            let n = calls;
+            async move { if n < 3 { Err("dropped") } else { Ok(n) } }
+        })
+        .await;
+        assert_eq!(done, Ok(3));
+
+        let mut calls = 0;
+        let lasting = again_if_interrupted("a step", transient, || {
+            calls += 1;
+            async { Err::<(), _>("refused") }
+        })
+        .await;
+        assert_eq!((lasting, calls), (Err("refused"), 1));
+
+        let mut calls = 0;
+        let given_up = again_if_interrupted("a step", transient, || {
+            calls += 1;
+            async { Err::<(), _>("dropped again") }
+        })
+        .await;
+        assert_eq!((given_up, calls), (Err("dropped again"), START_UP_ATTEMPTS));
+    }
 }

@@ -128,3 +128,43 @@ async fn an_unreachable_database_is_a_clear_error_with_exit_code_2() {
     );
     assert!(!stderr.contains("panicked"), "{stderr}");
 }
+
+#[tokio::test]
+async fn no_migrate_on_a_database_without_the_schema_names_the_version_it_needs() {
+    let name = format!("wl_test_{}_no_migrate", std::process::id());
+    let url = database_url(&name);
+    let admin = sqlx::PgPool::connect(&server_url()).await.unwrap();
+    sqlx::query(sqlx::AssertSqlSafe(format!(
+        "drop database if exists {name}"
+    )))
+    .execute(&admin)
+    .await
+    .unwrap();
+    sqlx::query(sqlx::AssertSqlSafe(format!("create database {name}")))
+        .execute(&admin)
+        .await
+        .unwrap();
+    let out = Command::new(BIN)
+        .args([
+            "serve",
+            "--no-migrate",
+            "--database-url",
+            &url,
+            "--listen-addr",
+            "127.0.0.1:0",
+        ])
+        .output()
+        .await
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    sqlx::query(sqlx::AssertSqlSafe(format!("drop database {name}")))
+        .execute(&admin)
+        .await
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("is at migration none, this binary needs"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("run `wallet-ledger migrate`"), "{stderr}");
+}
