@@ -125,3 +125,35 @@ pub enum Distribution {
     Done,
     AlreadyDone,
 }
+
+/// The coordinator settings every session of the ledger's database starts with, set by each
+/// `migrate` (`alter database ... set`, so an operator can still override them per role or
+/// session). A ledger transaction is a handful of one-shard statements: opening a second
+/// connection to a worker for parallelism costs more (a backend, TLS, Citus's caches) than it
+/// saves, and a backend that drops its connections after each transaction opens them again
+/// for the next. With Citus's defaults (16 connections per worker per statement, 1 kept)
+/// `api-transfers` cost about twice the database CPU per transfer (docs/performance.md,
+/// "Citus settings"): one connection per worker per statement, up to 8 kept.
+pub const SESSION_DEFAULTS: [(&str, &str); 2] = [
+    ("citus.max_adaptive_executor_pool_size", "1"),
+    ("citus.max_cached_conns_per_worker", "8"),
+];
+
+/// Sets [`SESSION_DEFAULTS`] on the current database (idempotent); sessions opened from now
+/// on start with them.
+pub async fn set_session_defaults(pool: &PgPool) -> anyhow::Result<()> {
+    for (name, value) in SESSION_DEFAULTS {
+        // PostgreSQL quotes the database's name (`%I`) and the value (`%L`).
+        let statement: String =
+            sqlx::query_scalar("select format('alter database %I set %s = %L', current_database(), $1::text, $2::text)")
+                .bind(name)
+                .bind(value)
+                .fetch_one(pool)
+                .await?;
+        sqlx::raw_sql(sqlx::AssertSqlSafe(statement))
+            .execute(pool)
+            .await
+            .with_context(|| format!("setting {name} = {value} for the database"))?;
+    }
+    Ok(())
+}

@@ -143,6 +143,13 @@ pub async fn open(config: &DatabaseSettings, migrate: bool) -> anyhow::Result<Da
                 .await
                 .with_context(|| format!("database {shown}"))?;
             tracing::info!(?done, "Citus: the ledger's tables are distributed");
+            again_if_interrupted(
+                "setting the session defaults",
+                is_transient_step_error,
+                || citus::set_session_defaults(&pool),
+            )
+            .await
+            .with_context(|| format!("database {shown}"))?;
         }
     }
     if let Some(primary) = &primary {

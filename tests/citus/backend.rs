@@ -19,8 +19,11 @@ pub const ENGINE: Engine = Engine::Citus;
 pub const MODEL_CASES: u32 = 32;
 
 /// The cluster's folder: fixed, so that a run whose teardown never ran (a killed process)
-/// is reused by the next `up`, and `down` of this folder touches nothing else.
-const CITUS_DIR: &str = "/tmp/wallet-ledger-citus-tests";
+/// is reused by the next `up`, and `down` of this folder touches nothing else. Two runs at
+/// once (two checkouts) each need their own: `CITUS_TEST_DIR` names another.
+fn citus_dir() -> String {
+    std::env::var("CITUS_TEST_DIR").unwrap_or_else(|_| "/tmp/wallet-ledger-citus-tests".into())
+}
 
 pub struct Cluster {
     pub coordinator: u16,
@@ -43,7 +46,7 @@ fn citus_sh(subcommand: &str) -> std::process::Output {
     Command::new("bash")
         .arg(script)
         .arg(subcommand)
-        .env("CITUS_DIR", CITUS_DIR)
+        .env("CITUS_DIR", citus_dir())
         .output()
         .unwrap_or_else(|e| panic!("running {script} {subcommand}: {e}"))
 }
@@ -62,12 +65,13 @@ pub async fn cluster() -> &'static Cluster {
             // SAFETY: registers a plain function with no captured state; it only runs a
             // child process.
             unsafe { atexit(take_down) };
-            let ports = std::fs::read_to_string(format!("{CITUS_DIR}/ports")).unwrap();
+            let dir = citus_dir();
+            let ports = std::fs::read_to_string(format!("{dir}/ports")).unwrap();
             let port = |name: &str| -> u16 {
                 ports
                     .lines()
                     .find_map(|l| l.strip_prefix(&format!("{name}=")))
-                    .unwrap_or_else(|| panic!("{name} missing in {CITUS_DIR}/ports"))
+                    .unwrap_or_else(|| panic!("{name} missing in {dir}/ports"))
                     .parse()
                     .unwrap()
             };

@@ -3,11 +3,12 @@
 
 use super::common::TestApp;
 use axum::http::StatusCode;
+use sqlx::Connection;
 use sqlx::PgPool;
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use uuid::Uuid;
-use wallet_ledger::db::citus::{self, DISTRIBUTED, Distribution};
+use wallet_ledger::db::citus::{self, DISTRIBUTED, Distribution, SESSION_DEFAULTS};
 use wallet_ledger::reconcile::invariants;
 
 async fn shard_of(pool: &PgPool, account: &str) -> i64 {
@@ -124,6 +125,25 @@ async fn migrate_distributes_the_ledger_and_a_second_migrate_changes_nothing() {
         before,
         "a second migrate is a no-op"
     );
+    app.finish().await;
+}
+
+#[tokio::test]
+async fn a_migrated_databases_sessions_start_with_the_ledgers_citus_settings() {
+    let app = TestApp::new().await;
+    // A session opened now, as every pool's next connection is.
+    let mut session = sqlx::PgConnection::connect_with(&app.pool.connect_options())
+        .await
+        .unwrap();
+    for (name, value) in SESSION_DEFAULTS {
+        let set: String = sqlx::query_scalar("select current_setting($1)")
+            .bind(name)
+            .fetch_one(&mut session)
+            .await
+            .unwrap();
+        assert_eq!(set, value, "{name}");
+    }
+    session.close().await.unwrap();
     app.finish().await;
 }
 
