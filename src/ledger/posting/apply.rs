@@ -40,10 +40,14 @@ pub(super) async fn record_events(
 /// insert waited for its commit and skipped the row): the caller rolls back and decides again.
 pub(super) async fn insert_transactions(
     conn: &mut PgConnection,
+    engine: Engine,
     rows: &[&Rendered],
 ) -> Result<bool, sqlx::Error> {
     if rows.is_empty() {
         return Ok(true);
+    }
+    if engine == Engine::Citus {
+        return insert_transactions_citus(conn, rows).await;
     }
     let ids: Vec<Uuid> = rows.iter().map(|r| r.item_id).collect();
     let kinds: Vec<&str> = rows.iter().map(|r| r.kind.as_str()).collect();
@@ -116,6 +120,56 @@ pub(super) async fn insert_transactions(
     .fetch_all(conn)
     .await?;
     Ok(inserted.len() == rows.len())
+}
+
+/// [`insert_transactions`] on Citus: one `insert ... values` per row, in id order. Citus routes
+/// each to its shard; the one-statement `insert ... select from unnest ... on conflict` is not
+/// pushed down and goes through intermediate results on every shard it reaches, which cost
+/// most of a group's time (docs/performance.md, "Where a transfer's time goes on Citus").
+async fn insert_transactions_citus(
+    conn: &mut PgConnection,
+    rows: &[&Rendered],
+) -> Result<bool, sqlx::Error> {
+    let mut sorted = rows.to_vec();
+    sorted.sort_by_key(|r| r.item_id);
+    for r in sorted {
+        let inserted = sqlx::query_scalar!(
+            r#"insert into transactions (id, kind, status, currency, legs, account_ids,
+                                         external_ref, metadata, refusal_code, refusal_detail,
+                                         creation_request, creation_status, creation_response,
+                                         created_at, posted_at, updated_at, expires_at, reverses,
+                                         reversed_amount)
+               values ($1, $2, $3, $4, $5::text::jsonb, string_to_array($6, ','), $7,
+                       $8::text::jsonb, $9, $10, $11::text::jsonb, $12, $13, $14, $15, $14, $16,
+                       $17, $18)
+               on conflict (id) do nothing
+               returning id"#,
+            r.item_id,
+            r.kind.as_str(),
+            r.status.as_str(),
+            r.view.currency.as_str(),
+            json_text(&r.view.entries),
+            r.account_ids.join(","),
+            r.view.external_ref.as_deref(),
+            json_text(&r.view.metadata),
+            r.refusal.as_ref().map(|x| x.code.as_str()),
+            r.refusal.as_ref().map(|x| x.detail.as_str()),
+            r.request.as_str(),
+            r.creation_status,
+            r.body.as_str(),
+            r.view.created_at,
+            r.view.posted_at,
+            r.view.expires_at,
+            r.reverses,
+            r.reversed_amount,
+        )
+        .fetch_optional(&mut *conn)
+        .await?;
+        if inserted.is_none() {
+            return Ok(false);
+        }
+    }
+    Ok(true)
 }
 
 fn json_text(value: &impl serde::Serialize) -> String {

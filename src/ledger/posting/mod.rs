@@ -401,7 +401,7 @@ async fn attempt(
         return Ok(Pass::Done(finish(outcomes, failure)));
     }
     let rows: Vec<&Rendered> = rows.iter().collect();
-    if !apply::insert_transactions(&mut tx, &rows).await? {
+    if !apply::insert_transactions(&mut tx, engine, &rows).await? {
         tx.rollback().await?;
         return Ok(Pass::Again);
     }
