@@ -91,9 +91,11 @@ impl TestApp {
         }
     }
 
-    /// Drops the test database (a failed test leaves its database for inspection; the next
-    /// run sweeps it).
+    /// Lets the backend check the finished database (tests/citus: that its accounts sit on
+    /// both workers), then drops it (a failed test leaves its database for inspection; the
+    /// next run sweeps it).
     pub async fn finish(self) {
+        crate::backend::finished(&self.pool).await;
         self.pool.close().await;
         crate::backend::drop_database(&self.database).await;
     }

@@ -4,7 +4,8 @@
 //!
 //! The tests of tests/api named below run here unchanged, so balances, holds, reversals,
 //! batches and `as_of` answer as on one node (their `common.rs` creates its databases through
-//! this binary's `backend`), and `cluster.rs` adds what only a cluster
+//! this binary's `backend`, which also checks, as each finishes, that its wallets and the
+//! accounts it posted to sit on both workers), and `cluster.rs` adds what only a cluster
 //! shows: wallets on both workers, a transfer between them, a retry that names a wallet on the
 //! other worker, `migrate` twice, and `verify` finding what the per-shard trigger cannot see.
 
