@@ -7,7 +7,8 @@
 //! this binary's `backend`, which also checks, as each finishes, that its wallets and the
 //! accounts it posted to sit on both workers), and `cluster.rs` adds what only a cluster
 //! shows: wallets on both workers, a transfer between them, a retry that names a wallet on the
-//! other worker, `migrate` twice, and `verify` finding what the per-shard trigger cannot see.
+//! other worker, `migrate` twice, and `verify` and the write path's cross-shard check finding
+//! what the per-shard trigger cannot see.
 
 mod backend;
 #[allow(dead_code)]
