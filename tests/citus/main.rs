@@ -3,7 +3,7 @@
 //! `migrate`, which distributes the tables (backend.rs). `cargo test --test citus`.
 //!
 //! The tests of tests/api named below run here unchanged, so balances, holds, reversals,
-//! batches and `as_of` answer as on one node (their `common.rs` creates its databases through
+//! batches, `as_of` and `reconcile` answer as on one node (their `common.rs` creates its databases through
 //! this binary's `backend`, which also checks, as each finishes, that its wallets and the
 //! accounts it posted to sit on both workers), and `cluster.rs` adds what only a cluster
 //! shows: wallets on both workers, a transfer between them, a retry that names a wallet on the
@@ -33,6 +33,8 @@ mod holds;
 mod idempotency;
 #[path = "../api/model.rs"]
 mod model;
+#[path = "../api/reconcile.rs"]
+mod reconcile;
 #[path = "../api/reversals.rs"]
 mod reversals;
 #[allow(dead_code)]
