@@ -534,8 +534,8 @@ async fn checkpoints_wait_out_transactions_prepared_on_a_worker() {
     use sqlx::Connection;
     use wallet_ledger::ledger::checkpoints;
     let app = TestApp::new().await;
-    app.create_wallet("cp").await;
-    app.fund("cp", 500).await;
+    app.create_wallet("cp1").await;
+    app.fund("cp1", 500).await;
     let cluster = super::backend::cluster().await;
     let mut worker = sqlx::PgConnection::connect(&cluster.url(cluster.workers[0], &app.database))
         .await
