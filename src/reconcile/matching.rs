@@ -5,6 +5,7 @@
 use super::exceptions::ExceptionSink;
 use super::model::{CurrencyTotals, Exception, Matched, Payout};
 use super::settlement::ProviderStatus;
+use crate::db::Engine;
 use crate::ledger::money::{Currency, MAX_AMOUNT};
 use crate::ledger::transactions::TransactionStatus;
 use chrono::{DateTime, Utc};
@@ -90,6 +91,33 @@ fn duplicate_reason(status: &str, lines: &[i64]) -> String {
     }
 }
 
+/// One key of the file (a payment id, else a reference) with what the ledger has for it.
+struct KeyRow {
+    payment_id: Option<Uuid>,
+    external_ref: Option<String>,
+    currencies: Vec<String>,
+    settled: i64,
+    refunded: i64,
+    settled_lines: Option<Vec<i64>>,
+    refunded_lines: Option<Vec<i64>>,
+    failed_lines: Option<Vec<i64>>,
+    first_line: i64,
+    ledger_id: Option<Uuid>,
+    ledger_currency: Option<String>,
+    ledger_status: Option<String>,
+    ledger_gross: Option<i64>,
+    ledger_refunded: Option<i64>,
+}
+
+/// A posted payment of the window that no line names.
+struct MissingRow {
+    id: Uuid,
+    external_ref: Option<String>,
+    currency: String,
+    posted_at: DateTime<Utc>,
+    gross: i64,
+}
+
 /// Compares the file lines of `run_id` with the ledger. `max_listed` caps the matched list
 /// kept in the report (every match is counted).
 pub async fn compare(
@@ -101,7 +129,10 @@ pub async fn compare(
 ) -> anyhow::Result<Matching> {
     // Streamed row by row (one per payment of the file), never collected: memory stays flat
     // however large the file.
-    let mut rows = sqlx::query!(
+    let engine = Engine::of(&mut *conn).await?;
+    let mut rows = match engine {
+        Engine::Plain => sqlx::query_as!(
+            KeyRow,
         r#"with per_key as (
                -- The key sorts bytewise ("C"): a UUID or a reference needs no language rules,
                -- and grouping a million lines under the locale's collation costs seconds.
@@ -160,10 +191,83 @@ pub async fn compare(
                                       order by x.seq limit 1))
                  and t.kind = 'payment' and coalesce(t.account_ids && $2::text[], false)) l on true
            order by f.first_line"#,
-        run_id,
-        &window.clearing_accounts,
-    )
-    .fetch(&mut *conn);
+            run_id,
+            &window.clearing_accounts,
+        )
+        .fetch(&mut *conn),
+        Engine::Citus => sqlx::query_as!(
+            KeyRow,
+            r#"with per_key as materialized (
+               -- The key sorts bytewise ("C"): a UUID or a reference needs no language rules,
+               -- and grouping a million lines under the locale's collation costs seconds.
+               select coalesce(payment_id::text, 'ref:' || external_ref) collate "C" as k,
+                      (array_agg(payment_id) filter (where payment_id is not null))[1] as payment_id,
+                      (array_agg(external_ref) filter (where external_ref is not null))[1] as external_ref,
+                      array_agg(currency) as currencies,
+                      -- A payment's amount per status is its first line's (the smallest
+                      -- [line, amount] pair); further lines with the same status are
+                      -- duplicates, reported as such, not added up. No ordered aggregate: in
+                      -- PostgreSQL 15 each one (and each `distinct`) sorts per group, a
+                      -- million small sorts; Rust sorts the few lines of a key instead.
+                      coalesce((min(array[line, amount]) filter (where status = 'settled'))[2], 0)
+                          as settled,
+                      coalesce((min(array[line, amount]) filter (where status = 'refunded'))[2], 0)
+                          as refunded,
+                      array_agg(line) filter (where status = 'settled') as settled_lines,
+                      array_agg(line) filter (where status = 'refunded') as refunded_lines,
+                      array_agg(line) filter (where status = 'failed') as failed_lines,
+                      min(line) as first_line
+               from settlement_lines where run_id = $1
+               group by 1),
+               -- Citus cannot run the lateral join of the plain form (entries and
+               -- transactions are distributed by different columns): each step is its own
+               -- statement on the distributed tables, by id, its result joined on the
+               -- coordinator.
+               candidates as materialized (
+                   select x.external_ref, x.id, x.seq from transactions x
+                   where x.external_ref in (select external_ref from per_key where payment_id is null)
+                     and x.kind = 'payment' and coalesce(x.account_ids && $2::text[], false)),
+               by_ref as materialized (
+                   select distinct on (external_ref) external_ref, id from candidates
+                   order by external_ref, seq),
+               t as materialized (
+                   select t.id, t.currency, t.status, t.legs from transactions t
+                   where t.id in (select payment_id from per_key where payment_id is not null
+                                  union all select id from by_ref)
+                     and t.kind = 'payment' and coalesce(t.account_ids && $2::text[], false)),
+               gross as materialized (
+                   select transaction_id, sum(amount) as gross from entries
+                   where transaction_id in (select id from t where status = 'posted') and amount > 0
+                   group by transaction_id),
+               reversals as materialized (
+                   select r.id, r.reverses from transactions r
+                   where r.reverses in (select id from t) and r.status = 'posted'),
+               reversal_credits as materialized (
+                   select transaction_id, sum(amount) as credited from entries
+                   where transaction_id in (select id from reversals) and amount > 0
+                   group by transaction_id)
+           select f.payment_id, f.external_ref, f.currencies as "currencies!", f.settled as "settled!",
+                  f.refunded as "refunded!", f.settled_lines, f.refunded_lines, f.failed_lines,
+                  f.first_line as "first_line!",
+                  t.id as "ledger_id?", t.currency as "ledger_currency?", t.status as "ledger_status?",
+                  (case when t.status = 'posted' then coalesce(g.gross, 0)
+                        else (select coalesce(sum((leg ->> 'amount')::bigint), 0)
+                              from jsonb_array_elements(t.legs) leg
+                              where (leg ->> 'amount')::bigint > 0)
+                   end)::bigint as "ledger_gross?",
+                  (select coalesce(sum(c.credited), 0) from reversals v
+                   join reversal_credits c on c.transaction_id = v.id
+                   where v.reverses = t.id)::bigint as "ledger_refunded?"
+           from per_key f
+           left join by_ref b on f.payment_id is null and b.external_ref = f.external_ref
+           left join t on t.id = coalesce(f.payment_id, b.id)
+           left join gross g on g.transaction_id = t.id
+           order by f.first_line"#,
+            run_id,
+            &window.clearing_accounts,
+        )
+        .fetch(&mut *conn),
+    };
 
     let mut out = Matching::default();
     while let Some(r) = rows.try_next().await? {
@@ -284,7 +388,9 @@ pub async fn compare(
     sqlx::query("select set_config('enable_nestloop', 'off', true)")
         .execute(&mut *conn)
         .await?;
-    let mut missing = sqlx::query!(
+    let mut missing = match engine {
+        Engine::Plain => sqlx::query_as!(
+            MissingRow,
         r#"with by_ref as materialized (
                -- The payments that lines without a payment_id name: per reference, this
                -- provider's oldest payment with it, exactly as the matching above takes it.
@@ -305,12 +411,47 @@ pub async fn compare(
              and not exists (select 1 from settlement_lines s where s.run_id = $1 and s.payment_id = t.id)
              and not exists (select 1 from by_ref r where r.id = t.id)
            order by t.posted_at"#,
-        run_id,
-        &window.clearing_accounts,
-        window.from,
-        window.to,
-    )
-    .fetch(&mut *conn);
+            run_id,
+            &window.clearing_accounts,
+            window.from,
+            window.to,
+        )
+        .fetch(&mut *conn),
+        Engine::Citus => sqlx::query_as!(
+            MissingRow,
+            r#"with candidates as materialized (
+               -- The plain form's steps, each its own statement on the distributed tables
+               -- (Citus runs no correlated subquery across them), joined on the coordinator.
+               select x.external_ref, x.id, x.seq from transactions x
+               where x.external_ref in (select external_ref from settlement_lines
+                                        where run_id = $1 and payment_id is null)
+                 and x.kind = 'payment' and coalesce(x.account_ids && $2::text[], false)),
+           named as materialized (
+               select payment_id as id from settlement_lines
+               where run_id = $1 and payment_id is not null
+               union
+               select id from (select distinct on (external_ref) id from candidates
+                               order by external_ref, seq) r),
+           w as materialized (
+               select t.id, t.external_ref, t.currency, t.posted_at from transactions t
+               where t.kind = 'payment' and t.status = 'posted' and t.account_ids && $2::text[]
+                 and t.posted_at between $3 and $4),
+           gross as materialized (
+               select transaction_id, sum(amount) as gross from entries
+               where transaction_id in (select id from w) and amount > 0
+               group by transaction_id)
+           select w.id, w.external_ref, w.currency, w.posted_at as "posted_at!",
+                  coalesce(g.gross, 0)::bigint as "gross!"
+           from w left join gross g on g.transaction_id = w.id
+           where not exists (select 1 from named n where n.id = w.id)
+           order by w.posted_at"#,
+            run_id,
+            &window.clearing_accounts,
+            window.from,
+            window.to,
+        )
+        .fetch(&mut *conn),
+    };
     while let Some(m) = missing.try_next().await? {
         sink.push(Exception {
             code: "missing_at_provider".to_owned(),
@@ -360,6 +501,19 @@ pub fn format_wide(currency: &str, minor: i128) -> String {
         .map_or_else(|| minor.to_string(), |d| d.to_string())
 }
 
+/// One payout of the file with the ledger's gross of its payments.
+struct PayoutRow {
+    payout_ref: String,
+    currency: String,
+    lines: i64,
+    total: i64,
+    agrees: bool,
+    gross: String,
+    refunded: String,
+    fee: String,
+    ledger_gross: String,
+}
+
 /// Lines sharing a `payout_ref` checked as one bank payout: its gross against the ledger's
 /// amounts (what was posted) for the same payments of this provider.
 /// Returns at most `max_listed` payouts, the disagreeing ones first, and how many there are.
@@ -369,7 +523,10 @@ pub async fn payouts(
     clearing_accounts: &[String],
     max_listed: i64,
 ) -> Result<(Vec<Payout>, i64), sqlx::Error> {
-    let rows = sqlx::query!(
+    let rows = match Engine::of(&mut *conn).await? {
+        Engine::Plain => {
+            sqlx::query_as!(
+                PayoutRow,
         r#"select s.payout_ref as "payout_ref!", min(s.currency) as "currency!", count(*) as "lines!",
                   count(*) over () as "total!",
                   (coalesce(sum(s.amount) filter (where s.status = 'settled'), 0)
@@ -391,12 +548,59 @@ pub async fn payouts(
                  and t.kind = 'payment' and coalesce(t.account_ids && $2::text[], false)) l on true
            where s.run_id = $1 and s.payout_ref is not null
            group by s.payout_ref order by 5, s.payout_ref limit $3"#,
-        run_id,
-        clearing_accounts,
-        max_listed,
-    )
-    .fetch_all(conn)
-    .await?;
+                run_id,
+                clearing_accounts,
+                max_listed,
+            )
+            .fetch_all(conn)
+            .await?
+        }
+        Engine::Citus => {
+            sqlx::query_as!(
+                PayoutRow,
+                r#"with s as materialized (
+               select payout_ref, currency, status, amount, fee, payment_id, external_ref
+               from settlement_lines where run_id = $1 and payout_ref is not null),
+           -- The plain form's lateral join as statements by id on the distributed tables,
+           -- joined on the coordinator (see `compare`).
+           candidates as materialized (
+               select x.external_ref, x.id, x.seq from transactions x
+               where x.external_ref in (select external_ref from s where payment_id is null)
+                 and x.kind = 'payment' and coalesce(x.account_ids && $2::text[], false)),
+           by_ref as materialized (
+               select distinct on (external_ref) external_ref, id from candidates
+               order by external_ref, seq),
+           t as materialized (
+               select t.id from transactions t
+               where t.id in (select payment_id from s where payment_id is not null
+                              union all select id from by_ref)
+                 and t.kind = 'payment' and coalesce(t.account_ids && $2::text[], false)),
+           gross as materialized (
+               select transaction_id, sum(amount) as gross from entries
+               where transaction_id in (select id from t) and amount > 0
+               group by transaction_id)
+           select s.payout_ref as "payout_ref!", min(s.currency) as "currency!", count(*) as "lines!",
+                  count(*) over () as "total!",
+                  (coalesce(sum(s.amount) filter (where s.status = 'settled'), 0)
+                   = coalesce(sum(l.gross) filter (where s.status = 'settled'), 0)) as "agrees!",
+                  coalesce(sum(s.amount) filter (where s.status = 'settled'), 0)::text as "gross!",
+                  coalesce(sum(s.amount) filter (where s.status = 'refunded'), 0)::text as "refunded!",
+                  sum(s.fee)::text as "fee!",
+                  coalesce(sum(l.gross) filter (where s.status = 'settled'), 0)::text as "ledger_gross!"
+           from s
+           left join by_ref b on s.payment_id is null and b.external_ref = s.external_ref
+           left join (select t.id, coalesce(g.gross, 0) as gross
+                      from t left join gross g on g.transaction_id = t.id) l
+             on l.id = coalesce(s.payment_id, b.id)
+           group by s.payout_ref order by 5, s.payout_ref limit $3"#,
+                run_id,
+                clearing_accounts,
+                max_listed,
+            )
+            .fetch_all(conn)
+            .await?
+        }
+    };
     let total = rows.first().map_or(0, |r| r.total);
     let listed = rows
         .into_iter()

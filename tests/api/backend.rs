@@ -28,6 +28,10 @@ pub async fn migrate(pool: &PgPool) {
     wallet_ledger::db::MIGRATOR.run(pool).await.unwrap();
 }
 
+/// What this backend checks of a test's database once the test is done (`TestApp::finish`):
+/// nothing on one node.
+pub async fn finished(_pool: &PgPool) {}
+
 pub async fn drop_database(name: &str) {
     let Ok(mut admin) = PgConnection::connect(&super::common::server_url()).await else {
         return;

@@ -86,8 +86,8 @@ async fn reading_a_balance_touches_a_handful_of_rows_among_100k_entries() {
     bulk_payments(&app, 100_000).await;
     checkpoint_covering(&app, "clearing:bulk:SAR", 100_000).await;
     // Writes after the checkpoint are part of the balance too.
-    app.create_wallet("w2").await;
-    app.post("/v1/payments", &json!({"id": Uuid::new_v4(), "account": "w2", "amount": 7, "currency": "SAR", "provider": "bulk"}))
+    app.create_wallet("w6").await;
+    app.post("/v1/payments", &json!({"id": Uuid::new_v4(), "account": "w6", "amount": 7, "currency": "SAR", "provider": "bulk"}))
         .await;
 
     let mut conn = app.pool.acquire().await.unwrap();

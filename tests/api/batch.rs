@@ -285,13 +285,13 @@ async fn an_atomic_batch_with_one_bad_item_writes_nothing() {
 #[tokio::test]
 async fn an_atomic_batch_names_the_first_failing_item_in_request_order() {
     let app = TestApp::new().await;
-    for w in ["w1", "w2", "w3"] {
+    for w in ["w1", "w6", "w3"] {
         app.create_wallet(w).await;
     }
     app.fund("w1", 1_000).await;
     let stored = Uuid::new_v4();
     let single = app
-        .post("/v1/transactions", &tx(stored, "w1", "w2", 10))
+        .post("/v1/transactions", &tx(stored, "w1", "w6", 10))
         .await;
     assert_eq!(single.status, StatusCode::CREATED, "{}", single.text);
 
@@ -301,8 +301,8 @@ async fn an_atomic_batch_names_the_first_failing_item_in_request_order() {
         (
             "overdraft before an invalid item",
             vec![
-                tx(Uuid::new_v4(), "w2", "w3", 5_000),
-                tx(Uuid::new_v4(), "w1", "w2", 0),
+                tx(Uuid::new_v4(), "w6", "w3", 5_000),
+                tx(Uuid::new_v4(), "w1", "w6", 0),
             ],
             "insufficient_funds",
         ),
@@ -310,15 +310,15 @@ async fn an_atomic_batch_names_the_first_failing_item_in_request_order() {
             "unknown account before an invalid item",
             vec![
                 tx(Uuid::new_v4(), "w1", "nobody", 10),
-                json!({"entries": [{"account": "w1", "amount": -1}, {"account": "w2", "amount": 1}]}),
+                json!({"entries": [{"account": "w1", "amount": -1}, {"account": "w6", "amount": 1}]}),
             ],
             "unknown_account",
         ),
         (
             "overdraft before a stored id with another payload",
             vec![
-                tx(Uuid::new_v4(), "w2", "w3", 5_000),
-                tx(stored, "w1", "w2", 99),
+                tx(Uuid::new_v4(), "w6", "w3", 5_000),
+                tx(stored, "w1", "w6", 99),
             ],
             "insufficient_funds",
         ),
@@ -920,12 +920,12 @@ async fn an_independent_batch_item_reusing_the_id_of_an_unstored_item_is_decided
     // id with another (valid) payload. Two single calls in that order would answer
     // 422 unknown_account, then 201: nothing was stored to mismatch with.
     let app = TestApp::new().await;
-    for w in ["w1", "w2"] {
+    for w in ["w1", "w6"] {
         app.create_wallet(w).await;
     }
     app.fund("w1", 100).await;
     let id = Uuid::new_v4();
-    let items = [tx(id, "w1", "nobody", 10), tx(id, "w1", "w2", 10)];
+    let items = [tx(id, "w1", "nobody", 10), tx(id, "w1", "w6", 10)];
     let r = batch(&app, "independent", &items).await;
     assert_eq!(r.status, StatusCode::OK, "{}", r.text);
     assert_eq!(
@@ -944,14 +944,14 @@ async fn an_independent_batch_item_reusing_the_id_of_an_unstored_item_is_decided
 #[tokio::test]
 async fn a_batch_over_1000_items_or_empty_is_refused() {
     let app = TestApp::new().await;
-    for w in ["w1", "w2"] {
+    for w in ["w1", "w6"] {
         app.create_wallet(w).await;
     }
     app.fund("w1", 100_000).await;
     let counts = app.row_counts().await;
 
     let items: Vec<Value> = (0..1001)
-        .map(|_| tx(Uuid::new_v4(), "w1", "w2", 1))
+        .map(|_| tx(Uuid::new_v4(), "w1", "w6", 1))
         .collect();
     for mode in ["atomic", "independent"] {
         let r = batch(&app, mode, &items).await;
@@ -1034,7 +1034,7 @@ async fn a_mistyped_mode_or_item_status_is_a_validation_failure_not_malformed_js
     // `status` is a number (the item was already parsed as JSON, so it cannot be malformed),
     // in a batch and in its single call.
     let app = TestApp::new().await;
-    for w in ["w1", "w2"] {
+    for w in ["w1", "w6"] {
         app.create_wallet(w).await;
     }
     app.fund("w1", 100).await;
@@ -1050,12 +1050,12 @@ async fn a_mistyped_mode_or_item_status_is_a_validation_failure_not_malformed_js
             wrong.push(format!("{case}: {status} {body}"));
         }
     };
-    let some = [tx(Uuid::new_v4(), "w1", "w2", 1)];
+    let some = [tx(Uuid::new_v4(), "w1", "w6", 1)];
     for (case, mode) in [("mode null", json!(null)), ("mode a number", json!(7))] {
         let r = app.post(BATCH, &json!({"mode": mode, "items": some})).await;
         check(case, r.status.as_u16(), &r.body, "/mode");
     }
-    let mut item = tx(Uuid::new_v4(), "w1", "w2", 1);
+    let mut item = tx(Uuid::new_v4(), "w1", "w6", 1);
     item["status"] = json!(7);
     let single = app.post("/v1/transactions", &item).await;
     check(
@@ -1085,12 +1085,12 @@ async fn a_mistyped_mode_or_item_status_is_a_validation_failure_not_malformed_js
 #[tokio::test]
 async fn holds_in_a_batch_reserve_funds_for_later_items() {
     let app = TestApp::new().await;
-    for w in ["w1", "w2"] {
+    for w in ["w1", "w6"] {
         app.create_wallet(w).await;
     }
     app.fund("w1", 100).await;
     let hold = |id: Uuid| {
-        let mut item = tx(id, "w1", "w2", 80);
+        let mut item = tx(id, "w1", "w6", 80);
         item["status"] = json!("pending");
         item
     };
@@ -1098,7 +1098,7 @@ async fn holds_in_a_batch_reserve_funds_for_later_items() {
     // Atomic: the hold leaves 20 available, the transfer of 30 fails the whole batch.
     let ids = [Uuid::new_v4(), Uuid::new_v4()];
     let counts = app.row_counts().await;
-    let r = batch(&app, "atomic", &[hold(ids[0]), tx(ids[1], "w1", "w2", 30)]).await;
+    let r = batch(&app, "atomic", &[hold(ids[0]), tx(ids[1], "w1", "w6", 30)]).await;
     assert_eq!(r.status, StatusCode::UNPROCESSABLE_ENTITY, "{}", r.text);
     assert_eq!(r.code(), "batch_failed");
     assert_eq!(r.body["index"], 1, "{}", r.text);
@@ -1120,7 +1120,7 @@ async fn holds_in_a_batch_reserve_funds_for_later_items() {
     let r = batch(
         &app,
         "independent",
-        &[hold(ids[0]), tx(ids[1], "w1", "w2", 30)],
+        &[hold(ids[0]), tx(ids[1], "w1", "w6", 30)],
     )
     .await;
     assert_eq!(r.status, StatusCode::OK, "{}", r.text);
@@ -1148,13 +1148,13 @@ async fn holds_in_a_batch_reserve_funds_for_later_items() {
         "{}",
         w1.text
     );
-    let w2 = app.get("/v1/accounts/w2").await;
-    let b = &w2.body["balances"];
+    let w6 = app.get("/v1/accounts/w6").await;
+    let b = &w6.body["balances"];
     assert_eq!(
         (&b["posted"], &b["pending_in"], &b["available"]),
         (&json!(0), &json!(80), &json!(0)),
         "{}",
-        w2.text
+        w6.text
     );
     let g = app.get(&format!("/v1/transactions/{}", ids[0])).await;
     assert_eq!(g.body["status"], "pending", "{}", g.text);
@@ -1162,7 +1162,7 @@ async fn holds_in_a_batch_reserve_funds_for_later_items() {
     assert_eq!(g.body["status"], "rejected", "{}", g.text);
 
     // What is left available can still be spent.
-    let r = batch(&app, "independent", &[tx(Uuid::new_v4(), "w1", "w2", 20)]).await;
+    let r = batch(&app, "independent", &[tx(Uuid::new_v4(), "w1", "w6", 20)]).await;
     assert_eq!(r.body["results"][0]["status"], 201, "{}", r.text);
     let w1 = app.get("/v1/accounts/w1").await;
     assert_eq!(w1.body["balances"]["available"], 0, "{}", w1.text);
@@ -1173,11 +1173,11 @@ async fn holds_in_a_batch_reserve_funds_for_later_items() {
 async fn a_batch_item_with_a_repeated_key_is_refused_like_its_single_call() {
     let app = TestApp::new().await;
     app.create_wallet("w1").await;
-    app.create_wallet("w2").await;
+    app.create_wallet("w6").await;
     app.fund("w1", 100).await;
     let id = Uuid::new_v4();
     let item = format!(
-        r#"{{"id": "{id}", "entries": [{{"account": "w1", "amount": -10}}, {{"account": "w2", "amount": 10}}],
+        r#"{{"id": "{id}", "entries": [{{"account": "w1", "amount": -10}}, {{"account": "w6", "amount": 10}}],
             "metadata": {{}}, "metadata": {{"x": 1}}}}"#
     );
     let single = app
@@ -1201,6 +1201,6 @@ async fn a_batch_item_with_a_repeated_key_is_refused_like_its_single_call() {
     assert_eq!(r.status, StatusCode::OK, "{}", r.text);
     assert_eq!(r.body["results"][0]["status"], 422);
     assert_eq!(r.body["results"][0]["body"], single.body);
-    assert_eq!(app.posted_balance("w2").await, 0);
+    assert_eq!(app.posted_balance("w6").await, 0);
     app.finish().await;
 }

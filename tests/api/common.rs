@@ -91,9 +91,11 @@ impl TestApp {
         }
     }
 
-    /// Drops the test database (a failed test leaves its database for inspection; the next
-    /// run sweeps it).
+    /// Lets the backend check the finished database (tests/citus: that its accounts sit on
+    /// both workers), then drops it (a failed test leaves its database for inspection; the
+    /// next run sweeps it).
     pub async fn finish(self) {
+        crate::backend::finished(&self.pool).await;
         self.pool.close().await;
         crate::backend::drop_database(&self.database).await;
     }
@@ -322,17 +324,34 @@ impl Gate {
 }
 
 /// Sessions of the test's database waiting for a lock.
-/// On Citus the lock is taken on a worker, and the coordinator's session waits for that
-/// worker's answer instead: any active session of the database that waits on something.
+/// On Citus a distributed table's row is locked on the worker that holds its shard, where the
+/// coordinator's session has its own backend: those backends' lock waits count too (the
+/// coordinator's session meanwhile only waits for the worker's answer, which any remote
+/// statement does, so that is no sign of a lock).
 pub async fn lock_waiters(app: &TestApp) -> i64 {
-    sqlx::query_scalar(
+    let citus: bool =
+        sqlx::query_scalar("select exists (select 1 from pg_extension where extname = 'citus')")
+            .fetch_one(&app.pool)
+            .await
+            .unwrap();
+    let here: i64 = sqlx::query_scalar(
         "select count(*) from pg_stat_activity
-         where datname = current_database() and pid <> pg_backend_pid()
-           and (wait_event_type = 'Lock'
-                or (exists (select 1 from pg_extension where extname = 'citus')
-                    and state = 'active' and wait_event_type is not null))",
+         where datname = current_database() and wait_event_type = 'Lock'",
     )
     .fetch_one(&app.pool)
     .await
-    .unwrap()
+    .unwrap();
+    if !citus {
+        return here;
+    }
+    let on_workers: i64 = sqlx::query_scalar(
+        "select coalesce(sum(result::bigint), 0)::bigint from run_command_on_workers(
+             $$select count(*) from pg_stat_activity
+               where datname = current_database() and wait_event_type = 'Lock'$$)
+         where success",
+    )
+    .fetch_one(&app.pool)
+    .await
+    .unwrap();
+    here + on_workers
 }

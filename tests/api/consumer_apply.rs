@@ -575,47 +575,47 @@ async fn every_cell_of_the_event_state_table_in_one_batch() {
 #[tokio::test]
 async fn conflicting_state_dead_letters_say_which_event_met_which_state() {
     let app = TestApp::new().await;
-    app.create_wallet("w1").await;
+    app.create_wallet("w6").await;
     let (posted, voided) = (Uuid::new_v4(), Uuid::new_v4());
     apply(
         &app,
         &[
-            &Event::new(SUCCEEDED, posted, "w1", AMOUNT),
-            &Event::new(FAILED, voided, "w1", AMOUNT),
+            &Event::new(SUCCEEDED, posted, "w6", AMOUNT),
+            &Event::new(FAILED, voided, "w6", AMOUNT),
         ],
     )
     .await;
-    let outcome = apply_one(&app, &Event::new(FAILED, posted, "w1", AMOUNT)).await;
+    let outcome = apply_one(&app, &Event::new(FAILED, posted, "w6", AMOUNT)).await;
     let fields = assert_dead(
         &outcome,
         Reason::ConflictingState,
         "payment.failed cannot apply to a payment that is posted",
     );
     assert!(fields.is_empty(), "{fields:?}");
-    let outcome = apply_one(&app, &Event::new(SUCCEEDED, voided, "w1", AMOUNT)).await;
+    let outcome = apply_one(&app, &Event::new(SUCCEEDED, voided, "w6", AMOUNT)).await;
     assert_dead(
         &outcome,
         Reason::ConflictingState,
         "payment.succeeded cannot apply to a payment that is voided",
     );
-    assert_eq!(balances(&app, "w1").await, credited(AMOUNT, 0));
+    assert_eq!(balances(&app, "w6").await, credited(AMOUNT, 0));
     app.finish().await;
 }
 
 #[tokio::test]
 async fn a_partial_capture_posts_less_and_releases_the_rest() {
     let app = TestApp::new().await;
-    app.create_wallet("w1").await;
+    app.create_wallet("w6").await;
     let payment = Uuid::new_v4();
-    let authorized = Event::new(AUTHORIZED, payment, "w1", AMOUNT);
+    let authorized = Event::new(AUTHORIZED, payment, "w6", AMOUNT);
     assert_eq!(
         apply_one(&app, &authorized).await,
         Outcome::Applied(Effect::Held)
     );
-    assert_eq!(balances(&app, "w1").await, credited(0, AMOUNT));
+    assert_eq!(balances(&app, "w6").await, credited(0, AMOUNT));
 
     // More than was authorized can never be captured.
-    let too_much = Event::new(CAPTURED, payment, "w1", 6_000);
+    let too_much = Event::new(CAPTURED, payment, "w6", 6_000);
     let fields = assert_dead(
         &apply_one(&app, &too_much).await,
         Reason::IdempotencyMismatch,
@@ -623,9 +623,9 @@ async fn a_partial_capture_posts_less_and_releases_the_rest() {
     );
     assert_eq!(fields, ["amount"]);
     assert_eq!(status_of(&app, payment).await.as_deref(), Some("pending"));
-    assert_eq!(balances(&app, "w1").await, credited(0, AMOUNT));
+    assert_eq!(balances(&app, "w6").await, credited(0, AMOUNT));
 
-    let captured = Event::new(CAPTURED, payment, "w1", 3_000);
+    let captured = Event::new(CAPTURED, payment, "w6", 3_000);
     assert_eq!(
         apply_one(&app, &captured).await,
         Outcome::Applied(Effect::Captured)
@@ -634,23 +634,23 @@ async fn a_partial_capture_posts_less_and_releases_the_rest() {
     assert_eq!(t["status"], "posted");
     assert_eq!(t["captured_amount"], 3_000);
     assert_eq!(t["captured_amount_decimal"], "30.00");
-    assert_eq!(balances(&app, "w1").await, credited(3_000, 0));
+    assert_eq!(balances(&app, "w6").await, credited(3_000, 0));
     assert_eq!(balances(&app, "clearing:default:SAR").await.posted, -3_000);
 
     // The same capture resent, the late `succeeded` of the authorized amount: no-ops.
     assert_eq!(apply_one(&app, &captured).await, Outcome::Duplicate);
     assert_eq!(
-        apply_one(&app, &Event::new(SUCCEEDED, payment, "w1", AMOUNT)).await,
+        apply_one(&app, &Event::new(SUCCEEDED, payment, "w6", AMOUNT)).await,
         Outcome::Duplicate
     );
     // A capture of another amount after the fact cannot be what was captured.
     let fields = assert_dead(
-        &apply_one(&app, &Event::new(CAPTURED, payment, "w1", 4_000)).await,
+        &apply_one(&app, &Event::new(CAPTURED, payment, "w6", 4_000)).await,
         Reason::IdempotencyMismatch,
         "amount: payment has 30.00, event has 40.00",
     );
     assert_eq!(fields, ["amount"]);
-    assert_eq!(balances(&app, "w1").await, credited(3_000, 0));
+    assert_eq!(balances(&app, "w6").await, credited(3_000, 0));
     assert_ledger_consistent(&app).await;
     app.finish().await;
 }
@@ -860,7 +860,7 @@ async fn events_out_of_order_end_in_the_right_state_across_batches_and_within_on
 async fn a_refund_before_its_payment_is_retried_then_applies() {
     let app = TestApp::new().await;
     for one_batch in [false, true] {
-        let wallet = format!("w-{one_batch}");
+        let wallet = format!("x-{one_batch}");
         app.create_wallet(&wallet).await;
         let payment = Uuid::new_v4();
         let refund_id = Uuid::new_v4();
@@ -900,11 +900,11 @@ async fn a_refund_before_its_payment_is_retried_then_applies() {
 #[tokio::test]
 async fn a_refund_of_an_uncaptured_payment_waits_for_the_capture() {
     let app = TestApp::new().await;
-    app.create_wallet("w1").await;
+    app.create_wallet("w6").await;
     let payment = Uuid::new_v4();
     let refund_id = Uuid::new_v4();
-    let refund = Event::refund(payment, refund_id, "w1", 1_000);
-    apply_one(&app, &Event::new(AUTHORIZED, payment, "w1", AMOUNT)).await;
+    let refund = Event::refund(payment, refund_id, "w6", 1_000);
+    apply_one(&app, &Event::new(AUTHORIZED, payment, "w6", AMOUNT)).await;
     assert_retry(
         &apply_one(&app, &refund).await,
         Reason::UnknownPayment,
@@ -912,14 +912,14 @@ async fn a_refund_of_an_uncaptured_payment_waits_for_the_capture() {
     );
     assert_eq!(transaction(&app, refund_id).await, None);
     assert_eq!(
-        apply_one(&app, &Event::new(CAPTURED, payment, "w1", 4_000)).await,
+        apply_one(&app, &Event::new(CAPTURED, payment, "w6", 4_000)).await,
         Outcome::Applied(Effect::Captured)
     );
     assert_eq!(
         apply_one(&app, &refund).await,
         Outcome::Applied(Effect::Refunded { negative: false })
     );
-    assert_eq!(balances(&app, "w1").await, credited(3_000, 0));
+    assert_eq!(balances(&app, "w6").await, credited(3_000, 0));
     app.finish().await;
 }
 
@@ -988,10 +988,10 @@ async fn one_batch_mixing_payments_applies_each_payments_events_in_order() {
 #[tokio::test]
 async fn the_same_event_twice_applies_once() {
     let app = TestApp::new().await;
-    app.create_wallet("w1").await;
+    app.create_wallet("w6").await;
     let payment = Uuid::new_v4();
-    let paid = Event::new(SUCCEEDED, payment, "w1", AMOUNT);
-    let held = Event::new(AUTHORIZED, Uuid::new_v4(), "w1", 700);
+    let paid = Event::new(SUCCEEDED, payment, "w6", AMOUNT);
+    let held = Event::new(AUTHORIZED, Uuid::new_v4(), "w6", 700);
     let refund_id = Uuid::new_v4();
 
     // Twice in one batch.
@@ -1004,17 +1004,17 @@ async fn the_same_event_twice_applies_once() {
             Outcome::Duplicate,
         ]
     );
-    assert_eq!(balances(&app, "w1").await, credited(AMOUNT, 700));
+    assert_eq!(balances(&app, "w6").await, credited(AMOUNT, 700));
 
     // Again in a later batch.
     assert_eq!(
         apply(&app, &[&held, &paid]).await,
         [Outcome::Duplicate, Outcome::Duplicate]
     );
-    assert_eq!(balances(&app, "w1").await, credited(AMOUNT, 700));
+    assert_eq!(balances(&app, "w6").await, credited(AMOUNT, 700));
 
     // A refund twice in one batch, then again later.
-    let refund = Event::refund(payment, refund_id, "w1", 1_500);
+    let refund = Event::refund(payment, refund_id, "w6", 1_500);
     assert_eq!(
         apply(&app, &[&refund, &refund]).await,
         [
@@ -1023,7 +1023,7 @@ async fn the_same_event_twice_applies_once() {
         ]
     );
     assert_eq!(apply_one(&app, &refund).await, Outcome::Duplicate);
-    assert_eq!(balances(&app, "w1").await, credited(AMOUNT - 1_500, 700));
+    assert_eq!(balances(&app, "w6").await, credited(AMOUNT - 1_500, 700));
     assert_eq!(app.entries_of(refund_id).await, 2);
     assert_ledger_consistent(&app).await;
     app.finish().await;
@@ -1032,10 +1032,10 @@ async fn the_same_event_twice_applies_once() {
 #[tokio::test]
 async fn a_resend_with_other_values_is_dead_lettered_with_the_differing_fields() {
     let app = TestApp::new().await;
-    app.create_wallet("w1").await;
+    app.create_wallet("w6").await;
     app.create_wallet("w2").await;
     let payment = Uuid::new_v4();
-    let original = Event::new(SUCCEEDED, payment, "w1", AMOUNT);
+    let original = Event::new(SUCCEEDED, payment, "w6", AMOUNT);
     assert_eq!(
         apply_one(&app, &original).await,
         Outcome::Applied(Effect::Posted)
@@ -1050,7 +1050,7 @@ async fn a_resend_with_other_values_is_dead_lettered_with_the_differing_fields()
         (
             original.clone().set("wallet", "w2"),
             &["wallet"],
-            "wallet: payment has w1, event has w2",
+            "wallet: payment has w6, event has w2",
         ),
         (
             original.clone().set("currency", "USD"),
@@ -1064,7 +1064,7 @@ async fn a_resend_with_other_values_is_dead_lettered_with_the_differing_fields()
                 .set("wallet", "w2")
                 .set("currency", "USD"),
             &["wallet", "currency", "amount"],
-            "wallet: payment has w1, event has w2; currency: payment has SAR, event has USD; \
+            "wallet: payment has w6, event has w2; currency: payment has SAR, event has USD; \
              amount: payment has 50.00, event has 40.00",
         ),
     ];
@@ -1086,7 +1086,7 @@ async fn a_resend_with_other_values_is_dead_lettered_with_the_differing_fields()
     );
     // Within one batch: the first one applies, the differing one is dead-lettered.
     let other = Uuid::new_v4();
-    let first = Event::new(SUCCEEDED, other, "w1", 1_000);
+    let first = Event::new(SUCCEEDED, other, "w6", 1_000);
     let outcomes = apply(&app, &[&first, &first.clone().set("amount", "999")]).await;
     assert_eq!(outcomes[0], Outcome::Applied(Effect::Posted));
     let fields = assert_dead(
@@ -1097,7 +1097,7 @@ async fn a_resend_with_other_values_is_dead_lettered_with_the_differing_fields()
     assert_eq!(fields, ["amount"]);
     // A refund resent with another amount under the same refund id.
     let refund_id = Uuid::new_v4();
-    let refund = Event::refund(payment, refund_id, "w1", 1_000);
+    let refund = Event::refund(payment, refund_id, "w6", 1_000);
     assert_eq!(
         apply_one(&app, &refund).await,
         Outcome::Applied(Effect::Refunded { negative: false })
@@ -1111,7 +1111,7 @@ async fn a_resend_with_other_values_is_dead_lettered_with_the_differing_fields()
 
     // Nothing of the mismatches moved money.
     assert_eq!(
-        balances(&app, "w1").await,
+        balances(&app, "w6").await,
         credited(AMOUNT + 1_000 - 1_000, 0)
     );
     assert_eq!(balances(&app, "w2").await, credited(0, 0));
@@ -1126,7 +1126,7 @@ async fn a_resend_with_other_values_is_dead_lettered_with_the_differing_fields()
 async fn the_stream_meets_what_the_api_created_under_the_same_id() {
     let app = TestApp::new().await;
     app.create_wallet("w1").await;
-    app.create_wallet("w2").await;
+    app.create_wallet("w6").await;
     let paid = Uuid::new_v4();
     let r = app
         .post(
@@ -1148,12 +1148,12 @@ async fn the_stream_meets_what_the_api_created_under_the_same_id() {
         }
     );
     let transfer = Uuid::new_v4();
-    let r = app.transfer(transfer, "w1", "w2", 1_000).await;
+    let r = app.transfer(transfer, "w1", "w6", 1_000).await;
     assert_eq!(r.status, StatusCode::CREATED, "{}", r.text);
-    let outcome = apply_one(&app, &Event::new(SUCCEEDED, transfer, "w2", 1_000)).await;
+    let outcome = apply_one(&app, &Event::new(SUCCEEDED, transfer, "w6", 1_000)).await;
     assert_dead(&outcome, Reason::ConflictingState, "not a payment");
     assert_eq!(balances(&app, "w1").await, credited(4_000, 0));
-    assert_eq!(balances(&app, "w2").await, credited(1_000, 0));
+    assert_eq!(balances(&app, "w6").await, credited(1_000, 0));
     app.finish().await;
 }
 
@@ -1163,8 +1163,8 @@ async fn the_stream_meets_what_the_api_created_under_the_same_id() {
 #[tokio::test]
 async fn malformed_events_are_dead_lettered_naming_the_field_and_do_not_stop_the_batch() {
     let app = TestApp::new().await;
-    app.create_wallet("w1").await;
-    let good = || Event::new(SUCCEEDED, Uuid::new_v4(), "w1", 1_000);
+    app.create_wallet("w6").await;
+    let good = || Event::new(SUCCEEDED, Uuid::new_v4(), "w6", 1_000);
     let bad: Vec<(Event, &str)> = vec![
         (good().without("event_id"), "event_id"),
         (good().set("event_id", "not-a-uuid"), "event_id"),
@@ -1210,7 +1210,7 @@ async fn malformed_events_are_dead_lettered_naming_the_field_and_do_not_stop_the
     for outcome in &outcomes[1..outcomes.len() - 1] {
         assert_outcome(outcome, Expect::Dead(Reason::MalformedEvent));
     }
-    assert_eq!(balances(&app, "w1").await, credited(2_000, 0));
+    assert_eq!(balances(&app, "w6").await, credited(2_000, 0));
     let after = app.row_counts().await;
     assert_eq!(after.1, before.1 + 2, "two payments stored");
 
@@ -1220,7 +1220,7 @@ async fn malformed_events_are_dead_lettered_naming_the_field_and_do_not_stop_the
         apply_one(&app, &odd).await,
         Outcome::Applied(Effect::Posted)
     );
-    assert_eq!(balances(&app, "w1").await, credited(3_000, 0));
+    assert_eq!(balances(&app, "w6").await, credited(3_000, 0));
     app.finish().await;
 }
 
@@ -1254,18 +1254,18 @@ async fn an_unknown_wallet_is_retried_with_nothing_written_until_it_exists() {
     let app = TestApp::new().await;
     app.create_wallet("w1").await;
     let payment = Uuid::new_v4();
-    let to_missing = Event::new(SUCCEEDED, payment, "w-later", AMOUNT);
+    let to_missing = Event::new(SUCCEEDED, payment, "w-new", AMOUNT);
     let to_known = Event::new(SUCCEEDED, Uuid::new_v4(), "w1", 1_000);
 
     let before = app.row_counts().await;
     let outcome = apply_one(&app, &to_missing).await;
-    assert_retry(&outcome, Reason::UnknownAccount, "w-later");
+    assert_retry(&outcome, Reason::UnknownAccount, "w-new");
     assert_eq!(app.row_counts().await, before, "nothing written");
     assert_eq!(transaction(&app, payment).await, None);
 
     // In a batch with a known wallet: only the unknown one waits.
     let outcomes = apply(&app, &[&to_missing, &to_known]).await;
-    assert_retry(&outcomes[0], Reason::UnknownAccount, "w-later");
+    assert_retry(&outcomes[0], Reason::UnknownAccount, "w-new");
     assert_eq!(outcomes[1], Outcome::Applied(Effect::Posted));
     assert_eq!(balances(&app, "w1").await, credited(1_000, 0));
     assert_eq!(transaction(&app, payment).await, None);
@@ -1273,18 +1273,18 @@ async fn an_unknown_wallet_is_retried_with_nothing_written_until_it_exists() {
     // Authorized and failed events of an unknown wallet wait too.
     for kind in [AUTHORIZED, FAILED] {
         let before = app.row_counts().await;
-        let outcome = apply_one(&app, &Event::new(kind, Uuid::new_v4(), "w-later", AMOUNT)).await;
-        assert_retry(&outcome, Reason::UnknownAccount, "w-later");
+        let outcome = apply_one(&app, &Event::new(kind, Uuid::new_v4(), "w-new", AMOUNT)).await;
+        assert_retry(&outcome, Reason::UnknownAccount, "w-new");
         assert_eq!(app.row_counts().await, before, "{kind}: nothing written");
     }
 
     // Once the wallet exists, the same message applies.
-    app.create_wallet("w-later").await;
+    app.create_wallet("w-new").await;
     assert_eq!(
         apply_one(&app, &to_missing).await,
         Outcome::Applied(Effect::Posted)
     );
-    assert_eq!(balances(&app, "w-later").await, credited(AMOUNT, 0));
+    assert_eq!(balances(&app, "w-new").await, credited(AMOUNT, 0));
     app.finish().await;
 }
 
@@ -1310,11 +1310,11 @@ async fn a_refund_of_an_unknown_payment_is_retried_with_nothing_written() {
 async fn a_refund_that_overdraws_the_wallet_is_applied_and_says_so() {
     let app = TestApp::new().await;
     app.create_wallet("w1").await;
-    app.create_wallet("w2").await;
+    app.create_wallet("w6").await;
     let payment = Uuid::new_v4();
     apply_one(&app, &Event::new(SUCCEEDED, payment, "w1", AMOUNT)).await;
     // The wallet spends most of it meanwhile.
-    let r = app.transfer(Uuid::new_v4(), "w1", "w2", 4_000).await;
+    let r = app.transfer(Uuid::new_v4(), "w1", "w6", 4_000).await;
     assert_eq!(r.status, StatusCode::CREATED, "{}", r.text);
     assert_eq!(balances(&app, "w1").await, credited(1_000, 0));
 
@@ -1349,34 +1349,34 @@ async fn a_refund_that_overdraws_the_wallet_is_applied_and_says_so() {
 #[tokio::test]
 async fn a_refund_of_a_frozen_wallet_is_applied() {
     let app = TestApp::new().await;
-    app.create_wallet("w1").await;
+    app.create_wallet("w6").await;
     app.create_wallet("w2").await;
     let payment = Uuid::new_v4();
-    apply_one(&app, &Event::new(SUCCEEDED, payment, "w1", AMOUNT)).await;
-    freeze(&app, "w1").await;
+    apply_one(&app, &Event::new(SUCCEEDED, payment, "w6", AMOUNT)).await;
+    freeze(&app, "w6").await;
     // The API refuses to debit a frozen wallet...
-    let r = app.transfer(Uuid::new_v4(), "w1", "w2", 100).await;
+    let r = app.transfer(Uuid::new_v4(), "w6", "w2", 100).await;
     assert_eq!(r.code(), "account_frozen", "{}", r.text);
     // ...but the provider already paid the refund out.
     let refund_id = Uuid::new_v4();
     assert_eq!(
-        apply_one(&app, &Event::refund(payment, refund_id, "w1", 2_000)).await,
+        apply_one(&app, &Event::refund(payment, refund_id, "w6", 2_000)).await,
         Outcome::Applied(Effect::Refunded { negative: false })
     );
     assert_eq!(status_of(&app, refund_id).await.as_deref(), Some("posted"));
-    assert_eq!(balances(&app, "w1").await, credited(3_000, 0));
+    assert_eq!(balances(&app, "w6").await, credited(3_000, 0));
     // A frozen wallet may still receive a payment (freezing stops debits only).
     assert_eq!(
-        apply_one(&app, &Event::new(SUCCEEDED, Uuid::new_v4(), "w1", 500)).await,
+        apply_one(&app, &Event::new(SUCCEEDED, Uuid::new_v4(), "w6", 500)).await,
         Outcome::Applied(Effect::Posted)
     );
-    assert_eq!(balances(&app, "w1").await, credited(3_500, 0));
+    assert_eq!(balances(&app, "w6").await, credited(3_500, 0));
     // The rest of the payment, refunded while still frozen.
     assert_eq!(
-        apply_one(&app, &Event::refund(payment, Uuid::new_v4(), "w1", 3_000)).await,
+        apply_one(&app, &Event::refund(payment, Uuid::new_v4(), "w6", 3_000)).await,
         Outcome::Applied(Effect::Refunded { negative: false })
     );
-    assert_eq!(balances(&app, "w1").await, credited(500, 0));
+    assert_eq!(balances(&app, "w6").await, credited(500, 0));
     assert_ledger_consistent(&app).await;
     app.finish().await;
 }
@@ -1384,26 +1384,26 @@ async fn a_refund_of_a_frozen_wallet_is_applied() {
 #[tokio::test]
 async fn refunds_beyond_the_payment_are_refused() {
     let app = TestApp::new().await;
-    app.create_wallet("w1").await;
+    app.create_wallet("w6").await;
     let payment = Uuid::new_v4();
-    apply_one(&app, &Event::new(SUCCEEDED, payment, "w1", AMOUNT)).await;
+    apply_one(&app, &Event::new(SUCCEEDED, payment, "w6", AMOUNT)).await;
 
     // One refund larger than the payment: dead-lettered, nothing stored.
     let too_big = Uuid::new_v4();
-    let outcome = apply_one(&app, &Event::refund(payment, too_big, "w1", 6_000)).await;
+    let outcome = apply_one(&app, &Event::refund(payment, too_big, "w6", 6_000)).await;
     assert_dead(&outcome, Reason::ConflictingState, "exceeds the original");
     assert_eq!(transaction(&app, too_big).await, None);
-    assert_eq!(balances(&app, "w1").await, credited(AMOUNT, 0));
+    assert_eq!(balances(&app, "w6").await, credited(AMOUNT, 0));
 
     // Refunds adding up past the payment: the one that would exceed it is the provider
     // disagreeing with the ledger, dead-lettered (visible to an operator) with nothing stored,
     // so a replay after the disagreement is settled can still apply.
     let (r1, r2, r3) = (Uuid::new_v4(), Uuid::new_v4(), Uuid::new_v4());
     assert_eq!(
-        apply_one(&app, &Event::refund(payment, r1, "w1", 3_000)).await,
+        apply_one(&app, &Event::refund(payment, r1, "w6", 3_000)).await,
         Outcome::Applied(Effect::Refunded { negative: false })
     );
-    let second = Event::refund(payment, r2, "w1", 3_000);
+    let second = Event::refund(payment, r2, "w6", 3_000);
     assert_dead(
         &apply_one(&app, &second).await,
         Reason::ConflictingState,
@@ -1412,39 +1412,39 @@ async fn refunds_beyond_the_payment_are_refused() {
     assert_eq!(transaction(&app, r2).await, None);
     // A resend of the refund that applied is still a duplicate.
     assert_eq!(
-        apply_one(&app, &Event::refund(payment, r1, "w1", 3_000)).await,
+        apply_one(&app, &Event::refund(payment, r1, "w6", 3_000)).await,
         Outcome::Duplicate
     );
     // What is left can still be refunded.
     assert_eq!(
-        apply_one(&app, &Event::refund(payment, r3, "w1", 2_000)).await,
+        apply_one(&app, &Event::refund(payment, r3, "w6", 2_000)).await,
         Outcome::Applied(Effect::Refunded { negative: false })
     );
-    assert_eq!(balances(&app, "w1").await, credited(0, 0));
+    assert_eq!(balances(&app, "w6").await, credited(0, 0));
 
     // A partly captured payment can be refunded only up to what was captured.
     let held = Uuid::new_v4();
     apply(
         &app,
         &[
-            &Event::new(AUTHORIZED, held, "w1", AMOUNT),
-            &Event::new(CAPTURED, held, "w1", 2_000),
+            &Event::new(AUTHORIZED, held, "w6", AMOUNT),
+            &Event::new(CAPTURED, held, "w6", 2_000),
         ],
     )
     .await;
-    assert_eq!(balances(&app, "w1").await, credited(2_000, 0));
+    assert_eq!(balances(&app, "w6").await, credited(2_000, 0));
     let over = Uuid::new_v4();
     assert_dead(
-        &apply_one(&app, &Event::refund(held, over, "w1", 2_500)).await,
+        &apply_one(&app, &Event::refund(held, over, "w6", 2_500)).await,
         Reason::ConflictingState,
         "exceeds the original",
     );
     assert_eq!(transaction(&app, over).await, None);
     assert_eq!(
-        apply_one(&app, &Event::refund(held, Uuid::new_v4(), "w1", 2_000)).await,
+        apply_one(&app, &Event::refund(held, Uuid::new_v4(), "w6", 2_000)).await,
         Outcome::Applied(Effect::Refunded { negative: false })
     );
-    assert_eq!(balances(&app, "w1").await, credited(0, 0));
+    assert_eq!(balances(&app, "w6").await, credited(0, 0));
     assert_ledger_consistent(&app).await;
     app.finish().await;
 }
@@ -1455,14 +1455,14 @@ async fn refunds_beyond_the_payment_are_refused() {
 #[tokio::test]
 async fn the_seed_articles_producer_format_credits_the_wallet_through_the_default_provider() {
     let app = TestApp::new().await;
-    app.create_wallet("w1").await;
+    app.create_wallet("w6").await;
     // The lab: 5 payments of 50.00, payment 2 sent twice.
     let ids: Vec<Uuid> = (0..5).map(|_| Uuid::new_v4()).collect();
     let seed = |n: usize| {
         Event::raw(&[
             ("n", &(n + 1).to_string()),
             ("event_id", &ids[n].to_string()),
-            ("wallet", "w1"),
+            ("wallet", "w6"),
             ("amount", "5000"),
         ])
     };
@@ -1479,7 +1479,7 @@ async fn the_seed_articles_producer_format_credits_the_wallet_through_the_defaul
             Outcome::Applied(Effect::Posted),
         ]
     );
-    let account = app.get("/v1/accounts/w1").await;
+    let account = app.get("/v1/accounts/w6").await;
     assert_eq!(
         account.body["balances"]["posted"], 25_000,
         "{}",
@@ -1508,7 +1508,7 @@ async fn the_seed_articles_producer_format_credits_the_wallet_through_the_defaul
         legs,
         [
             ("clearing:default:SAR".to_owned(), -5_000),
-            ("w1".to_owned(), 5_000)
+            ("w6".to_owned(), 5_000)
         ]
     );
     let clearing = app.get("/v1/accounts/clearing:default:SAR").await;
@@ -1517,7 +1517,7 @@ async fn the_seed_articles_producer_format_credits_the_wallet_through_the_defaul
     // The whole lab redelivered: all duplicates.
     let again = apply(&app, &events.iter().collect::<Vec<_>>()).await;
     assert!(again.iter().all(|o| *o == Outcome::Duplicate), "{again:?}");
-    assert_eq!(balances(&app, "w1").await, credited(25_000, 0));
+    assert_eq!(balances(&app, "w6").await, credited(25_000, 0));
     app.finish().await;
 }
 
@@ -1906,10 +1906,10 @@ async fn two_workers_that_both_found_a_payment_absent_still_follow_the_table() {
 async fn a_refund_to_a_closed_wallet_is_dead_lettered_with_nothing_stored() {
     let app = TestApp::new().await;
     app.create_wallet("w1").await;
-    app.create_wallet("w2").await;
+    app.create_wallet("w6").await;
     let payment = Uuid::new_v4();
     apply_one(&app, &Event::new(SUCCEEDED, payment, "w1", AMOUNT)).await;
-    let r = app.transfer(Uuid::new_v4(), "w1", "w2", AMOUNT).await;
+    let r = app.transfer(Uuid::new_v4(), "w1", "w6", AMOUNT).await;
     assert_eq!(r.status, StatusCode::CREATED, "{}", r.text);
     close(&app, "w1").await;
     let clearing_before = balances(&app, "clearing:default:SAR").await;
@@ -1934,8 +1934,8 @@ async fn a_refund_to_a_closed_wallet_is_dead_lettered_with_nothing_stored() {
 #[tokio::test]
 async fn a_clearing_account_named_as_the_wallet_is_malformed_with_that_cause() {
     let app = TestApp::new().await;
-    app.create_wallet("w1").await;
-    apply_one(&app, &Event::new(SUCCEEDED, Uuid::new_v4(), "w1", AMOUNT)).await;
+    app.create_wallet("w6").await;
+    apply_one(&app, &Event::new(SUCCEEDED, Uuid::new_v4(), "w6", AMOUNT)).await;
     let clearing = "clearing:default:SAR";
     let payment = Uuid::new_v4();
     let outcome = apply_one(&app, &Event::new(SUCCEEDED, payment, clearing, AMOUNT)).await;

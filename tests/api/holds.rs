@@ -59,25 +59,25 @@ async fn let_expire(app: &TestApp, id: Uuid) {
 async fn a_hold_reserves_funds_and_a_capture_posts_them_once() {
     let app = TestApp::new().await;
     app.create_wallet("w1").await;
-    app.create_wallet("w2").await;
+    app.create_wallet("w6").await;
     app.fund("w1", 1_000).await;
 
-    let id = hold(&app, "w1", "w2", 600).await;
+    let id = hold(&app, "w1", "w6", 600).await;
     let b = balances(&app, "w1").await;
     assert_eq!(
         (&b["posted"], &b["pending_out"], &b["available"]),
         (&json!(1_000), &json!(600), &json!(400))
     );
-    assert_eq!(balances(&app, "w2").await["pending_in"], 600);
+    assert_eq!(balances(&app, "w6").await["pending_in"], 600);
     let listed = app.get("/v1/accounts/w1/holds").await;
     assert_eq!(listed.body["data"][0]["id"], id.to_string());
     assert_eq!(listed.body["balances"]["available"], 400);
 
     // Holds and transfers together never overdraw: 400 is left, 401 is not.
-    let over = app.transfer(Uuid::new_v4(), "w1", "w2", 401).await;
+    let over = app.transfer(Uuid::new_v4(), "w1", "w6", 401).await;
     assert_eq!(over.code(), "insufficient_funds");
     let second_hold = app
-        .post("/v1/transfers", &json!({"id": Uuid::new_v4(), "from": "w1", "to": "w2", "amount": 401, "status": "pending"}))
+        .post("/v1/transfers", &json!({"id": Uuid::new_v4(), "from": "w1", "to": "w6", "amount": 401, "status": "pending"}))
         .await;
     assert_eq!(
         second_hold.code(),
@@ -85,7 +85,7 @@ async fn a_hold_reserves_funds_and_a_capture_posts_them_once() {
         "a hold checks available too"
     );
     assert_eq!(
-        app.transfer(Uuid::new_v4(), "w1", "w2", 400).await.status,
+        app.transfer(Uuid::new_v4(), "w1", "w6", 400).await.status,
         StatusCode::CREATED
     );
 
@@ -103,7 +103,7 @@ async fn a_hold_reserves_funds_and_a_capture_posts_them_once() {
         (&b["posted"], &b["pending_out"], &b["available"]),
         (&json!(0), &json!(0), &json!(0))
     );
-    assert_eq!(app.posted_balance("w2").await, 1_000);
+    assert_eq!(app.posted_balance("w6").await, 1_000);
     assert!(
         app.get("/v1/accounts/w1/holds").await.body["data"]
             .as_array()
@@ -136,9 +136,9 @@ async fn a_hold_reserves_funds_and_a_capture_posts_them_once() {
 async fn a_partial_capture_posts_part_and_releases_the_rest() {
     let app = TestApp::new().await;
     app.create_wallet("w1").await;
-    app.create_wallet("w2").await;
+    app.create_wallet("w6").await;
     app.fund("w1", 1_000).await;
-    let id = hold(&app, "w1", "w2", 600).await;
+    let id = hold(&app, "w1", "w6", 600).await;
 
     let over = post_hold(&app, id, json!({"amount": 601})).await;
     assert_eq!(
@@ -159,14 +159,14 @@ async fn a_partial_capture_posts_part_and_releases_the_rest() {
         (&b["posted"], &b["pending_out"], &b["available"]),
         (&json!(750), &json!(0), &json!(750))
     );
-    assert_eq!(app.posted_balance("w2").await, 250);
+    assert_eq!(app.posted_balance("w6").await, 250);
 
     // A multi-leg hold is captured whole.
     app.create_wallet("w3").await;
     let multi = Uuid::new_v4();
     let r = app
         .post("/v1/transactions", &json!({"id": multi, "status": "pending", "entries": [
-            {"account": "w1", "amount": -300}, {"account": "w2", "amount": 100}, {"account": "w3", "amount": 200}]}))
+            {"account": "w1", "amount": -300}, {"account": "w6", "amount": 100}, {"account": "w3", "amount": 200}]}))
         .await;
     assert_eq!(r.status, StatusCode::CREATED, "{}", r.text);
     let partial = post_hold(&app, multi, json!({"amount": 100})).await;
@@ -189,9 +189,9 @@ async fn a_partial_capture_posts_part_and_releases_the_rest() {
 async fn void_releases_and_nothing_leaves_a_terminal_state() {
     let app = TestApp::new().await;
     app.create_wallet("w1").await;
-    app.create_wallet("w2").await;
+    app.create_wallet("w6").await;
     app.fund("w1", 1_000).await;
-    let id = hold(&app, "w1", "w2", 600).await;
+    let id = hold(&app, "w1", "w6", 600).await;
 
     let voided = void_hold(&app, id).await;
     assert_eq!(
@@ -213,7 +213,7 @@ async fn void_releases_and_nothing_leaves_a_terminal_state() {
 
     // A transaction that was never a hold, a refused one, an unknown one.
     let plain = Uuid::new_v4();
-    app.transfer(plain, "w1", "w2", 1).await;
+    app.transfer(plain, "w1", "w6", 1).await;
     let r = post_hold(&app, plain, json!({})).await;
     assert_eq!(
         (r.status, &r.body["current_status"]),
@@ -221,7 +221,7 @@ async fn void_releases_and_nothing_leaves_a_terminal_state() {
     );
     assert_eq!(void_hold(&app, plain).await.status, StatusCode::CONFLICT);
     let refused = Uuid::new_v4();
-    app.transfer(refused, "w2", "w1", 1_000_000).await;
+    app.transfer(refused, "w6", "w1", 1_000_000).await;
     assert_eq!(
         void_hold(&app, refused).await.body["current_status"],
         "rejected"
@@ -237,9 +237,9 @@ async fn void_releases_and_nothing_leaves_a_terminal_state() {
 async fn a_capture_after_expiry_is_refused_even_before_the_sweeper_runs() {
     let app = TestApp::new().await;
     app.create_wallet("w1").await;
-    app.create_wallet("w2").await;
+    app.create_wallet("w6").await;
     app.fund("w1", 1_000).await;
-    let id = hold(&app, "w1", "w2", 600).await;
+    let id = hold(&app, "w1", "w6", 600).await;
     let_expire(&app, id).await;
 
     // Already released for every reader, and shown as expired.
@@ -272,10 +272,10 @@ async fn a_capture_after_expiry_is_refused_even_before_the_sweeper_runs() {
 async fn the_sweeper_expires_overdue_holds_and_releases_them() {
     let app = TestApp::new().await;
     app.create_wallet("w1").await;
-    app.create_wallet("w2").await;
+    app.create_wallet("w6").await;
     app.fund("w1", 1_000).await;
-    let overdue = hold(&app, "w1", "w2", 300).await;
-    let current = hold(&app, "w1", "w2", 200).await;
+    let overdue = hold(&app, "w1", "w6", 300).await;
+    let current = hold(&app, "w1", "w6", 200).await;
     let_expire(&app, overdue).await;
 
     let mut conn = app.pool.acquire().await.unwrap();
@@ -317,10 +317,10 @@ async fn the_sweeper_expires_overdue_holds_and_releases_them() {
 async fn post_and_void_sent_together_one_wins_the_other_gets_409() {
     let app = Arc::new(TestApp::new().await);
     app.create_wallet("w1").await;
-    app.create_wallet("w2").await;
+    app.create_wallet("w6").await;
     app.fund("w1", 100_000).await;
     for _ in 0..10 {
-        let id = hold(&app, "w1", "w2", 100).await;
+        let id = hold(&app, "w1", "w6", 100).await;
         let (a, b) = (app.clone(), app.clone());
         let (posted, voided) = tokio::join!(
             tokio::spawn(async move { post_hold(&a, id, json!({})).await }),
@@ -359,9 +359,9 @@ async fn post_and_void_sent_together_one_wins_the_other_gets_409() {
 async fn twenty_parallel_posts_of_one_hold_capture_once_and_all_answer_200() {
     let app = Arc::new(TestApp::new().await);
     app.create_wallet("w1").await;
-    app.create_wallet("w2").await;
+    app.create_wallet("w6").await;
     app.fund("w1", 1_000).await;
-    let id = hold(&app, "w1", "w2", 700).await;
+    let id = hold(&app, "w1", "w6", 700).await;
     let tasks: Vec<_> = (0..20)
         .map(|_| {
             let app = app.clone();
@@ -386,7 +386,7 @@ async fn twenty_parallel_posts_of_one_hold_capture_once_and_all_answer_200() {
     assert_eq!(
         (
             app.posted_balance("w1").await,
-            app.posted_balance("w2").await
+            app.posted_balance("w6").await
         ),
         (300, 700)
     );
@@ -401,10 +401,10 @@ async fn twenty_parallel_posts_of_one_hold_capture_once_and_all_answer_200() {
 async fn a_retried_hold_with_the_default_expiry_replays() {
     let app = TestApp::new().await;
     app.create_wallet("w1").await;
-    app.create_wallet("w2").await;
+    app.create_wallet("w6").await;
     app.fund("w1", 1_000).await;
     let body =
-        json!({"id": Uuid::new_v4(), "from": "w1", "to": "w2", "amount": 5, "status": "pending"});
+        json!({"id": Uuid::new_v4(), "from": "w1", "to": "w6", "amount": 5, "status": "pending"});
     let first = app.post("/v1/transfers", &body).await;
     let again = app.post("/v1/transfers", &body).await;
     assert_eq!(
@@ -423,10 +423,10 @@ async fn a_retried_hold_with_the_default_expiry_replays() {
 async fn a_hold_retried_after_its_own_expiry_still_replays() {
     let app = TestApp::new().await;
     app.create_wallet("w1").await;
-    app.create_wallet("w2").await;
+    app.create_wallet("w6").await;
     app.fund("w1", 1_000).await;
     let soon = (chrono::Utc::now() + chrono::TimeDelta::milliseconds(300)).to_rfc3339();
-    let body = json!({"id": Uuid::new_v4(), "from": "w1", "to": "w2", "amount": 5, "status": "pending", "expires_at": soon});
+    let body = json!({"id": Uuid::new_v4(), "from": "w1", "to": "w6", "amount": 5, "status": "pending", "expires_at": soon});
     let first = app.post("/v1/transfers", &body).await;
     assert_eq!(first.status, StatusCode::CREATED, "{}", first.text);
     tokio::time::sleep(std::time::Duration::from_millis(400)).await;
@@ -436,7 +436,7 @@ async fn a_hold_retried_after_its_own_expiry_still_replays() {
         (StatusCode::OK, true, &first.text)
     );
     // A new hold with a past expiry is refused, and nothing is stored.
-    let past = json!({"id": Uuid::new_v4(), "from": "w1", "to": "w2", "amount": 5, "status": "pending", "expires_at": soon});
+    let past = json!({"id": Uuid::new_v4(), "from": "w1", "to": "w6", "amount": 5, "status": "pending", "expires_at": soon});
     let r = app.post("/v1/transfers", &past).await;
     assert_eq!(
         (r.status, &r.body["errors"][0]["field"]),

@@ -19,18 +19,18 @@ async fn transactions_with(app: &TestApp, id: Uuid) -> i64 {
 async fn first_request_is_201_and_the_same_request_later_replays_the_same_body() {
     let app = TestApp::new().await;
     app.create_wallet("w1").await;
-    app.create_wallet("w2").await;
+    app.create_wallet("w6").await;
     app.fund("w1", 10_000).await;
 
     let id = Uuid::new_v4();
-    let first = app.transfer(id, "w1", "w2", 2_500).await;
+    let first = app.transfer(id, "w1", "w6", 2_500).await;
     assert_eq!(first.status, StatusCode::CREATED, "{}", first.text);
     assert!(!first.replayed());
     assert_eq!(first.body["status"], "posted");
     assert_eq!(first.body["entries"][0]["amount_decimal"], "-25.00");
 
     for _ in 0..3 {
-        let again = app.transfer(id, "w1", "w2", 2_500).await;
+        let again = app.transfer(id, "w1", "w6", 2_500).await;
         assert_eq!(again.status, StatusCode::OK);
         assert!(again.replayed(), "replays carry Idempotent-Replayed: true");
         assert_eq!(
@@ -39,13 +39,13 @@ async fn first_request_is_201_and_the_same_request_later_replays_the_same_body()
         );
     }
     assert_eq!(app.posted_balance("w1").await, 7_500, "applied once");
-    assert_eq!(app.posted_balance("w2").await, 2_500);
+    assert_eq!(app.posted_balance("w6").await, 2_500);
     assert_eq!(app.entries_of(id).await, 2);
 
     // The same holds for multi-leg transactions and payments.
     app.create_wallet("w3").await;
     let body = json!({"id": Uuid::new_v4(), "entries": [
-        {"account": "w1", "amount": -300}, {"account": "w2", "amount": 100}, {"account": "w3", "amount": 200}]});
+        {"account": "w1", "amount": -300}, {"account": "w6", "amount": 100}, {"account": "w3", "amount": 200}]});
     let first = app.post("/v1/transactions", &body).await;
     assert_eq!(first.status, StatusCode::CREATED, "{}", first.text);
     let again = app.post("/v1/transactions", &body).await;
@@ -71,17 +71,17 @@ async fn first_request_is_201_and_the_same_request_later_replays_the_same_body()
 async fn same_id_with_a_different_payload_is_a_mismatch_naming_each_field() {
     let app = TestApp::new().await;
     app.create_wallet("w1").await;
-    app.create_wallet("w2").await;
+    app.create_wallet("w6").await;
     app.create_wallet("w3").await;
     app.fund("w1", 10_000).await;
     let id = Uuid::new_v4();
     assert_eq!(
-        app.transfer(id, "w1", "w2", 100).await.status,
+        app.transfer(id, "w1", "w6", 100).await.status,
         StatusCode::CREATED
     );
     let before = app.row_counts().await;
 
-    let r = app.transfer(id, "w1", "w2", 101).await;
+    let r = app.transfer(id, "w1", "w6", 101).await;
     assert_eq!(
         (r.status, r.code()),
         (StatusCode::UNPROCESSABLE_ENTITY, "idempotency_mismatch")
@@ -100,7 +100,7 @@ async fn same_id_with_a_different_payload_is_a_mismatch_naming_each_field() {
 
     // The same id on another endpoint is another request.
     let r = app
-        .post("/v1/transactions", &json!({"id": id, "entries": [{"account": "w1", "amount": -100}, {"account": "w2", "amount": 100}]}))
+        .post("/v1/transactions", &json!({"id": id, "entries": [{"account": "w1", "amount": -100}, {"account": "w6", "amount": 100}]}))
         .await;
     assert_eq!(r.code(), "idempotency_mismatch");
     assert!(
@@ -111,7 +111,7 @@ async fn same_id_with_a_different_payload_is_a_mismatch_naming_each_field() {
     );
 
     assert_eq!(app.row_counts().await, before, "a mismatch writes nothing");
-    assert_eq!(app.posted_balance("w2").await, 100);
+    assert_eq!(app.posted_balance("w6").await, 100);
     app.finish().await;
 }
 
@@ -119,14 +119,14 @@ async fn same_id_with_a_different_payload_is_a_mismatch_naming_each_field() {
 async fn fifty_identical_concurrent_requests_make_one_transaction() {
     let app = Arc::new(TestApp::new().await);
     app.create_wallet("w1").await;
-    app.create_wallet("w2").await;
+    app.create_wallet("w6").await;
     app.fund("w1", 10_000).await;
     let id = Uuid::new_v4();
 
     let tasks: Vec<_> = (0..50)
         .map(|_| {
             let app = app.clone();
-            tokio::spawn(async move { app.transfer(id, "w1", "w2", 700).await })
+            tokio::spawn(async move { app.transfer(id, "w1", "w6", 700).await })
         })
         .collect();
     let mut responses: Vec<TestResponse> = Vec::new();
@@ -150,7 +150,7 @@ async fn fifty_identical_concurrent_requests_make_one_transaction() {
     assert_eq!(transactions_with(&app, id).await, 1);
     assert_eq!(app.entries_of(id).await, 2);
     assert_eq!(app.posted_balance("w1").await, 9_300);
-    assert_eq!(app.posted_balance("w2").await, 700);
+    assert_eq!(app.posted_balance("w6").await, 700);
     Arc::try_unwrap(app)
         .ok()
         .expect("all tasks finished")
@@ -162,7 +162,7 @@ async fn fifty_identical_concurrent_requests_make_one_transaction() {
 async fn fifty_parallel_transfers_out_of_a_wallet_that_affords_ten() {
     let app = Arc::new(TestApp::new().await);
     app.create_wallet("w1").await;
-    app.create_wallet("w2").await;
+    app.create_wallet("w6").await;
     app.fund("w1", 1_000).await;
 
     let ids: Vec<Uuid> = (0..50).map(|_| Uuid::new_v4()).collect();
@@ -170,7 +170,7 @@ async fn fifty_parallel_transfers_out_of_a_wallet_that_affords_ten() {
         .iter()
         .map(|&id| {
             let app = app.clone();
-            tokio::spawn(async move { (id, app.transfer(id, "w1", "w2", 100).await) })
+            tokio::spawn(async move { (id, app.transfer(id, "w1", "w6", 100).await) })
         })
         .collect();
     let mut results = Vec::new();
@@ -195,7 +195,7 @@ async fn fifty_parallel_transfers_out_of_a_wallet_that_affords_ten() {
 
     // Every refusal is stored: a retry gets the same refusal, replayed, never a late success.
     for (id, first) in &refused {
-        let again = app.transfer(*id, "w1", "w2", 100).await;
+        let again = app.transfer(*id, "w1", "w6", 100).await;
         assert_eq!(again.status, StatusCode::UNPROCESSABLE_ENTITY);
         assert!(again.replayed());
         assert_eq!(again.text, first.text);
@@ -204,7 +204,7 @@ async fn fifty_parallel_transfers_out_of_a_wallet_that_affords_ten() {
         assert_eq!(stored.body["refusal"]["code"], "insufficient_funds");
     }
     assert_eq!(app.posted_balance("w1").await, 0);
-    assert_eq!(app.posted_balance("w2").await, 1_000);
+    assert_eq!(app.posted_balance("w6").await, 1_000);
     let lowest: i64 =
         sqlx::query_scalar("select min(balance_after) from entries where account_id = 'w1'")
             .fetch_one(&app.pool)
@@ -225,9 +225,9 @@ async fn fifty_parallel_transfers_out_of_a_wallet_that_affords_ten() {
 async fn a_refusal_is_replayed_even_after_the_money_arrives() {
     let app = TestApp::new().await;
     app.create_wallet("w1").await;
-    app.create_wallet("w2").await;
+    app.create_wallet("w6").await;
     let id = Uuid::new_v4();
-    let first = app.transfer(id, "w1", "w2", 500).await;
+    let first = app.transfer(id, "w1", "w6", 500).await;
     assert_eq!(
         (first.status, first.code()),
         (StatusCode::UNPROCESSABLE_ENTITY, "insufficient_funds")
@@ -235,16 +235,16 @@ async fn a_refusal_is_replayed_even_after_the_money_arrives() {
     assert_eq!(first.body["instance"], format!("/v1/transactions/{id}"));
 
     app.fund("w1", 10_000).await;
-    let retry = app.transfer(id, "w1", "w2", 500).await;
+    let retry = app.transfer(id, "w1", "w6", 500).await;
     assert_eq!(
         (retry.status, retry.code(), retry.replayed()),
         (StatusCode::UNPROCESSABLE_ENTITY, "insufficient_funds", true)
     );
     assert_eq!(retry.text, first.text);
-    assert_eq!(app.posted_balance("w2").await, 0, "never a late success");
+    assert_eq!(app.posted_balance("w6").await, 0, "never a late success");
     assert_eq!(app.entries_of(id).await, 0, "a refusal writes no entry");
 
-    let fresh = app.transfer(Uuid::new_v4(), "w1", "w2", 500).await;
+    let fresh = app.transfer(Uuid::new_v4(), "w1", "w6", 500).await;
     assert_eq!(
         fresh.status,
         StatusCode::CREATED,
@@ -256,7 +256,7 @@ async fn a_refusal_is_replayed_even_after_the_money_arrives() {
 #[tokio::test]
 async fn frozen_and_closed_accounts_refuse_and_the_refusal_is_stored() {
     let app = TestApp::new().await;
-    for w in ["w1", "w2", "w3"] {
+    for w in ["w1", "w6", "w3"] {
         app.create_wallet(w).await;
     }
     app.fund("w1", 10_000).await;
@@ -268,7 +268,7 @@ async fn frozen_and_closed_accounts_refuse_and_the_refusal_is_stored() {
         (StatusCode::OK, &json!("frozen"))
     );
     let id = Uuid::new_v4();
-    let r = app.transfer(id, "w1", "w2", 100).await;
+    let r = app.transfer(id, "w1", "w6", 100).await;
     assert_eq!(
         (r.status, r.code()),
         (StatusCode::UNPROCESSABLE_ENTITY, "account_frozen")
@@ -278,7 +278,7 @@ async fn frozen_and_closed_accounts_refuse_and_the_refusal_is_stored() {
         app.post("/v1/accounts/w1/unfreeze", &json!({})).await.body["status"],
         "active"
     );
-    let retry = app.transfer(id, "w1", "w2", 100).await;
+    let retry = app.transfer(id, "w1", "w6", 100).await;
     assert_eq!(
         (retry.code(), retry.replayed()),
         ("account_frozen", true),
@@ -349,9 +349,9 @@ async fn an_unknown_account_stores_nothing_and_the_same_id_works_once_it_exists(
 async fn an_idempotency_key_header_derives_the_id() {
     let app = TestApp::new().await;
     app.create_wallet("w1").await;
-    app.create_wallet("w2").await;
+    app.create_wallet("w6").await;
     app.fund("w1", 10_000).await;
-    let body = json!({"from": "w1", "to": "w2", "amount": 100});
+    let body = json!({"from": "w1", "to": "w6", "amount": 100});
 
     let first = app.post_with_key("/v1/transfers", "order-42", &body).await;
     assert_eq!(first.status, StatusCode::CREATED, "{}", first.text);
@@ -378,7 +378,7 @@ async fn an_idempotency_key_header_derives_the_id() {
         .post_with_key(
             "/v1/transfers",
             "order-42",
-            &json!({"id": own, "from": "w1", "to": "w2", "amount": 100}),
+            &json!({"id": own, "from": "w1", "to": "w6", "amount": 100}),
         )
         .await;
     assert_eq!(
@@ -394,14 +394,14 @@ async fn an_idempotency_key_header_derives_the_id() {
         (StatusCode::BAD_REQUEST, "id_required")
     );
     assert_eq!(app.row_counts().await, before);
-    assert_eq!(app.posted_balance("w2").await, 200);
+    assert_eq!(app.posted_balance("w6").await, 200);
     app.finish().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn accounts_are_naturally_idempotent() {
     let app = Arc::new(TestApp::new().await);
-    let body = json!({"id": "acct-1", "currency": "KWD", "type": "wallet", "overdraft_limit": 5, "metadata": {"tier": "gold"}});
+    let body = json!({"id": "acct-2", "currency": "KWD", "type": "wallet", "overdraft_limit": 5, "metadata": {"tier": "gold"}});
     let tasks: Vec<_> = (0..10)
         .map(|_| {
             let (app, body) = (app.clone(), body.clone());
@@ -436,7 +436,7 @@ async fn accounts_are_naturally_idempotent() {
     let other = app
         .post(
             "/v1/accounts",
-            &json!({"id": "acct-1", "currency": "SAR", "type": "wallet"}),
+            &json!({"id": "acct-2", "currency": "SAR", "type": "wallet"}),
         )
         .await;
     assert_eq!(other.code(), "idempotency_mismatch");

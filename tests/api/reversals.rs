@@ -163,12 +163,12 @@ async fn a_reversal_is_idempotent_opposite_and_only_of_posted_money() {
 async fn a_refund_the_wallet_already_spent_is_refused_for_funds() {
     let app = TestApp::new().await;
     app.create_wallet("w").await;
-    app.create_wallet("shop").await;
+    app.create_wallet("shop2").await;
     let payment = app.fund("w", 100).await.body["id"]
         .as_str()
         .unwrap()
         .to_owned();
-    app.transfer(Uuid::new_v4(), "w", "shop", 80).await;
+    app.transfer(Uuid::new_v4(), "w", "shop2", 80).await;
     let r = app
         .post(
             &format!("/v1/transactions/{payment}/reverse"),

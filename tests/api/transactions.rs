@@ -8,7 +8,7 @@ use uuid::Uuid;
 #[tokio::test]
 async fn a_multi_leg_transaction_posts_every_leg_atomically() {
     let app = TestApp::new().await;
-    for w in ["buyer", "merchant"] {
+    for w in ["buyer", "payee"] {
         app.create_wallet(w).await;
     }
     app.create_account("fees", "SAR", "system").await;
@@ -19,7 +19,7 @@ async fn a_multi_leg_transaction_posts_every_leg_atomically() {
             "/v1/transactions",
             &json!({"id": id, "external_ref": "order-9", "metadata": {"order": 9}, "entries": [
                 {"account": "buyer", "amount": -5_000},
-                {"account": "merchant", "amount": 4_850},
+                {"account": "payee", "amount": 4_850},
                 {"account": "fees", "amount": 150}]}),
         )
         .await;
@@ -30,7 +30,7 @@ async fn a_multi_leg_transaction_posts_every_leg_atomically() {
     assert_eq!(
         (
             app.posted_balance("buyer").await,
-            app.posted_balance("merchant").await
+            app.posted_balance("payee").await
         ),
         (5_000, 4_850)
     );
@@ -46,11 +46,11 @@ async fn a_multi_leg_transaction_posts_every_leg_atomically() {
         .post(
             "/v1/transactions",
             &json!({"id": Uuid::new_v4(), "entries": [
-                {"account": "buyer", "amount": -5_001}, {"account": "merchant", "amount": 5_001}]}),
+                {"account": "buyer", "amount": -5_001}, {"account": "payee", "amount": 5_001}]}),
         )
         .await;
     assert_eq!(r.code(), "insufficient_funds");
-    assert_eq!(app.posted_balance("merchant").await, 4_850);
+    assert_eq!(app.posted_balance("payee").await, 4_850);
     app.finish().await;
 }
 
@@ -174,7 +174,7 @@ async fn a_database_outage_answers_503_with_retry_after_and_says_nothing_of_inte
 #[tokio::test]
 async fn a_clearing_account_is_created_by_the_first_posted_payment_only() {
     let app = TestApp::new().await;
-    app.create_wallet("w").await;
+    app.create_wallet("wl").await;
     app.create_wallet("gone").await;
     app.post_empty("/v1/accounts/gone/close").await;
     let payment = |wallet: &str, provider: &str| json!({"id": Uuid::new_v4(), "account": wallet, "amount": 100, "currency": "SAR", "provider": provider});
@@ -193,7 +193,9 @@ async fn a_clearing_account_is_created_by_the_first_posted_payment_only() {
     );
 
     assert_eq!(
-        app.post("/v1/payments", &payment("w", "psp1")).await.status,
+        app.post("/v1/payments", &payment("wl", "psp1"))
+            .await
+            .status,
         StatusCode::CREATED
     );
     let clearing = app.get("/v1/accounts/clearing:psp1:SAR").await;
@@ -204,7 +206,7 @@ async fn a_clearing_account_is_created_by_the_first_posted_payment_only() {
 
     // An id that looks like a clearing account but is a wallet is never debited as one.
     app.create_wallet("clearing:psp2:SAR").await;
-    let r = app.post("/v1/payments", &payment("w", "psp2")).await;
+    let r = app.post("/v1/payments", &payment("wl", "psp2")).await;
     assert_eq!(
         (r.status, r.code()),
         (StatusCode::UNPROCESSABLE_ENTITY, "validation_failed")

@@ -152,6 +152,50 @@ pub async fn migrate(pool: &PgPool) {
         .await;
 }
 
+/// The spread, checked of every test that finishes: a reused test of tests/api names fixed
+/// account ids, and ids are hashed to shards, so all of a test's accounts could sit on one
+/// worker and its races would never cross workers. So when a test's database holds two or
+/// more wallets, they must sit on both workers, and likewise the accounts that hold entries
+/// (a wallet and the clearing account of its payments, say): a test where either set is on one
+/// worker fails here, naming each account's worker, and its ids are to be changed.
+pub async fn finished(pool: &PgPool) {
+    let wallets: Vec<String> =
+        sqlx::query_scalar("select id from accounts where type = 'wallet' order by id")
+            .fetch_all(pool)
+            .await
+            .unwrap();
+    let posted: Vec<String> =
+        sqlx::query_scalar("select distinct account_id from entries order by account_id")
+            .fetch_all(pool)
+            .await
+            .unwrap();
+    for (what, accounts) in [("wallets", wallets), ("accounts with entries", posted)] {
+        if accounts.len() < 2 {
+            continue;
+        }
+        let placed: Vec<(String, i32)> = sqlx::query_as(
+            "select a.id, n.nodeport
+             from unnest($1::text[]) a(id)
+             join pg_dist_placement p
+               on p.shardid = get_shard_id_for_distribution_column('accounts', a.id)
+             join pg_dist_node n on n.groupid = p.groupid
+             order by a.id",
+        )
+        .bind(&accounts)
+        .fetch_all(pool)
+        .await
+        .unwrap();
+        assert_eq!(placed.len(), accounts.len(), "one placement per account");
+        let workers: std::collections::BTreeSet<i32> = placed.iter().map(|p| p.1).collect();
+        assert_eq!(
+            workers.len(),
+            2,
+            "the test's {what} all sit on one worker, so nothing it does crosses workers: \
+             change its ids so that they spread (account, worker port): {placed:?}"
+        );
+    }
+}
+
 pub async fn drop_database(name: &str) {
     let cluster = cluster().await;
     for port in cluster.nodes() {

@@ -422,6 +422,130 @@ async fn verify_finds_entries_that_break_the_rules_across_shards() {
     app.finish().await;
 }
 
+/// The write path's check of the rules that span shards (ledger/posting/cross_shard.rs), run
+/// in the database transaction that wrote entries each shard's trigger accepts: each breach is
+/// refused with the trigger's SQLSTATE and message and aborts that transaction, and entries
+/// that break nothing pass. The write path itself never writes a breach, so the entries are
+/// written here by hand, as in the `verify` test above, and the check is called as
+/// `insert_entry_rows` calls it.
+#[tokio::test]
+async fn the_cross_shard_check_refuses_each_breach_in_the_transaction_that_wrote_it() {
+    use wallet_ledger::ledger::posting::cross_shard;
+    let app = TestApp::new().await;
+    let w = wallets_on_both_workers(&app, "k", 1).await;
+    app.fund(&w[0], 1_000).await;
+    let posted = Uuid::new_v4();
+    assert_eq!(
+        app.transfer(posted, &w[0], &w[1], 100).await.status,
+        StatusCode::CREATED
+    );
+    let other = Uuid::new_v4();
+    assert_eq!(
+        app.transfer(other, &w[0], &w[1], 50).await.status,
+        StatusCode::CREATED
+    );
+    // System accounts on shards that hold none of the wallets' entries, so that no shard's
+    // trigger sees anything wrong with the entries written below.
+    let taken = [
+        shard_of(&app.pool, &w[0]).await,
+        shard_of(&app.pool, &w[1]).await,
+    ];
+    let mut free = Vec::new();
+    for i in 0.. {
+        let id = format!("sys-{i}");
+        if !taken.contains(&shard_of(&app.pool, &id).await) {
+            free.push(id);
+        }
+        if free.len() == 4 {
+            break;
+        }
+    }
+    let (a, b, usd, usd2) = (&free[0], &free[1], &free[2], &free[3]);
+    app.create_account(a, "SAR", "system").await;
+    app.create_account(b, "SAR", "system").await;
+    app.create_account(usd, "USD", "system").await;
+    app.create_account(usd2, "USD", "system").await;
+    let ghost = Uuid::new_v4();
+    let row = |t: Uuid, account: &str, currency: &str, amount: i64| {
+        format!("('{t}', '{account}', '{currency}', {amount}, now())")
+    };
+    // (what, the entries written in one statement, the transaction and accounts the check
+    // is given, the refusal expected or None)
+    type Case<'a> = (&'a str, Vec<String>, Uuid, Vec<&'a str>, Option<&'a str>);
+    let cases: Vec<Case> = vec![
+        (
+            "a balanced pair that fits its posted transaction",
+            vec![row(posted, a, "SAR", 5), row(posted, b, "SAR", -5)],
+            posted,
+            vec![a, b],
+            None,
+        ),
+        (
+            "one entry more of a posted transaction",
+            vec![row(posted, a, "SAR", 7)],
+            posted,
+            vec![a],
+            Some("unbalanced transaction: entries must sum to zero per currency"),
+        ),
+        (
+            "a balanced pair added to a transaction written before",
+            vec![row(posted, a, "SAR", 5), row(posted, b, "SAR", -5)],
+            posted,
+            vec![&w[0], &w[1], a, b],
+            Some("entries of a transaction must all be written in one statement"),
+        ),
+        (
+            "a balanced pair of a transaction that does not exist",
+            vec![row(ghost, a, "SAR", 3), row(ghost, b, "SAR", -3)],
+            ghost,
+            vec![a, b],
+            Some("entry does not fit its account or transaction"),
+        ),
+        (
+            "a balanced pair in another currency than its transaction's",
+            vec![row(other, usd, "USD", 4), row(other, usd2, "USD", -4)],
+            other,
+            vec![usd, usd2],
+            Some("entry does not fit its account or transaction"),
+        ),
+    ];
+    for (what, rows, transaction, accounts, refusal) in cases {
+        let mut tx = app.pool.begin().await.unwrap();
+        sqlx::query(sqlx::AssertSqlSafe(format!(
+            "insert into entries (transaction_id, account_id, currency, amount, ledger_time)
+             values {}",
+            rows.join(", ")
+        )))
+        .execute(&mut *tx)
+        .await
+        .unwrap_or_else(|e| panic!("{what}: each shard accepts the entries: {e}"));
+        let checked = cross_shard::check(&mut tx, &[transaction], &accounts).await;
+        match refusal {
+            None => assert!(checked.is_ok(), "{what}: {checked:?}"),
+            Some(refusal) => {
+                let e = checked.expect_err(what);
+                let db = e
+                    .as_database_error()
+                    .unwrap_or_else(|| panic!("{what}: {e}"));
+                assert_eq!(db.code().as_deref(), Some("23514"), "{what}: {e}");
+                assert!(db.message().contains(refusal), "{what}: {e}");
+                let after = sqlx::query("select 1").execute(&mut *tx).await.unwrap_err();
+                assert_eq!(
+                    after.as_database_error().and_then(|d| d.code()).as_deref(),
+                    Some("25P02"),
+                    "{what}: the transaction is aborted: {after}"
+                );
+            }
+        }
+        tx.rollback().await.unwrap();
+    }
+    assert!(
+        verify(&app).await.is_empty(),
+        "every case rolled back: the ledger is as the service wrote it"
+    );
+    app.finish().await;
+}
+
 /// A transaction still prepared on a worker when the checkpoint job takes its horizon may
 /// have committed on the coordinator already, its entries not yet visible: the job waits for
 /// it, and skips the round while it stays prepared. Here the stuck one is made by hand.
@@ -430,8 +554,8 @@ async fn checkpoints_wait_out_transactions_prepared_on_a_worker() {
     use sqlx::Connection;
     use wallet_ledger::ledger::checkpoints;
     let app = TestApp::new().await;
-    app.create_wallet("cp").await;
-    app.fund("cp", 500).await;
+    app.create_wallet("cp1").await;
+    app.fund("cp1", 500).await;
     let cluster = super::backend::cluster().await;
     let mut worker = sqlx::PgConnection::connect(&cluster.url(cluster.workers[0], &app.database))
         .await

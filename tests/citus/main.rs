@@ -2,10 +2,13 @@
 //! loopback ports) for the whole binary, each test on its own database migrated by the real
 //! `migrate`, which distributes the tables (backend.rs). `cargo test --test citus`.
 //!
-//! The tests of tests/api named below run here unchanged (their `common.rs` creates its
-//! databases through this binary's `backend`), and `cluster.rs` adds what only a cluster
+//! The tests of tests/api named below run here unchanged, so balances, holds, reversals,
+//! batches, `as_of` and `reconcile` answer as on one node (their `common.rs` creates its databases through
+//! this binary's `backend`, which also checks, as each finishes, that its wallets and the
+//! accounts it posted to sit on both workers), and `cluster.rs` adds what only a cluster
 //! shows: wallets on both workers, a transfer between them, a retry that names a wallet on the
-//! other worker, `migrate` twice, and `verify` finding what the per-shard trigger cannot see.
+//! other worker, `migrate` twice, and `verify` and the write path's cross-shard check finding
+//! what the per-shard trigger cannot see.
 
 mod backend;
 #[allow(dead_code)]
@@ -14,16 +17,28 @@ mod common;
 
 mod cluster;
 
+#[path = "../api/balance_range.rs"]
+mod balance_range;
+#[path = "../api/balances.rs"]
+mod balances;
+#[path = "../api/batch.rs"]
+mod batch;
 #[path = "../api/consumer_apply.rs"]
 mod consumer_apply;
+#[path = "../api/history.rs"]
+mod history;
 #[path = "../api/holds.rs"]
 mod holds;
 #[path = "../api/idempotency.rs"]
 mod idempotency;
 #[path = "../api/model.rs"]
 mod model;
+#[path = "../api/reconcile.rs"]
+mod reconcile;
 #[path = "../api/reversals.rs"]
 mod reversals;
 #[allow(dead_code)]
 #[path = "../api/stream_support.rs"]
 mod stream_support;
+#[path = "../api/transactions.rs"]
+mod transactions;

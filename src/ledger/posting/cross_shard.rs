@@ -25,7 +25,7 @@ use uuid::Uuid;
 /// group. The write path writes a transaction's entries only there (a new transaction row,
 /// or a pending hold's capture); entries of the same transaction elsewhere could only come
 /// from SQL written by hand on the cluster, which `verify` reports.
-pub(crate) async fn check(
+pub async fn check(
     conn: &mut PgConnection,
     transactions: &[Uuid],
     accounts: &[&str],
