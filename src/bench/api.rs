@@ -177,7 +177,7 @@ async fn wallet_places(pool: &PgPool, wallets: &[String]) -> anyhow::Result<Vec<
 /// The worker of each transfer's transaction row (`transactions` is distributed by id).
 async fn transaction_workers(pool: &PgPool, plan: &[Transfer]) -> anyhow::Result<Vec<String>> {
     let ids: Vec<Uuid> = plan.iter().map(|t| t.id).collect();
-    Ok(sqlx::query_scalar(
+    let workers: Vec<String> = sqlx::query_scalar(
         "select p.nodename || ':' || p.nodeport \
            from unnest($1::uuid[]) with ordinality t (id, n) \
            join pg_dist_shard_placement p \
@@ -186,7 +186,14 @@ async fn transaction_workers(pool: &PgPool, plan: &[Transfer]) -> anyhow::Result
     )
     .bind(&ids)
     .fetch_all(pool)
-    .await?)
+    .await?;
+    anyhow::ensure!(
+        workers.len() == plan.len(),
+        "{} placements for {} transaction rows: each shard of transactions should have one",
+        workers.len(),
+        plan.len()
+    );
+    Ok(workers)
 }
 
 /// The postmaster of the PostgreSQL server at `url`, when it runs on this host: the parent of
@@ -199,12 +206,7 @@ async fn postmaster_of(url: &str) -> Option<u32> {
         .ok()?;
     let stat = std::fs::read_to_string(format!("/proc/{backend}/stat")).ok();
     let _ = conn.close().await;
-    let stat = stat?;
-    stat[stat.rfind(')')? + 1..]
-        .split_whitespace()
-        .nth(1)?
-        .parse()
-        .ok()
+    report::stat_parent(&stat?)
 }
 
 /// `host:port` of a server's URL.

@@ -189,7 +189,7 @@ pub fn server_ticks(postmaster: u32) -> Option<u64> {
 }
 
 /// The parent pid of a stat line (field 4, the second after the last `)`).
-fn stat_parent(stat: &str) -> Option<u32> {
+pub fn stat_parent(stat: &str) -> Option<u32> {
     stat[stat.rfind(')')? + 1..]
         .split_whitespace()
         .nth(1)?
