@@ -155,15 +155,21 @@ init_node() { # node
     as_pg "$PGBIN/initdb" -D "$data" --auth trust -U postgres >>"$CITUS_DIR/$node.log" 2>&1 ||
         die "initdb failed: see $CITUS_DIR/$node.log"
     # Later lines of postgresql.conf win. max_prepared_transactions: Citus commits a
-    # transaction that wrote on several workers with two-phase commit.
+    # transaction that wrote on several workers with two-phase commit. max_worker_processes:
+    # Citus runs a maintenance worker per database with the extension (2PC recovery, deadlock
+    # detection), and tests/citus makes one database per test.
     cat >>"$data/postgresql.conf" <<CONF
 # wallet-ledger scripts/citus.sh
 port = $(node_port "$node")
 listen_addresses = '127.0.0.1'
 unix_socket_directories = '$CITUS_DIR/sockets'
 shared_preload_libraries = 'citus'
-max_connections = 100
+# Workers accept more connections than the coordinator's shared pool opens to each (the
+# ledger's sessions keep up to 8 per worker: docs/scaling.md, "Session settings").
+max_connections = 300
+citus.max_shared_pool_size = 200
 max_prepared_transactions = 100
+max_worker_processes = 64
 shared_buffers = 128MB
 effective_cache_size = 512MB
 maintenance_work_mem = 64MB

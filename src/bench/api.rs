@@ -3,19 +3,21 @@
 //! independent 1,000-item batches. Every plan is made before the clock starts, so the bench
 //! knows each wallet's balance to expect and checks the ledger against it afterwards.
 
-use super::Bench;
 use super::client::{
     self, Api, CURRENCY, Request, Rng, balance_differences, batch_created, created, run_load,
     transaction_body, wallet_balances, wallet_ids,
 };
-use super::report::{Check, CpuClock, Measurement};
+use super::report::{self, Check, CpuClock, Measurement};
 use super::server::Server;
+use super::{Bench, TransferPairs};
 use crate::ledger::MAX_BATCH_ITEMS;
 use crate::ledger::accounts::AccountType;
 use reqwest::StatusCode;
 use serde_json::json;
 use sqlx::PgPool;
-use std::collections::HashMap;
+use sqlx::{Connection, PgConnection};
+use std::collections::{BTreeMap, HashMap};
+use std::ops::Range;
 use std::sync::Arc;
 use uuid::Uuid;
 
@@ -58,6 +60,175 @@ fn plan_transfers(count: u64, wallets: u64, shape: Shape, seed: u64) -> Vec<Tran
             }
         })
         .collect()
+}
+
+/// Where a wallet sits on a Citus cluster: its shard of `accounts` and the worker holding it
+/// (`host:port`).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+struct Place {
+    worker: String,
+    shard: i64,
+}
+
+/// `plan_transfers` for `Spread`, with each transfer's `to` drawn among the wallets that stand
+/// in `pairs` to its `from` (`places[i]` is wallet i's). `Any` is `plan_transfers` itself, the
+/// same plan as on plain PostgreSQL. A wallet with no such partner is never a `from`.
+fn plan_placed_transfers(
+    count: u64,
+    places: &[Place],
+    pairs: TransferPairs,
+    seed: u64,
+) -> anyhow::Result<Vec<Transfer>> {
+    if pairs == TransferPairs::Any {
+        return Ok(plan_transfers(
+            count,
+            places.len() as u64,
+            Shape::Spread,
+            seed,
+        ));
+    }
+    // Wallets sorted by worker, then shard: a worker's wallets and a shard's are then each one
+    // run of `order`, and the partners of a wallet are one run less another.
+    let mut order: Vec<usize> = (0..places.len()).collect();
+    order.sort_by(|&a, &b| places[a].cmp(&places[b]));
+    let first = |before: &dyn Fn(&Place) -> bool| order.partition_point(|&j| before(&places[j]));
+    // For each wallet (by position in `order`): the run its partners are drawn from, less the
+    // run inside it that they are not.
+    let choices: Vec<(usize, Range<usize>, Range<usize>)> = (0..order.len())
+        .map(|pos| {
+            let me = &places[order[pos]];
+            let shard = first(&|p| p < me)..first(&|p| p <= me);
+            let worker = first(&|p| p.worker < me.worker)..first(&|p| p.worker <= me.worker);
+            let (outer, inner) = match pairs {
+                TransferPairs::Any | TransferPairs::SameShard => (shard, pos..pos + 1),
+                TransferPairs::SameWorker => (worker, shard),
+                TransferPairs::CrossWorker => (0..order.len(), worker),
+            };
+            (order[pos], outer, inner)
+        })
+        .filter(|(_, outer, inner)| outer.len() > inner.len())
+        .collect();
+    anyhow::ensure!(
+        !choices.is_empty(),
+        "--transfer-pairs {}: no two of the {} wallets are placed that way",
+        pairs.name(),
+        places.len()
+    );
+    let mut rng = Rng::new(seed);
+    Ok((0..count)
+        .map(|_| {
+            let (from, outer, inner) = &choices[rng.below(choices.len() as u64) as usize];
+            let mut pos = outer.start + rng.below((outer.len() - inner.len()) as u64) as usize;
+            if pos >= inner.start {
+                pos += inner.len();
+            }
+            Transfer {
+                id: Uuid::new_v4(),
+                from: *from,
+                to: order[pos],
+                amount: 1 + rng.below(MAX_AMOUNT) as i64,
+            }
+        })
+        .collect())
+}
+
+/// How many transfers wrote their three rows (two wallets, the transaction) on one worker, on
+/// two, on three: a transfer on one worker commits there in one phase, one on more with
+/// two-phase commit. `tx_workers[i]` is the worker of `plan[i]`'s transaction row.
+fn workers_spanned(
+    plan: &[Transfer],
+    places: &[Place],
+    tx_workers: &[String],
+) -> BTreeMap<usize, u64> {
+    let mut spans = BTreeMap::new();
+    for (t, tx) in plan.iter().zip(tx_workers) {
+        let mut workers = vec![&places[t.from].worker, &places[t.to].worker, tx];
+        workers.sort();
+        workers.dedup();
+        *spans.entry(workers.len()).or_default() += 1;
+    }
+    spans
+}
+
+/// Each wallet's shard and worker, read on the coordinator (in the order of `wallets`).
+async fn wallet_places(pool: &PgPool, wallets: &[String]) -> anyhow::Result<Vec<Place>> {
+    let rows: Vec<(i64, String)> = sqlx::query_as(
+        "select p.shardid, p.nodename || ':' || p.nodeport \
+           from unnest($1::text[]) with ordinality w (id, n) \
+           join pg_dist_shard_placement p \
+             on p.shardid = get_shard_id_for_distribution_column('accounts', w.id) \
+          order by w.n",
+    )
+    .bind(wallets)
+    .fetch_all(pool)
+    .await?;
+    anyhow::ensure!(
+        rows.len() == wallets.len(),
+        "{} placements for {} wallets: each shard of accounts should have one",
+        rows.len(),
+        wallets.len()
+    );
+    Ok(rows
+        .into_iter()
+        .map(|(shard, worker)| Place { worker, shard })
+        .collect())
+}
+
+/// The worker of each transfer's transaction row (`transactions` is distributed by id).
+async fn transaction_workers(pool: &PgPool, plan: &[Transfer]) -> anyhow::Result<Vec<String>> {
+    let ids: Vec<Uuid> = plan.iter().map(|t| t.id).collect();
+    let workers: Vec<String> = sqlx::query_scalar(
+        "select p.nodename || ':' || p.nodeport \
+           from unnest($1::uuid[]) with ordinality t (id, n) \
+           join pg_dist_shard_placement p \
+             on p.shardid = get_shard_id_for_distribution_column('transactions', t.id) \
+          order by t.n",
+    )
+    .bind(&ids)
+    .fetch_all(pool)
+    .await?;
+    anyhow::ensure!(
+        workers.len() == plan.len(),
+        "{} placements for {} transaction rows: each shard of transactions should have one",
+        workers.len(),
+        plan.len()
+    );
+    Ok(workers)
+}
+
+/// The postmaster of the PostgreSQL server at `url`, when it runs on this host: the parent of
+/// the backend serving a connection to it.
+async fn postmaster_of(url: &str) -> Option<u32> {
+    let mut conn = PgConnection::connect(url).await.ok()?;
+    let backend: i32 = sqlx::query_scalar("select pg_backend_pid()")
+        .fetch_one(&mut conn)
+        .await
+        .ok()?;
+    let stat = std::fs::read_to_string(format!("/proc/{backend}/stat")).ok();
+    let _ = conn.close().await;
+    report::stat_parent(&stat?)
+}
+
+/// `host:port` of a server's URL.
+fn server_name(url: &str) -> Option<String> {
+    let parsed = url::Url::parse(url).ok()?;
+    Some(format!(
+        "{}:{}",
+        parsed.host_str()?,
+        parsed.port().unwrap_or(5432)
+    ))
+}
+
+/// Every server of the bench database (the coordinator first, then each Citus worker), named
+/// `host:port`, with its postmaster when it runs on this host.
+async fn bench_servers(bench: &Bench) -> Vec<(String, u32)> {
+    let mut servers = Vec::new();
+    for url in std::iter::once(&bench.admin_url).chain(&bench.worker_admin_urls) {
+        if let (Some(name), Some(pid)) = (server_name(url), postmaster_of(url).await) {
+            servers.push((name, pid));
+        }
+    }
+    servers
 }
 
 /// Every wallet is funded with the largest total any wallet's planned transfers debit, so no
@@ -187,8 +358,19 @@ pub async fn transfers(bench: &Bench, pool: &PgPool, shape: Shape) -> anyhow::Re
         Shape::Spread => "api-transfers",
         Shape::Hot => "api-hot",
     };
+    let pairs = bench.transfer_pairs;
     let setup = setup(bench, pool, name, sizes.accounts).await?;
-    let plan = plan_transfers(sizes.requests, sizes.accounts, shape, 1);
+    // On Citus, where each wallet sits: what `--transfer-pairs` plans by, and what says how
+    // many transfers committed on one worker.
+    let places = if shape == Shape::Spread && !bench.worker_admin_urls.is_empty() {
+        Some(wallet_places(pool, &setup.wallets).await?)
+    } else {
+        None
+    };
+    let plan = match &places {
+        Some(places) => plan_placed_transfers(sizes.requests, places, pairs, 1)?,
+        None => plan_transfers(sizes.requests, sizes.accounts, shape, 1),
+    };
     let (funding, expected) = funding_and_expected(&setup.wallets, &plan);
     let funded: Vec<(String, i64)> = setup.wallets.iter().map(|w| (w.clone(), funding)).collect();
     client::fund(pool, &setup.api, &funded).await?;
@@ -203,7 +385,44 @@ pub async fn transfers(bench: &Bench, pool: &PgPool, shape: Shape) -> anyhow::Re
         })
         .collect();
 
+    // Each server's CPU apart (`db_cpu_pct` sums every postgres process of the host).
+    let servers = bench_servers(bench).await;
+    let before: Vec<Option<u64>> = servers
+        .iter()
+        .map(|(_, pid)| report::server_ticks(*pid))
+        .collect();
     let (mut m, result) = run_single_creates(bench, &setup, name, requests).await?;
+    let by_server: serde_json::Map<String, serde_json::Value> = servers
+        .iter()
+        .zip(before)
+        .filter_map(|((server, pid), before)| {
+            let used = report::server_ticks(*pid)?.saturating_sub(before?);
+            Some((
+                server.clone(),
+                report::ticks_pct(used, m.cpu.seconds).into(),
+            ))
+        })
+        .collect();
+    m.extra.insert("db_cpu_pct_by_server", by_server.into());
+    if shape == Shape::Spread {
+        m.params.insert("transfer_pairs", pairs.name().into());
+    }
+    if !bench.worker_admin_urls.is_empty() {
+        let workers: Vec<String> = bench
+            .worker_admin_urls
+            .iter()
+            .filter_map(|url| server_name(url))
+            .collect();
+        m.params.insert("citus_workers", workers.into());
+    }
+    if let Some(places) = &places {
+        let spans = workers_spanned(&plan, places, &transaction_workers(pool, &plan).await?);
+        let spans: serde_json::Map<String, serde_json::Value> = spans
+            .into_iter()
+            .map(|(n, count)| (n.to_string(), count.into()))
+            .collect();
+        m.extra.insert("transfers_by_workers_written", spans.into());
+    }
     check_transfers(
         pool,
         &mut m.check,
@@ -481,4 +700,120 @@ pub async fn batch(bench: &Bench, pool: &PgPool) -> anyhow::Result<Measurement> 
     m.latencies = result.latencies;
     finish(setup, &mut m).await;
     Ok(m)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeSet;
+
+    /// 13 wallets: on worker a, shards 1 (wallets 0, 3, 6), 2 (1, 4) and 3 (7, alone on its
+    /// shard); on worker b, shards 4 (2, 5, 8, 9) and 5 (10, 11, 12).
+    fn places() -> Vec<Place> {
+        let at = |worker: &str, shard| Place {
+            worker: worker.into(),
+            shard,
+        };
+        vec![
+            at("a", 1),
+            at("a", 2),
+            at("b", 4),
+            at("a", 1),
+            at("a", 2),
+            at("b", 4),
+            at("a", 1),
+            at("a", 3),
+            at("b", 4),
+            at("b", 4),
+            at("b", 5),
+            at("b", 5),
+            at("b", 5),
+        ]
+    }
+
+    fn related(pairs: TransferPairs, a: &Place, b: &Place) -> bool {
+        match pairs {
+            TransferPairs::Any => true,
+            TransferPairs::SameShard => a == b,
+            TransferPairs::SameWorker => a.worker == b.worker && a.shard != b.shard,
+            TransferPairs::CrossWorker => a.worker != b.worker,
+        }
+    }
+
+    #[test]
+    fn each_transfer_pairs_its_wallets_as_asked_and_every_such_pair_is_drawn() {
+        let places = places();
+        for &pairs in TransferPairs::ALL {
+            let plan = plan_placed_transfers(20_000, &places, pairs, 7).unwrap();
+            assert_eq!(plan.len(), 20_000);
+            let drawn: BTreeSet<(usize, usize)> = plan.iter().map(|t| (t.from, t.to)).collect();
+            let possible: BTreeSet<(usize, usize)> = (0..places.len())
+                .flat_map(|i| (0..places.len()).map(move |j| (i, j)))
+                .filter(|&(i, j)| i != j && related(pairs, &places[i], &places[j]))
+                .collect();
+            assert_eq!(drawn, possible, "{pairs:?}");
+            assert!(
+                plan.iter()
+                    .all(|t| (1..=MAX_AMOUNT as i64).contains(&t.amount)),
+                "{pairs:?}"
+            );
+        }
+        // Wallet 7 is alone on its shard: never a same-shard transfer's.
+        let plan = plan_placed_transfers(2_000, &places, TransferPairs::SameShard, 7).unwrap();
+        assert!(plan.iter().all(|t| t.from != 7 && t.to != 7));
+    }
+
+    #[test]
+    fn any_is_the_plan_of_plain_postgresql() {
+        let placed = plan_placed_transfers(500, &places(), TransferPairs::Any, 1).unwrap();
+        let plain = plan_transfers(500, 13, Shape::Spread, 1);
+        let pairs = |plan: &[Transfer]| -> Vec<(usize, usize, i64)> {
+            plan.iter().map(|t| (t.from, t.to, t.amount)).collect()
+        };
+        assert_eq!(pairs(&placed), pairs(&plain));
+    }
+
+    #[test]
+    fn a_placement_without_such_pairs_is_refused() {
+        let one_worker: Vec<Place> = places()
+            .into_iter()
+            .map(|p| Place {
+                worker: "a".into(),
+                ..p
+            })
+            .collect();
+        let e = plan_placed_transfers(10, &one_worker, TransferPairs::CrossWorker, 1)
+            .err()
+            .unwrap();
+        assert!(e.to_string().contains("no two of the 13 wallets"), "{e}");
+        let one_each: Vec<Place> = (0..3)
+            .map(|shard| Place {
+                worker: "a".into(),
+                shard,
+            })
+            .collect();
+        assert!(plan_placed_transfers(10, &one_each, TransferPairs::SameShard, 1).is_err());
+    }
+
+    #[test]
+    fn transfers_count_the_workers_their_three_rows_are_on() {
+        let places = places();
+        let transfer = |from, to| Transfer {
+            id: Uuid::nil(),
+            from,
+            to,
+            amount: 1,
+        };
+        // a,a + a; a,a + b; a,b + a; a,b + b; b,b + b.
+        let plan = [
+            transfer(0, 3),
+            transfer(0, 1),
+            transfer(0, 2),
+            transfer(1, 2),
+            transfer(2, 5),
+        ];
+        let tx: Vec<String> = ["a", "b", "a", "b", "b"].map(String::from).to_vec();
+        let spans = workers_spanned(&plan, &places, &tx);
+        assert_eq!(spans, BTreeMap::from([(1, 2), (2, 3)]));
+    }
 }

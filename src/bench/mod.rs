@@ -109,6 +109,40 @@ impl BenchScenario {
     }
 }
 
+/// Where the two wallets of each `api-transfers` transfer sit on a Citus cluster: what decides
+/// whether its commit stays on one worker or needs two-phase commit across two.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum TransferPairs {
+    /// Random distinct wallets, wherever they are (the only choice on plain PostgreSQL).
+    #[default]
+    Any,
+    /// Both wallets on one shard.
+    SameShard,
+    /// Both wallets on one worker, on different shards.
+    SameWorker,
+    /// The wallets on two different workers.
+    CrossWorker,
+}
+
+impl TransferPairs {
+    pub const ALL: &[TransferPairs] = &[
+        TransferPairs::Any,
+        TransferPairs::SameShard,
+        TransferPairs::SameWorker,
+        TransferPairs::CrossWorker,
+    ];
+
+    /// Its name on the command line and in the JSON line.
+    pub fn name(self) -> &'static str {
+        match self {
+            TransferPairs::Any => "any",
+            TransferPairs::SameShard => "same-shard",
+            TransferPairs::SameWorker => "same-worker",
+            TransferPairs::CrossWorker => "cross-worker",
+        }
+    }
+}
+
 /// A run's inputs (the flags of `bench`); sizes left `None` take their default, shrunk by
 /// `quick`.
 #[derive(Debug, Clone)]
@@ -125,6 +159,8 @@ pub struct BenchSettings {
     pub binary: Option<PathBuf>,
     /// Extra flags for the `serve` child.
     pub server_args: Vec<String>,
+    /// Where the wallets of each api-transfers transfer sit (anything but `Any` needs Citus).
+    pub transfer_pairs: TransferPairs,
     pub quick: bool,
     /// Keep the logs and the database after a clean run too.
     pub keep: bool,
@@ -220,6 +256,7 @@ pub struct Bench {
     pub redis_url: String,
     pub binary: PathBuf,
     pub server_args: Vec<String>,
+    pub transfer_pairs: TransferPairs,
     /// This run's logs and files (settlement files, reports).
     pub dir: PathBuf,
     /// Every stream this run created, deleted again if a signal interrupts it.
@@ -449,6 +486,14 @@ pub async fn run(args: BenchSettings) -> anyhow::Result<ExitCode> {
     }
     scenarios.sort();
     scenarios.dedup();
+    if args.transfer_pairs != TransferPairs::Any && args.citus_workers.is_empty() {
+        bail!(
+            "--transfer-pairs {} places transfers by their wallets' Citus shards and workers: \
+             it needs a Citus coordinator as the bench database's server and its \
+             --citus-workers (on plain PostgreSQL only `any` means something)",
+            args.transfer_pairs.name()
+        );
+    }
     let binary = match &args.binary {
         Some(path) => path.clone(),
         None => std::env::current_exe().context("finding this binary (pass --binary)")?,
@@ -512,6 +557,7 @@ pub async fn run(args: BenchSettings) -> anyhow::Result<ExitCode> {
         redis_url: args.redis.url.clone(),
         binary,
         server_args: args.server_args.clone(),
+        transfer_pairs: args.transfer_pairs,
         dir,
         streams: Default::default(),
     };

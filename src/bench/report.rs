@@ -163,6 +163,45 @@ fn postgres_ticks() -> Option<u64> {
     found.then_some(total)
 }
 
+/// CPU of one PostgreSQL server on this host, in clock ticks: its postmaster with what its
+/// exited children used, and every live child (backends, Citus's maintenance daemon). Unlike
+/// `postgres_ticks`, it leaves out the host's other servers (the Citus nodes apart, and other
+/// sessions' clusters). `None` when the postmaster is not a process of this host.
+pub fn server_ticks(postmaster: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{postmaster}/stat")).ok()?;
+    let (own, children) = stat_ticks(&stat)?;
+    let mut total = own + children;
+    for entry in std::fs::read_dir("/proc").ok()?.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name.to_str().and_then(|n| n.parse::<u32>().ok()) else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        if stat_parent(&stat) == Some(postmaster)
+            && let Some((own, _)) = stat_ticks(&stat)
+        {
+            total += own;
+        }
+    }
+    Some(total)
+}
+
+/// The parent pid of a stat line (field 4, the second after the last `)`).
+pub fn stat_parent(stat: &str) -> Option<u32> {
+    stat[stat.rfind(')')? + 1..]
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()
+}
+
+/// Clock ticks over `seconds` of wall time, as a percentage of one core.
+pub fn ticks_pct(ticks: u64, seconds: f64) -> f64 {
+    round(ticks as f64 / clock_ticks() / seconds.max(1e-9) * 100.0, 1)
+}
+
 /// Busy time of every CPU of the host, in clock ticks: the first line of /proc/stat less its
 /// idle and iowait columns.
 fn host_busy_ticks() -> Option<u64> {
@@ -334,6 +373,7 @@ mod tests {
     fn stat_lines_with_odd_process_names_parse() {
         let stat = "42 (a (b) c) S 1 42 42 0 -1 4194304 100 0 0 0 7 5 3 1 20 0 1 0 1 1 1";
         assert_eq!(stat_ticks(stat), Some((12, 4)));
+        assert_eq!(stat_parent(stat), Some(1));
     }
 
     #[test]

@@ -6,7 +6,7 @@
 
 use super::consume::batch_size;
 use super::shared::RedisArgs;
-use crate::bench::{self, BenchScenario, BenchSettings};
+use crate::bench::{self, BenchScenario, BenchSettings, TransferPairs};
 use crate::consumer;
 use clap::Args;
 use clap::builder::PossibleValue;
@@ -39,6 +39,10 @@ pub struct BenchArgs {
     /// (repeatable).
     #[arg(long = "server-arg", allow_hyphen_values = true)]
     pub server_args: Vec<String>,
+    /// Where the two wallets of each api-transfers transfer sit on a Citus cluster (read from
+    /// the coordinator once the wallets exist); anything but `any` needs --citus-workers.
+    #[arg(long, value_enum, default_value = "any")]
+    pub transfer_pairs: TransferPairs,
     /// Shrink every size not given explicitly about 20 times (tests, CI smoke runs).
     #[arg(long)]
     pub quick: bool,
@@ -112,6 +116,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
         results: args.results,
         binary: args.binary,
         server_args: args.server_args,
+        transfer_pairs: args.transfer_pairs,
         quick: args.quick,
         keep: args.keep,
         connections: args.connections,
@@ -167,6 +172,22 @@ impl clap::ValueEnum for BenchScenario {
             BenchScenario::Reconcile => {
                 "A `reconcile` child process on a large settlement file with known exceptions"
             }
+        };
+        Some(PossibleValue::new(self.name()).help(help))
+    }
+}
+
+impl clap::ValueEnum for TransferPairs {
+    fn value_variants<'a>() -> &'a [TransferPairs] {
+        TransferPairs::ALL
+    }
+
+    fn to_possible_value(&self) -> Option<PossibleValue> {
+        let help = match self {
+            TransferPairs::Any => "Random distinct wallets, wherever they sit",
+            TransferPairs::SameShard => "Both wallets on one shard",
+            TransferPairs::SameWorker => "Both wallets on one worker, on different shards",
+            TransferPairs::CrossWorker => "The two wallets on two different workers",
         };
         Some(PossibleValue::new(self.name()).help(help))
     }

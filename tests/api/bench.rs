@@ -152,6 +152,19 @@ async fn every_scenario_runs_checks_itself_and_prints_one_json_line() {
         }
     }
     assert_eq!(lines[1]["requests"], 200);
+    assert_eq!(lines[1]["transfer_pairs"], "any");
+    // The one server of the bench database, by its host:port, its CPU apart from the host's
+    // other PostgreSQL servers.
+    let url = url::Url::parse(&server_url()).unwrap();
+    let server = format!("{}:{}", url.host_str().unwrap(), url.port().unwrap_or(5432));
+    let by_server = lines[1]["db_cpu_pct_by_server"].as_object().unwrap();
+    assert_eq!(
+        by_server.keys().collect::<Vec<_>>(),
+        [&server],
+        "{}",
+        lines[1]
+    );
+    assert!(by_server[&server].as_f64().unwrap() > 0.0, "{}", lines[1]);
     assert_eq!(lines[6]["ops"], 2_000, "two batches of 1,000 items");
     assert_eq!(lines[7]["payments"], 500);
     assert_eq!(lines[7]["messages"], 550, "10% resent");
@@ -191,4 +204,34 @@ async fn a_database_not_named_as_disposable_is_refused_with_exit_code_2() {
     );
     assert!(output.stdout.is_empty());
     assert!(!results.exists(), "nothing was measured");
+}
+
+#[tokio::test]
+async fn transfer_pairs_other_than_any_are_refused_without_citus_with_exit_code_2() {
+    let (name, url) = bench_database();
+    let dir = std::env::temp_dir().join(format!("wl-bench-test-{}", uuid::Uuid::new_v4().simple()));
+    let results = dir.join("results.jsonl");
+    let output = Command::new(BIN)
+        .args([
+            "bench",
+            "--quick",
+            "api-transfers",
+            "--bench-database-url",
+            &url,
+        ])
+        .args(["--transfer-pairs", "same-shard"])
+        .arg("--results")
+        .arg(&results)
+        .output()
+        .await
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("--transfer-pairs same-shard") && stderr.contains("--citus-workers"),
+        "the reason names the option and what it needs: {stderr}"
+    );
+    assert!(output.stdout.is_empty());
+    assert!(!results.exists(), "nothing was measured");
+    assert!(!database_exists(&name).await, "nothing was created");
 }
