@@ -132,8 +132,9 @@ pub enum Distribution {
 /// connection to a worker for parallelism costs more (a backend, TLS, Citus's caches) than it
 /// saves, and a backend that drops its connections after each transaction opens them again
 /// for the next. With Citus's defaults (16 connections per worker per statement, 1 kept)
-/// `api-transfers` cost about twice the database CPU per transfer (docs/performance.md,
-/// "Citus settings"): one connection per worker per statement, up to 8 kept.
+/// `api-transfers` cost about one and a half times the database CPU per transfer
+/// (docs/performance.md, "Citus settings"): one connection per worker per statement, up to 8
+/// kept.
 pub const SESSION_DEFAULTS: [(&str, &str); 2] = [
     ("citus.max_adaptive_executor_pool_size", "1"),
     ("citus.max_cached_conns_per_worker", "8"),

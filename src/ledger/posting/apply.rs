@@ -124,8 +124,8 @@ pub(super) async fn insert_transactions(
 
 /// [`insert_transactions`] on Citus: one `insert ... values` per row, in id order. Citus routes
 /// each to its shard; the one-statement `insert ... select from unnest ... on conflict` is not
-/// pushed down and goes through intermediate results on every shard it reaches, which cost
-/// most of a group's time (docs/performance.md, "Where a transfer's time goes on Citus").
+/// pushed down and goes through intermediate results on every shard it reaches, the costliest
+/// single statement of a group (docs/performance.md, "Where a transfer's time goes on Citus").
 async fn insert_transactions_citus(
     conn: &mut PgConnection,
     rows: &[&Rendered],
