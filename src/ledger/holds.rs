@@ -177,24 +177,14 @@ pub async fn resolve(
     let mut conn = pool.acquire().await?;
     let mut tx = sqlx::Connection::begin(&mut *conn).await?;
     let resolution = resolve_on(&mut tx, engine, id, action, amount).await?;
-    // Every answer commits: what `resolve_in` wrote (a capture, a release, an expiry) is the
+    // Every answer commits: what `resolve_on` wrote (a capture, a release, an expiry) is the
     // answer, and the answers that wrote nothing leave nothing to commit but the row lock.
     tx.commit().await?;
     Ok(resolution)
 }
 
-/// [`resolve`] inside the caller's open transaction, which must commit whatever the answer.
-pub async fn resolve_in(
-    tx: &mut PgConnection,
-    id: Uuid,
-    action: Action,
-    amount: Option<i64>,
-) -> Result<Resolution, StoreError> {
-    let engine = Engine::of(&mut *tx).await?;
-    resolve_on(tx, engine, id, action, amount).await
-}
-
-/// [`resolve_in`] for a caller that knows the engine (no catalog probe).
+/// [`resolve`] inside the caller's open transaction, which must commit whatever the answer;
+/// `engine` is the pool's (the consumer's batches pass theirs).
 pub async fn resolve_on(
     tx: &mut PgConnection,
     engine: Engine,
