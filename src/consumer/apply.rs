@@ -214,10 +214,11 @@ enum Step {
 /// whole batch, and no message is charged for it.
 pub async fn apply_batch(
     pool: &PgPool,
+    engine: Engine,
     messages: &[Message],
     settings: ApplySettings,
 ) -> Result<Vec<Outcome>, ApplyError> {
-    apply_batch_in(pool, messages, settings, &BatchSession::default()).await
+    apply_batch_in(pool, engine, messages, settings, &BatchSession::default()).await
 }
 
 /// The database session a batch is being applied in, recorded as soon as it is known, so that
@@ -238,9 +239,11 @@ impl BatchSession {
     }
 }
 
-/// [`apply_batch`], recording its session in `session`.
+/// [`apply_batch`], recording its session in `session`. `engine` is the pool's (detected when
+/// it opened), so that a batch does not ask the catalog again.
 pub async fn apply_batch_in(
     pool: &PgPool,
+    engine: Engine,
     messages: &[Message],
     settings: ApplySettings,
     session: &BatchSession,
@@ -280,7 +283,7 @@ pub async fn apply_batch_in(
             }
         };
         session.set(pid);
-        match apply_events(&mut tx, &events, settings, &mut outcomes).await {
+        match apply_events(&mut tx, engine, &events, settings, &mut outcomes).await {
             Ok(()) => {
                 failpoint::hit(failpoint::CONSUMER_BEFORE_COMMIT);
                 tx.commit().await?;
@@ -308,6 +311,7 @@ pub async fn cancel(pool: &PgPool, pid: i32) -> Result<bool, sqlx::Error> {
 
 async fn apply_events(
     tx: &mut PgConnection,
+    engine: Engine,
     events: &[(usize, PaymentEvent)],
     settings: ApplySettings,
     outcomes: &mut [Option<Outcome>],
@@ -321,7 +325,6 @@ async fn apply_events(
     payment_ids.dedup();
     // Payments first, sorted, then (in the write path) wallets, sorted: every consumer takes
     // its locks in the same order.
-    let engine = Engine::of(&mut *tx).await?;
     let mut payments = lock_payments(tx, engine, &payment_ids).await?;
     let mut refunds_done: HashMap<Uuid, usize> = HashMap::new();
 

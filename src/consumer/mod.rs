@@ -157,6 +157,7 @@ pub async fn run(args: ConsumeSettings) -> anyhow::Result<()> {
         }
         let consumer = Consumer::new(
             pool.clone(),
+            database.engine,
             stream,
             worker_settings,
             readiness.clone(),

@@ -5,7 +5,7 @@
 use super::apply::{self, ApplyError, ApplySettings, Message, Outcome, Reason};
 use super::stream::{Backlog, DeadLetter, StreamClient};
 use crate::broker::is_outage;
-use crate::db::StoreError;
+use crate::db::{Engine, StoreError};
 use crate::failpoint;
 use crate::ledger::accounts;
 use crate::ledger::audit::{self, Actor};
@@ -67,6 +67,8 @@ impl StepReport {
 
 pub struct Consumer {
     pool: PgPool,
+    /// The pool's engine, detected when it opened: each batch picks its statements by it.
+    engine: Engine,
     stream: StreamClient,
     settings: Settings,
     readiness: Readiness,
@@ -83,6 +85,7 @@ pub struct Consumer {
 impl Consumer {
     pub fn new(
         pool: PgPool,
+        engine: Engine,
         stream: StreamClient,
         settings: Settings,
         readiness: Readiness,
@@ -91,6 +94,7 @@ impl Consumer {
         let now = Instant::now();
         Consumer {
             pool,
+            engine,
             stream,
             readiness,
             shutdown,
@@ -317,7 +321,13 @@ impl Consumer {
             };
             let session = apply::BatchSession::default();
             let result = {
-                let apply = apply::apply_batch_in(&self.pool, &part, self.settings.apply, &session);
+                let apply = apply::apply_batch_in(
+                    &self.pool,
+                    self.engine,
+                    &part,
+                    self.settings.apply,
+                    &session,
+                );
                 let apply = audit::scope(actor, apply);
                 tokio::pin!(apply);
                 match tokio::time::timeout(self.settings.max_batch, &mut apply).await {

@@ -102,7 +102,7 @@ impl Event {
 
 async fn apply_with(app: &TestApp, events: &[&Event], settings: ApplySettings) -> Vec<Outcome> {
     let messages: Vec<Message> = events.iter().map(|e| e.message()).collect();
-    let outcomes = apply_batch(&app.pool, &messages, settings)
+    let outcomes = apply_batch(&app.pool, crate::backend::ENGINE, &messages, settings)
         .await
         .expect("the batch applies");
     assert_eq!(outcomes.len(), messages.len(), "one outcome per message");
@@ -1632,7 +1632,9 @@ async fn concurrent_batches_with_the_same_events_apply_each_once() {
         tokio::spawn(async move {
             // A batch the database refused as a whole is retried whole, as the worker does.
             for _ in 0..5 {
-                if let Ok(outcomes) = apply_batch(&pool, &messages, settings()).await {
+                if let Ok(outcomes) =
+                    apply_batch(&pool, crate::backend::ENGINE, &messages, settings()).await
+                {
                     return outcomes;
                 }
             }
@@ -1728,7 +1730,9 @@ async fn race(app: &TestApp, wallet: &str, first: &Event, second: &Event) -> (Ou
     let spawn = |event: &Event| {
         let pool = app.pool.clone();
         let message = event.message();
-        tokio::spawn(async move { apply_batch(&pool, &[message], settings()).await })
+        tokio::spawn(async move {
+            apply_batch(&pool, crate::backend::ENGINE, &[message], settings()).await
+        })
     };
     let a = spawn(first);
     assert!(
