@@ -1,25 +1,31 @@
 #!/usr/bin/env bash
-# A Citus cluster for tests: a coordinator and two workers, three PostgreSQL 15 clusters of the
-# machine's binaries with shared_preload_libraries = 'citus', on loopback ports of their own, in
-# a folder of their own. Never touches the machine's PostgreSQL (5432).
+# A Citus cluster for tests: a coordinator and N workers (two unless told), PostgreSQL 15
+# clusters of the machine's binaries with shared_preload_libraries = 'citus', on loopback ports
+# of their own, in a folder of their own. Never touches the machine's PostgreSQL (5432).
 #
 # Subcommands (results on stdout; logs on stderr and in files in CITUS_DIR):
-#   up        install Citus when citus.so is missing (as root: bash ../shared/citus/install.sh;
-#             otherwise print that command and exit 1), initdb and start the three nodes,
-#             create the database wallet_ledger with the extension citus on each, set the
-#             coordinator host and register both workers; when already up, start what is
-#             stopped and print the line again. stdout ends with one shell-sourceable line:
+#   up [--workers N]
+#             install Citus when citus.so is missing (as root: bash ../shared/citus/install.sh;
+#             otherwise print that command and exit 1), initdb and start the coordinator and
+#             N workers (default: CITUS_WORKERS, else 2), create the database wallet_ledger with
+#             the extension citus on each, set the coordinator host and register every worker;
+#             when already up, start what is stopped and print the line again (asking for
+#             another N than the running cluster has is an error: `down` first). Nodes that
+#             someone registered by hand besides ours are left alone. stdout ends with one
+#             shell-sourceable line:
 #               DATABASE_URL=postgres://postgres@127.0.0.1:PORT/wallet_ledger?sslmode=disable
 #   down      stop and kill everything of CITUS_DIR, wait until its ports are free, remove it
 #   status    human-readable state of the nodes and the workers the coordinator sees
 #
-# CITUS_DIR (default /tmp/wallet-ledger-citus) holds a `ports` file, one data folder per node
-# (coordinator, worker1, worker2), their logs and sockets. Ports are picked free and reserved in
+# CITUS_DIR (default /tmp/wallet-ledger-citus) holds a `ports` file (WORKERS=N,
+# COORDINATOR_PORT, WORKER1_PORT...), one data folder per node (coordinator, worker1...), their
+# logs and sockets. Ports are picked free and reserved in
 # /tmp/wallet-ledger-ha.d, shared with scripts/ha.sh and scripts/redis-cluster.sh; processes are
 # found by their data folder, so `down` of one folder never touches another. Every node trusts
 # loopback connections (no password): for tests only.
 #
-# Measured on a 2-core machine with Citus 13.2.2 already installed, 3 cycles in a row: `up` from
+# Measured on a 2-core machine with Citus 13.2.2 already installed, 3 cycles in a row (two
+# workers; `--workers 3` was not timed on a quiet machine): `up` from
 # nothing 3.6-4.0 s, `up` when up 0.2 s, `up` after a worker's postmaster was SIGKILLed (it
 # starts it again) 1.5-2 s, `down` 0.6-0.7 s. Checked each time: both workers active, a table
 # distributed with create_distributed_table has its 32 shards 16 and 16 on the workers, and a
@@ -33,7 +39,8 @@ PGBIN=/usr/lib/postgresql/15/bin
 SYS_PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 REPO=$(cd "$(dirname "$0")/.." && pwd)
 INSTALL="bash $(cd "$REPO/.." && pwd)/shared/citus/install.sh"
-NODES=(coordinator worker1 worker2)
+WORKERS=${CITUS_WORKERS:-}
+NODES=()
 
 say() { echo "citus.sh: $*" >&2; }
 die() { say "$*"; exit 1; }
@@ -122,11 +129,30 @@ kill_until_gone() {
 
 ## Nodes
 
+# The folder's own worker count wins over the one asked for; asking up for another is an error.
 load_ports() {
+    local asked=$WORKERS
+    read_ports
+    [ -z "$asked" ] || [ "$asked" = "$WORKERS" ] ||
+        die "the cluster in $CITUS_DIR has $WORKERS workers, not $asked: run down first"
+}
+
+read_ports() {
     [ -f "$CITUS_DIR/ports" ] || die "Citus is not up in $CITUS_DIR"
+    WORKERS=
     # shellcheck disable=SC1091
     . "$CITUS_DIR/ports"
+    WORKERS=${WORKERS:-2} # folders made before the count was recorded had two
+    set_nodes
 }
+
+set_nodes() {
+    local i
+    NODES=(coordinator)
+    for i in $(seq 1 "$WORKERS"); do NODES+=("worker$i"); done
+}
+
+worker_nodes() { printf '%s\n' "${NODES[@]:1}"; }
 
 node_port() { # node
     local var="${1^^}_PORT"
@@ -214,11 +240,14 @@ setup() {
         pgsql "$port" wallet_ledger "create extension if not exists citus" >/dev/null
     done
     pgsql "$COORDINATOR_PORT" wallet_ledger "select citus_set_coordinator_host('127.0.0.1', $COORDINATOR_PORT)" >/dev/null
-    for node in worker1 worker2; do
-        pgsql "$COORDINATOR_PORT" wallet_ledger "select citus_add_node('127.0.0.1', $(node_port "$node"))" >/dev/null
+    for node in $(worker_nodes); do
+        port=$(node_port "$node")
+        pgsql "$COORDINATOR_PORT" wallet_ledger "select citus_add_node('127.0.0.1', $port)" >/dev/null
+        # Each of ours must be active; other nodes registered by hand do not matter here.
+        [ -n "$(pgsql "$COORDINATOR_PORT" wallet_ledger \
+            "select 1 from citus_get_active_worker_nodes() where node_port = $port")" ] ||
+            die "the coordinator does not see $node (port $port) as an active worker"
     done
-    [ "$(pgsql "$COORDINATOR_PORT" wallet_ledger "select count(*) from citus_get_active_worker_nodes()")" = 2 ] ||
-        die "the coordinator does not see both workers"
 }
 
 up() {
@@ -240,11 +269,9 @@ up() {
     down_unlocked
     mkdir -p "$CITUS_DIR/sockets"
     touch "$CITUS_DIR/.wallet-ledger-citus"
-    local ports
-    ports=$(reserve_ports 3 "$CITUS_DIR" | tr '\n' ' ')
-    read -r COORDINATOR_PORT WORKER1_PORT WORKER2_PORT <<<"$ports"
-    printf 'COORDINATOR_PORT=%s\nWORKER1_PORT=%s\nWORKER2_PORT=%s\n' \
-        "$COORDINATOR_PORT" "$WORKER1_PORT" "$WORKER2_PORT" >"$CITUS_DIR/ports"
+    WORKERS=${WORKERS:-2}
+    set_nodes
+    write_ports "$(reserve_ports "${#NODES[@]}" "$CITUS_DIR" | tr '\n' ' ')"
     # The servers (as postgres) append to the same logs as this script.
     for node in "${NODES[@]}"; do touch "$CITUS_DIR/$node.log"; done
     [ "$(id -u)" -eq 0 ] && chown -R postgres:postgres "$CITUS_DIR"
@@ -252,14 +279,26 @@ up() {
     for node in "${NODES[@]}"; do start_node "$node"; done
     setup
     touch "$CITUS_DIR/.initialized"
-    say "coordinator on $COORDINATOR_PORT, workers on $WORKER1_PORT and $WORKER2_PORT"
+    say "coordinator on $COORDINATOR_PORT, $WORKERS workers on $(for node in $(worker_nodes); do node_port "$node"; done | paste -sd ' ')"
     url
+}
+
+write_ports() { # "port port...": the coordinator's, then one per worker
+    local node i=0 ports
+    read -r -a ports <<<"$1"
+    echo "WORKERS=$WORKERS" >"$CITUS_DIR/ports"
+    for node in "${NODES[@]}"; do
+        printf '%s_PORT=%s\n' "${node^^}" "${ports[$i]}" >>"$CITUS_DIR/ports"
+        i=$((i + 1))
+    done
+    read_ports
 }
 
 down_unlocked() {
     [ -d "$CITUS_DIR" ] || { release_ports "$CITUS_DIR"; return 0; }
     [ -e "$CITUS_DIR/.wallet-ledger-citus" ] || die "$CITUS_DIR was not made by citus.sh: not removing it"
-    local node
+    local node asked=$WORKERS
+    [ -f "$CITUS_DIR/ports" ] && read_ports
     for node in "${NODES[@]}"; do
         if node_running "$node"; then
             as_pg "$PGBIN/pg_ctl" -D "$CITUS_DIR/$node" -m immediate -w -t 20 stop >/dev/null 2>&1 || true
@@ -267,11 +306,11 @@ down_unlocked() {
     done
     kill_until_gone
     if [ -f "$CITUS_DIR/ports" ]; then
-        load_ports
         for node in "${NODES[@]}"; do wait_port_closed "$(node_port "$node")"; done
     fi
     rm -rf "$CITUS_DIR"
     release_ports "$CITUS_DIR"
+    WORKERS=$asked
 }
 
 down() {
@@ -285,7 +324,7 @@ status() {
         echo "Citus: not up"
         return
     fi
-    load_ports
+    read_ports
     local node
     for node in "${NODES[@]}"; do
         if node_running "$node"; then
@@ -301,8 +340,24 @@ status() {
     url
 }
 
+# up's options; the count must be a small positive number (it names folders and ports).
+parse_up() {
+    while [ $# -gt 0 ]; do
+        case $1 in
+            --workers) WORKERS=${2:-}; shift 2 || die "--workers needs a number" ;;
+            --workers=*) WORKERS=${1#--workers=}; shift ;;
+            *) die "unknown option for up: $1" ;;
+        esac
+    done
+    case $WORKERS in
+        '') ;;
+        [1-9] | [1-9][0-9]) ;;
+        *) die "--workers (or CITUS_WORKERS) must be a number from 1 to 99, not '$WORKERS'" ;;
+    esac
+}
+
 case "${1:-}" in
-    up) up ;;
+    up) shift; parse_up "$@"; up ;;
     down) down ;;
     status) status ;;
     *)
