@@ -702,21 +702,31 @@ async fn only_the_crossing_below_zero_writes_account_negative_balance() {
             &e.data["account"]["currency"],
             &e.data["transaction_id"],
             &e.data["sequence"],
-            &e.data["balance_after"]
+            &e.data["balance_after"],
+            &e.data["balance_after_decimal"]
         ),
         (
             &json!("od"),
             &json!("SAR"),
             &json!(first),
             &json!(2),
-            &json!(-200)
+            &json!(-200),
+            &json!("-2.00")
         ),
         "{}",
         e.data
     );
     assert_eq!(e.id, event_id("account.negative_balance", "od\n2"));
-    // The transfer itself is still told as transaction.posted.
-    the_event(&app, "transaction.posted", first).await;
+    // The transfer itself is still told as transaction.posted, each wallet's balance after it
+    // in both forms, like every amount.
+    let posted = the_event(&app, "transaction.posted", first).await;
+    assert_eq!(
+        posted.data["accounts"],
+        json!([
+            {"account": "od", "sequence": 2, "balance_after": -200, "balance_after_decimal": "-2.00"},
+            {"account": "w2", "sequence": 1, "balance_after": 300, "balance_after_decimal": "3.00"}
+        ])
+    );
 
     // -200 → -300: still below zero, no new crossing.
     transfer_ok(&app, "od", "w2", 100).await;
