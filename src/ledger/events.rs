@@ -168,7 +168,7 @@ impl<'a> TransactionEvent<'a> {
 
 /// `amount` of `currency` as the API's `x_decimal` shows it (the ledger holds only currencies
 /// it knows, so the plain integer is a fallback that cannot be reached).
-fn decimal(currency: &str, amount: i64) -> String {
+pub(crate) fn decimal(currency: &str, amount: i64) -> String {
     super::money::Currency::parse(currency).map_or_else(|| amount.to_string(), |c| c.format(amount))
 }
 
@@ -231,11 +231,14 @@ pub async fn record_stored_transactions(
 
 /// Records an account's status change (`account.frozen`, `account.closed`), keyed by the
 /// moment of the change so that a second freeze after an unfreeze is a second event.
+/// `overdraft_limit_decimal` is the locked row's limit formatted by the caller (the exponent
+/// table lives in the code, not in the database).
 pub async fn record_account(
     conn: &mut PgConnection,
     account: &str,
     event: EventType,
     changed_at: DateTime<Utc>,
+    overdraft_limit_decimal: &str,
 ) -> Result<(), sqlx::Error> {
     let id = event_id(
         event,
@@ -246,13 +249,15 @@ pub async fn record_account(
            select $1, $2, a.id,
                   jsonb_build_object('account', jsonb_build_object(
                       'id', a.id, 'currency', a.currency, 'type', a.type, 'status', a.status,
-                      'overdraft_limit', a.overdraft_limit, 'metadata', a.metadata,
+                      'overdraft_limit', a.overdraft_limit,
+                      'overdraft_limit_decimal', $4::text, 'metadata', a.metadata,
                       'version', a.version, 'updated_at', a.updated_at))
            from accounts a where a.id = $3
            on conflict (id) do nothing"#,
         id,
         event.as_str(),
-        account
+        account,
+        overdraft_limit_decimal
     )
     .execute(conn)
     .await?;

@@ -565,7 +565,7 @@ async fn a_reversal_writes_transaction_reversed_for_the_reversing_transaction() 
 #[tokio::test]
 async fn freezing_and_closing_write_account_events_once_per_change() {
     let app = TestApp::new().await;
-    app.create_wallet("w1").await;
+    create_wallet_with_overdraft(&app, "w1", 1_250).await;
     app.create_wallet("w2").await;
     app.fund("w1", 500).await;
     let before = event_count(&app).await;
@@ -588,6 +588,15 @@ async fn freezing_and_closing_write_account_events_once_per_change() {
         (&account["id"], &account["status"], &account["type"]),
         (&json!("w1"), &json!("frozen"), &json!("wallet")),
         "{}",
+        e.data
+    );
+    assert_eq!(
+        (
+            &account["overdraft_limit"],
+            &account["overdraft_limit_decimal"]
+        ),
+        (&json!(1_250), &json!("12.50")),
+        "every amount in both forms: {}",
         e.data
     );
     // Keyed by the account and the moment of the change.
