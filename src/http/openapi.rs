@@ -203,36 +203,39 @@ fn applies(when: When, operation: &Operation) -> bool {
     }
 }
 
+/// The security scheme, the shared responses and headers, and named page items.
+fn register_components(components: &mut utoipa::openapi::Components) {
+    components.add_security_scheme(
+        SECURITY_SCHEME,
+        SecurityScheme::Http(
+            HttpBuilder::new()
+                .scheme(HttpAuthScheme::Bearer)
+                .description(Some(
+                    "An API key's token (`wallet-ledger api-key create`). The requirement's role is the scope the operation needs: read < write < admin.",
+                ))
+                .build(),
+        ),
+    );
+    for (status, name, _, description) in SHARED {
+        components.responses.insert(
+            (*name).to_owned(),
+            RefOr::T(shared_response(status, description)),
+        );
+    }
+    components.headers.insert(
+        REQUEST_ID_COMPONENT.to_owned(),
+        RefOr::T(header(&format!("The request's id: the caller's `x-request-id` when it is one header of 1-{} visible ASCII characters, else a new UUID. The log line and the audit row carry the same value.", super::auth::MAX_REQUEST_ID_LEN), None)),
+    );
+    components.headers.insert(
+        REPLAYED_COMPONENT.to_owned(),
+        RefOr::T(header("`true`: this is the stored answer of an earlier request with the same id, replayed; nothing was done again. Absent on a first answer.", Some("true"))),
+    );
+    refer_to_named_items(components);
+}
+
 impl Modify for Common {
     fn modify(&self, doc: &mut utoipa::openapi::OpenApi) {
-        let components = doc.components.get_or_insert_with(Default::default);
-        components.add_security_scheme(
-            SECURITY_SCHEME,
-            SecurityScheme::Http(
-                HttpBuilder::new()
-                    .scheme(HttpAuthScheme::Bearer)
-                    .description(Some(
-                        "An API key's token (`wallet-ledger api-key create`). The requirement's role is the scope the operation needs: read < write < admin.",
-                    ))
-                    .build(),
-            ),
-        );
-        for (status, name, _, description) in SHARED {
-            components.responses.insert(
-                (*name).to_owned(),
-                RefOr::T(shared_response(status, description)),
-            );
-        }
-        components.headers.insert(
-            REQUEST_ID_COMPONENT.to_owned(),
-            RefOr::T(header(&format!("The request's id: the caller's `x-request-id` when it is one header of 1-{} visible ASCII characters, else a new UUID. The log line and the audit row carry the same value.", super::auth::MAX_REQUEST_ID_LEN), None)),
-        );
-        components.headers.insert(
-            REPLAYED_COMPONENT.to_owned(),
-            RefOr::T(header("`true`: this is the stored answer of an earlier request with the same id, replayed; nothing was done again. Absent on a first answer.", Some("true"))),
-        );
-        refer_to_named_items(components);
-        every_response_has_its_headers(doc);
+        register_components(doc.components.get_or_insert_with(Default::default));
         for (path, item) in doc.paths.paths.iter_mut() {
             if !path.starts_with("/v1/") {
                 continue;
@@ -273,6 +276,8 @@ impl Modify for Common {
                 page_limits(operation);
             }
         }
+        // Last: the responses added above get their headers too.
+        every_response_has_its_headers(doc);
     }
 }
 

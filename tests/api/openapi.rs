@@ -255,6 +255,19 @@ async fn every_response_declares_the_headers_it_carries() {
     for name in ["RequestId", "IdempotentReplayed"] {
         assert!(doc["components"]["headers"][name].is_object(), "{name}");
     }
+    // The request-id layers wrap every route: every documented response carries the header.
+    let mut undeclared = Vec::new();
+    for (path, item) in doc["paths"].as_object().unwrap() {
+        for (method, operation) in item.as_object().unwrap() {
+            for status in operation["responses"].as_object().unwrap().keys() {
+                let declared = declared_headers(&doc, method, path, status.parse().unwrap());
+                if !declared.contains(&"x-request-id".to_owned()) {
+                    undeclared.push(format!("{method} {path} {status}"));
+                }
+            }
+        }
+    }
+    assert!(undeclared.is_empty(), "no x-request-id: {undeclared:#?}");
     let app = TestApp::new().await;
     app.create_wallet("w1").await;
     app.create_wallet("w2").await;
