@@ -520,6 +520,21 @@ mod tests {
                 }
             }
         }
+        // An operation keyed by an `Idempotency-Key` replays, so its 200 declares the header.
+        for (path, item) in doc["paths"].as_object().unwrap() {
+            for (method, operation) in item.as_object().unwrap() {
+                let keyed = operation["parameters"]
+                    .as_array()
+                    .is_some_and(|ps| ps.iter().any(|p| p["name"] == "Idempotency-Key"));
+                let id = operation["operationId"].as_str().unwrap();
+                if keyed {
+                    assert!(
+                        REPLAYS.iter().any(|(r, _)| *r == id),
+                        "{method} {path}: {id} takes an Idempotency-Key but is not in REPLAYS"
+                    );
+                }
+            }
+        }
         let shared = doc["components"]["responses"].as_object().unwrap();
         assert_eq!(shared.len(), SHARED.len());
         for (_, response) in shared {
