@@ -57,8 +57,13 @@ pub struct Problem {
     pub index: Option<usize>,
     /// ...and the problem its single call would have answered.
     #[serde(skip_serializing_if = "Option::is_none")]
-    #[schema(value_type = Option<Object>)]
+    #[schema(schema_with = problem_ref)]
     pub problem: Option<serde_json::Value>,
+}
+
+/// `problem` is a whole problem of its own: a reference, so a typed client reads `Problem`.
+fn problem_ref() -> utoipa::openapi::Ref {
+    utoipa::openapi::Ref::from_schema_name("Problem")
 }
 
 impl Problem {

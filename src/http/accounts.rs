@@ -47,7 +47,7 @@ pub struct CreateAccountRequest {
     pub overdraft_limit: Option<i64>,
     #[validate(custom(function = "validate::metadata"))]
     #[serde(default, deserialize_with = "validate::metadata_field::optional")]
-    #[schema(value_type = Option<Object>)]
+    #[schema(value_type = Option<crate::ledger::views::Metadata>)]
     pub metadata: Option<Map<String, Value>>,
 }
 
@@ -150,7 +150,7 @@ pub struct PatchAccountRequest {
     pub version: i64,
     #[validate(custom(function = "validate::metadata"))]
     #[serde(deserialize_with = "validate::metadata_field::required")]
-    #[schema(value_type = Object)]
+    #[schema(value_type = crate::ledger::views::Metadata)]
     pub metadata: Map<String, Value>,
 }
 

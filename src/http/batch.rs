@@ -43,9 +43,19 @@ pub struct ItemResult {
     pub status: u16,
     /// `true` when the answer is a stored one replayed (`Idempotent-Replayed` of a single call).
     pub replayed: bool,
-    /// The single call's body as it was stored, byte for byte (not parsed again).
-    #[schema(value_type = Object)]
+    /// The single call's body as it was stored, byte for byte (not parsed again): the
+    /// transaction for a 2xx, the problem for a 4xx.
+    #[schema(schema_with = item_body)]
     pub body: Box<RawValue>,
+}
+
+/// `TransactionView` or `Problem`, as the item's `status` says.
+fn item_body() -> utoipa::openapi::schema::Schema {
+    use utoipa::openapi::{OneOfBuilder, Ref};
+    OneOfBuilder::new()
+        .item(Ref::from_schema_name("TransactionView"))
+        .item(Ref::from_schema_name("Problem"))
+        .into()
 }
 
 #[derive(Debug, Serialize, ToSchema)]

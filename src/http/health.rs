@@ -4,22 +4,70 @@ use super::AppState;
 use super::error::{ApiError, Result};
 use super::responses::json;
 use crate::outbox::stream::Feed;
+use crate::problem::Problem;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::Response;
-use serde_json::json;
+use serde::Serialize;
 use std::time::Duration;
+use utoipa::ToSchema;
 
 /// How long readiness waits for the database before saying no.
 const READINESS_TIMEOUT: Duration = Duration::from_secs(2);
 
-#[utoipa::path(get, path = "/healthz", tag = "operations", responses((status = 200, description = "the process is alive")))]
+/// The body of `/healthz`.
+#[derive(Serialize, ToSchema)]
+pub struct Health {
+    status: Alive,
+}
+
+#[derive(Serialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+enum Alive {
+    Ok,
+}
+
+/// The body of `/readyz` when ready.
+#[derive(Serialize, ToSchema)]
+pub struct Readiness {
+    status: Ready,
+    database: DatabaseReadiness,
+    /// With `--events-stream`: whether the optional outbound feed publishes (never makes the
+    /// API unready).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    events_stream: Option<FeedState>,
+}
+
+#[derive(Serialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+enum Ready {
+    Ready,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct DatabaseReadiness {
+    /// Whether commits wait for a synchronous standby; `null` when it could not be told.
+    synchronous_standby: Option<bool>,
+    /// With several hosts: the one written to (`host:port`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    primary: Option<String>,
+}
+
+#[derive(Serialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+enum FeedState {
+    Up,
+    Down,
+}
+
+#[utoipa::path(get, path = "/healthz", tag = "operations", responses((status = 200, description = "the process is alive", body = Health)))]
 pub async fn healthz() -> Result<Response> {
-    json(StatusCode::OK, &json!({"status": "ok"}))
+    json(StatusCode::OK, &Health { status: Alive::Ok })
 }
 
 #[utoipa::path(get, path = "/readyz", tag = "operations",
-    responses((status = 200, description = "the database answers; `database.synchronous_standby` says whether its commits wait for a synchronous standby (`database.primary`, with several hosts, names the one written to); `events_stream` (`up` or `down`, with `--events-stream`) says whether the optional outbound feed publishes, and never makes the API unready"), (status = 503, description = "it does not")))]
+    responses((status = 200, description = "the database answers; `database.synchronous_standby` says whether its commits wait for a synchronous standby (`database.primary`, with several hosts, names the one written to); `events_stream` (`up` or `down`, with `--events-stream`) says whether the optional outbound feed publishes, and never makes the API unready", body = Readiness),
+        (status = 503, description = "it does not", body = Problem, content_type = "application/problem+json")))]
 pub async fn readyz(State(state): State<AppState>) -> Result<Response> {
     // The ping also asks whether commits wait for a synchronous standby.
     let ping = async {
@@ -28,16 +76,20 @@ pub async fn readyz(State(state): State<AppState>) -> Result<Response> {
     };
     match tokio::time::timeout(READINESS_TIMEOUT, ping).await {
         Ok(Ok(sync)) => {
-            let mut database = json!({"synchronous_standby": sync.as_json()});
-            if let Some(primary) = &state.primary {
-                database["primary"] = json!(primary.describe());
-            }
-            let mut body = json!({"status": "ready", "database": database});
-            match state.events_feed.get() {
-                Feed::Off => {}
-                Feed::Up => body["events_stream"] = json!("up"),
-                Feed::Down => body["events_stream"] = json!("down"),
-            }
+            let database = DatabaseReadiness {
+                synchronous_standby: sync.as_json().as_bool(),
+                primary: state.primary.as_ref().map(|p| p.describe()),
+            };
+            let events_stream = match state.events_feed.get() {
+                Feed::Off => None,
+                Feed::Up => Some(FeedState::Up),
+                Feed::Down => Some(FeedState::Down),
+            };
+            let body = Readiness {
+                status: Ready::Ready,
+                database,
+                events_stream,
+            };
             json(StatusCode::OK, &body)
         }
         Ok(Err(e)) => Err(ApiError::Unavailable(format!("readiness: {e}"))),

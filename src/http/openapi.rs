@@ -203,26 +203,39 @@ fn applies(when: When, operation: &Operation) -> bool {
     }
 }
 
+/// The security scheme, the shared responses and headers, and named page items.
+fn register_components(components: &mut utoipa::openapi::Components) {
+    components.add_security_scheme(
+        SECURITY_SCHEME,
+        SecurityScheme::Http(
+            HttpBuilder::new()
+                .scheme(HttpAuthScheme::Bearer)
+                .description(Some(
+                    "An API key's token (`wallet-ledger api-key create`). The requirement's role is the scope the operation needs: read < write < admin.",
+                ))
+                .build(),
+        ),
+    );
+    for (status, name, _, description) in SHARED {
+        components.responses.insert(
+            (*name).to_owned(),
+            RefOr::T(shared_response(status, description)),
+        );
+    }
+    components.headers.insert(
+        REQUEST_ID_COMPONENT.to_owned(),
+        RefOr::T(header(&format!("The request's id: the caller's `x-request-id` when it is one header of 1-{} visible ASCII characters, else a new UUID. The log line and the audit row carry the same value.", super::auth::MAX_REQUEST_ID_LEN), None)),
+    );
+    components.headers.insert(
+        REPLAYED_COMPONENT.to_owned(),
+        RefOr::T(header("`true`: this is the stored answer of an earlier request with the same id, replayed; nothing was done again. Absent on a first answer.", Some("true"))),
+    );
+    refer_to_named_items(components);
+}
+
 impl Modify for Common {
     fn modify(&self, doc: &mut utoipa::openapi::OpenApi) {
-        let components = doc.components.get_or_insert_with(Default::default);
-        components.add_security_scheme(
-            SECURITY_SCHEME,
-            SecurityScheme::Http(
-                HttpBuilder::new()
-                    .scheme(HttpAuthScheme::Bearer)
-                    .description(Some(
-                        "An API key's token (`wallet-ledger api-key create`). The requirement's role is the scope the operation needs: read < write < admin.",
-                    ))
-                    .build(),
-            ),
-        );
-        for (status, name, _, description) in SHARED {
-            components.responses.insert(
-                (*name).to_owned(),
-                RefOr::T(shared_response(status, description)),
-            );
-        }
+        register_components(doc.components.get_or_insert_with(Default::default));
         for (path, item) in doc.paths.paths.iter_mut() {
             if !path.starts_with("/v1/") {
                 continue;
@@ -260,6 +273,138 @@ impl Modify for Common {
                     RefOr::T(shared_response("400", &bad_request)),
                 );
                 optional_body_is_never_null(operation);
+                page_limits(operation);
+            }
+        }
+        // Last: the responses added above get their headers too.
+        every_response_has_its_headers(doc);
+    }
+}
+
+/// The names of the reusable headers in `components/headers`.
+const REQUEST_ID_COMPONENT: &str = "RequestId";
+const REPLAYED_COMPONENT: &str = "IdempotentReplayed";
+
+/// The operations that replay a stored answer with `Idempotent-Replayed: true`, and the
+/// statuses such a replay can have: a creation's 200 (its 201 replayed), a stored refusal's
+/// 422, a capture's, release's or rotation's 200 (the handlers use `responses::created` or
+/// set the header themselves).
+const REPLAYS: &[(&str, &[&str])] = &[
+    ("create_account", &["200"]),
+    ("create_transaction", &["200", "422"]),
+    ("transfer", &["200", "422"]),
+    ("payment", &["200", "422"]),
+    ("reverse", &["200", "422"]),
+    ("create_webhook", &["200"]),
+    ("post", &["200"]),
+    ("void", &["200"]),
+    ("rotate_secret", &["200"]),
+];
+
+fn header(description: &str, value: Option<&str>) -> utoipa::openapi::header::Header {
+    let mut schema = ObjectBuilder::new().schema_type(Type::String);
+    if let Some(value) = value {
+        schema = schema.enum_values(Some([value]));
+    }
+    HeaderBuilder::new()
+        .schema(Some(schema))
+        .description(Some(description))
+        .build()
+}
+
+fn header_ref(component: &str) -> RefOr<utoipa::openapi::header::Header> {
+    RefOr::Ref(Ref::new(format!("#/components/headers/{component}")))
+}
+
+/// Every response carries `x-request-id` (the request-id layers wrap every route and the
+/// fallbacks); the replaying operations' responses carry `Idempotent-Replayed`.
+fn every_response_has_its_headers(doc: &mut utoipa::openapi::OpenApi) {
+    let with_request_id = |response: &mut Response| {
+        response
+            .headers
+            .insert("x-request-id".to_owned(), header_ref(REQUEST_ID_COMPONENT));
+    };
+    if let Some(components) = doc.components.as_mut() {
+        for response in components.responses.values_mut() {
+            if let RefOr::T(response) = response {
+                with_request_id(response);
+            }
+        }
+    }
+    for item in doc.paths.paths.values_mut() {
+        for (_, operation) in operations(item) {
+            let replays = REPLAYS
+                .iter()
+                .find(|(id, _)| operation.operation_id.as_deref() == Some(*id))
+                .map_or(&[][..], |(_, statuses)| *statuses);
+            for (status, response) in operation.responses.responses.iter_mut() {
+                let RefOr::T(response) = response else {
+                    continue;
+                };
+                with_request_id(response);
+                if replays.contains(&status.as_str()) {
+                    response.headers.insert(
+                        "Idempotent-Replayed".to_owned(),
+                        header_ref(REPLAYED_COMPONENT),
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// `limit` of every list: the range and default that `PageQuery::limit` (and the other
+/// queries, through the same constants) enforce, so a typed client never sends `limit: 0`.
+fn page_limits(operation: &mut Operation) {
+    use super::accounts::{DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE};
+    for parameter in operation.parameters.iter_mut().flatten() {
+        let RefOr::T(parameter) = parameter else {
+            continue;
+        };
+        if parameter.parameter_in == ParameterIn::Query && parameter.name == "limit" {
+            parameter.schema = Some(
+                ObjectBuilder::new()
+                    .schema_type(Type::Integer)
+                    .format(Some(utoipa::openapi::SchemaFormat::KnownFormat(
+                        utoipa::openapi::KnownFormat::Int64,
+                    )))
+                    .minimum(Some(1))
+                    .maximum(Some(MAX_PAGE_SIZE))
+                    .default(Some(DEFAULT_PAGE_SIZE.into()))
+                    .into(),
+            );
+        }
+    }
+}
+
+/// utoipa writes the items of a generic page (`Page<EntryView>`) inline, a copy of the named
+/// schema, so a generated client gets one type per page for the same thing. Each property (or
+/// array item) that equals a named schema becomes a reference to it.
+fn refer_to_named_items(components: &mut utoipa::openapi::Components) {
+    use utoipa::openapi::schema::{ArrayItems, Schema};
+    let named: Vec<(String, RefOr<Schema>)> = components
+        .schemas
+        .iter()
+        .map(|(name, schema)| (name.clone(), schema.clone()))
+        .collect();
+    let as_ref = |schema: &RefOr<Schema>| {
+        named
+            .iter()
+            .find(|(_, named)| named == schema)
+            .map(|(name, _)| RefOr::Ref(Ref::from_schema_name(name.clone())))
+    };
+    for schema in components.schemas.values_mut() {
+        let RefOr::T(Schema::Object(object)) = schema else {
+            continue;
+        };
+        for property in object.properties.values_mut() {
+            if let RefOr::T(Schema::Array(array)) = property
+                && let ArrayItems::RefOrSchema(items) = &mut array.items
+                && let Some(reference) = as_ref(items)
+            {
+                **items = reference;
+            } else if let Some(reference) = as_ref(property) {
+                *property = reference;
             }
         }
     }
@@ -371,6 +516,21 @@ mod tests {
                                 .as_str()
                                 .is_some_and(|d| !d.is_empty()),
                         "{method} {path} {status} has no description"
+                    );
+                }
+            }
+        }
+        // An operation keyed by an `Idempotency-Key` replays, so its 200 declares the header.
+        for (path, item) in doc["paths"].as_object().unwrap() {
+            for (method, operation) in item.as_object().unwrap() {
+                let keyed = operation["parameters"]
+                    .as_array()
+                    .is_some_and(|ps| ps.iter().any(|p| p["name"] == "Idempotency-Key"));
+                let id = operation["operationId"].as_str().unwrap();
+                if keyed {
+                    assert!(
+                        REPLAYS.iter().any(|(r, _)| *r == id),
+                        "{method} {path}: {id} takes an Idempotency-Key but is not in REPLAYS"
                     );
                 }
             }

@@ -53,7 +53,7 @@ pub struct CreateTransactionRequest {
     pub external_ref: Option<String>,
     #[validate(custom(function = "validate::metadata"))]
     #[serde(default, deserialize_with = "validate::metadata_field::optional")]
-    #[schema(value_type = Option<Object>)]
+    #[schema(value_type = Option<crate::ledger::views::Metadata>)]
     pub metadata: Option<Map<String, Value>>,
 }
 
@@ -77,7 +77,7 @@ pub struct TransferRequest {
     pub external_ref: Option<String>,
     #[validate(custom(function = "validate::metadata"))]
     #[serde(default, deserialize_with = "validate::metadata_field::optional")]
-    #[schema(value_type = Option<Object>)]
+    #[schema(value_type = Option<crate::ledger::views::Metadata>)]
     pub metadata: Option<Map<String, Value>>,
 }
 
@@ -103,7 +103,7 @@ pub struct PaymentRequest {
     pub external_ref: Option<String>,
     #[validate(custom(function = "validate::metadata"))]
     #[serde(default, deserialize_with = "validate::metadata_field::optional")]
-    #[schema(value_type = Option<Object>)]
+    #[schema(value_type = Option<crate::ledger::views::Metadata>)]
     pub metadata: Option<Map<String, Value>>,
 }
 

@@ -164,7 +164,7 @@ pub struct ReverseRequest {
     #[serde(default, deserialize_with = "validate::integer::optional")]
     pub amount: Option<i64>,
     #[validate(custom(function = "validate::metadata"))]
-    #[schema(value_type = Option<Object>)]
+    #[schema(value_type = Option<crate::ledger::views::Metadata>)]
     pub metadata: Option<Map<String, Value>>,
 }
 

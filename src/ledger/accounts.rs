@@ -505,7 +505,8 @@ pub async fn transition(
     .fetch_one(&mut *tx)
     .await?;
     if let Some(event) = action.event() {
-        events::record_account(&mut tx, id, event, changed_at).await?;
+        let overdraft_limit = events::decimal(&account.currency, account.overdraft_limit);
+        events::record_account(&mut tx, id, event, changed_at, &overdraft_limit).await?;
     }
     audit::record(&mut tx, action.audit_action(), &[id.to_owned()]).await?;
     tx.commit().await?;

@@ -93,6 +93,8 @@ pub(crate) struct TransactionEvent<'a> {
     transaction_id: Uuid,
     /// The transaction's API representation ([`TransactionView`]) as JSON text.
     transaction: Cow<'a, str>,
+    /// Its currency, which formats the entries' `balance_after_decimal`.
+    currency: Cow<'a, str>,
     /// The entries this change wrote (none for a hold, a refusal, a release, an expiry).
     entries: &'a [NewEntry],
 }
@@ -104,12 +106,14 @@ impl<'a> TransactionEvent<'a> {
         event: EventType,
         transaction_id: Uuid,
         answer: &'a str,
+        currency: &'a str,
         entries: &'a [NewEntry],
     ) -> TransactionEvent<'a> {
         TransactionEvent {
             event,
             transaction_id,
             transaction: Cow::Borrowed(answer),
+            currency: Cow::Borrowed(currency),
             entries,
         }
     }
@@ -125,6 +129,7 @@ impl<'a> TransactionEvent<'a> {
             transaction: Cow::Owned(
                 serde_json::to_string(view).expect("a transaction view always serializes"),
             ),
+            currency: Cow::Owned(view.currency.clone()),
             entries,
         }
     }
@@ -137,15 +142,18 @@ impl<'a> TransactionEvent<'a> {
             account: &'e str,
             sequence: i64,
             balance_after: i64,
+            balance_after_decimal: String,
         }
         let mut marks: Vec<Mark> = self
             .entries
             .iter()
             .filter_map(|e| {
+                let balance_after = e.balance_after?;
                 Some(Mark {
                     account: &e.account,
                     sequence: e.sequence?,
-                    balance_after: e.balance_after?,
+                    balance_after,
+                    balance_after_decimal: decimal(&self.currency, balance_after),
                 })
             })
             .collect();
@@ -156,6 +164,12 @@ impl<'a> TransactionEvent<'a> {
             self.transaction
         )
     }
+}
+
+/// `amount` of `currency` as the API's `x_decimal` shows it (the ledger holds only currencies
+/// it knows, so the plain integer is a fallback that cannot be reached).
+pub(crate) fn decimal(currency: &str, amount: i64) -> String {
+    super::money::Currency::parse(currency).map_or_else(|| amount.to_string(), |c| c.format(amount))
 }
 
 /// Records the events of a change, in its database transaction, numbered (`seq`) in the
@@ -217,11 +231,14 @@ pub async fn record_stored_transactions(
 
 /// Records an account's status change (`account.frozen`, `account.closed`), keyed by the
 /// moment of the change so that a second freeze after an unfreeze is a second event.
+/// `overdraft_limit_decimal` is the locked row's limit formatted by the caller (the exponent
+/// table lives in the code, not in the database).
 pub async fn record_account(
     conn: &mut PgConnection,
     account: &str,
     event: EventType,
     changed_at: DateTime<Utc>,
+    overdraft_limit_decimal: &str,
 ) -> Result<(), sqlx::Error> {
     let id = event_id(
         event,
@@ -232,13 +249,15 @@ pub async fn record_account(
            select $1, $2, a.id,
                   jsonb_build_object('account', jsonb_build_object(
                       'id', a.id, 'currency', a.currency, 'type', a.type, 'status', a.status,
-                      'overdraft_limit', a.overdraft_limit, 'metadata', a.metadata,
+                      'overdraft_limit', a.overdraft_limit,
+                      'overdraft_limit_decimal', $4::text, 'metadata', a.metadata,
                       'version', a.version, 'updated_at', a.updated_at))
            from accounts a where a.id = $3
            on conflict (id) do nothing"#,
         id,
         event.as_str(),
-        account
+        account,
+        overdraft_limit_decimal
     )
     .execute(conn)
     .await?;
@@ -295,7 +314,8 @@ pub async fn record_negative_balances(
         .map(|c| {
             json!({"account": {"id": c.account, "currency": c.currency},
                    "transaction_id": c.transaction_id, "sequence": c.sequence,
-                   "balance_after": c.balance_after})
+                   "balance_after": c.balance_after,
+                   "balance_after_decimal": decimal(&c.currency, c.balance_after)})
         })
         .collect();
     sqlx::query!(

@@ -370,7 +370,7 @@ pub async fn resolve_on(
         Action::Post => EventType::TransactionPosted,
         Action::Void => EventType::TransactionVoided,
     };
-    let event = TransactionEvent::from_answer(event, id, &body, &entries);
+    let event = TransactionEvent::from_answer(event, id, &body, currency.code(), &entries);
     events::record_transactions(tx, &[event]).await?;
     let action = match action {
         Action::Post => "transaction.post",

@@ -9,6 +9,29 @@ use serde_json::{Map, Value};
 use utoipa::ToSchema;
 use uuid::Uuid;
 
+/// The schema of every `metadata`: any JSON object the client chose, returned as given (its
+/// limits are in docs/api.md). A named schema, so that a typed client reads an open map
+/// (`additionalProperties: true`) rather than an object with no properties at all.
+pub struct Metadata;
+
+impl utoipa::PartialSchema for Metadata {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        free_form_object("Any JSON object, stored and returned as sent.").into()
+    }
+}
+
+impl ToSchema for Metadata {}
+
+/// An object whose keys are open: `type: object, additionalProperties: true`.
+pub fn free_form_object(description: &str) -> utoipa::openapi::Object {
+    use utoipa::openapi::schema::{AdditionalProperties, ObjectBuilder, Type};
+    ObjectBuilder::new()
+        .schema_type(Type::Object)
+        .additional_properties(Some(AdditionalProperties::FreeForm(true)))
+        .description(Some(description))
+        .build()
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Balances {
     pub posted: i64,
@@ -61,7 +84,7 @@ pub struct AccountView {
     pub status: String,
     pub overdraft_limit: i64,
     pub overdraft_limit_decimal: String,
-    #[schema(value_type = Object)]
+    #[schema(value_type = Metadata)]
     pub metadata: Map<String, Value>,
     pub version: i64,
     pub balances: BalancesView,
@@ -99,7 +122,7 @@ pub struct TransactionView {
     /// what is held, or what was refused.
     pub entries: Vec<LegView>,
     pub external_ref: Option<String>,
-    #[schema(value_type = Object)]
+    #[schema(value_type = Metadata)]
     pub metadata: Map<String, Value>,
     pub refusal: Option<RefusalView>,
     pub created_at: DateTime<Utc>,

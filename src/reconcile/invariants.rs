@@ -11,7 +11,7 @@ use sqlx::PgConnection;
 use uuid::Uuid;
 
 /// One broken invariant, with the rows that show it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Finding {
     /// A stable name: `unbalanced_transaction`, `trial_balance`, `wallet_chain`,
     /// `checkpoint_mismatch`, `balance_range`, `posting_mismatch`, `overdue_hold`,

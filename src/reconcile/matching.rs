@@ -3,7 +3,7 @@
 //! reason per field.
 
 use super::exceptions::ExceptionSink;
-use super::model::{CurrencyTotals, Exception, Matched, Payout};
+use super::model::{CurrencyTotals, Exception, Matched, Payout, minor_sibling};
 use super::settlement::ProviderStatus;
 use crate::db::Engine;
 use crate::ledger::money::{Currency, MAX_AMOUNT};
@@ -341,6 +341,7 @@ pub async fn compare(
                             external_ref: r.external_ref.clone(),
                             currency: ledger_currency.to_owned(),
                             amount: Currency::parse(ledger_currency).map_or_else(|| ledger_gross.to_string(), |c| c.format(ledger_gross)),
+                            amount_minor: minor_sibling(ledger_gross.into()),
                             status: provider_status.as_str().to_owned(),
                         });
                     }
@@ -620,6 +621,10 @@ pub async fn payouts(
                 fee: f(fee),
                 net: f(gross - refunded - fee),
                 ledger_gross: f(ledger_gross),
+                gross_minor: minor_sibling(gross),
+                fee_minor: minor_sibling(fee),
+                net_minor: minor_sibling(gross - refunded - fee),
+                ledger_gross_minor: minor_sibling(ledger_gross),
                 agrees: r.agrees,
             })
         })
@@ -651,6 +656,9 @@ pub async fn totals(
                 gross: format_wide(&r.currency, gross),
                 fee: format_wide(&r.currency, fee),
                 net: format_wide(&r.currency, gross - refunded - fee),
+                gross_minor: minor_sibling(gross),
+                fee_minor: minor_sibling(fee),
+                net_minor: minor_sibling(gross - refunded - fee),
             })
         })
         .collect()

@@ -31,6 +31,12 @@ pub struct Exception {
     pub reasons: Vec<String>,
 }
 
+// Amounts: each decimal string `x` (exact in the currency's exponent, what the reports have
+// always shown) has an integer sibling `x_minor` in minor units, as every amount of the API
+// has both forms. A sibling is `null` when the sum is beyond ±(2^53 − 1), where a JSON number
+// stops being exact for JavaScript readers (a file's sums can get there), and in runs stored
+// before it existed.
+
 /// A payment found on both sides and agreeing.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct Matched {
@@ -39,6 +45,9 @@ pub struct Matched {
     pub currency: String,
     /// Gross, as a decimal string in the currency's exponent.
     pub amount: String,
+    /// `amount` in minor units.
+    #[serde(default)]
+    pub amount_minor: Option<i64>,
     pub status: String,
 }
 
@@ -53,6 +62,14 @@ pub struct Payout {
     pub net: String,
     /// The ledger's amount for the payments in this payout that it knows.
     pub ledger_gross: String,
+    #[serde(default)]
+    pub gross_minor: Option<i64>,
+    #[serde(default)]
+    pub fee_minor: Option<i64>,
+    #[serde(default)]
+    pub net_minor: Option<i64>,
+    #[serde(default)]
+    pub ledger_gross_minor: Option<i64>,
     /// Whether the payout's gross equals the ledger's for its payments.
     pub agrees: bool,
 }
@@ -92,6 +109,20 @@ pub struct CurrencyTotals {
     pub gross: String,
     pub fee: String,
     pub net: String,
+    #[serde(default)]
+    pub gross_minor: Option<i64>,
+    #[serde(default)]
+    pub fee_minor: Option<i64>,
+    #[serde(default)]
+    pub net_minor: Option<i64>,
+}
+
+/// The integer sibling of a decimal amount or sum: its minor units, or `None` beyond
+/// ±(2^53 − 1).
+pub fn minor_sibling(minor: i128) -> Option<i64> {
+    i64::try_from(minor)
+        .ok()
+        .filter(|m| m.abs() <= crate::ledger::money::MAX_AMOUNT)
 }
 
 /// A whole run: what every report shows.
@@ -102,14 +133,20 @@ pub struct RunReport {
     /// SHA-256 of provider, file content and options: the same again is the same run.
     pub key: String,
     pub created_at: DateTime<Utc>,
-    #[schema(value_type = Object)]
+    /// What the run was asked (period, tolerances, column names): part of its `key`.
+    #[schema(schema_with = run_options)]
     pub options: serde_json::Value,
     pub summary: Summary,
     pub exceptions: Vec<Exception>,
     pub matched: Vec<Matched>,
     pub payouts: Vec<Payout>,
-    #[schema(value_type = Vec<Object>)]
     pub invariants: Vec<Finding>,
+}
+
+fn run_options() -> utoipa::openapi::Object {
+    crate::ledger::views::free_form_object(
+        "`from`, `to`, `settlement_lag_hours`, `date_tolerance_hours`, `amount_tolerance`, `columns`",
+    )
 }
 
 impl RunReport {

@@ -21,6 +21,7 @@ mod consumer_stream;
 mod containers;
 mod contract;
 mod dispatch;
+mod doc_examples;
 mod faults;
 mod fuzz;
 mod group_commit;

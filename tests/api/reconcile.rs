@@ -697,10 +697,28 @@ async fn a_reference_is_looked_up_among_this_providers_payments_only() {
     assert_eq!(report["matched"][0]["payment_id"], json!(ours.id));
     assert_eq!(
         (
+            &report["matched"][0]["amount"],
+            &report["matched"][0]["amount_minor"]
+        ),
+        (&json!("50.00"), &json!(5000))
+    );
+    assert_eq!(
+        (
             &report["payouts"][0]["ledger_gross"],
             &report["payouts"][0]["agrees"]
         ),
         (&json!("50.00"), &json!(true))
+    );
+    let payout = &report["payouts"][0];
+    assert_eq!(
+        [
+            &payout["gross_minor"],
+            &payout["fee_minor"],
+            &payout["net_minor"],
+            &payout["ledger_gross_minor"]
+        ],
+        [&json!(5000), &json!(50), &json!(4950), &json!(5000)],
+        "{payout}"
     );
     app.finish().await;
 }
@@ -850,7 +868,9 @@ async fn totals_and_payouts_beyond_bigint_are_summed_exactly() {
     assert_eq!(
         report["summary"]["totals"][0],
         json!({"currency": "SAR", "gross": "50.00", "fee": "92774152323832207.80",
-               "net": "-92774152323832157.80"}),
+               "net": "-92774152323832157.80",
+               // Minor units beyond 2^53 − 1 would not be exact as JSON numbers: null.
+               "gross_minor": 5000, "fee_minor": null, "net_minor": null}),
         "1,030 × 90071992547409.91 + 0.50 fees"
     );
     let payout = report["payouts"]

@@ -565,7 +565,7 @@ async fn a_reversal_writes_transaction_reversed_for_the_reversing_transaction() 
 #[tokio::test]
 async fn freezing_and_closing_write_account_events_once_per_change() {
     let app = TestApp::new().await;
-    app.create_wallet("w1").await;
+    create_wallet_with_overdraft(&app, "w1", 1_250).await;
     app.create_wallet("w2").await;
     app.fund("w1", 500).await;
     let before = event_count(&app).await;
@@ -588,6 +588,15 @@ async fn freezing_and_closing_write_account_events_once_per_change() {
         (&account["id"], &account["status"], &account["type"]),
         (&json!("w1"), &json!("frozen"), &json!("wallet")),
         "{}",
+        e.data
+    );
+    assert_eq!(
+        (
+            &account["overdraft_limit"],
+            &account["overdraft_limit_decimal"]
+        ),
+        (&json!(1_250), &json!("12.50")),
+        "every amount in both forms: {}",
         e.data
     );
     // Keyed by the account and the moment of the change.
@@ -702,21 +711,31 @@ async fn only_the_crossing_below_zero_writes_account_negative_balance() {
             &e.data["account"]["currency"],
             &e.data["transaction_id"],
             &e.data["sequence"],
-            &e.data["balance_after"]
+            &e.data["balance_after"],
+            &e.data["balance_after_decimal"]
         ),
         (
             &json!("od"),
             &json!("SAR"),
             &json!(first),
             &json!(2),
-            &json!(-200)
+            &json!(-200),
+            &json!("-2.00")
         ),
         "{}",
         e.data
     );
     assert_eq!(e.id, event_id("account.negative_balance", "od\n2"));
-    // The transfer itself is still told as transaction.posted.
-    the_event(&app, "transaction.posted", first).await;
+    // The transfer itself is still told as transaction.posted, each wallet's balance after it
+    // in both forms, like every amount.
+    let posted = the_event(&app, "transaction.posted", first).await;
+    assert_eq!(
+        posted.data["accounts"],
+        json!([
+            {"account": "od", "sequence": 2, "balance_after": -200, "balance_after_decimal": "-2.00"},
+            {"account": "w2", "sequence": 1, "balance_after": 300, "balance_after_decimal": "3.00"}
+        ])
+    );
 
     // -200 → -300: still below zero, no new crossing.
     transfer_ok(&app, "od", "w2", 100).await;

@@ -21,7 +21,13 @@ pub(super) async fn record_events(
             let event = EventType::of_new_transaction(r.status, r.reverses.is_some())?;
             Some(if r.creation_status == 201 {
                 // The stored answer is the view already serialized.
-                TransactionEvent::from_answer(event, r.item_id, &r.body, &r.entries)
+                TransactionEvent::from_answer(
+                    event,
+                    r.item_id,
+                    &r.body,
+                    &r.view.currency,
+                    &r.entries,
+                )
             } else {
                 TransactionEvent::new(event, &r.view, &r.entries)
             })
