@@ -113,26 +113,19 @@ pub async fn get(
     QueryParams(query): QueryParams<AccountQuery>,
 ) -> Result<Response> {
     let mut conn = state.pool.acquire().await?;
-    let account = find(&mut conn, &id).await?;
-    let view = match query.as_of {
-        None => {
-            let balances = accounts::balances(&mut conn, &account).await?;
-            account.view(balances, None)
-        }
-        Some(as_of) => {
-            // Holds are not part of the history yet: a past moment shows posted money only.
-            let posted = accounts::posted_balance_as_of(&mut conn, &account, as_of).await?;
-            account.view(
-                crate::ledger::views::Balances {
-                    posted,
-                    pending_in: 0,
-                    pending_out: 0,
-                },
-                Some(as_of),
-            )
-        }
-    };
-    json(StatusCode::OK, &view)
+    let (account, balances) = read(&mut conn, &id, query.as_of).await?;
+    json(StatusCode::OK, &account.view(balances, query.as_of))
+}
+
+/// The account and its balances, in one snapshot; 404 when there is no such account.
+async fn read(
+    conn: &mut PgConnection,
+    id: &str,
+    as_of: Option<DateTime<Utc>>,
+) -> Result<(Account, crate::ledger::views::Balances)> {
+    accounts::read(conn, id, as_of)
+        .await?
+        .ok_or_else(|| ApiError::NotFound(format!("account {id}")))
 }
 
 async fn find(conn: &mut PgConnection, id: &str) -> Result<Account> {
@@ -171,8 +164,7 @@ pub async fn patch(
 }
 
 async fn current(conn: &mut PgConnection, id: &str) -> Result<Response> {
-    let account = find(conn, id).await?;
-    let balances = accounts::balances(conn, &account).await?;
+    let (account, balances) = read(conn, id, None).await?;
     json(StatusCode::OK, &account.view(balances, None))
 }
 
@@ -346,10 +338,7 @@ pub async fn holds(
     let (limit, cursor) = (query.limit()?, query.cursor(&list)?);
     let mut conn = state.pool.acquire().await?;
     // One snapshot for the balances and the holds they include.
-    let mut tx = sqlx::Connection::begin(&mut *conn).await?;
-    sqlx::query("set transaction isolation level repeatable read, read only")
-        .execute(&mut *tx)
-        .await?;
+    let mut tx = crate::ledger::begin_snapshot(&mut conn).await?;
     let account = find(&mut tx, &id).await?;
     let balances = accounts::balances(&mut tx, &account).await?;
     let (data, next) = crate::ledger::holds::list_open(&mut tx, &account.id, cursor, limit).await?;

@@ -263,10 +263,36 @@ pub async fn find(conn: &mut PgConnection, id: &str) -> Result<Option<Account>, 
     .transpose()
 }
 
+/// An account and its balances, now or (posted only) at `as_of`, read in one snapshot (see
+/// [`super::begin_snapshot`]): the posted balance and the open-hold totals are separate
+/// statements, and read apart a capture committing between them shows the posted balance from
+/// before it with the hold already gone, an `available` too high by the hold.
+pub async fn read(
+    conn: &mut PgConnection,
+    id: &str,
+    as_of: Option<DateTime<Utc>>,
+) -> Result<Option<(Account, Balances)>, BalanceError> {
+    let mut tx = super::begin_snapshot(conn).await?;
+    let Some(account) = find(&mut tx, id).await? else {
+        return Ok(None);
+    };
+    let balances = match as_of {
+        None => balances(&mut tx, &account).await?,
+        // Holds keep no history: a past moment shows posted money only.
+        Some(as_of) => Balances {
+            posted: posted_balance_as_of(&mut tx, &account, as_of).await?,
+            ..Balances::default()
+        },
+    };
+    tx.commit().await?;
+    Ok(Some((account, balances)))
+}
+
 /// The account's balances now, without scanning its history: a wallet's posted balance is
 /// its last entry's running balance (one index lookup); a system account's is its latest
 /// checkpoint plus the entries written since; pending amounts are summed over its open,
-/// unexpired holds only.
+/// unexpired holds only. Several statements: call it inside one snapshot ([`read`],
+/// [`super::begin_snapshot`]) or with the account's row locked against every writer.
 pub async fn balances(
     conn: &mut PgConnection,
     account: &Account,
@@ -487,6 +513,9 @@ pub async fn transition(
         }
     };
     if to == AccountStatus::Closed {
+        // Read under the row lock, which every posting and capture of the account also takes,
+        // so its posted balance cannot move between the statements; a void or an expiry can
+        // only lower the pending totals, which makes the check stricter, never wrong.
         let balances = balances(&mut tx, &account).await?;
         if balances.posted != 0 || balances.pending_in != 0 || balances.pending_out != 0 {
             return Ok(Transition::NotEmpty {

@@ -62,10 +62,7 @@ pub async fn check(
     conn: &mut PgConnection,
     hold_grace: TimeDelta,
 ) -> Result<Vec<Finding>, sqlx::Error> {
-    let mut tx = sqlx::Connection::begin(&mut *conn).await?;
-    sqlx::query("set transaction isolation level repeatable read, read only")
-        .execute(&mut *tx)
-        .await?;
+    let mut tx = crate::ledger::begin_snapshot(conn).await?;
     crate::db::tune_for_batch_job(&mut tx).await?;
     let engine = Engine::of(&mut tx).await?;
     if engine == Engine::Citus {

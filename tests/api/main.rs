@@ -35,6 +35,7 @@ mod reconcile;
 mod reversals;
 mod schema;
 mod security;
+mod snapshots;
 mod transactions;
 mod transport;
 mod verify;
