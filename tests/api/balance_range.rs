@@ -295,3 +295,55 @@ async fn payments_cannot_take_a_clearing_account_past_the_range() {
     assert_eq!(app.posted_balance("w6").await, 0);
     app.finish().await;
 }
+
+/// `verify` checks all four figures a balance shows (issue 34, item 3): an account whose
+/// `posted` and hold totals are each inside the range but whose `available` is not (a hold
+/// written behind the write path's back) is a `balance_range` finding.
+#[tokio::test]
+async fn verify_reports_an_available_balance_out_of_range() {
+    let app = TestApp::new().await;
+    systems(&app, &["sysA", "sysB"]).await;
+    let r = app
+        .post("/v1/transactions", &legs("sysA", "sysB", M - 5))
+        .await;
+    assert_eq!(r.status, StatusCode::CREATED, "{}", r.text);
+    // A debit hold of 10 on sysA, as only a writer outside the API could leave it.
+    let hold = Uuid::new_v4();
+    sqlx::query(
+        r#"insert into transactions (id, kind, status, currency, legs, account_ids,
+                                     creation_request, creation_status, creation_response,
+                                     created_at, updated_at, expires_at)
+           values ($1, 'transaction', 'pending', 'SAR', '[]', array['sysA', 'sysB'], '{}', 201,
+                   '{}', now(), now(), now() + interval '1 day')"#,
+    )
+    .bind(hold)
+    .execute(&app.pool)
+    .await
+    .unwrap();
+    sqlx::query(
+        "insert into open_holds (transaction_id, account_id, amount, expires_at)
+         select $1, a, v, now() + interval '1 day' from (values ('sysA', -10), ('sysB', 10)) x(a, v)",
+    )
+    .bind(hold)
+    .execute(&app.pool)
+    .await
+    .unwrap();
+    let findings = invariants::check(
+        &mut app.pool.acquire().await.unwrap(),
+        TimeDelta::seconds(60),
+    )
+    .await
+    .unwrap();
+    let out: Vec<(&str, &str)> = findings
+        .iter()
+        .filter(|f| f.check == "balance_range")
+        .map(|f| (f.account.as_deref().unwrap_or(""), f.detail.as_str()))
+        .collect();
+    let detail = format!(
+        "posted {}, pending_in 0, pending_out 10, available {}: outside ±{M}",
+        -(M - 5),
+        -(M + 5)
+    );
+    assert_eq!(out, [("sysA", detail.as_str())], "{findings:?}");
+    app.finish().await;
+}
