@@ -347,3 +347,64 @@ async fn verify_reports_an_available_balance_out_of_range() {
     assert_eq!(out, [("sysA", detail.as_str())], "{findings:?}");
     app.finish().await;
 }
+
+/// A wallet's open holds count against its range as if posted (issue 34, item 6), as a system
+/// account's do: a credit hold, or a posted credit, is admitted only while `posted +
+/// pending_in` stays within 2^53 − 1, so that every hold admitted can be captured.
+#[tokio::test]
+async fn every_credit_hold_admitted_on_a_wallet_near_the_range_can_be_captured() {
+    let app = TestApp::new().await;
+    systems(&app, &["sysA", "sysH"]).await;
+    app.create_wallet("rich").await;
+    let r = app
+        .post("/v1/transactions", &legs("sysA", "rich", M - 5))
+        .await;
+    assert_eq!(r.status, StatusCode::CREATED, "{}", r.text);
+    let credit_hold = |amount: i64| {
+        json!({"id": Uuid::new_v4(), "status": "pending", "entries": [
+            {"account": "sysH", "amount": -amount}, {"account": "rich", "amount": amount}]})
+    };
+    // Past the range on its own: refused.
+    let r = app.post("/v1/transactions", &credit_hold(6)).await;
+    assert_eq!(field_codes(&r), ["balance_overflow"], "{}", r.text);
+    // 3 fits; a second 3 would fit posted alone but not with the first held in.
+    let first = app.post("/v1/transactions", &credit_hold(3)).await;
+    assert_eq!(first.status, StatusCode::CREATED, "{}", first.text);
+    let mut admitted = vec![first.body["id"].as_str().unwrap().to_owned()];
+    let second = app.post("/v1/transactions", &credit_hold(3)).await;
+    if second.status == StatusCode::CREATED {
+        admitted.push(second.body["id"].as_str().unwrap().to_owned());
+    }
+    let posted = app.post("/v1/transactions", &legs("sysH", "rich", 3)).await;
+    for id in &admitted {
+        let r = app
+            .post(&format!("/v1/transactions/{id}/post"), &json!({}))
+            .await;
+        assert_eq!(r.status, StatusCode::OK, "capture of {id}: {}", r.text);
+    }
+    assert_eq!(
+        admitted.len(),
+        1,
+        "the second hold is refused: {}",
+        second.text
+    );
+    assert_eq!(
+        field_codes(&second),
+        ["balance_overflow"],
+        "{}",
+        second.text
+    );
+    assert_eq!(
+        field_codes(&posted),
+        ["balance_overflow"],
+        "{}",
+        posted.text
+    );
+    // The room left after the capture is 2, for holds and postings alike.
+    let r = app.post("/v1/transactions", &credit_hold(2)).await;
+    assert_eq!(r.status, StatusCode::CREATED, "{}", r.text);
+    let r = app.get("/v1/accounts/rich").await;
+    assert_eq!(r.body["balances"]["posted"], json!(M - 2), "{}", r.text);
+    assert_eq!(r.body["balances"]["pending_in"], json!(2), "{}", r.text);
+    app.finish().await;
+}
