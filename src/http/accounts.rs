@@ -91,6 +91,9 @@ pub async fn create(
         overdraft_limit,
         metadata: req.metadata.unwrap_or_default(),
     };
+    if let Some(message) = new.reserved_id_refusal() {
+        return Err(ApiError::validation("/id", "reserved_id", message));
+    }
     let mut conn = state.pool.acquire().await?;
     created(accounts::create(&mut conn, &new).await?)
 }

@@ -87,6 +87,28 @@ impl NewAccount {
     }
 }
 
+impl NewAccount {
+    /// Why this account may not be created under its id, if it may not: an id in the system
+    /// namespace (`clearing:`) names the account the ledger itself creates for a provider's
+    /// payments, a system account in the currency the id ends with, and nothing else. Any
+    /// other account there would be met by the payments' entries (which decide it as that
+    /// system account) and refused by the journal's trigger halfway through a write.
+    pub fn reserved_id_refusal(&self) -> Option<String> {
+        if !self.id.is_reserved() {
+            return None;
+        }
+        let fits = self.kind == AccountType::System
+            && self.id.clearing_currency() == Some(self.currency.code());
+        (!fits).then(|| {
+            format!(
+                "ids starting with {:?} are reserved for provider clearing accounts: only the \
+                 system account clearing:{{provider}}:{{currency}} in that currency may be created",
+                super::ids::CLEARING_PREFIX
+            )
+        })
+    }
+}
+
 /// An account row as stored.
 #[derive(Debug, Clone)]
 pub struct Account {
@@ -559,6 +581,38 @@ mod tests {
         }
         assert_eq!(AccountType::parse("Wallet"), None);
         assert_eq!(AccountStatus::parse("closed "), None);
+    }
+
+    #[test]
+    fn only_the_clearing_account_itself_may_be_created_in_the_system_namespace() {
+        let new = |id: &str, currency: &str, kind: AccountType| super::NewAccount {
+            id: crate::ledger::ids::AccountId::parse(id).unwrap(),
+            currency: crate::ledger::money::Currency::parse(currency).unwrap(),
+            kind,
+            overdraft_limit: 0,
+            metadata: serde_json::Map::new(),
+        };
+        use AccountType::{System, Wallet};
+        let allowed = [
+            ("clearing:p1:SAR", "SAR", System),
+            ("w1", "SAR", Wallet),
+            ("fees", "USD", System),
+        ];
+        for (id, currency, kind) in allowed {
+            assert_eq!(new(id, currency, kind).reserved_id_refusal(), None, "{id}");
+        }
+        let refused = [
+            ("clearing:p1:SAR", "SAR", Wallet),
+            ("clearing:p1:SAR", "USD", System),
+            ("clearing:p1", "SAR", System),
+            ("clearing:p1:SAR:x", "SAR", System),
+        ];
+        for (id, currency, kind) in refused {
+            assert!(
+                new(id, currency, kind).reserved_id_refusal().is_some(),
+                "{id}"
+            );
+        }
     }
 
     #[test]
