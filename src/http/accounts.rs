@@ -6,6 +6,7 @@ use super::error::{ApiError, Result};
 use super::extract::{IdempotencyKey, JsonBody, OptionalJsonBody, PathParam, QueryParams};
 use super::responses::{created, json};
 use super::validate;
+use crate::db::Engine;
 use crate::ledger::accounts::{self, Account, AccountType, Action, NewAccount, Transition};
 use crate::ledger::ids::AccountId;
 use crate::ledger::money::Currency;
@@ -102,7 +103,8 @@ pub async fn create(
 #[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct AccountQuery {
-    /// RFC 3339: the balances at that moment instead of now.
+    /// RFC 3339: the posted balance at that moment instead of now; a moment not final yet is
+    /// answered at the finality horizon, which the response's `as_of` names.
     #[serde(default, deserialize_with = "validate::timestamp::optional")]
     pub as_of: Option<DateTime<Utc>>,
 }
@@ -116,19 +118,10 @@ pub async fn get(
     QueryParams(query): QueryParams<AccountQuery>,
 ) -> Result<Response> {
     let mut conn = state.pool.acquire().await?;
-    let (account, balances) = read(&mut conn, &id, query.as_of).await?;
-    json(StatusCode::OK, &account.view(balances, query.as_of))
-}
-
-/// The account and its balances, in one snapshot; 404 when there is no such account.
-async fn read(
-    conn: &mut PgConnection,
-    id: &str,
-    as_of: Option<DateTime<Utc>>,
-) -> Result<(Account, crate::ledger::views::Balances)> {
-    accounts::read(conn, id, as_of)
+    let (account, balances, as_of) = accounts::read(&mut conn, state.engine, &id, query.as_of)
         .await?
-        .ok_or_else(|| ApiError::NotFound(format!("account {id}")))
+        .ok_or_else(|| ApiError::NotFound(format!("account {id}")))?;
+    json(StatusCode::OK, &account.view(balances, as_of))
 }
 
 async fn find(conn: &mut PgConnection, id: &str) -> Result<Account> {
@@ -163,18 +156,20 @@ pub async fn patch(
     if !accounts::update_metadata(&mut conn, &id, req.version, &req.metadata).await? {
         return Err(ApiError::NotFound(format!("account {id}")));
     }
-    current(&mut conn, &id).await
+    current(&mut conn, state.engine, &id).await
 }
 
-async fn current(conn: &mut PgConnection, id: &str) -> Result<Response> {
-    let (account, balances) = read(conn, id, None).await?;
+async fn current(conn: &mut PgConnection, engine: Engine, id: &str) -> Result<Response> {
+    let (account, balances, _) = accounts::read(conn, engine, id, None)
+        .await?
+        .ok_or_else(|| ApiError::NotFound(format!("account {id}")))?;
     json(StatusCode::OK, &account.view(balances, None))
 }
 
 async fn transition(state: AppState, id: String, action: Action) -> Result<Response> {
     let mut conn = state.pool.acquire().await?;
     match accounts::transition(&mut conn, &id, action).await? {
-        Transition::Done => current(&mut conn, &id).await,
+        Transition::Done => current(&mut conn, state.engine, &id).await,
         Transition::NotFound => Err(ApiError::NotFound(format!("account {id}"))),
         Transition::Invalid { current } => Err(ApiError::InvalidTransition {
             detail: format!(

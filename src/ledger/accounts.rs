@@ -9,7 +9,7 @@ use super::ids::AccountId;
 use super::money::Currency;
 use super::views::{AccountView, Balances, BalancesView};
 use super::{Created, now_micros};
-use crate::db::StoreError;
+use crate::db::{Engine, StoreError};
 use chrono::{DateTime, Utc};
 use serde_json::{Map, Value, json};
 use sqlx::PgConnection;
@@ -289,11 +289,20 @@ pub async fn find(conn: &mut PgConnection, id: &str) -> Result<Option<Account>, 
 /// [`super::begin_snapshot`]): the posted balance and the open-hold totals are separate
 /// statements, and read apart a capture committing between them shows the posted balance from
 /// before it with the hold already gone, an `available` too high by the hold.
+///
+/// An `as_of` later than [`final_horizon`] is answered at the horizon instead, and the third
+/// value says which instant the balances describe, so that every `as_of` answer is final.
 pub async fn read(
     conn: &mut PgConnection,
+    engine: Engine,
     id: &str,
     as_of: Option<DateTime<Utc>>,
-) -> Result<Option<(Account, Balances)>, BalanceError> {
+) -> Result<Option<(Account, Balances, Option<DateTime<Utc>>)>, BalanceError> {
+    // The horizon is read before the snapshot is taken: see `final_horizon`.
+    let as_of = match as_of {
+        Some(asked) => Some(final_instant(asked, final_horizon(conn, engine).await?)),
+        None => None,
+    };
     let mut tx = super::begin_snapshot(conn).await?;
     let Some(account) = find(&mut tx, id).await? else {
         return Ok(None);
@@ -307,7 +316,41 @@ pub async fn read(
         },
     };
     tx.commit().await?;
-    Ok(Some((account, balances)))
+    Ok(Some((account, balances, as_of)))
+}
+
+/// The instant an `as_of` answer describes: the one asked for, or the horizon when that is
+/// earlier (a later instant is not final yet).
+pub fn final_instant(asked: DateTime<Utc>, horizon: DateTime<Utc>) -> DateTime<Utc> {
+    asked.min(horizon)
+}
+
+/// The latest instant up to which the ledger's history can no longer change: no transaction
+/// that commits after this call has a ledger time at or before it.
+///
+/// Why: a writer takes its ledger time inside its database transaction, after its first row
+/// lock (which gives it a transaction id), and commits some time later, so an entry can become
+/// visible after a read of an instant later than its ledger time. Every writer that is still
+/// open now has a transaction id and started at its `xact_start` or later, and every later one
+/// takes its ledger time after this statement: so the horizon is the earliest start among open
+/// writers, or now. Read before the snapshot that answers, so that a writer open at the
+/// snapshot either counted here or started after it. It assumes the service's clock does not
+/// run behind the database's (the ledger time is the service's clock). On Citus the writers'
+/// ids live on the workers, so every open transaction of the database counts (a longer, still
+/// safe, wait).
+pub async fn final_horizon(
+    conn: &mut PgConnection,
+    engine: Engine,
+) -> Result<DateTime<Utc>, sqlx::Error> {
+    let every_transaction = engine == Engine::Citus;
+    sqlx::query_scalar!(
+        r#"select least(now(), min(xact_start)) as "horizon!" from pg_stat_activity
+           where datname = current_database() and pid <> pg_backend_pid()
+             and xact_start is not null and (backend_xid is not null or $1)"#,
+        every_transaction
+    )
+    .fetch_one(conn)
+    .await
 }
 
 /// The account's balances now, without scanning its history: a wallet's posted balance is
@@ -581,6 +624,19 @@ mod tests {
         }
         assert_eq!(AccountType::parse("Wallet"), None);
         assert_eq!(AccountStatus::parse("closed "), None);
+    }
+
+    #[test]
+    fn an_as_of_answer_describes_the_instant_asked_for_or_the_horizon_if_earlier() {
+        let t = |s: &str| s.parse::<chrono::DateTime<chrono::Utc>>().unwrap();
+        let horizon = t("2026-12-05T00:00:00Z");
+        let past = t("2026-12-04T23:59:59.999999Z");
+        assert_eq!(super::final_instant(past, horizon), past);
+        assert_eq!(super::final_instant(horizon, horizon), horizon);
+        assert_eq!(
+            super::final_instant(t("2999-01-01T00:00:00Z"), horizon),
+            horizon
+        );
     }
 
     #[test]

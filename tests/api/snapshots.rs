@@ -104,3 +104,66 @@ async fn an_account_read_is_one_snapshot_under_concurrent_captures() {
 async fn a_holds_page_is_one_snapshot_under_concurrent_captures() {
     no_read_mixes_snapshots("/holds").await;
 }
+
+/// An `as_of` answer is final (issue 34, item 4): a writer takes its ledger time before it
+/// commits, so a slow one commits entries with a ledger time before an instant already read.
+/// The answer describes the instant it echoes as `as_of`, and reading that instant again after
+/// the slow writer committed gives the same balances.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_as_of_answer_does_not_change_when_a_slow_writer_commits() {
+    let app = Arc::new(TestApp::new().await);
+    app.create_wallet("w").await;
+    app.fund("w", 100).await;
+    // The slow writer: with `entries` locked by another session, a payment takes its ledger
+    // time, then waits to insert its entries.
+    let mut blocker = app.pool.begin().await.unwrap();
+    sqlx::query("lock table entries in share mode")
+        .execute(&mut *blocker)
+        .await
+        .unwrap();
+    let writer = {
+        let app = app.clone();
+        tokio::spawn(async move { app.fund("w", 7).await })
+    };
+    while super::common::lock_waiters(&app).await == 0 {
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    let t = chrono::Utc::now();
+    let at = |t: &str| format!("/v1/accounts/w?as_of={}", t.replace('+', "%2B"));
+    let first = app.get(&at(&t.to_rfc3339())).await;
+    assert_eq!(first.status, StatusCode::OK, "{}", first.text);
+    let described: chrono::DateTime<chrono::Utc> =
+        first.body["as_of"].as_str().unwrap().parse().unwrap();
+    assert!(described <= t, "{}", first.text);
+
+    blocker.commit().await.unwrap();
+    writer.await.unwrap();
+    let ledger_time = app.get("/v1/accounts/w/entries").await.body["data"][0]["ledger_time"]
+        .as_str()
+        .unwrap()
+        .parse::<chrono::DateTime<chrono::Utc>>()
+        .unwrap();
+    assert!(
+        ledger_time <= t,
+        "the slow writer's ledger time is before t"
+    );
+    let again = app.get(&at(first.body["as_of"].as_str().unwrap())).await;
+    assert_eq!(again.status, StatusCode::OK, "{}", again.text);
+    assert_eq!(again.body["as_of"], first.body["as_of"]);
+    assert_eq!(
+        again.body["balances"], first.body["balances"],
+        "the answer for {described} changed after the slow writer committed"
+    );
+    // Once nothing is in flight, an instant just past is final at once.
+    let now = app.get(&at(&t.to_rfc3339())).await;
+    assert_eq!(
+        now.body["as_of"]
+            .as_str()
+            .unwrap()
+            .parse::<chrono::DateTime<chrono::Utc>>()
+            .unwrap(),
+        t
+    );
+    assert_eq!(now.body["balances"]["posted"], 107, "{}", now.text);
+    Arc::into_inner(app).unwrap().finish().await;
+}
