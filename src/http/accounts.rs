@@ -6,6 +6,7 @@ use super::error::{ApiError, Result};
 use super::extract::{IdempotencyKey, JsonBody, OptionalJsonBody, PathParam, QueryParams};
 use super::responses::{created, json};
 use super::validate;
+use crate::db::Engine;
 use crate::ledger::accounts::{self, Account, AccountType, Action, NewAccount, Transition};
 use crate::ledger::ids::AccountId;
 use crate::ledger::money::Currency;
@@ -91,6 +92,9 @@ pub async fn create(
         overdraft_limit,
         metadata: req.metadata.unwrap_or_default(),
     };
+    if let Some(message) = new.reserved_id_refusal() {
+        return Err(ApiError::validation("/id", "reserved_id", message));
+    }
     let mut conn = state.pool.acquire().await?;
     created(accounts::create(&mut conn, &new).await?)
 }
@@ -99,7 +103,8 @@ pub async fn create(
 #[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct AccountQuery {
-    /// RFC 3339: the balances at that moment instead of now.
+    /// RFC 3339: the posted balance at that moment instead of now; a moment not final yet is
+    /// answered at the finality horizon, which the response's `as_of` names.
     #[serde(default, deserialize_with = "validate::timestamp::optional")]
     pub as_of: Option<DateTime<Utc>>,
 }
@@ -113,26 +118,10 @@ pub async fn get(
     QueryParams(query): QueryParams<AccountQuery>,
 ) -> Result<Response> {
     let mut conn = state.pool.acquire().await?;
-    let account = find(&mut conn, &id).await?;
-    let view = match query.as_of {
-        None => {
-            let balances = accounts::balances(&mut conn, &account).await?;
-            account.view(balances, None)
-        }
-        Some(as_of) => {
-            // Holds are not part of the history yet: a past moment shows posted money only.
-            let posted = accounts::posted_balance_as_of(&mut conn, &account, as_of).await?;
-            account.view(
-                crate::ledger::views::Balances {
-                    posted,
-                    pending_in: 0,
-                    pending_out: 0,
-                },
-                Some(as_of),
-            )
-        }
-    };
-    json(StatusCode::OK, &view)
+    let (account, balances, as_of) = accounts::read(&mut conn, state.engine, &id, query.as_of)
+        .await?
+        .ok_or_else(|| ApiError::NotFound(format!("account {id}")))?;
+    json(StatusCode::OK, &account.view(balances, as_of))
 }
 
 async fn find(conn: &mut PgConnection, id: &str) -> Result<Account> {
@@ -167,19 +156,20 @@ pub async fn patch(
     if !accounts::update_metadata(&mut conn, &id, req.version, &req.metadata).await? {
         return Err(ApiError::NotFound(format!("account {id}")));
     }
-    current(&mut conn, &id).await
+    current(&mut conn, state.engine, &id).await
 }
 
-async fn current(conn: &mut PgConnection, id: &str) -> Result<Response> {
-    let account = find(conn, id).await?;
-    let balances = accounts::balances(conn, &account).await?;
+async fn current(conn: &mut PgConnection, engine: Engine, id: &str) -> Result<Response> {
+    let (account, balances, _) = accounts::read(conn, engine, id, None)
+        .await?
+        .ok_or_else(|| ApiError::NotFound(format!("account {id}")))?;
     json(StatusCode::OK, &account.view(balances, None))
 }
 
 async fn transition(state: AppState, id: String, action: Action) -> Result<Response> {
     let mut conn = state.pool.acquire().await?;
     match accounts::transition(&mut conn, &id, action).await? {
-        Transition::Done => current(&mut conn, &id).await,
+        Transition::Done => current(&mut conn, state.engine, &id).await,
         Transition::NotFound => Err(ApiError::NotFound(format!("account {id}"))),
         Transition::Invalid { current } => Err(ApiError::InvalidTransition {
             detail: format!(
@@ -346,10 +336,7 @@ pub async fn holds(
     let (limit, cursor) = (query.limit()?, query.cursor(&list)?);
     let mut conn = state.pool.acquire().await?;
     // One snapshot for the balances and the holds they include.
-    let mut tx = sqlx::Connection::begin(&mut *conn).await?;
-    sqlx::query("set transaction isolation level repeatable read, read only")
-        .execute(&mut *tx)
-        .await?;
+    let mut tx = crate::ledger::begin_snapshot(&mut conn).await?;
     let account = find(&mut tx, &id).await?;
     let balances = accounts::balances(&mut tx, &account).await?;
     let (data, next) = crate::ledger::holds::list_open(&mut tx, &account.id, cursor, limit).await?;

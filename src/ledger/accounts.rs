@@ -9,7 +9,7 @@ use super::ids::AccountId;
 use super::money::Currency;
 use super::views::{AccountView, Balances, BalancesView};
 use super::{Created, now_micros};
-use crate::db::StoreError;
+use crate::db::{Engine, StoreError};
 use chrono::{DateTime, Utc};
 use serde_json::{Map, Value, json};
 use sqlx::PgConnection;
@@ -83,6 +83,28 @@ impl NewAccount {
             "type": self.kind.as_str(),
             "overdraft_limit": self.overdraft_limit,
             "metadata": self.metadata,
+        })
+    }
+}
+
+impl NewAccount {
+    /// Why this account may not be created under its id, if it may not: an id in the system
+    /// namespace (`clearing:`) names the account the ledger itself creates for a provider's
+    /// payments, a system account in the currency the id ends with, and nothing else. Any
+    /// other account there would be met by the payments' entries (which decide it as that
+    /// system account) and refused by the journal's trigger halfway through a write.
+    pub fn reserved_id_refusal(&self) -> Option<String> {
+        if !self.id.is_reserved() {
+            return None;
+        }
+        let fits = self.kind == AccountType::System
+            && self.id.clearing_currency() == Some(self.currency.code());
+        (!fits).then(|| {
+            format!(
+                "ids starting with {:?} are reserved for provider clearing accounts: only the \
+                 system account clearing:{{provider}}:{{currency}} in that currency may be created",
+                super::ids::CLEARING_PREFIX
+            )
         })
     }
 }
@@ -263,10 +285,79 @@ pub async fn find(conn: &mut PgConnection, id: &str) -> Result<Option<Account>, 
     .transpose()
 }
 
+/// An account and its balances, now or (posted only) at `as_of`, read in one snapshot (see
+/// [`super::begin_snapshot`]): the posted balance and the open-hold totals are separate
+/// statements, and read apart a capture committing between them shows the posted balance from
+/// before it with the hold already gone, an `available` too high by the hold.
+///
+/// An `as_of` later than [`final_horizon`] is answered at the horizon instead, and the third
+/// value says which instant the balances describe, so that every `as_of` answer is final.
+pub async fn read(
+    conn: &mut PgConnection,
+    engine: Engine,
+    id: &str,
+    as_of: Option<DateTime<Utc>>,
+) -> Result<Option<(Account, Balances, Option<DateTime<Utc>>)>, BalanceError> {
+    // The horizon is read before the snapshot is taken: see `final_horizon`.
+    let as_of = match as_of {
+        Some(asked) => Some(final_instant(asked, final_horizon(conn, engine).await?)),
+        None => None,
+    };
+    let mut tx = super::begin_snapshot(conn).await?;
+    let Some(account) = find(&mut tx, id).await? else {
+        return Ok(None);
+    };
+    let balances = match as_of {
+        None => balances(&mut tx, &account).await?,
+        // Holds keep no history: a past moment shows posted money only.
+        Some(as_of) => Balances {
+            posted: posted_balance_as_of(&mut tx, &account, as_of).await?,
+            ..Balances::default()
+        },
+    };
+    tx.commit().await?;
+    Ok(Some((account, balances, as_of)))
+}
+
+/// The instant an `as_of` answer describes: the one asked for, or the horizon when that is
+/// earlier (a later instant is not final yet).
+pub fn final_instant(asked: DateTime<Utc>, horizon: DateTime<Utc>) -> DateTime<Utc> {
+    asked.min(horizon)
+}
+
+/// The latest instant up to which the ledger's history can no longer change: no transaction
+/// that commits after this call has a ledger time at or before it.
+///
+/// Why: a writer takes its ledger time inside its database transaction, after its first row
+/// lock (which gives it a transaction id), and commits some time later, so an entry can become
+/// visible after a read of an instant later than its ledger time. Every writer that is still
+/// open now has a transaction id and started at its `xact_start` or later, and every later one
+/// takes its ledger time after this statement: so the horizon is the earliest start among open
+/// writers, or now. Read before the snapshot that answers, so that a writer open at the
+/// snapshot either counted here or started after it. It assumes the service's clock does not
+/// run behind the database's (the ledger time is the service's clock). On Citus the writers'
+/// ids live on the workers, so every open transaction of the database counts (a longer, still
+/// safe, wait).
+pub async fn final_horizon(
+    conn: &mut PgConnection,
+    engine: Engine,
+) -> Result<DateTime<Utc>, sqlx::Error> {
+    let every_transaction = engine == Engine::Citus;
+    sqlx::query_scalar!(
+        r#"select least(now(), min(xact_start)) as "horizon!" from pg_stat_activity
+           where datname = current_database() and pid <> pg_backend_pid()
+             and xact_start is not null and (backend_xid is not null or $1)"#,
+        every_transaction
+    )
+    .fetch_one(conn)
+    .await
+}
+
 /// The account's balances now, without scanning its history: a wallet's posted balance is
 /// its last entry's running balance (one index lookup); a system account's is its latest
 /// checkpoint plus the entries written since; pending amounts are summed over its open,
-/// unexpired holds only.
+/// unexpired holds only. Several statements: call it inside one snapshot ([`read`],
+/// [`super::begin_snapshot`]) or with the account's row locked against every writer.
 pub async fn balances(
     conn: &mut PgConnection,
     account: &Account,
@@ -487,6 +578,9 @@ pub async fn transition(
         }
     };
     if to == AccountStatus::Closed {
+        // Read under the row lock, which every posting and capture of the account also takes,
+        // so its posted balance cannot move between the statements; a void or an expiry can
+        // only lower the pending totals, which makes the check stricter, never wrong.
         let balances = balances(&mut tx, &account).await?;
         if balances.posted != 0 || balances.pending_in != 0 || balances.pending_out != 0 {
             return Ok(Transition::NotEmpty {
@@ -531,6 +625,51 @@ mod tests {
         }
         assert_eq!(AccountType::parse("Wallet"), None);
         assert_eq!(AccountStatus::parse("closed "), None);
+    }
+
+    #[test]
+    fn an_as_of_answer_describes_the_instant_asked_for_or_the_horizon_if_earlier() {
+        let t = |s: &str| s.parse::<chrono::DateTime<chrono::Utc>>().unwrap();
+        let horizon = t("2026-12-05T00:00:00Z");
+        let past = t("2026-12-04T23:59:59.999999Z");
+        assert_eq!(super::final_instant(past, horizon), past);
+        assert_eq!(super::final_instant(horizon, horizon), horizon);
+        assert_eq!(
+            super::final_instant(t("2999-01-01T00:00:00Z"), horizon),
+            horizon
+        );
+    }
+
+    #[test]
+    fn only_the_clearing_account_itself_may_be_created_in_the_system_namespace() {
+        let new = |id: &str, currency: &str, kind: AccountType| super::NewAccount {
+            id: crate::ledger::ids::AccountId::parse(id).unwrap(),
+            currency: crate::ledger::money::Currency::parse(currency).unwrap(),
+            kind,
+            overdraft_limit: 0,
+            metadata: serde_json::Map::new(),
+        };
+        use AccountType::{System, Wallet};
+        let allowed = [
+            ("clearing:p1:SAR", "SAR", System),
+            ("w1", "SAR", Wallet),
+            ("fees", "USD", System),
+        ];
+        for (id, currency, kind) in allowed {
+            assert_eq!(new(id, currency, kind).reserved_id_refusal(), None, "{id}");
+        }
+        let refused = [
+            ("clearing:p1:SAR", "SAR", Wallet),
+            ("clearing:p1:SAR", "USD", System),
+            ("clearing:p1", "SAR", System),
+            ("clearing:p1:SAR:x", "SAR", System),
+        ];
+        for (id, currency, kind) in refused {
+            assert!(
+                new(id, currency, kind).reserved_id_refusal().is_some(),
+                "{id}"
+            );
+        }
     }
 
     #[test]

@@ -33,6 +33,17 @@
 //! hold as if it were posted means a capture, which moves money from held to posted and can
 //! only shrink these sums, never needs a check of its own (captures are not admitted here).
 //! It follows that `posted`, `pending_in`, `pending_out` and `available` are all within ±M.
+//!
+//! Wallets are bounded by the same rule ([`SystemState::breach`]), with their open, unexpired
+//! holds as `held_*` and no fast path: a wallet is locked `FOR UPDATE`, so its writer decides
+//! against its exact state. Only the lower bound is left to the funds check for a debit that
+//! has one (every overdraft limit is within M, so `insufficient_funds` refuses it first).
+//!
+//! The schema holds what one row can: every entry amount, `balance_after` and checkpoint is
+//! within ±M. `available` and the hold totals are sums over an account's open holds, stored
+//! nowhere; a trigger summing them on every hold and entry insert would take the account's
+//! lock twice over and serialize the system accounts' writers, which this module exists to
+//! avoid. `verify` (`balance_range`) is their independent check.
 
 use super::money::MAX_AMOUNT;
 use crate::db::{Engine, StoreError};
@@ -50,21 +61,55 @@ pub(crate) struct SystemState {
     pub held_out: i64,
 }
 
+/// Which bound a posting or a hold would break (see [`SystemState::breach`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Breach {
+    /// The money held in (`pending_in`) would pass M.
+    HeldIn,
+    /// The money held out (`pending_out`) would pass M.
+    HeldOut,
+    /// `posted + pending_in` would pass M: a capture of the holds in could not be posted.
+    Above,
+    /// `posted − pending_out` (`available`) would pass −M.
+    Below,
+}
+
 impl SystemState {
     /// Whether the state stays within the range after posting `posted` and holding `held`
     /// (signed like entries). Saturated inputs and the deltas are each within ±(M + 1), so
     /// the arithmetic cannot overflow an i64.
     pub fn after(self, posted: i64, held: i64) -> Option<SystemState> {
-        let next = SystemState {
+        self.breach(posted, held)
+            .is_none()
+            .then(|| self.moved(posted, held))
+    }
+
+    /// The first bound that posting `posted` and holding `held` would break, if any. The same
+    /// rule bounds wallets (their `held_*` being their open, unexpired holds): with it, all
+    /// four figures a balance shows stay within ±M (`posted` lies between `available` and
+    /// `posted + pending_in`), and a capture, which only moves money from held to posted,
+    /// never needs a range check of its own.
+    pub fn breach(self, posted: i64, held: i64) -> Option<Breach> {
+        let next = self.moved(posted, held);
+        if next.held_in > MAX_AMOUNT {
+            Some(Breach::HeldIn)
+        } else if next.held_out > MAX_AMOUNT {
+            Some(Breach::HeldOut)
+        } else if next.posted + next.held_in > MAX_AMOUNT {
+            Some(Breach::Above)
+        } else if next.posted - next.held_out < -MAX_AMOUNT {
+            Some(Breach::Below)
+        } else {
+            None
+        }
+    }
+
+    fn moved(self, posted: i64, held: i64) -> SystemState {
+        SystemState {
             posted: self.posted + posted,
             held_in: self.held_in + held.max(0),
             held_out: self.held_out + (-held).max(0),
-        };
-        let within = next.posted + next.held_in <= MAX_AMOUNT
-            && next.posted - next.held_out >= -MAX_AMOUNT
-            && next.held_in <= MAX_AMOUNT
-            && next.held_out <= MAX_AMOUNT;
-        within.then_some(next)
+        }
     }
 
     /// Whether every bounded quantity is within ±M/2: the room a fast writer relies on.
@@ -259,6 +304,41 @@ mod tests {
         assert!(low.after(0, -5).is_some());
         assert!(low.after(0, -6).is_none());
         assert!(low.after(MAX_AMOUNT, 0).is_some());
+    }
+
+    #[test]
+    fn each_bound_is_named_and_checked_after_the_move() {
+        let s = SystemState {
+            posted: MAX_AMOUNT - 10,
+            held_in: 5,
+            held_out: 0,
+        };
+        // Room for 5 more in, held or posted, since the held 5 will be posted on capture.
+        assert_eq!(s.breach(5, 0), None);
+        assert_eq!(s.breach(0, 5), None);
+        assert_eq!(s.breach(6, 0), Some(Breach::Above));
+        assert_eq!(s.breach(0, 6), Some(Breach::Above));
+        // Out is bounded by available, not by posted: a refund past −M with money held out.
+        let low = SystemState {
+            posted: -MAX_AMOUNT + 10,
+            held_in: 0,
+            held_out: 4,
+        };
+        assert_eq!(low.breach(-6, 0), None);
+        assert_eq!(low.breach(-7, 0), Some(Breach::Below));
+        assert_eq!(low.breach(0, -7), Some(Breach::Below));
+        let full = SystemState {
+            posted: MAX_AMOUNT,
+            held_in: 0,
+            held_out: MAX_AMOUNT,
+        };
+        assert_eq!(full.breach(0, -1), Some(Breach::HeldOut));
+        let full_in = SystemState {
+            posted: -MAX_AMOUNT,
+            held_in: MAX_AMOUNT,
+            held_out: 0,
+        };
+        assert_eq!(full_in.breach(0, 1), Some(Breach::HeldIn));
     }
 
     #[test]

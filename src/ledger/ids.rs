@@ -33,9 +33,26 @@ impl AccountId {
     /// `clearing:{provider}:{currency}`. `provider` has already been checked by
     /// [`is_valid_provider`], so the result is a valid id.
     pub fn clearing(provider: &str, currency: &str) -> AccountId {
-        AccountId(format!("clearing:{provider}:{currency}"))
+        AccountId(format!("{CLEARING_PREFIX}{provider}:{currency}"))
+    }
+
+    /// Whether the id lies in the system namespace `clearing:`, whose accounts the ledger
+    /// creates itself (a provider's first payment creates its clearing account).
+    pub fn is_reserved(&self) -> bool {
+        self.0.starts_with(CLEARING_PREFIX)
+    }
+
+    /// The currency code of a well-formed clearing account id, `clearing:{provider}:{code}`
+    /// with a valid provider: the one account the ledger would create under this id holds it.
+    pub fn clearing_currency(&self) -> Option<&str> {
+        let (provider, code) = self.0.strip_prefix(CLEARING_PREFIX)?.split_once(':')?;
+        let code_ok = code.len() == 3 && code.bytes().all(|b| b.is_ascii_uppercase());
+        (is_valid_provider(provider) && code_ok).then_some(code)
     }
 }
+
+/// The prefix of every id in the system namespace: provider clearing accounts.
+pub const CLEARING_PREFIX: &str = "clearing:";
 
 impl TryFrom<String> for AccountId {
     type Error = String;
@@ -123,6 +140,20 @@ mod tests {
         assert!(AccountId::parse("a b").is_none());
         assert!(AccountId::parse("a/b").is_none());
         assert!(AccountId::parse("é").is_none());
+    }
+
+    #[test]
+    fn clearing_ids_are_reserved_and_name_their_currency() {
+        let id = |s: &str| AccountId::parse(s).unwrap();
+        assert!(id("clearing:stripe:SAR").is_reserved());
+        assert_eq!(id("clearing:stripe:SAR").clearing_currency(), Some("SAR"));
+        assert!(id("clearing:x").is_reserved());
+        assert_eq!(id("clearing:x").clearing_currency(), None);
+        assert_eq!(id("clearing:a:b:SAR").clearing_currency(), None);
+        assert_eq!(id("clearing:stripe:sar").clearing_currency(), None);
+        assert_eq!(id("clearing::SAR").clearing_currency(), None);
+        assert!(!id("Clearing:stripe:SAR").is_reserved());
+        assert!(!id("w1").is_reserved());
     }
 
     #[test]

@@ -59,6 +59,26 @@ impl Created {
     }
 }
 
+/// Opens a read-only transaction that sees one snapshot for all its statements.
+///
+/// Why a REPEATABLE READ transaction rather than one statement per answer: the reads that make
+/// up an answer (an account row, its posted balance from the chain head or from a checkpoint
+/// plus the entries since, its open-hold totals, a page of its holds) are separate statements
+/// that Citus routes to the account's shard as they are; folding them into one statement would
+/// need one SQL text per account kind and per engine. A read-only REPEATABLE READ transaction
+/// takes no lock and can never fail with a serialization error (it writes nothing), and
+/// `now()` in it is its start, so "unexpired" means the same instant in every statement. Its
+/// cost is the BEGIN and COMMIT round trips.
+pub async fn begin_snapshot(
+    conn: &mut sqlx::PgConnection,
+) -> Result<sqlx::Transaction<'_, sqlx::Postgres>, sqlx::Error> {
+    let mut tx = sqlx::Connection::begin(conn).await?;
+    sqlx::query("set transaction isolation level repeatable read, read only")
+        .execute(&mut *tx)
+        .await?;
+    Ok(tx)
+}
+
 /// Now, truncated to PostgreSQL's microsecond precision, so that a time rendered into a
 /// stored response equals the time stored in its row.
 pub fn now_micros() -> DateTime<Utc> {

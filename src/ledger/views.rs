@@ -88,7 +88,8 @@ pub struct AccountView {
     pub metadata: Map<String, Value>,
     pub version: i64,
     pub balances: BalancesView,
-    /// The moment these balances describe: now, or the `as_of` asked for.
+    /// The moment these balances describe: the `as_of` asked for, or the finality horizon
+    /// when that is earlier (an instant not final yet is answered at the horizon).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub as_of: Option<DateTime<Utc>>,
     pub created_at: DateTime<Utc>,

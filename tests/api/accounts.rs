@@ -1,6 +1,6 @@
 //! Accounts: creation, reads, metadata versions, lifecycle transitions, entries.
 
-use super::common::TestApp;
+use super::common::{TestApp, assert_problem};
 use axum::http::StatusCode;
 use serde_json::json;
 use uuid::Uuid;
@@ -204,4 +204,51 @@ async fn metadata_holding_the_largest_floats_reads_back_unchanged() {
         Some(1.797_693_134_862_315_7e-308)
     );
     app.finish().await;
+}
+
+/// Ids in the system namespace `clearing:` belong to the ledger (issue 34, item 5): only the
+/// provider clearing account itself (a system account in the currency its id ends with) may be
+/// created there; anything else is 422 `reserved_id`, never a 500 when payments through that
+/// provider race the create.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn ids_in_the_clearing_namespace_are_reserved_for_clearing_accounts() {
+    let app = std::sync::Arc::new(TestApp::new().await);
+    let refused = [
+        json!({"id": "clearing:p1:SAR", "currency": "SAR", "type": "wallet"}),
+        json!({"id": "clearing:p1:SAR", "currency": "USD", "type": "system"}),
+        json!({"id": "clearing:p1", "currency": "SAR", "type": "system"}),
+    ];
+    for body in &refused {
+        let r = app.post("/v1/accounts", body).await;
+        assert_problem(&r, 422, "validation_failed", &body.to_string());
+        assert_eq!(r.body["errors"][0]["field"], "/id", "{}", r.text);
+        assert_eq!(r.body["errors"][0]["code"], "reserved_id", "{}", r.text);
+    }
+    // The clearing account itself may be created ahead of its first payment.
+    app.create_account("clearing:p1:SAR", "SAR", "system").await;
+    app.create_wallet("w").await;
+    // Payments through new providers race wallet creates of their clearing ids: no 5xx.
+    for round in 0..20 {
+        let provider = format!("race{round}");
+        let pay = {
+            let app = app.clone();
+            let body = json!({"id": Uuid::new_v4(), "account": "w", "amount": 1, "currency": "SAR", "provider": provider});
+            tokio::spawn(async move { app.post("/v1/payments", &body).await })
+        };
+        let create = {
+            let app = app.clone();
+            let body = json!({"id": format!("clearing:{provider}:SAR"), "currency": "SAR", "type": "wallet"});
+            tokio::spawn(async move { app.post("/v1/accounts", &body).await })
+        };
+        let (pay, create) = (pay.await.unwrap(), create.await.unwrap());
+        assert_eq!(pay.status, StatusCode::CREATED, "{}", pay.text);
+        assert_eq!(
+            create.status,
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "{}",
+            create.text
+        );
+    }
+    assert_eq!(app.posted_balance("w").await, 20);
+    std::sync::Arc::into_inner(app).unwrap().finish().await;
 }

@@ -295,3 +295,116 @@ async fn payments_cannot_take_a_clearing_account_past_the_range() {
     assert_eq!(app.posted_balance("w6").await, 0);
     app.finish().await;
 }
+
+/// `verify` checks all four figures a balance shows (issue 34, item 3): an account whose
+/// `posted` and hold totals are each inside the range but whose `available` is not (a hold
+/// written behind the write path's back) is a `balance_range` finding.
+#[tokio::test]
+async fn verify_reports_an_available_balance_out_of_range() {
+    let app = TestApp::new().await;
+    systems(&app, &["sysA", "sysB"]).await;
+    let r = app
+        .post("/v1/transactions", &legs("sysA", "sysB", M - 5))
+        .await;
+    assert_eq!(r.status, StatusCode::CREATED, "{}", r.text);
+    // A debit hold of 10 on sysA, as only a writer outside the API could leave it.
+    let hold = Uuid::new_v4();
+    sqlx::query(
+        r#"insert into transactions (id, kind, status, currency, legs, account_ids,
+                                     creation_request, creation_status, creation_response,
+                                     created_at, updated_at, expires_at)
+           values ($1, 'transaction', 'pending', 'SAR', '[]', array['sysA', 'sysB'], '{}', 201,
+                   '{}', now(), now(), now() + interval '1 day')"#,
+    )
+    .bind(hold)
+    .execute(&app.pool)
+    .await
+    .unwrap();
+    sqlx::query(
+        "insert into open_holds (transaction_id, account_id, amount, expires_at)
+         select $1, a, v, now() + interval '1 day' from (values ('sysA', -10), ('sysB', 10)) x(a, v)",
+    )
+    .bind(hold)
+    .execute(&app.pool)
+    .await
+    .unwrap();
+    let findings = invariants::check(
+        &mut app.pool.acquire().await.unwrap(),
+        TimeDelta::seconds(60),
+    )
+    .await
+    .unwrap();
+    let out: Vec<(&str, &str)> = findings
+        .iter()
+        .filter(|f| f.check == "balance_range")
+        .map(|f| (f.account.as_deref().unwrap_or(""), f.detail.as_str()))
+        .collect();
+    let detail = format!(
+        "posted {}, pending_in 0, pending_out 10, available {}: outside ±{M}",
+        -(M - 5),
+        -(M + 5)
+    );
+    assert_eq!(out, [("sysA", detail.as_str())], "{findings:?}");
+    app.finish().await;
+}
+
+/// A wallet's open holds count against its range as if posted (issue 34, item 6), as a system
+/// account's do: a credit hold, or a posted credit, is admitted only while `posted +
+/// pending_in` stays within 2^53 − 1, so that every hold admitted can be captured.
+#[tokio::test]
+async fn every_credit_hold_admitted_on_a_wallet_near_the_range_can_be_captured() {
+    let app = TestApp::new().await;
+    systems(&app, &["sysA", "sysH"]).await;
+    app.create_wallet("rich").await;
+    let r = app
+        .post("/v1/transactions", &legs("sysA", "rich", M - 5))
+        .await;
+    assert_eq!(r.status, StatusCode::CREATED, "{}", r.text);
+    let credit_hold = |amount: i64| {
+        json!({"id": Uuid::new_v4(), "status": "pending", "entries": [
+            {"account": "sysH", "amount": -amount}, {"account": "rich", "amount": amount}]})
+    };
+    // Past the range on its own: refused.
+    let r = app.post("/v1/transactions", &credit_hold(6)).await;
+    assert_eq!(field_codes(&r), ["balance_overflow"], "{}", r.text);
+    // 3 fits; a second 3 would fit posted alone but not with the first held in.
+    let first = app.post("/v1/transactions", &credit_hold(3)).await;
+    assert_eq!(first.status, StatusCode::CREATED, "{}", first.text);
+    let mut admitted = vec![first.body["id"].as_str().unwrap().to_owned()];
+    let second = app.post("/v1/transactions", &credit_hold(3)).await;
+    if second.status == StatusCode::CREATED {
+        admitted.push(second.body["id"].as_str().unwrap().to_owned());
+    }
+    let posted = app.post("/v1/transactions", &legs("sysH", "rich", 3)).await;
+    for id in &admitted {
+        let r = app
+            .post(&format!("/v1/transactions/{id}/post"), &json!({}))
+            .await;
+        assert_eq!(r.status, StatusCode::OK, "capture of {id}: {}", r.text);
+    }
+    assert_eq!(
+        admitted.len(),
+        1,
+        "the second hold is refused: {}",
+        second.text
+    );
+    assert_eq!(
+        field_codes(&second),
+        ["balance_overflow"],
+        "{}",
+        second.text
+    );
+    assert_eq!(
+        field_codes(&posted),
+        ["balance_overflow"],
+        "{}",
+        posted.text
+    );
+    // The room left after the capture is 2, for holds and postings alike.
+    let r = app.post("/v1/transactions", &credit_hold(2)).await;
+    assert_eq!(r.status, StatusCode::CREATED, "{}", r.text);
+    let r = app.get("/v1/accounts/rich").await;
+    assert_eq!(r.body["balances"]["posted"], json!(M - 2), "{}", r.text);
+    assert_eq!(r.body["balances"]["pending_in"], json!(2), "{}", r.text);
+    app.finish().await;
+}

@@ -1951,3 +1951,43 @@ async fn a_clearing_account_named_as_the_wallet_is_malformed_with_that_cause() {
     assert_eq!(transaction(&app, payment).await, None);
     app.finish().await;
 }
+
+/// A provider refund has no funds check, so the range alone bounds it, and on all four
+/// figures (issue 34, item 3): a refund that would take `available` (posted − pending_out)
+/// below −(2^53 − 1) while `posted` stays inside is dead-lettered, nothing written.
+#[tokio::test]
+async fn a_refund_that_would_take_available_out_of_range_is_dead_lettered() {
+    const M: i64 = 9_007_199_254_740_991;
+    let app = TestApp::new().await;
+    let r = app
+        .post(
+            "/v1/accounts",
+            &json!({"id": "deep", "currency": "SAR", "type": "wallet", "overdraft_limit": M}),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::CREATED, "{}", r.text);
+    app.create_account("out", "SAR", "system").await;
+    app.create_wallet("sink").await;
+    let payment = Uuid::new_v4();
+    let paid = apply_one(&app, &Event::new(SUCCEEDED, payment, "deep", AMOUNT)).await;
+    assert_eq!(paid, Outcome::Applied(Effect::Posted));
+    // To the overdraft limit: posted AMOUNT + 10 − M, then AMOUNT + 10 held out: available −M.
+    let r = app.transfer(Uuid::new_v4(), "deep", "out", M - 10).await;
+    assert_eq!(r.status, StatusCode::CREATED, "{}", r.text);
+    let hold = json!({"id": Uuid::new_v4(), "status": "pending", "entries": [
+        {"account": "deep", "amount": -(AMOUNT + 10)}, {"account": "sink", "amount": AMOUNT + 10}]});
+    let r = app.post("/v1/transactions", &hold).await;
+    assert_eq!(r.status, StatusCode::CREATED, "{}", r.text);
+    let before = balances(&app, "deep").await;
+    assert_eq!(before.available, -M);
+    assert_eq!(before.posted, AMOUNT + 10 - M);
+
+    // Posted would stay inside (AMOUNT + 10 − M − 20 > −M); available would not.
+    let refund_id = Uuid::new_v4();
+    let outcome = apply_one(&app, &Event::refund(payment, refund_id, "deep", 20)).await;
+    assert_dead(&outcome, Reason::MalformedEvent, "range");
+    assert_eq!(transaction(&app, refund_id).await, None);
+    assert_eq!(balances(&app, "deep").await, before);
+    assert_ledger_consistent(&app).await;
+    app.finish().await;
+}

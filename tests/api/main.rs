@@ -36,6 +36,7 @@ mod reconcile;
 mod reversals;
 mod schema;
 mod security;
+mod snapshots;
 mod transactions;
 mod transport;
 mod verify;

@@ -204,8 +204,23 @@ async fn a_clearing_account_is_created_by_the_first_posted_payment_only() {
         (&json!("system"), &json!(-100))
     );
 
-    // An id that looks like a clearing account but is a wallet is never debited as one.
-    app.create_wallet("clearing:psp2:SAR").await;
+    // A clearing account id cannot be created as a wallet (`reserved_id`), and one left by
+    // rows from before that rule is never debited as a clearing account.
+    let r = app
+        .post(
+            "/v1/accounts",
+            &json!({"id": "clearing:psp2:SAR", "currency": "SAR", "type": "wallet"}),
+        )
+        .await;
+    assert_eq!(r.body["errors"][0]["code"], "reserved_id", "{}", r.text);
+    sqlx::query(
+        "insert into accounts (id, currency, type, creation_request, creation_response,
+                               created_at, updated_at)
+         values ('clearing:psp2:SAR', 'SAR', 'wallet', '{}', '{}', now(), now())",
+    )
+    .execute(&app.pool)
+    .await
+    .unwrap();
     let r = app.post("/v1/payments", &payment("wl", "psp2")).await;
     assert_eq!(
         (r.status, r.code()),

@@ -6,11 +6,11 @@ use super::chain::{self, NewEntry};
 use super::load::{LockedAccount, WalletState};
 use super::render::Rendered;
 use crate::ledger::accounts::{AccountStatus, AccountType};
-use crate::ledger::bounds::SystemState;
+use crate::ledger::bounds::{Breach, SystemState};
 use crate::ledger::holds;
 use crate::ledger::ids::AccountId;
 use crate::ledger::journal::Leg;
-use crate::ledger::money::{Currency, MAX_AMOUNT};
+use crate::ledger::money::Currency;
 use crate::ledger::transactions::{ItemError, NewTransaction, RefusalCode, Requested};
 use crate::problem::FieldError;
 use chrono::{DateTime, Utc};
@@ -33,43 +33,30 @@ pub(super) struct LockedLedger {
 }
 
 impl LockedLedger {
-    /// The range rules that depend on the running state, for an item about to be posted or
-    /// held: a posted wallet balance is checked where its entry is computed; here a wallet's
-    /// pending totals and every bounded sum of a system account (see `bounds.rs`).
+    /// The range rule of `bounds.rs`, for an item about to be posted or held, on every account
+    /// it touches: wallets against their locked state, system accounts against theirs.
     fn range_errors(&self, item: &NewTransaction) -> Option<FieldError> {
         let pending = matches!(item.status, Requested::Pending { .. });
-        let overflow = |leg: &Leg| {
-            Some(FieldError::new(
-                leg.amount_field.clone(),
-                "balance_overflow",
-                format!(
-                    "the balances of {} would leave the range ±9007199254740991",
-                    leg.account
-                ),
-            ))
-        };
         for leg in item.journal.legs() {
             let amount = leg.amount.minor_units();
-            let id = leg.account.as_str();
-            if let Some(wallet) = self.wallets.get(id) {
-                let total = if amount < 0 {
-                    wallet.pending_out
-                } else {
-                    wallet.pending_in
-                };
-                if pending
-                    && total
-                        .checked_add(amount.abs())
-                        .is_none_or(|t| t > MAX_AMOUNT)
-                {
-                    return overflow(leg);
-                }
-                continue;
-            }
-            let state = self.systems.get(id).copied().unwrap_or_default();
             let (posted, held) = if pending { (0, amount) } else { (amount, 0) };
-            if state.after(posted, held).is_none() {
-                return overflow(leg);
+            let id = leg.account.as_str();
+            let breach = match self.wallets.get(id) {
+                Some(wallet) => wallet_breach(wallet, posted, held, leg, item),
+                None => {
+                    let state = self.systems.get(id).copied().unwrap_or_default();
+                    state.breach(posted, held)
+                }
+            };
+            if breach.is_some() {
+                return Some(FieldError::new(
+                    leg.amount_field.clone(),
+                    "balance_overflow",
+                    format!(
+                        "the balances of {} would leave the range ±9007199254740991",
+                        leg.account
+                    ),
+                ));
             }
         }
         None
@@ -186,25 +173,6 @@ impl LockedLedger {
             }
         }
 
-        for leg in legs {
-            // A system account keeps no chain: no check, it may go negative.
-            let Some(state) = self.wallets.get(account(leg).id.as_str()) else {
-                continue;
-            };
-            let after = state.chain.balance_after(leg.amount.minor_units());
-            // Debits past the safe range are refused below as beyond any overdraft, except
-            // a provider's refund, which no overdraft check stops.
-            if after.is_none() && (!leg.amount.is_negative() || item.provider_initiated) {
-                return Err(ItemError::Invalid(vec![FieldError::new(
-                    leg.amount_field.clone(),
-                    "balance_overflow",
-                    format!(
-                        "the balance of {} would exceed 9007199254740991",
-                        leg.account
-                    ),
-                )]));
-            }
-        }
         if let Some(error) = self.range_errors(item) {
             return Err(ItemError::Invalid(vec![error]));
         }
@@ -295,6 +263,28 @@ impl LockedLedger {
             ledger_time,
         })
     }
+}
+
+/// The bound a wallet leg would break ([`SystemState::breach`] on the wallet's locked state),
+/// except `available` below −M on a debit the funds check covers: every overdraft limit is
+/// within M, so that debit is refused `insufficient_funds`, as the docs say. A provider's
+/// refund has no funds check, so the range alone stops it.
+fn wallet_breach(
+    wallet: &WalletState,
+    posted: i64,
+    held: i64,
+    leg: &Leg,
+    item: &NewTransaction,
+) -> Option<Breach> {
+    let state = SystemState {
+        posted: wallet.chain.balance,
+        held_in: wallet.pending_in,
+        held_out: wallet.pending_out,
+    };
+    let funds_checked = leg.amount.is_negative() && !item.provider_initiated;
+    state
+        .breach(posted, held)
+        .filter(|b| !(funds_checked && *b == Breach::Below))
 }
 
 /// Request problems found once the accounts are known: one currency per transaction (the

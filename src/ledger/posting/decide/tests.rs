@@ -237,6 +237,46 @@ fn a_provider_refund_bypasses_frozen_and_funds_but_not_closed() {
 }
 
 #[test]
+fn a_provider_refund_may_not_take_available_past_the_range() {
+    let now = Utc::now();
+    let later = now + TimeDelta::hours(1);
+    let m = crate::ledger::money::MAX_AMOUNT;
+    let mut ledger =
+        ledger(vec![wallet("w", m), wallet("to", 0), system("psp")]).fund("w", -m + 20, 2);
+    // Held out to the overdraft limit: available −M, posted −M + 20.
+    assert!(matches!(
+        ledger.decide(&hold("w", "to", 20, later), now),
+        Ok(Decision::Hold { .. })
+    ));
+    // Posted would stay inside (−M + 10); available would not (−M − 10).
+    let codes = invalid_codes(ledger.decide(&refund("w", "psp", 10), now));
+    assert_eq!(codes, ["balance_overflow"]);
+    // A debit the funds check covers is still insufficient_funds, not an overflow.
+    let code = refusal(ledger.decide(&transfer("w", "to", 10), now));
+    assert_eq!(code, RefusalCode::InsufficientFunds);
+}
+
+#[test]
+fn a_wallets_credit_holds_count_against_its_range_as_if_posted() {
+    let now = Utc::now();
+    let later = now + TimeDelta::hours(1);
+    let m = crate::ledger::money::MAX_AMOUNT;
+    let mut ledger = ledger(vec![wallet("rich", 0), system("sys")]).fund("rich", m - 5, 1);
+    let codes = invalid_codes(ledger.decide(&hold("sys", "rich", 6, later), now));
+    assert_eq!(codes, ["balance_overflow"]);
+    assert!(matches!(
+        ledger.decide(&hold("sys", "rich", 3, later), now),
+        Ok(Decision::Hold { .. })
+    ));
+    // Either would fit posted alone; neither fits with the 3 held in.
+    let codes = invalid_codes(ledger.decide(&hold("sys", "rich", 3, later), now));
+    assert_eq!(codes, ["balance_overflow"]);
+    let codes = invalid_codes(ledger.decide(&transfer("sys", "rich", 3), now));
+    assert_eq!(codes, ["balance_overflow"]);
+    posted(ledger.decide(&transfer("sys", "rich", 2), now));
+}
+
+#[test]
 fn holds_reduce_what_is_available() {
     let now = Utc::now();
     let later = now + TimeDelta::hours(1);
