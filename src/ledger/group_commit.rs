@@ -18,7 +18,9 @@
 //! one). If the database rejects a whole group for a reason that is not the database's health
 //! (a bug, a constraint no decision foresaw), the group is written again one item at a time,
 //! so one bad request never fails its neighbours. A caller that stopped waiting (its request
-//! timed out) before its group formed is left out: it was answered 503, so it is not written.
+//! timed out, answered 503) is never written: it is left out of the group it would join, and
+//! a group whose COMMIT finds one of its callers gone (`ledger::caller`: the claim before
+//! COMMIT and the deadline are one atomic step) rolls back and is written again without it.
 //!
 //! Retries: an id whose committed creation a group read back is kept in a [`ReplayCache`],
 //! so the next retry of it is answered before it ever queues.
@@ -36,6 +38,7 @@
 
 use super::Created;
 use super::audit::{self, Actor};
+use super::caller::{self, Caller};
 use super::posting::{self, LockWait};
 use super::replay_cache::ReplayCache;
 use super::transactions::{NewTransaction, WriteError};
@@ -107,7 +110,24 @@ pub struct GroupCommit {
 struct Job {
     item: NewTransaction,
     actor: Option<Actor>,
+    /// The request's deadline state: the job is committed only while it still waits.
+    caller: Option<Caller>,
     answer: oneshot::Sender<Result<Created, WriteError>>,
+}
+
+impl Job {
+    /// Whether the caller still waits: a caller answered 503 is never written.
+    fn waited_for(&self) -> bool {
+        !self.answer.is_closed() && !self.caller.as_ref().is_some_and(Caller::is_abandoned)
+    }
+
+    fn callers(&self) -> &[Caller] {
+        self.caller.as_slice()
+    }
+}
+
+fn callers_of(group: &[Job]) -> Vec<Caller> {
+    group.iter().filter_map(|j| j.caller.clone()).collect()
 }
 
 impl GroupCommit {
@@ -139,6 +159,7 @@ impl GroupCommit {
         let job = Job {
             item,
             actor: audit::current(),
+            caller: caller::current(),
             answer,
         };
         if self.locks.is_blocked(&job.item) {
@@ -146,7 +167,10 @@ impl GroupCommit {
         } else {
             self.jobs.send(job).await.map_err(|_| stopped())?;
         }
-        answered.await.map_err(|_| stopped())?
+        answered
+            .await
+            .map_err(|_| stopped())?
+            .map(caller::recognise)
     }
 }
 
@@ -204,10 +228,7 @@ async fn gather(
 /// Writes one group, setting apart the items whose rows are locked elsewhere, and answers
 /// each of its callers.
 async fn commit(pool: &PgPool, group: Vec<Job>, replays: &ReplayCache, locks: &Arc<Locks>) {
-    let mut group: Vec<Job> = group
-        .into_iter()
-        .filter(|j| !j.answer.is_closed())
-        .collect();
+    let mut group: Vec<Job> = group.into_iter().filter(Job::waited_for).collect();
     for _ in 0..LOCK_ROUNDS {
         if group.is_empty() {
             return;
@@ -217,9 +238,19 @@ async fn commit(pool: &PgPool, group: Vec<Job>, replays: &ReplayCache, locks: &A
             .iter()
             .map(|j| (j.item.clone(), j.actor.clone()))
             .unzip();
-        let result =
-            posting::create_group(pool, locks.engine, &items, &actors, locks.group_wait).await;
+        let callers = callers_of(&group);
+        let result = posting::create_group(
+            pool,
+            locks.engine,
+            &items,
+            &actors,
+            &callers,
+            locks.group_wait,
+        )
+        .await;
         match result {
+            // A caller gave up before the COMMIT: nothing was written; the rest go again.
+            Err(WriteError::CallerGone) => group.retain(Job::waited_for),
             Err(e) if posting::is_lock_timeout(&e) => {
                 metrics::counter!("wallet_ledger_group_commit_lock_timeouts_total").increment(1);
                 let keys: HashSet<LockKey> = items.iter().flat_map(lock_keys).collect();
@@ -274,7 +305,8 @@ async fn answer(
             for job in group {
                 let one = std::slice::from_ref(&job.item);
                 let actor = std::slice::from_ref(&job.actor);
-                let answer = posting::create_group(pool, engine, one, actor, LockWait::Unbounded)
+                let wait = LockWait::Unbounded;
+                let answer = posting::create_group(pool, engine, one, actor, job.callers(), wait)
                     .await
                     .and_then(|(mut outcomes, _)| outcomes.pop().ok_or(WriteError::Contention))
                     .and_then(|outcome| outcome.map_err(WriteError::Item));
@@ -406,7 +438,8 @@ impl Locks {
     /// it needs are free. It waits for those rows holding no other (a write that waited
     /// holding the rest of its rows would hold up every writer of those), then writes with
     /// the group's bounded wait, and starts over if a row was taken again meanwhile. It
-    /// stops trying when its caller has given up (answered 503: nothing of it written).
+    /// stops trying when its caller has given up (answered 503), and its COMMIT happens only
+    /// while the caller still waits (`ledger::caller`): nothing of it is written after a 503.
     fn write_apart(self: Arc<Self>, job: Job) {
         metrics::counter!("wallet_ledger_group_commit_set_apart_total").increment(1);
         tokio::spawn(async move {
@@ -417,18 +450,20 @@ impl Locks {
                 let Ok(_writer) = self.writers_apart.acquire().await else {
                     return;
                 };
-                if job.answer.is_closed() {
+                if !job.waited_for() {
                     return;
                 }
                 let held = self.held_elsewhere(&keys).await;
                 if !held.is_empty() && !self.wait_for(&held, WAIT_APART).await {
                     continue;
                 }
+                let (pool, engine, callers) = (&self.pool, self.engine, job.callers());
                 let written =
-                    posting::create_group(&self.pool, self.engine, one, actor, self.group_wait)
-                        .await;
+                    posting::create_group(pool, engine, one, actor, callers, self.group_wait).await;
                 let answer = match written {
                     Err(e) if posting::is_lock_timeout(&e) => continue,
+                    // Answered 503 at its deadline: nothing written, nobody to answer.
+                    Err(WriteError::CallerGone) => return,
                     Ok((mut outcomes, read_back)) => {
                         self.replays.remember(read_back);
                         let mut blocked = lock(&self.blocked);
