@@ -341,6 +341,24 @@ fn lock_keys(item: &NewTransaction) -> Vec<LockKey> {
     accounts.chain(original).collect()
 }
 
+/// The rows of `keys` that `registry` names, found within `window` before `now`; older
+/// entries are dropped.
+fn named_rows(
+    registry: &mut HashMap<LockKey, Instant>,
+    keys: &HashSet<LockKey>,
+    now: Instant,
+    window: Duration,
+) -> HashSet<LockKey> {
+    if registry.is_empty() {
+        return HashSet::new();
+    }
+    registry.retain(|_, since| now.duration_since(*since) < window);
+    keys.iter()
+        .filter(|k| registry.contains_key(*k))
+        .cloned()
+        .collect()
+}
+
 fn touches(job: &Job, rows: &HashSet<LockKey>) -> bool {
     lock_keys(&job.item).iter().any(|k| rows.contains(k))
 }
@@ -406,12 +424,7 @@ impl Locks {
             return true;
         }
         let mut suspected = lock(&self.suspected);
-        if suspected.is_empty() {
-            return false;
-        }
-        let (now, suspect_for) = (Instant::now(), self.patience * 2);
-        suspected.retain(|_, since| now.duration_since(*since) < suspect_for);
-        keys.iter().any(|k| suspected.contains_key(k))
+        !named_rows(&mut suspected, &keys, Instant::now(), self.patience * 2).is_empty()
     }
 
     fn suspect(&self, rows: &HashSet<LockKey>) {
@@ -424,16 +437,7 @@ impl Locks {
 
     /// Of `keys`, the rows known held elsewhere (found so within [`BLOCKED_FOR`]).
     fn blocked_rows(&self, keys: &HashSet<LockKey>) -> HashSet<LockKey> {
-        let mut blocked = lock(&self.blocked);
-        if blocked.is_empty() {
-            return HashSet::new();
-        }
-        let now = Instant::now();
-        blocked.retain(|_, since| now.duration_since(*since) < BLOCKED_FOR);
-        keys.iter()
-            .filter(|k| blocked.contains_key(*k))
-            .cloned()
-            .collect()
+        named_rows(&mut lock(&self.blocked), keys, Instant::now(), BLOCKED_FOR)
     }
 
     /// Sends the jobs of `group` that `apart` picks to be written apart; returns the rest.
@@ -589,4 +593,42 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     mutex
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn account(id: &str) -> LockKey {
+        LockKey::Account(id.to_owned())
+    }
+
+    #[test]
+    fn a_row_is_kept_out_of_the_groups_only_within_its_window() {
+        let start = Instant::now();
+        let window = Duration::from_millis(600);
+        let mut registry = HashMap::from([
+            (account("locked"), start),
+            (account("old"), start - Duration::from_secs(1)),
+        ]);
+        let keys = HashSet::from([account("locked"), account("old"), account("sink")]);
+        let named = named_rows(&mut registry, &keys, start, window);
+        assert_eq!(named, HashSet::from([account("locked")]));
+        assert!(
+            !registry.contains_key(&account("old")),
+            "expired entries go"
+        );
+        let later = start + window;
+        assert!(named_rows(&mut registry, &keys, later, window).is_empty());
+        assert!(registry.is_empty());
+    }
+
+    #[test]
+    fn an_unrelated_item_is_never_named() {
+        let now = Instant::now();
+        let mut registry = HashMap::from([(account("locked"), now)]);
+        let keys = HashSet::from([account("a"), account("b")]);
+        assert!(named_rows(&mut registry, &keys, now, BLOCKED_FOR).is_empty());
+        assert_eq!(registry.len(), 1, "others' entries stay");
+    }
 }
