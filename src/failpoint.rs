@@ -6,6 +6,7 @@
 //! production case), a site costs one comparison.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, OnceLock};
 
 pub const ENV: &str = "WALLET_LEDGER_FAILPOINT";
@@ -58,5 +59,38 @@ pub fn hit(site: &str) {
         unsafe {
             libc::kill(libc::getpid(), libc::SIGKILL);
         }
+    }
+}
+
+/// Fail points that do not kill but make one site fail once, for one label (a request id):
+/// in-process tests arm them for their own request only, so tests running beside them in the
+/// same process are not touched.
+static LABELLED: Mutex<Vec<(String, String)>> = Mutex::new(Vec::new());
+/// Unarmed (the production case), [`hit_for`] costs one load.
+static ANY_LABELLED: AtomicBool = AtomicBool::new(false);
+
+/// Arms `site` to fail once for `label`.
+pub fn arm_for(site: &str, label: &str) {
+    let mut armed = LABELLED
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    armed.push((site.to_owned(), label.to_owned()));
+    ANY_LABELLED.store(true, Ordering::Release);
+}
+
+/// Whether `site` is armed for `label`; disarms it (it fails once).
+pub fn hit_for(site: &str, label: &str) -> bool {
+    if !ANY_LABELLED.load(Ordering::Acquire) {
+        return false;
+    }
+    let mut armed = LABELLED
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    match armed.iter().position(|(s, l)| s == site && l == label) {
+        Some(index) => {
+            armed.swap_remove(index);
+            true
+        }
+        None => false,
     }
 }

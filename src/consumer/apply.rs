@@ -369,6 +369,8 @@ async fn apply_events(
                 }
                 Err(WriteError::Database(e)) => return Err(e.into()),
                 Err(WriteError::Contention) => return Err(ApplyError::Contention),
+                // The consumer runs outside any request, so no caller gates its COMMIT.
+                Err(WriteError::CallerGone) => return Err(ApplyError::Abandoned),
                 Err(WriteError::Item(_)) => unreachable!("item errors come back per item"),
             };
             let mut contested: Vec<(usize, &PaymentEvent)> = Vec::new();

@@ -60,6 +60,10 @@ pub enum ApiError {
     /// [`DatabaseLost`] on the response so that `failover.rs` may try the request again.
     #[error("unavailable: {cause}")]
     DatabaseLost { cause: String, pool_timeout: bool },
+    /// A COMMIT of the request was sent and its answer lost (`ledger::caller`): it may have
+    /// been written. Unlike every other 503, this one does not mean "nothing was written".
+    #[error("the outcome of the request's commit is unknown")]
+    OutcomeUnknown,
     #[error("no valid API key")]
     Unauthenticated,
     #[error("the key's scope is {held}, {needed} is needed")]
@@ -200,7 +204,13 @@ impl ApiError {
                 503,
                 "unavailable",
                 "Service unavailable",
-                "the ledger cannot serve this request right now; retry with the same id",
+                "the ledger cannot serve this request right now; nothing of it was written; retry with the same id",
+            ),
+            ApiError::OutcomeUnknown => Problem::new(
+                503,
+                "outcome_unknown",
+                "Outcome unknown",
+                "the database connection was lost after the request's commit was sent: it may or may not have been written; retry with the same id to learn which",
             ),
             ApiError::Unauthenticated => Problem::new(
                 401,
@@ -251,6 +261,7 @@ impl IntoResponse for ApiError {
             ApiError::Unavailable(cause) | ApiError::DatabaseLost { cause, .. } => {
                 tracing::warn!(%cause, "unavailable")
             }
+            ApiError::OutcomeUnknown => tracing::warn!("a commit's answer was lost"),
             _ => {}
         }
         let problem = self.problem();
@@ -265,7 +276,7 @@ impl IntoResponse for ApiError {
         }
         let headers = response.headers_mut();
         match &self {
-            ApiError::Unavailable(_) | ApiError::DatabaseLost { .. } => {
+            ApiError::Unavailable(_) | ApiError::DatabaseLost { .. } | ApiError::OutcomeUnknown => {
                 headers.insert(header::RETRY_AFTER, HeaderValue::from(RETRY_AFTER_SECONDS));
             }
             // Whole seconds, rounded up: a client that waits as told finds a token.
@@ -340,6 +351,7 @@ impl From<WriteError> for ApiError {
             WriteError::Contention => {
                 ApiError::Unavailable("ids kept being taken concurrently".into())
             }
+            WriteError::CallerGone => ApiError::Unavailable("request timed out".into()),
         }
     }
 }

@@ -4,7 +4,7 @@
 //! Safe because every request tried again is naturally idempotent: a read, or a ledger write
 //! keyed by its id. A write whose transaction failed before COMMIT left nothing and runs again;
 //! one whose COMMIT answer was lost is found by its id on the new primary and answered as
-//! stored. Past the budget the request timeout answers `503 unavailable` with `Retry-After`,
+//! the creation it is (201: the request knows its COMMIT was sent, `ledger::caller`). Past the budget the request timeout answers `503 unavailable` with `Retry-After`,
 //! and a client's own retry with the same id is just as safe. With one host there is nowhere
 //! else to go: the 503 is answered at once and the client's retry policy decides.
 

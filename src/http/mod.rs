@@ -21,13 +21,14 @@ pub mod transport;
 pub mod validate;
 pub mod webhooks;
 
+use crate::ledger::caller::{self, AtDeadline, Caller, Phase};
 use crate::ledger::group_commit::GroupCommit;
 use crate::ledger::{checkpoints, holds};
 use anyhow::Context;
 use axum::Extension;
 use axum::Router;
 use axum::extract::{DefaultBodyLimit, Request, State};
-use axum::http::HeaderName;
+use axum::http::{HeaderName, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -157,12 +158,56 @@ pub fn app(state: AppState) -> Router {
         .with_state(state)
 }
 
-/// A request still running after the configured time answers 503; dropping its future rolls
-/// its database transaction back, and a retry with the same id is safe either way.
+/// A request still running after the configured time answers 503 (`unavailable`: nothing of
+/// it was or will be written), unless a COMMIT of it is in flight: then its own answer is
+/// awaited (see `ledger::caller`). A request whose COMMIT answer was lost answers 503
+/// `outcome_unknown` rather than claim that nothing was written.
 async fn request_timeout(State(state): State<AppState>, req: Request, next: Next) -> Response {
-    match tokio::time::timeout(state.config.request_timeout(), next.run(req)).await {
+    let label = req
+        .headers()
+        .get(&REQUEST_ID)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default();
+    let caller = Caller::new(label);
+    let run = caller::scope(caller.clone(), next.run(req));
+    let mut run = std::pin::pin!(run);
+    let response = match tokio::time::timeout(state.config.request_timeout(), &mut run).await {
         Ok(response) => response,
-        Err(_) => ApiError::Unavailable("request timed out".into()).into_response(),
+        Err(_) => past_deadline(&caller, run).await,
+    };
+    let lost_commit = caller.state().commit_unknown && caller.state().phase != Phase::Written;
+    if lost_commit && response.status() == StatusCode::SERVICE_UNAVAILABLE {
+        return ApiError::OutcomeUnknown.into_response();
+    }
+    response
+}
+
+/// How long a request past its deadline waits for a COMMIT already sent. A COMMIT answers in
+/// milliseconds; one still unanswered after this went to a database that stopped answering,
+/// and its outcome is unknown.
+const COMMIT_GRACE: Duration = Duration::from_secs(5);
+
+/// The deadline passed: 503 unless a COMMIT is in flight, whose answer is then awaited (the
+/// COMMIT may also fail, and the caller be given up afterwards).
+async fn past_deadline<F: Future<Output = Response>>(
+    caller: &Caller,
+    mut run: std::pin::Pin<&mut F>,
+) -> Response {
+    let grace = tokio::time::sleep(COMMIT_GRACE);
+    let mut grace = std::pin::pin!(grace);
+    loop {
+        let mut changes = caller.watch();
+        match caller.expire() {
+            AtDeadline::NotWritten => {
+                return ApiError::Unavailable("request timed out".into()).into_response();
+            }
+            AtDeadline::Unknown => return ApiError::OutcomeUnknown.into_response(),
+            AtDeadline::AwaitAnswer => tokio::select! {
+                response = &mut run => return response,
+                _ = changes.changed() => {}
+                () = &mut grace => return ApiError::OutcomeUnknown.into_response(),
+            },
+        }
     }
 }
 

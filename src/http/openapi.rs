@@ -135,7 +135,7 @@ const SHARED: &[(&str, &str, When, &str)] = &[
         "503",
         "Unavailable",
         When::Always,
-        "unavailable: the database cannot serve the request now (or it timed out); retry with the same id after `Retry-After` seconds",
+        "unavailable: the database cannot serve the request now (or it timed out); nothing of it was or will be written; retry with the same id after `Retry-After` seconds. outcome_unknown: the connection was lost after the request's COMMIT was sent; retry with the same id to learn whether it was written",
     ),
 ];
 

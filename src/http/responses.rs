@@ -28,7 +28,9 @@ pub fn json<T: serde::Serialize>(status: StatusCode, value: &T) -> Result<Respon
 /// 201 for a new resource, 422 for a stored refusal, the stored answer with
 /// `Idempotent-Replayed: true` for a replay, 422 `idempotency_mismatch` otherwise.
 pub fn created(outcome: Created) -> Result<Response, ApiError> {
-    Ok(match outcome {
+    // After this request's own COMMIT answer was lost, the row the service's retry finds is
+    // that COMMIT's: answered as the creation it is.
+    Ok(match crate::ledger::caller::recognise(outcome) {
         Created::New { body } => json_response(StatusCode::CREATED, body),
         Created::Refused { body } => problem_response(422, body),
         Created::Replayed { status, body } => {

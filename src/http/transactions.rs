@@ -8,6 +8,7 @@ use super::extract::{IdempotencyKey, JsonBody, OptionalJsonBody, PathParam, Quer
 use super::requests::{CreateTransactionRequest, PaymentRequest, TransferRequest};
 use super::responses::{REPLAYED_HEADER, created, json, json_response};
 use super::validate;
+use crate::ledger::caller;
 use crate::ledger::holds::{self, Action, Resolution};
 use crate::ledger::reversals;
 use crate::ledger::transactions::{self, TransactionFilter, TransactionStatus};
@@ -131,6 +132,11 @@ async fn resolve(
     let uuid = Uuid::parse_str(id).map_err(|_| not_found())?;
     match holds::resolve(&state.pool, state.engine, uuid, action, amount).await? {
         Resolution::Done { body } => Ok(json_response(StatusCode::OK, body)),
+        // The service's own retry after this request's COMMIT answer was lost found that
+        // COMMIT's work: it is answered as done, not as a client's replay.
+        Resolution::Replayed { body } if own_commit_found() => {
+            Ok(json_response(StatusCode::OK, body))
+        }
         Resolution::Replayed { body } => {
             let mut response = json_response(StatusCode::OK, body);
             response
@@ -150,6 +156,11 @@ async fn resolve(
         }),
         Resolution::Invalid(errors) => Err(ApiError::Validation(errors)),
     }
+}
+
+/// Whether a COMMIT of the current request was sent and its answer lost.
+fn own_commit_found() -> bool {
+    caller::current().is_some_and(|c| c.state().commit_unknown)
 }
 
 #[derive(Debug, Deserialize, Validate, ToSchema)]

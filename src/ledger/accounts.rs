@@ -235,7 +235,7 @@ pub async fn create(conn: &mut PgConnection, new: &NewAccount) -> Result<Created
         == 1;
     if inserted {
         audit::record(&mut tx, "account.create", &[account.id]).await?;
-        tx.commit().await?;
+        super::caller::commit_in_request(tx).await?;
         return Ok(Created::New { body });
     }
     tx.commit().await?;
@@ -463,7 +463,7 @@ pub async fn update_metadata(
     if row.updated {
         audit::record(&mut tx, "account.update", &[id.to_owned()]).await?;
     }
-    tx.commit().await?;
+    super::caller::commit_in_request(tx).await?;
     Ok(row.exists)
 }
 
@@ -603,7 +603,7 @@ pub async fn transition(
         events::record_account(&mut tx, id, event, changed_at, &overdraft_limit).await?;
     }
     audit::record(&mut tx, action.audit_action(), &[id.to_owned()]).await?;
-    tx.commit().await?;
+    super::caller::commit_in_request(tx).await?;
     Ok(Transition::Done)
 }
 

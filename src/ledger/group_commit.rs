@@ -18,7 +18,9 @@
 //! one). If the database rejects a whole group for a reason that is not the database's health
 //! (a bug, a constraint no decision foresaw), the group is written again one item at a time,
 //! so one bad request never fails its neighbours. A caller that stopped waiting (its request
-//! timed out) before its group formed is left out: it was answered 503, so it is not written.
+//! timed out, answered 503) is never written: it is left out of the group it would join, and
+//! a group whose COMMIT finds one of its callers gone (`ledger::caller`: the claim before
+//! COMMIT and the deadline are one atomic step) rolls back and is written again without it.
 //!
 //! Retries: an id whose committed creation a group read back is kept in a [`ReplayCache`],
 //! so the next retry of it is answered before it ever queues.
@@ -26,16 +28,22 @@
 //! Rows locked elsewhere: a group waits at most `--group-commit-lock-timeout-ms` for a row
 //! lock. One held longer (an operator's `SELECT ... FOR UPDATE`, a long report, a consumer
 //! batch) would otherwise hold the group, both slots, and every wallet's writes behind it.
-//! On that timeout nothing of the group was written; the rows some transaction holds are
-//! looked up without waiting, and those still held after one more lock timeout count as
-//! held elsewhere (a row this writer's other group holds is free by then: that group commits
-//! or gives up within its own timeout). The items touching them are written apart, each on
-//! its own, on at most [`WRITERS_APART`] connections, once their rows are free; the rest of
-//! the group is written again at once. For [`BLOCKED_FOR`] after, or until an item written
-//! apart gets the lock, new items touching those rows skip the groups too.
+//! On that timeout nothing of the group was written; the rows some transaction holds right
+//! now are looked up without waiting, the items touching them are written apart, and the
+//! rest of the group is written again at once. Those rows are *suspected* for twice the lock
+//! timeout: new items touching them, and queued ones when their group forms, go apart too
+//! rather than cost another group a lock timeout (a mere neighbour, whose row was only busy,
+//! is written apart at once, its rows free). An item written apart waits for its locked rows
+//! holding no other; a row still locked after one more lock timeout counts as held elsewhere
+//! (a row this writer's other group holds is free by then) and keeps new items out of the
+//! groups for [`BLOCKED_FOR`], or until an item written apart gets it. Items waiting on a
+//! held row take turns, [`WRITERS_APART`] at a time, apart from those whose rows are only
+//! busy, so an unrelated transfer never queues behind them: its latency does not grow with
+//! the number of creates waiting on a locked wallet.
 
 use super::Created;
 use super::audit::{self, Actor};
+use super::caller::{self, Caller};
 use super::posting::{self, LockWait};
 use super::replay_cache::ReplayCache;
 use super::transactions::{NewTransaction, WriteError};
@@ -90,9 +98,6 @@ impl Default for GroupCommitSettings {
 pub const WRITERS_APART: usize = 2;
 /// How long rows found locked elsewhere keep new items out of the groups.
 pub const BLOCKED_FOR: Duration = Duration::from_secs(5);
-/// How long an item set apart waits for its rows at a time before it checks that its caller
-/// still waits.
-const WAIT_APART: Duration = Duration::from_secs(1);
 /// Lock timeouts one group meets before its remaining items are all written apart.
 const LOCK_ROUNDS: usize = 3;
 
@@ -107,7 +112,24 @@ pub struct GroupCommit {
 struct Job {
     item: NewTransaction,
     actor: Option<Actor>,
+    /// The request's deadline state: the job is committed only while it still waits.
+    caller: Option<Caller>,
     answer: oneshot::Sender<Result<Created, WriteError>>,
+}
+
+impl Job {
+    /// Whether the caller still waits: a caller answered 503 is never written.
+    fn waited_for(&self) -> bool {
+        !self.answer.is_closed() && !self.caller.as_ref().is_some_and(Caller::is_abandoned)
+    }
+
+    fn callers(&self) -> &[Caller] {
+        self.caller.as_slice()
+    }
+}
+
+fn callers_of(group: &[Job]) -> Vec<Caller> {
+    group.iter().filter_map(|j| j.caller.clone()).collect()
 }
 
 impl GroupCommit {
@@ -139,14 +161,18 @@ impl GroupCommit {
         let job = Job {
             item,
             actor: audit::current(),
+            caller: caller::current(),
             answer,
         };
-        if self.locks.is_blocked(&job.item) {
+        if self.locks.keeps_out(&job.item) {
             self.locks.clone().write_apart(job);
         } else {
             self.jobs.send(job).await.map_err(|_| stopped())?;
         }
-        answered.await.map_err(|_| stopped())?
+        answered
+            .await
+            .map_err(|_| stopped())?
+            .map(caller::recognise)
     }
 }
 
@@ -204,11 +230,10 @@ async fn gather(
 /// Writes one group, setting apart the items whose rows are locked elsewhere, and answers
 /// each of its callers.
 async fn commit(pool: &PgPool, group: Vec<Job>, replays: &ReplayCache, locks: &Arc<Locks>) {
-    let mut group: Vec<Job> = group
-        .into_iter()
-        .filter(|j| !j.answer.is_closed())
-        .collect();
+    let mut group: Vec<Job> = group.into_iter().filter(Job::waited_for).collect();
     for _ in 0..LOCK_ROUNDS {
+        // Rows found held (or suspected) since these jobs queued: theirs go apart.
+        group = locks.set_apart(group, |job| locks.keeps_out(&job.item));
         if group.is_empty() {
             return;
         }
@@ -217,20 +242,28 @@ async fn commit(pool: &PgPool, group: Vec<Job>, replays: &ReplayCache, locks: &A
             .iter()
             .map(|j| (j.item.clone(), j.actor.clone()))
             .unzip();
-        let result =
-            posting::create_group(pool, locks.engine, &items, &actors, locks.group_wait).await;
+        let callers = callers_of(&group);
+        let result = posting::create_group(
+            pool,
+            locks.engine,
+            &items,
+            &actors,
+            &callers,
+            locks.group_wait,
+        )
+        .await;
         match result {
+            // A caller gave up before the COMMIT: nothing was written; the rest go again.
+            Err(WriteError::CallerGone) => group.retain(Job::waited_for),
             Err(e) if posting::is_lock_timeout(&e) => {
                 metrics::counter!("wallet_ledger_group_commit_lock_timeouts_total").increment(1);
+                // Some row locked now held this group past its lock timeout: the items that
+                // touch one wait apart (and tell held rows from busy ones there), the rest is
+                // written again at once, not after another wait.
                 let keys: HashSet<LockKey> = items.iter().flat_map(lock_keys).collect();
-                let held = locks.held_elsewhere(&keys).await;
-                let (apart, rest): (Vec<Job>, Vec<Job>) = group
-                    .into_iter()
-                    .partition(|j| lock_keys(&j.item).iter().any(|k| held.contains(k)));
-                for job in apart {
-                    locks.clone().write_apart(job);
-                }
-                group = rest;
+                let locked = locks.locked_now(&keys).await;
+                locks.suspect(&locked);
+                group = locks.set_apart(group, |job| touches(job, &locked));
             }
             result => return answer(pool, locks.engine, group, result, replays).await,
         }
@@ -274,7 +307,8 @@ async fn answer(
             for job in group {
                 let one = std::slice::from_ref(&job.item);
                 let actor = std::slice::from_ref(&job.actor);
-                let answer = posting::create_group(pool, engine, one, actor, LockWait::Unbounded)
+                let wait = LockWait::Unbounded;
+                let answer = posting::create_group(pool, engine, one, actor, job.callers(), wait)
                     .await
                     .and_then(|(mut outcomes, _)| outcomes.pop().ok_or(WriteError::Contention))
                     .and_then(|outcome| outcome.map_err(WriteError::Item));
@@ -307,6 +341,28 @@ fn lock_keys(item: &NewTransaction) -> Vec<LockKey> {
     accounts.chain(original).collect()
 }
 
+/// The rows of `keys` that `registry` names, found within `window` before `now`; older
+/// entries are dropped.
+fn named_rows(
+    registry: &mut HashMap<LockKey, Instant>,
+    keys: &HashSet<LockKey>,
+    now: Instant,
+    window: Duration,
+) -> HashSet<LockKey> {
+    if registry.is_empty() {
+        return HashSet::new();
+    }
+    registry.retain(|_, since| now.duration_since(*since) < window);
+    keys.iter()
+        .filter(|k| registry.contains_key(*k))
+        .cloned()
+        .collect()
+}
+
+fn touches(job: &Job, rows: &HashSet<LockKey>) -> bool {
+    lock_keys(&job.item).iter().any(|k| rows.contains(k))
+}
+
 fn split(keys: &HashSet<LockKey>) -> (Vec<String>, Vec<Uuid>) {
     let mut accounts = Vec::new();
     let mut transactions = Vec::new();
@@ -327,7 +383,15 @@ struct Locks {
     group_wait: LockWait,
     /// Rows found held elsewhere, and when.
     blocked: Mutex<HashMap<LockKey, Instant>>,
+    /// Rows found locked when a group met its lock timeout, and when: held elsewhere or only
+    /// busy, told apart by the items set apart within twice the lock timeout.
+    suspected: Mutex<HashMap<LockKey, Instant>>,
     writers_apart: Arc<Semaphore>,
+    /// How long an item set apart waits for a locked row before it counts as held elsewhere:
+    /// the group lock timeout.
+    patience: Duration,
+    /// Items set apart that wait for a held row, each on a connection of its own.
+    waiters_apart: Arc<Semaphore>,
 }
 
 impl Locks {
@@ -343,70 +407,88 @@ impl Locks {
             replays,
             group_wait: LockWait::Bounded(Duration::from_millis(config.lock_timeout_ms)),
             blocked: Mutex::new(HashMap::new()),
+            suspected: Mutex::new(HashMap::new()),
             writers_apart: Arc::new(Semaphore::new(WRITERS_APART)),
+            patience: Duration::from_millis(config.lock_timeout_ms),
+            waiters_apart: Arc::new(Semaphore::new(WRITERS_APART)),
         }
     }
 
-    fn is_blocked(&self, item: &NewTransaction) -> bool {
-        let mut blocked = lock(&self.blocked);
-        if blocked.is_empty() {
-            return false;
+    /// Whether a new item stays out of the groups: it touches a row known held elsewhere,
+    /// or one that just held a group past its lock timeout and is not yet told apart from a
+    /// busy one. A suspect costs an item that is merely a neighbour one lookup (written
+    /// apart at once, its rows free); keeping it in the groups could cost them a lock timeout.
+    fn keeps_out(&self, item: &NewTransaction) -> bool {
+        let keys: HashSet<LockKey> = lock_keys(item).into_iter().collect();
+        if !self.blocked_rows(&keys).is_empty() {
+            return true;
         }
+        let mut suspected = lock(&self.suspected);
+        !named_rows(&mut suspected, &keys, Instant::now(), self.patience * 2).is_empty()
+    }
+
+    fn suspect(&self, rows: &HashSet<LockKey>) {
         let now = Instant::now();
-        blocked.retain(|_, since| now.duration_since(*since) < BLOCKED_FOR);
-        lock_keys(item).iter().any(|k| blocked.contains_key(k))
+        let mut suspected = lock(&self.suspected);
+        for key in rows {
+            suspected.insert(key.clone(), now);
+        }
     }
 
-    /// Of `keys`, those some transaction holds locked and still holds after the group lock
-    /// timeout. That wait tells the rows held elsewhere from those this writer's other group
-    /// holds (or some other process's writer): such a group commits, or gives up on its own
-    /// lock timeout, within that time. A failed lookup names none (the group is then simply
-    /// written again).
-    async fn held_elsewhere(&self, keys: &HashSet<LockKey>) -> HashSet<LockKey> {
+    /// Of `keys`, the rows known held elsewhere (found so within [`BLOCKED_FOR`]).
+    fn blocked_rows(&self, keys: &HashSet<LockKey>) -> HashSet<LockKey> {
+        named_rows(&mut lock(&self.blocked), keys, Instant::now(), BLOCKED_FOR)
+    }
+
+    /// Sends the jobs of `group` that `apart` picks to be written apart; returns the rest.
+    fn set_apart(self: &Arc<Self>, group: Vec<Job>, apart: impl Fn(&Job) -> bool) -> Vec<Job> {
+        let (apart, rest): (Vec<Job>, Vec<Job>) = group.into_iter().partition(|j| apart(j));
+        for job in apart {
+            self.clone().write_apart(job);
+        }
+        rest
+    }
+
+    /// Keeps new items touching `rows` out of the groups (see [`BLOCKED_FOR`]).
+    fn block(&self, rows: &HashSet<LockKey>) {
+        if rows.is_empty() {
+            return;
+        }
+        tracing::info!(rows = ?rows, "rows locked elsewhere: their writes wait apart");
+        let now = Instant::now();
+        let mut blocked = lock(&self.blocked);
+        for key in rows {
+            blocked.insert(key.clone(), now);
+        }
+    }
+
+    /// Of `keys`, those some transaction holds locked right now, without waiting. A failed
+    /// lookup names none (the group is then simply written again).
+    async fn locked_now(&self, keys: &HashSet<LockKey>) -> HashSet<LockKey> {
         let (accounts, transactions) = split(keys);
         let found = async {
             let mut conn = self.pool.acquire().await?;
             posting::held_elsewhere(&mut conn, self.engine, &accounts, &transactions).await
         };
-        let (accounts, transactions) = match found.await {
-            Ok(found) => found,
+        match found.await {
+            Ok((accounts, transactions)) => accounts
+                .into_iter()
+                .map(LockKey::Account)
+                .chain(transactions.into_iter().map(LockKey::Transaction))
+                .collect(),
             Err(e) => {
                 tracing::warn!(error = %e, "could not look up which rows are locked");
-                return HashSet::new();
-            }
-        };
-        let candidates = accounts
-            .into_iter()
-            .map(LockKey::Account)
-            .chain(transactions.into_iter().map(LockKey::Transaction));
-        let LockWait::Bounded(patience) = self.group_wait else {
-            return HashSet::new();
-        };
-        let still_held = candidates.map(|key| async move {
-            let row = HashSet::from([key.clone()]);
-            (!self.wait_for(&row, patience).await).then_some(key)
-        });
-        let held: HashSet<LockKey> = futures_util::future::join_all(still_held)
-            .await
-            .into_iter()
-            .flatten()
-            .collect();
-        if !held.is_empty() {
-            tracing::info!(rows = ?held, "rows locked elsewhere: their writes wait apart");
-            let now = Instant::now();
-            let mut blocked = lock(&self.blocked);
-            for key in &held {
-                blocked.insert(key.clone(), now);
+                HashSet::new()
             }
         }
-        held
     }
 
     /// Writes one job on its own, on one of the connections kept for that, once the rows
     /// it needs are free. It waits for those rows holding no other (a write that waited
     /// holding the rest of its rows would hold up every writer of those), then writes with
     /// the group's bounded wait, and starts over if a row was taken again meanwhile. It
-    /// stops trying when its caller has given up (answered 503: nothing of it written).
+    /// stops trying when its caller has given up (answered 503), and its COMMIT happens only
+    /// while the caller still waits (`ledger::caller`): nothing of it is written after a 503.
     fn write_apart(self: Arc<Self>, job: Job) {
         metrics::counter!("wallet_ledger_group_commit_set_apart_total").increment(1);
         tokio::spawn(async move {
@@ -414,21 +496,48 @@ impl Locks {
             let one = std::slice::from_ref(&job.item);
             let actor = std::slice::from_ref(&job.actor);
             loop {
+                if !job.waited_for() {
+                    return;
+                }
+                // Waiting for a held row and writing take separate permits: items waiting on
+                // a row held for minutes never keep an item whose rows are free from writing.
+                // Rows known held elsewhere are waited for by a few items at a time; a row
+                // only seen locked (perhaps by a busy neighbour, for a moment) is waited for
+                // at once, so that such an item never queues behind a held row's waiters.
+                let known = self.blocked_rows(&keys);
+                let locked = if known.is_empty() {
+                    self.locked_now(&keys).await
+                } else {
+                    known
+                };
+                if !locked.is_empty() {
+                    let _waiter = if self.blocked_rows(&locked).is_empty() {
+                        None
+                    } else {
+                        match self.waiters_apart.acquire().await {
+                            Ok(permit) => Some(permit),
+                            Err(_) => return,
+                        }
+                    };
+                    // A row still locked after a group's lock timeout is held elsewhere (no
+                    // group of a writer holds one that long): new items touching it stay out
+                    // of the groups until an item written apart gets it.
+                    let held = self.still_held(locked).await;
+                    if !held.is_empty() {
+                        self.block(&held);
+                        continue;
+                    }
+                }
                 let Ok(_writer) = self.writers_apart.acquire().await else {
                     return;
                 };
-                if job.answer.is_closed() {
-                    return;
-                }
-                let held = self.held_elsewhere(&keys).await;
-                if !held.is_empty() && !self.wait_for(&held, WAIT_APART).await {
-                    continue;
-                }
+                let (pool, engine, callers) = (&self.pool, self.engine, job.callers());
                 let written =
-                    posting::create_group(&self.pool, self.engine, one, actor, self.group_wait)
-                        .await;
+                    posting::create_group(pool, engine, one, actor, callers, self.group_wait).await;
                 let answer = match written {
                     Err(e) if posting::is_lock_timeout(&e) => continue,
+                    // Answered 503 at its deadline: nothing written, nobody to answer.
+                    Err(WriteError::CallerGone) => return,
                     Ok((mut outcomes, read_back)) => {
                         self.replays.remember(read_back);
                         let mut blocked = lock(&self.blocked);
@@ -445,6 +554,20 @@ impl Locks {
                 return;
             }
         });
+    }
+
+    /// Of `rows`, those still locked after [`Locks::patience`], each waited for on its own
+    /// (a row that only a busy neighbour locked for a moment is not counted).
+    async fn still_held(&self, rows: HashSet<LockKey>) -> HashSet<LockKey> {
+        let waits = rows.into_iter().map(|key| async move {
+            let row = HashSet::from([key.clone()]);
+            (!self.wait_for(&row, self.patience).await).then_some(key)
+        });
+        futures_util::future::join_all(waits)
+            .await
+            .into_iter()
+            .flatten()
+            .collect()
     }
 
     /// Waits at most `wait` until `rows` are free; `false` if they are not.
@@ -470,4 +593,42 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     mutex
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn account(id: &str) -> LockKey {
+        LockKey::Account(id.to_owned())
+    }
+
+    #[test]
+    fn a_row_is_kept_out_of_the_groups_only_within_its_window() {
+        let start = Instant::now();
+        let window = Duration::from_millis(600);
+        let mut registry = HashMap::from([
+            (account("locked"), start),
+            (account("old"), start - Duration::from_secs(1)),
+        ]);
+        let keys = HashSet::from([account("locked"), account("old"), account("sink")]);
+        let named = named_rows(&mut registry, &keys, start, window);
+        assert_eq!(named, HashSet::from([account("locked")]));
+        assert!(
+            !registry.contains_key(&account("old")),
+            "expired entries go"
+        );
+        let later = start + window;
+        assert!(named_rows(&mut registry, &keys, later, window).is_empty());
+        assert!(registry.is_empty());
+    }
+
+    #[test]
+    fn an_unrelated_item_is_never_named() {
+        let now = Instant::now();
+        let mut registry = HashMap::from([(account("locked"), now)]);
+        let keys = HashSet::from([account("a"), account("b")]);
+        assert!(named_rows(&mut registry, &keys, now, BLOCKED_FOR).is_empty());
+        assert_eq!(registry.len(), 1, "others' entries stay");
+    }
 }

@@ -179,7 +179,9 @@ pub async fn resolve(
     let resolution = resolve_on(&mut tx, engine, id, action, amount).await?;
     // Every answer commits: what `resolve_on` wrote (a capture, a release, an expiry) is the
     // answer, and the answers that wrote nothing leave nothing to commit but the row lock.
-    tx.commit().await?;
+    // Through the request's gate (`ledger::caller`): its deadline waits for this COMMIT's
+    // answer, and a lost answer is reported as an unknown outcome, not as "not done".
+    super::caller::commit_in_request(tx).await?;
     Ok(resolution)
 }
 

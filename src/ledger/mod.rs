@@ -4,6 +4,7 @@
 pub mod accounts;
 pub mod audit;
 pub mod bounds;
+pub mod caller;
 pub mod checkpoints;
 pub mod compare;
 pub mod events;

@@ -148,6 +148,10 @@ pub enum WriteError {
     /// Concurrent requests kept taking this batch's ids; a retry will replay them.
     #[error("concurrent requests with the same ids; retry")]
     Contention,
+    /// The caller was answered 503 at its deadline before the COMMIT: rolled back, nothing
+    /// written (`ledger::caller`).
+    #[error("the request timed out before its commit; nothing was written")]
+    CallerGone,
 }
 
 impl WriteError {
@@ -155,7 +159,7 @@ impl WriteError {
     /// taken concurrently are too). A request error never is.
     pub fn is_transient(&self) -> bool {
         match self {
-            WriteError::Contention => true,
+            WriteError::Contention | WriteError::CallerGone => true,
             WriteError::Item(_) => false,
             WriteError::Database(e) => e.is_transient(),
         }

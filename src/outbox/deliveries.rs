@@ -405,7 +405,7 @@ pub async fn redeliver(conn: &mut PgConnection, id: Uuid) -> Result<Redelivery, 
     if status.is_some() {
         crate::ledger::audit::record(&mut tx, "delivery.redeliver", &[id.to_string()]).await?;
     }
-    tx.commit().await?;
+    crate::ledger::caller::commit_in_request(tx).await?;
     if status.is_none() {
         return Ok(match find(conn, id).await? {
             None => Redelivery::NotFound,

@@ -317,7 +317,7 @@ pub async fn create(
     .rows_affected();
     if inserted == 1 {
         audit::record(&mut tx, "webhook.create", &[new.id.to_string()]).await?;
-        tx.commit().await?;
+        crate::ledger::caller::commit_in_request(tx).await?;
         return Ok(Created::New { body });
     }
     tx.commit().await?;
@@ -397,7 +397,7 @@ pub async fn delete(conn: &mut PgConnection, id: Uuid) -> Result<Option<Subscrip
         audit::record(&mut tx, "webhook.delete", &[id.to_string()]).await?;
     }
     let subscription = find(&mut tx, id).await?;
-    tx.commit().await?;
+    crate::ledger::caller::commit_in_request(tx).await?;
     Ok(subscription)
 }
 
@@ -452,7 +452,7 @@ pub async fn rotate_secret(
     if changed {
         audit::record(&mut tx, "webhook.rotate_secret", &[id.to_string()]).await?;
     }
-    tx.commit().await?;
+    crate::ledger::caller::commit_in_request(tx).await?;
     Ok(Some(SubscriptionView {
         secret: subscription.secrets.first().cloned(),
         ..subscription.view()

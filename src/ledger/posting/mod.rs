@@ -42,6 +42,7 @@ pub(crate) use load::{SystemLocks, held_elsewhere, lock_accounts, wait_for_rows,
 pub use render::refusal_body;
 
 use super::audit::{self, Actor};
+use super::caller::{self, Caller};
 use super::holds;
 use super::transactions::{ItemError, NewTransaction, WriteError};
 use super::{Created, accounts, now_micros};
@@ -96,6 +97,7 @@ pub(crate) async fn create_group(
     engine: Engine,
     items: &[NewTransaction],
     actors: &[Option<Actor>],
+    callers: &[Caller],
     lock_wait: LockWait,
 ) -> Result<(Vec<ItemOutcome>, Vec<(Uuid, StoredCreation)>), WriteError> {
     let mut conn = pool.acquire().await?;
@@ -105,7 +107,7 @@ pub(crate) async fn create_group(
         items,
         Authors::Each(actors),
         Mode::Independent,
-        Write::Commit,
+        Write::Commit(Callers::Each(callers)),
         Some(&mut read_back),
         Locking::new(engine, lock_wait),
     )
@@ -163,7 +165,7 @@ pub async fn create_many_on(
         items,
         Authors::Current,
         mode,
-        Write::Commit,
+        Write::Commit(Callers::Current),
         None,
         Locking::new(engine, LockWait::Unbounded),
     )
@@ -201,7 +203,7 @@ async fn attempts(
     items: &[NewTransaction],
     authors: Authors<'_>,
     mode: Mode,
-    write: Write,
+    write: Write<'_>,
     mut read_back: Option<&mut Vec<(Uuid, StoredCreation)>>,
     mut locking: Locking,
 ) -> Result<BatchResult, WriteError> {
@@ -230,10 +232,28 @@ async fn attempts(
 }
 
 /// Whether a pass writes what it decided, or only answers (the first failure of a batch).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Write {
-    Commit,
+#[derive(Debug, Clone, Copy)]
+enum Write<'a> {
+    /// Commits only while these callers still wait (see [`caller::commit`]).
+    Commit(Callers<'a>),
     DryRun,
+}
+
+/// Whose answer a pass's COMMIT decides: the current request's (a batch), or each grouped
+/// caller's (group commit).
+#[derive(Debug, Clone, Copy)]
+enum Callers<'a> {
+    Current,
+    Each(&'a [Caller]),
+}
+
+impl Callers<'_> {
+    fn to_vec(self) -> Vec<Caller> {
+        match self {
+            Callers::Current => caller::current().into_iter().collect(),
+            Callers::Each(callers) => callers.to_vec(),
+        }
+    }
 }
 
 /// How a pass takes its locks: with the statements its engine accepts (one per account on
@@ -323,7 +343,7 @@ async fn attempt(
     items: &[NewTransaction],
     authors: Authors<'_>,
     mode: Mode,
-    write: Write,
+    write: Write<'_>,
     locking: Locking,
     read_back: Option<&mut Vec<(Uuid, StoredCreation)>>,
 ) -> Result<Pass, WriteError> {
@@ -397,10 +417,13 @@ async fn attempt(
     } else {
         None
     };
-    if failure.is_some() || write == Write::DryRun {
-        tx.rollback().await?;
-        return Ok(Pass::Done(finish(outcomes, failure)));
-    }
+    let callers = match write {
+        Write::Commit(callers) if failure.is_none() => callers,
+        _ => {
+            tx.rollback().await?;
+            return Ok(Pass::Done(finish(outcomes, failure)));
+        }
+    };
     let rows: Vec<&Rendered> = rows.iter().collect();
     if !apply::insert_transactions(&mut tx, engine, &rows).await? {
         tx.rollback().await?;
@@ -428,8 +451,10 @@ async fn attempt(
     holds::insert_open_holds(&mut tx, &open_holds).await?;
     apply::record_events(&mut tx, &rows).await?;
     audit::record_each(&mut tx, "transaction.create", &audited).await?;
-    tx.commit().await?;
-    Ok(Pass::Done(finish(outcomes, None)))
+    match caller::commit(tx, &callers.to_vec()).await? {
+        caller::Gate::Committed => Ok(Pass::Done(finish(outcomes, None))),
+        caller::Gate::Abandoned => Err(WriteError::CallerGone),
+    }
 }
 
 /// An item whose id an earlier item of the same batch stored: it is answered as a retry of
