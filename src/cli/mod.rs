@@ -113,4 +113,30 @@ mod tests {
         use clap::CommandFactory;
         super::Cli::command().debug_assert();
     }
+
+    /// A flag read from an environment variable that can hold a credential (a URL with a
+    /// password, a key, a secret) never shows that variable's value in `--help`.
+    #[test]
+    fn secret_bearing_environment_values_are_hidden_from_help() {
+        use clap::CommandFactory;
+        fn walk(command: &clap::Command, exposed: &mut Vec<String>) {
+            for arg in command.get_arguments() {
+                let Some(env) = arg.get_env().map(|e| e.to_string_lossy().into_owned()) else {
+                    continue;
+                };
+                // A switch (`METRICS_REQUIRE_KEY`) holds no credential whatever its name.
+                let secret = arg.get_action().takes_values()
+                    && ["URL", "KEY", "SECRET", "TOKEN", "PASSWORD"]
+                        .iter()
+                        .any(|word| env.contains(word));
+                if secret && !arg.is_hide_env_values_set() {
+                    exposed.push(format!("{} {env}", command.get_name()));
+                }
+            }
+            command.get_subcommands().for_each(|sub| walk(sub, exposed));
+        }
+        let mut exposed = Vec::new();
+        walk(&super::Cli::command(), &mut exposed);
+        assert!(exposed.is_empty(), "shown in --help: {exposed:?}");
+    }
 }

@@ -168,3 +168,47 @@ async fn no_migrate_on_a_database_without_the_schema_names_the_version_it_needs(
     );
     assert!(stderr.contains("run `wallet-ledger migrate`"), "{stderr}");
 }
+
+/// Every subcommand's path (`dlq list`, `api-key create`, ...), from the code's definition,
+/// so a new subcommand is covered without touching this test.
+fn subcommand_paths() -> Vec<Vec<String>> {
+    fn walk(command: &clap::Command, path: &[String], out: &mut Vec<Vec<String>>) {
+        for sub in command.get_subcommands() {
+            if sub.get_name() == "help" {
+                continue;
+            }
+            let mut sub_path = path.to_vec();
+            sub_path.push(sub.get_name().to_owned());
+            out.push(sub_path.clone());
+            walk(sub, &sub_path, out);
+        }
+    }
+    use clap::CommandFactory;
+    let mut out = vec![vec![]];
+    walk(&wallet_ledger::cli::Cli::command(), &[], &mut out);
+    out
+}
+
+#[tokio::test]
+async fn no_help_shows_a_password_from_the_environment() {
+    const PASSWORD: &str = "hunter2-in-the-env";
+    let secret_envs = ["DATABASE_URL", "REDIS_URL", "BENCH_DATABASE_URL"];
+    for path in subcommand_paths() {
+        let mut command = Command::new(BIN);
+        command.args(&path).arg("--help");
+        for name in secret_envs {
+            command.env(
+                name,
+                format!("postgres://admin:{PASSWORD}@db.example:5432/x_bench"),
+            );
+        }
+        let out = command.output().await.unwrap();
+        let shown = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "{path:?}: {shown}");
+        assert!(
+            !shown.contains(PASSWORD),
+            "`{} --help` shows the password:\n{shown}",
+            path.join(" ")
+        );
+    }
+}
