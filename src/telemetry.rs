@@ -69,7 +69,9 @@ pub fn recorder() -> anyhow::Result<PrometheusHandle> {
                     b.set_buckets_for_metric(Matcher::Suffix("_size".into()), SIZE_BUCKETS)
                 })
                 .map_err(|e| e.to_string())?;
-            builder.install_recorder().map_err(|e| e.to_string())
+            let handle = builder.install_recorder().map_err(|e| e.to_string())?;
+            crate::metrics_catalog::describe();
+            Ok(handle)
         })
         .clone()
         .map_err(|e| anyhow::anyhow!("cannot install the metrics recorder: {e}"))

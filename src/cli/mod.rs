@@ -79,6 +79,15 @@ pub fn parse() -> Command {
 
 /// Runs one subcommand.
 pub async fn run(command: Command) -> anyhow::Result<ExitCode> {
+    // The long-running processes export metrics: the recorder first, so that nothing recorded
+    // while starting (the synchronous standby gauge) is lost.
+    use crate::metrics_catalog::{Role, start};
+    match &command {
+        Command::Serve(_) => start(&[Role::Api, Role::Dispatcher]),
+        Command::Consume(_) => start(&[Role::Consumer]),
+        Command::Outbox(_) => start(&[Role::Dispatcher]),
+        _ => {}
+    }
     match command {
         Command::Serve(args) => serve::run(args).await,
         Command::Migrate(args) => migrate::run(args).await,

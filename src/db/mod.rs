@@ -194,6 +194,9 @@ impl Database {
         if self.primary.is_some() {
             return;
         }
+        // One host: whether it answers is whether a primary is up (the tracker says it with
+        // several).
+        crate::metrics_catalog::primary_up(last != primary::SyncStandby::Unknown);
         let database = self.clone();
         tokio::spawn(async move {
             let closed = database.pool.close_event();
@@ -204,6 +207,7 @@ impl Database {
                     () = tokio::time::sleep(SYNC_STANDBY_EVERY) => {}
                 }
                 let now = database.sync_standby().await;
+                crate::metrics_catalog::primary_up(now != primary::SyncStandby::Unknown);
                 if now != last && now != primary::SyncStandby::Unknown {
                     primary::report_sync(now, &host);
                     last = now;

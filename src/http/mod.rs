@@ -181,7 +181,7 @@ pub async fn serve(args: ServeSettings) -> anyhow::Result<()> {
     let shutdown = CancellationToken::new();
     let accepting = shutdown.child_token();
     let checkpointer = tokio::spawn(periodically(
-        "advance system-account checkpoints",
+        crate::metrics_catalog::CHECKPOINT_TASK,
         args.checkpoint_interval,
         shutdown.clone(),
         {
@@ -196,7 +196,7 @@ pub async fn serve(args: ServeSettings) -> anyhow::Result<()> {
         },
     ));
     let sweeper = tokio::spawn(periodically(
-        "expire overdue holds",
+        crate::metrics_catalog::HOLD_SWEEP_TASK,
         args.hold_sweep_interval,
         shutdown.clone(),
         {

@@ -212,3 +212,136 @@ async fn no_help_shows_a_password_from_the_environment() {
         );
     }
 }
+
+/// The metric names docs/operations.md tells operators to watch: every `wallet_ledger_*` name
+/// in its Alerts section, and on any line that calls it a gauge, a counter or a metric.
+fn documented_metrics() -> std::collections::BTreeSet<String> {
+    let doc = include_str!("../../docs/operations.md");
+    let start = doc.find("\n## Alerts").expect("an Alerts section");
+    let end = doc[start + 1..]
+        .find("\n## ")
+        .map_or(doc.len(), |e| start + 1 + e);
+    let watched = doc[..start]
+        .lines()
+        .chain(doc[end..].lines())
+        .filter(|l| ["gauge", "counter", "metric"].iter().any(|w| l.contains(w)))
+        .chain(doc[start..end].lines());
+    let mut names = std::collections::BTreeSet::new();
+    for line in watched {
+        for (at, _) in line.match_indices("wallet_ledger_") {
+            let name: String = line[at..]
+                .chars()
+                .take_while(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == '_')
+                .collect();
+            names.insert(name);
+        }
+    }
+    names
+}
+
+/// Starts the binary with `args`, waits until `readyz_addr` answers ready, and returns the
+/// process and its first scrape of `metrics_path` there.
+async fn first_scrape(
+    args: &[&str],
+    addr: &str,
+    metrics_path: &str,
+) -> (tokio::process::Child, String) {
+    let child = Command::new(BIN)
+        .args(args)
+        .env("RUST_LOG", "warn")
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    for _ in 0..300 {
+        if let Some(r) = http_get(addr, "/readyz").await
+            && r.starts_with("HTTP/1.1 200")
+        {
+            let scrape = http_get(addr, metrics_path).await.expect("a scrape");
+            return (child, scrape);
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("{args:?} was not ready within 30 s");
+}
+
+fn free_addr() -> String {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    format!("127.0.0.1:{port}")
+}
+
+/// A series line of `name` (with or without labels) in Prometheus text.
+fn has_series(scrape: &str, name: &str) -> bool {
+    scrape.lines().any(|l| {
+        l.strip_prefix(name)
+            .is_some_and(|rest| rest.starts_with(' ') || rest.starts_with('{'))
+    })
+}
+
+#[tokio::test]
+async fn a_fresh_serve_and_consume_export_every_metric_the_operations_doc_watches() {
+    let name = format!("wl_test_{}_metrics_doc", std::process::id());
+    let url = database_url(&name);
+    let redis = super::stream_support::shared_redis_url();
+    let stream = super::stream_support::unique_stream("metrics-doc");
+    let api = free_addr();
+    let (mut server, api_scrape) = first_scrape(
+        &["serve", "--database-url", &url, "--listen-addr", &api],
+        &api,
+        "/metrics",
+    )
+    .await;
+    let probes = free_addr();
+    let (mut consumer, consumer_scrape) = first_scrape(
+        &[
+            "consume",
+            "--database-url",
+            &url,
+            "--redis-url",
+            &redis,
+            "--stream",
+            &stream,
+            "--metrics-addr",
+            &probes,
+        ],
+        &probes,
+        "/metrics",
+    )
+    .await;
+    for child in [&mut server, &mut consumer] {
+        let _ = child.kill().await;
+    }
+    let documented = documented_metrics();
+    assert!(
+        documented.len() >= 15,
+        "the doc parser found {documented:?}"
+    );
+    let missing: Vec<&String> = documented
+        .iter()
+        .filter(|m| !has_series(&api_scrape, m) && !has_series(&consumer_scrape, m))
+        .collect();
+    let mut admin = <sqlx::PgConnection as sqlx::Connection>::connect(&server_url())
+        .await
+        .unwrap();
+    sqlx::query(sqlx::AssertSqlSafe(format!(
+        "drop database {name} with (force)"
+    )))
+    .execute(&mut admin)
+    .await
+    .unwrap();
+    assert!(
+        missing.is_empty(),
+        "documented but not exported at the first scrape: {missing:?}\n--- serve:\n{api_scrape}\n--- consume:\n{consumer_scrape}"
+    );
+    // The dead-letter reasons the doc pages on start at 0, so `increase()` sees the first one.
+    for reason in ["idempotency_mismatch", "conflicting_state"] {
+        let series = format!("wallet_ledger_consumer_dead_letters_total{{reason=\"{reason}\"}} 0");
+        assert!(
+            consumer_scrape.contains(&series),
+            "{series} missing:\n{consumer_scrape}"
+        );
+    }
+}
