@@ -15,6 +15,18 @@ fn database_url(name: &str) -> String {
     url.to_string()
 }
 
+async fn drop_database(name: &str) {
+    let mut admin = <sqlx::PgConnection as sqlx::Connection>::connect(&server_url())
+        .await
+        .unwrap();
+    sqlx::query(sqlx::AssertSqlSafe(format!(
+        "drop database {name} with (force)"
+    )))
+    .execute(&mut admin)
+    .await
+    .unwrap();
+}
+
 async fn http_get(addr: &str, path: &str) -> Option<String> {
     let mut stream = tokio::net::TcpStream::connect(addr).await.ok()?;
     let request = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
@@ -98,15 +110,7 @@ async fn migrate_creates_the_database_and_serve_stops_cleanly_on_sigterm() {
         "{log}"
     );
 
-    let mut admin = <sqlx::PgConnection as sqlx::Connection>::connect(&server_url())
-        .await
-        .unwrap();
-    sqlx::query(sqlx::AssertSqlSafe(format!(
-        "drop database {name} with (force)"
-    )))
-    .execute(&mut admin)
-    .await
-    .unwrap();
+    drop_database(&name).await;
 }
 
 #[tokio::test]
@@ -323,15 +327,7 @@ async fn a_fresh_serve_and_consume_export_every_metric_the_operations_doc_watche
         .iter()
         .filter(|m| !has_series(&api_scrape, m) && !has_series(&consumer_scrape, m))
         .collect();
-    let mut admin = <sqlx::PgConnection as sqlx::Connection>::connect(&server_url())
-        .await
-        .unwrap();
-    sqlx::query(sqlx::AssertSqlSafe(format!(
-        "drop database {name} with (force)"
-    )))
-    .execute(&mut admin)
-    .await
-    .unwrap();
+    drop_database(&name).await;
     assert!(
         missing.is_empty(),
         "documented but not exported at the first scrape: {missing:?}\n--- serve:\n{api_scrape}\n--- consume:\n{consumer_scrape}"
