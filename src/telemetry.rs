@@ -57,6 +57,12 @@ impl Readiness {
     }
 }
 
+/// Whether the log is coloured: only on a terminal, and not when `NO_COLOR` is set to anything
+/// but the empty string (no-color.org).
+pub fn log_colour(stderr_is_terminal: bool, no_color: Option<std::ffi::OsString>) -> bool {
+    stderr_is_terminal && no_color.is_none_or(|v| v.is_empty())
+}
+
 /// The process-wide Prometheus recorder, installed on first use (the API, the consumer and
 /// tests in one process share it).
 pub fn recorder() -> anyhow::Result<PrometheusHandle> {
@@ -151,4 +157,17 @@ async fn ready(State(probe): State<Probe>) -> (StatusCode, String) {
         StatusCode::OK,
         format!("ready\nsynchronous_standby: {sync}\n"),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::log_colour;
+
+    #[test]
+    fn logs_are_coloured_only_on_a_terminal_without_no_color() {
+        assert!(log_colour(true, None));
+        assert!(log_colour(true, Some("".into())));
+        assert!(!log_colour(true, Some("1".into())));
+        assert!(!log_colour(false, None));
+    }
 }

@@ -341,3 +341,24 @@ async fn a_fresh_serve_and_consume_export_every_metric_the_operations_doc_watche
         );
     }
 }
+
+#[tokio::test]
+async fn logs_written_to_a_pipe_carry_no_colour_codes() {
+    let name = format!("wl_test_{}_no_colour", std::process::id());
+    let url = database_url(&name);
+    let out = Command::new(BIN)
+        .args(["migrate", "--database-url", &url])
+        .env_remove("NO_COLOR")
+        .env("RUST_LOG", "info")
+        .output()
+        .await
+        .unwrap();
+    drop_database(&name).await;
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{log}");
+    assert!(log.contains("INFO"), "a log line was written: {log}");
+    assert!(
+        !log.contains('\u{1b}'),
+        "escape codes in a piped log: {log:?}"
+    );
+}
