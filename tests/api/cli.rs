@@ -362,3 +362,29 @@ async fn logs_written_to_a_pipe_carry_no_colour_codes() {
         "escape codes in a piped log: {log:?}"
     );
 }
+
+#[tokio::test]
+async fn a_missing_database_is_named_with_its_server_and_the_fix() {
+    let name = format!("wl_test_{}_never_created", std::process::id());
+    let out = Command::new(BIN)
+        .args(["verify", "--database-url", &database_url(&name)])
+        .output()
+        .await
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    let host = url::Url::parse(&server_url()).unwrap();
+    let at = format!(
+        "{}:{}",
+        host.host_str().unwrap(),
+        host.port().unwrap_or(5432)
+    );
+    assert!(
+        stderr.contains(&format!("PostgreSQL at {at} has no database \"{name}\"")),
+        "{stderr}"
+    );
+    assert!(stderr.contains("wallet-ledger migrate"), "{stderr}");
+    for misleading in ["Is PostgreSQL running?", "at line "] {
+        assert!(!stderr.contains(misleading), "{misleading:?} in: {stderr}");
+    }
+}
