@@ -243,13 +243,13 @@ fn documented_metrics() -> std::collections::BTreeSet<String> {
     names
 }
 
-/// Starts the binary with `args`, waits until `readyz_addr` answers ready, and returns the
-/// process and its first scrape of `metrics_path` there.
+/// Starts the binary with `args`, waits until `addr` answers ready, and returns the process,
+/// its first scrape of `metrics_path` there and its `/readyz` body.
 async fn first_scrape(
     args: &[&str],
     addr: &str,
     metrics_path: &str,
-) -> (tokio::process::Child, String) {
+) -> (tokio::process::Child, String, String) {
     let child = Command::new(BIN)
         .args(args)
         .env("RUST_LOG", "warn")
@@ -261,7 +261,8 @@ async fn first_scrape(
             && r.starts_with("HTTP/1.1 200")
         {
             let scrape = http_get(addr, metrics_path).await.expect("a scrape");
-            return (child, scrape);
+            let body = r.split_once("\r\n\r\n").map_or("", |(_, b)| b).to_owned();
+            return (child, scrape, body);
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
@@ -292,14 +293,14 @@ async fn a_fresh_serve_and_consume_export_every_metric_the_operations_doc_watche
     let redis = super::stream_support::shared_redis_url();
     let stream = super::stream_support::unique_stream("metrics-doc");
     let api = free_addr();
-    let (mut server, api_scrape) = first_scrape(
+    let (mut server, api_scrape, api_ready) = first_scrape(
         &["serve", "--database-url", &url, "--listen-addr", &api],
         &api,
         "/metrics",
     )
     .await;
     let probes = free_addr();
-    let (mut consumer, consumer_scrape) = first_scrape(
+    let (mut consumer, consumer_scrape, consumer_ready) = first_scrape(
         &[
             "consume",
             "--database-url",
@@ -317,6 +318,16 @@ async fn a_fresh_serve_and_consume_export_every_metric_the_operations_doc_watche
     .await;
     for child in [&mut server, &mut consumer] {
         let _ = child.kill().await;
+    }
+    // Both processes answer readiness in one shape (JSON), whichever a probe asks.
+    for body in [&api_ready, &consumer_ready] {
+        let ready: serde_json::Value = serde_json::from_str(body.trim())
+            .unwrap_or_else(|e| panic!("/readyz is not JSON ({e}): {body:?}"));
+        assert_eq!(ready["status"], "ready", "{body}");
+        assert!(
+            ready["database"].get("synchronous_standby").is_some(),
+            "{body}"
+        );
     }
     let documented = documented_metrics();
     assert!(
