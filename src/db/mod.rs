@@ -445,7 +445,8 @@ fn unreachable(shown: &str, error: sqlx::Error) -> anyhow::Error {
             "PostgreSQL at {at} refused the login of \"{user}\" ({shown}): {said}.\n\
              Check the user and password in DATABASE_URL."
         ),
-        ConnectFailure::Refused => anyhow!("PostgreSQL at {shown} refused the connection: {said}"),
+        // Also a server still starting (57P03): callers that wait for one match this prefix.
+        ConnectFailure::Refused => anyhow!("cannot reach PostgreSQL at {shown}: {said}"),
     }
 }
 
