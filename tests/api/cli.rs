@@ -399,3 +399,25 @@ async fn a_missing_database_is_named_with_its_server_and_the_fix() {
         assert!(!stderr.contains(misleading), "{misleading:?} in: {stderr}");
     }
 }
+
+#[tokio::test]
+async fn dlq_list_with_nothing_says_so_on_stderr_and_keeps_stdout_json_lines() {
+    let stream = super::stream_support::unique_stream("dlq-empty");
+    let out = Command::new(BIN)
+        .args([
+            "dlq",
+            "--redis-url",
+            &super::stream_support::shared_redis_url(),
+        ])
+        .args(["--stream", &stream, "list"])
+        .output()
+        .await
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(out.stdout.is_empty(), "stdout holds only dead letters");
+    assert!(
+        stderr.contains(&format!("no dead letters in {stream}.dlq")),
+        "{stderr:?}"
+    );
+}
