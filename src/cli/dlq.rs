@@ -24,6 +24,7 @@ pub struct DlqArgs {
 pub enum DlqAction {
     /// Print the dead letters, oldest first, one JSON object a line on stdout (with none,
     /// `no dead letters in <stream>.dlq` on stderr).
+    #[command(after_help = "Example:\n  wallet-ledger dlq list --count 10")]
     List {
         /// Most dead letters printed.
         #[arg(long, default_value_t = 100)]
@@ -31,6 +32,7 @@ pub enum DlqAction {
     },
     /// Publish dead letters to the stream again (same event id, so they stay idempotent)
     /// and remove them from the dead-letter stream, atomically.
+    #[command(after_help = "Example:\n  wallet-ledger dlq replay 1796016587604-0")]
     Replay {
         /// Dead-letter entry ids, exact and complete (`1796016587604-0`, as `dlq list` shows
         /// them); a repeated id counts once.
@@ -41,6 +43,7 @@ pub enum DlqAction {
         all: bool,
     },
     /// Delete dead letters for good.
+    #[command(after_help = "Example:\n  wallet-ledger dlq drop --all")]
     Drop {
         /// Dead-letter entry ids, exact and complete; a repeated id counts once.
         #[arg(value_parser = stream_entry_id)]

@@ -38,36 +38,60 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Serve the REST API and its background workers.
+    #[command(
+        after_help = "Example:\n  wallet-ledger serve --listen-addr 0.0.0.0:8080 --database-url postgres://postgres@127.0.0.1:5432/wallet_ledger"
+    )]
     Serve(serve::ServeArgs),
     /// Create the database if missing and apply migrations, then exit.
+    #[command(
+        after_help = "Example:\n  wallet-ledger migrate --database-url postgres://postgres@127.0.0.1:5432/wallet_ledger"
+    )]
     Migrate(migrate::MigrateArgs),
     /// Compare the ledger with a provider's settlement file and check the ledger's invariants;
     /// exit 0 when clean, 1 on exceptions, 2 on error.
+    #[command(
+        after_help = "Example:\n  wallet-ledger reconcile --provider acme --settlement settlement.csv --out reports --from 2026-11-30T00:00:00Z --to 2026-12-01T00:00:00Z"
+    )]
     Reconcile(reconcile::ReconcileArgs),
     /// Check the ledger's invariants; exit 0 when they hold, 1 when they do not, 2 on error.
+    #[command(after_help = "Example:\n  wallet-ledger verify --hold-grace-ms 60000")]
     Verify(verify::VerifyArgs),
     /// Print the OpenAPI document (the committed `openapi/openapi.json` is this output).
+    #[command(after_help = "Example:\n  wallet-ledger openapi > openapi/openapi.json")]
     Openapi,
     /// Apply payment events from a Redis/Valkey stream, exactly once per payment.
+    #[command(
+        after_help = "Example:\n  wallet-ledger consume --redis-url redis://127.0.0.1:6379 --metrics-addr 127.0.0.1:9100"
+    )]
     Consume(consume::ConsumeArgs),
     /// Inspect, replay or drop the stream's dead letters (`<stream>.dlq`).
+    #[command(after_help = "Example:\n  wallet-ledger dlq list --count 10")]
     Dlq(dlq::DlqArgs),
     /// Create, list or revoke API keys (`create` prints the token alone on stdout, once).
+    #[command(after_help = "Example:\n  wallet-ledger api-key create --owner demo --scope admin")]
     ApiKey(api_key::ApiKeyArgs),
     /// Run the webhook dispatcher alone (several may run at once; `serve` runs one too).
+    #[command(
+        after_help = "Example:\n  wallet-ledger outbox --database-url postgres://postgres@127.0.0.1:5432/wallet_ledger"
+    )]
     Outbox(outbox::OutboxArgs),
     /// List webhook deliveries or send one again.
+    #[command(after_help = "Example:\n  wallet-ledger deliveries list --status dead")]
     Deliveries(deliveries::DeliveriesArgs),
     /// Delete delivered outbox events, old delivery attempts, old dead letters and leftover
     /// reconciliation staging older than the retention.
+    #[command(after_help = "Example:\n  wallet-ledger purge --retention-days 30")]
     Purge(purge::PurgeArgs),
     /// Publish payment events to the stream, with a share of resends (tests, demos, benchmarks).
+    #[command(after_help = "Example:\n  wallet-ledger publish --count 100 --resend-percent 10")]
     Publish(publish::PublishArgs),
     /// The seed article's lab, end to end: five payments, one resent, a consumer killed
     /// mid-batch, a second one taking over; exits 0 when the wallet gained exactly 250.00.
+    #[command(after_help = "Example:\n  wallet-ledger demo")]
     Demo(demo::DemoArgs),
     /// Run the benchmark scenarios: one JSON line each on stdout (and appended to
     /// `--results`); exit 0 when every scenario's own check passed, 1 when one failed, 2 on error.
+    #[command(after_help = "Example:\n  wallet-ledger bench --quick api-transfers")]
     Bench(bench::BenchArgs),
 }
 
@@ -121,6 +145,50 @@ mod tests {
     fn the_command_line_definition_is_consistent() {
         use clap::CommandFactory;
         super::Cli::command().debug_assert();
+    }
+
+    /// Every subcommand's `--help` ends with an example that parses, and every placeholder is
+    /// written alike (`<URL>`, `<COUNT>`: upper case), whichever subcommand shows it.
+    #[test]
+    fn every_subcommand_has_a_working_example_and_upper_case_placeholders() {
+        use clap::{CommandFactory, Parser};
+        fn walk(command: &clap::Command, path: &str, problems: &mut Vec<String>) {
+            for arg in command.get_arguments() {
+                for name in arg.get_value_names().unwrap_or_default() {
+                    if name.as_str() != name.as_str().to_uppercase() {
+                        problems.push(format!("{path}: placeholder <{name}>"));
+                    }
+                }
+            }
+            for sub in command.get_subcommands().filter(|s| s.get_name() != "help") {
+                let sub_path = format!("{path} {}", sub.get_name());
+                let example = sub
+                    .get_after_help()
+                    .map(|h| h.to_string())
+                    .unwrap_or_default();
+                let lines: Vec<&str> = example
+                    .lines()
+                    .filter_map(|l| l.trim().strip_prefix("wallet-ledger "))
+                    .collect();
+                if !example.starts_with("Example:") || lines.is_empty() {
+                    problems.push(format!("{sub_path}: no example"));
+                }
+                for line in lines {
+                    // A shell redirection ends the arguments.
+                    let args = line.split_whitespace().take_while(|a| *a != ">");
+                    let argv = std::iter::once("wallet-ledger").chain(args);
+                    if let Err(e) = super::Cli::try_parse_from(argv) {
+                        problems.push(format!("{sub_path}: example `{line}`: {e}"));
+                    } else if !format!("wallet-ledger {line}").starts_with(&sub_path) {
+                        problems.push(format!("{sub_path}: example of another command: {line}"));
+                    }
+                }
+                walk(sub, &sub_path, problems);
+            }
+        }
+        let mut problems = Vec::new();
+        walk(&super::Cli::command(), "wallet-ledger", &mut problems);
+        assert!(problems.is_empty(), "{problems:#?}");
     }
 
     /// A flag read from an environment variable that can hold a credential (a URL with a

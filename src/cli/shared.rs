@@ -57,7 +57,7 @@ pub struct RedisArgs {
     /// Redis or Valkey URL; `redis+sentinel://h1:p1,h2:p2/<master name>` finds the master
     /// through Sentinels and follows it when it moves; `redis+cluster://h1:p1,h2:p2,...` is a
     /// Redis Cluster (streams need `--partitions` of 2 or more there).
-    #[arg(id = "redis_url", long = "redis-url", env = "REDIS_URL", default_value = broker::DEFAULT_REDIS_URL,
+    #[arg(id = "redis_url", long = "redis-url", value_name = "URL", env = "REDIS_URL", default_value = broker::DEFAULT_REDIS_URL,
         global = true, hide_env_values = true)]
     pub url: String,
 }
