@@ -28,7 +28,10 @@ use std::process::ExitCode;
 #[command(
     name = "wallet-ledger",
     version,
-    about = "A double-entry wallet ledger built on natural idempotency"
+    about = "A double-entry wallet ledger built on natural idempotency",
+    // One layout for every subcommand (clap otherwise picks it per subcommand, by how long
+    // its flags' help is): the flag on its line, its help below. Propagated to subcommands.
+    next_line_help = true
 )]
 pub struct Cli {
     #[command(subcommand)]
@@ -147,10 +150,10 @@ mod tests {
         super::Cli::command().debug_assert();
     }
 
-    /// Every subcommand's `--help` ends with an example that parses, and every placeholder is
-    /// written alike (`<URL>`, `<COUNT>`: upper case), whichever subcommand shows it.
+    /// Every subcommand's `--help` has one layout (help below its flag), ends with an example
+    /// that parses, and writes placeholders alike (`<URL>`, `<COUNT>`: upper case).
     #[test]
-    fn every_subcommand_has_a_working_example_and_upper_case_placeholders() {
+    fn every_subcommand_has_one_layout_a_working_example_and_upper_case_placeholders() {
         use clap::{CommandFactory, Parser};
         fn walk(command: &clap::Command, path: &str, problems: &mut Vec<String>) {
             for arg in command.get_arguments() {
@@ -183,11 +186,21 @@ mod tests {
                         problems.push(format!("{sub_path}: example of another command: {line}"));
                     }
                 }
+                let help = sub.clone().render_help().to_string();
+                let crowded = help.lines().filter(|l| l.starts_with("  -")).find(|l| {
+                    // A flag line holds the flag and its placeholder only: help goes below.
+                    l.trim().contains("  ")
+                });
+                if let Some(line) = crowded {
+                    problems.push(format!("{sub_path}: help on the flag's line: {line}"));
+                }
                 walk(sub, &sub_path, problems);
             }
         }
         let mut problems = Vec::new();
-        walk(&super::Cli::command(), "wallet-ledger", &mut problems);
+        let mut cli = super::Cli::command();
+        cli.build();
+        walk(&cli, "wallet-ledger", &mut problems);
         assert!(problems.is_empty(), "{problems:#?}");
     }
 
