@@ -293,10 +293,14 @@ pub struct DatabaseLost {
 /// probe's caller logs changes of readiness only (see `telemetry::ProbeLog`).
 pub fn not_ready(why: &str) -> Response {
     let problem = ApiError::Unavailable(format!("readiness: {why}")).problem();
-    problem_response(
+    let mut response = problem_response(
         problem.status,
         serde_json::to_string(&problem).unwrap_or_default(),
-    )
+    );
+    response
+        .headers_mut()
+        .insert(header::RETRY_AFTER, HeaderValue::from(RETRY_AFTER_SECONDS));
+    response
 }
 
 /// A response whose body is an already rendered problem (also used to replay stored refusals).
