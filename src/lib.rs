@@ -21,6 +21,8 @@ pub mod failpoint;
 pub mod http;
 /// Money, ids, journal rules and the SQL that writes and reads the ledger.
 pub mod ledger;
+/// Every metric described once; the series alerts watch started with each process.
+pub mod metrics_catalog;
 /// Events written with ledger changes, sent to webhooks (and optionally a stream) by a dispatcher.
 pub mod outbox;
 /// The problem+json shape shared by API errors and stored refusals.

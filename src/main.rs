@@ -26,11 +26,19 @@ fn main() -> ExitCode {
 }
 
 /// `RUST_LOG` filters (default `info`); `LOG_FORMAT=json` switches to one JSON object a line.
+/// Colours only on a terminal, and never with `NO_COLOR` set (no-color.org): a file or a log
+/// collector would keep the escape codes as text.
 fn init_logging() {
+    use std::io::IsTerminal;
     let filter =
         EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info,sqlx=warn"));
+    let colour = wallet_ledger::telemetry::log_colour(
+        std::io::stderr().is_terminal(),
+        std::env::var_os("NO_COLOR"),
+    );
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(colour)
         .with_writer(std::io::stderr);
     if std::env::var("LOG_FORMAT").is_ok_and(|f| f == "json") {
         builder.json().init();

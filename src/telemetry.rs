@@ -11,7 +11,7 @@ use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::OnceLock;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use tokio_util::sync::CancellationToken;
 
 /// How long `/readyz` waits to learn whether the primary has a synchronous standby.
@@ -57,6 +57,59 @@ impl Readiness {
     }
 }
 
+/// How a readiness probe's answer compares with the previous one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProbeChange {
+    /// The first probe, ready: nothing to say.
+    FirstReady,
+    Unchanged,
+    BecameReady,
+    BecameUnready,
+}
+
+/// The answer of the last readiness probe, so that an outage is logged once when it starts
+/// and once when it ends, not on every probe (an orchestrator probes every few seconds).
+#[derive(Debug, Default)]
+pub struct ProbeLog(AtomicU8);
+
+const PROBE_NONE: u8 = 0;
+const PROBE_READY: u8 = 1;
+const PROBE_UNREADY: u8 = 2;
+
+impl ProbeLog {
+    pub const fn new() -> ProbeLog {
+        ProbeLog(AtomicU8::new(PROBE_NONE))
+    }
+
+    /// Records a probe's answer and logs it if it changed (at debug level otherwise).
+    pub fn record(&self, ready: bool, why: &str) {
+        let now = if ready { PROBE_READY } else { PROBE_UNREADY };
+        match probe_change(self.0.swap(now, Ordering::Relaxed), ready) {
+            ProbeChange::BecameUnready => tracing::warn!(reason = why, "not ready"),
+            ProbeChange::BecameReady => tracing::info!("ready again"),
+            ProbeChange::FirstReady | ProbeChange::Unchanged => {
+                tracing::debug!(ready, reason = why, "readiness probe")
+            }
+        }
+    }
+}
+
+/// The decision alone: the previous answer (`PROBE_*`) and this one.
+pub fn probe_change(before: u8, ready: bool) -> ProbeChange {
+    match (before, ready) {
+        (PROBE_NONE, true) => ProbeChange::FirstReady,
+        (PROBE_READY, true) | (PROBE_UNREADY, false) => ProbeChange::Unchanged,
+        (_, true) => ProbeChange::BecameReady,
+        (_, false) => ProbeChange::BecameUnready,
+    }
+}
+
+/// Whether the log is coloured: only on a terminal, and not when `NO_COLOR` is set to anything
+/// but the empty string (no-color.org).
+pub fn log_colour(stderr_is_terminal: bool, no_color: Option<std::ffi::OsString>) -> bool {
+    stderr_is_terminal && no_color.is_none_or(|v| v.is_empty())
+}
+
 /// The process-wide Prometheus recorder, installed on first use (the API, the consumer and
 /// tests in one process share it).
 pub fn recorder() -> anyhow::Result<PrometheusHandle> {
@@ -69,7 +122,9 @@ pub fn recorder() -> anyhow::Result<PrometheusHandle> {
                     b.set_buckets_for_metric(Matcher::Suffix("_size".into()), SIZE_BUCKETS)
                 })
                 .map_err(|e| e.to_string())?;
-            builder.install_recorder().map_err(|e| e.to_string())
+            let handle = builder.install_recorder().map_err(|e| e.to_string())?;
+            crate::metrics_catalog::describe();
+            Ok(handle)
         })
         .clone()
         .map_err(|e| anyhow::anyhow!("cannot install the metrics recorder: {e}"))
@@ -128,25 +183,47 @@ async fn scrape(State(probe): State<Probe>) -> ([(&'static str, &'static str); 1
     )
 }
 
-/// `ready`, then (with a database) `synchronous_standby: true|false|unknown` on a line of its
-/// own; or 503 with why.
-async fn ready(State(probe): State<Probe>) -> (StatusCode, String) {
+/// The consumer's readiness, in the API's shapes: `{"status":"ready","database":
+/// {"synchronous_standby":true|false|null}}`, or 503 `application/problem+json` with code
+/// `unavailable` saying why.
+async fn ready(State(probe): State<Probe>) -> axum::response::Response {
+    static LOG: ProbeLog = ProbeLog::new();
     if !probe.readiness.get() {
-        return (
-            StatusCode::SERVICE_UNAVAILABLE,
-            "not ready: a dependency is unreachable\n".into(),
-        );
+        let why = "a dependency is unreachable";
+        LOG.record(false, why);
+        return crate::http::error::not_ready(why);
     }
-    let Some(database) = &probe.database else {
-        return (StatusCode::OK, "ready\n".into());
-    };
-    let sync = match tokio::time::timeout(SYNC_STANDBY_TIMEOUT, database.sync_standby()).await {
-        Ok(SyncStandby::Attached) => "true",
-        Ok(SyncStandby::Absent) => "false",
-        Ok(SyncStandby::Unknown) | Err(_) => "unknown",
-    };
-    (
-        StatusCode::OK,
-        format!("ready\nsynchronous_standby: {sync}\n"),
-    )
+    LOG.record(true, "");
+    let mut body = serde_json::json!({"status": "ready"});
+    if let Some(database) = &probe.database {
+        let sync = tokio::time::timeout(SYNC_STANDBY_TIMEOUT, database.sync_standby())
+            .await
+            .unwrap_or(SyncStandby::Unknown);
+        body["database"] = serde_json::json!({"synchronous_standby": sync.as_json()});
+    }
+    crate::http::responses::json_response(StatusCode::OK, body.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::log_colour;
+
+    #[test]
+    fn an_outage_is_logged_when_it_starts_and_ends_not_on_every_probe() {
+        use super::{PROBE_NONE, PROBE_READY, PROBE_UNREADY, ProbeChange, probe_change};
+        assert_eq!(probe_change(PROBE_NONE, true), ProbeChange::FirstReady);
+        assert_eq!(probe_change(PROBE_NONE, false), ProbeChange::BecameUnready);
+        assert_eq!(probe_change(PROBE_READY, false), ProbeChange::BecameUnready);
+        assert_eq!(probe_change(PROBE_UNREADY, false), ProbeChange::Unchanged);
+        assert_eq!(probe_change(PROBE_UNREADY, true), ProbeChange::BecameReady);
+        assert_eq!(probe_change(PROBE_READY, true), ProbeChange::Unchanged);
+    }
+
+    #[test]
+    fn logs_are_coloured_only_on_a_terminal_without_no_color() {
+        assert!(log_colour(true, None));
+        assert!(log_colour(true, Some("".into())));
+        assert!(!log_colour(true, Some("1".into())));
+        assert!(!log_colour(false, None));
+    }
 }

@@ -18,6 +18,7 @@ pub struct ApiKeyArgs {
 #[derive(Debug, Clone, Subcommand)]
 pub enum ApiKeyAction {
     /// Make a key; prints its token alone on stdout (only its SHA-256 is stored).
+    #[command(after_help = "Example:\n  wallet-ledger api-key create --owner demo --scope admin")]
     Create {
         /// Whose key: `Idempotency-Key` ids are derived per owner, so they survive rotation.
         #[arg(long)]
@@ -26,8 +27,12 @@ pub enum ApiKeyAction {
         scope: Scope,
     },
     /// Print the keys (never their tokens), one JSON object a line.
+    #[command(after_help = "Example:\n  wallet-ledger api-key list")]
     List,
     /// Revoke a key by id: it answers 401 from the next request on.
+    #[command(
+        after_help = "Example:\n  wallet-ledger api-key revoke 0190b6a2-7c1e-7d3f-9a4b-5c6d7e8f9a0b"
+    )]
     Revoke { id: uuid::Uuid },
 }
 

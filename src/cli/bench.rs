@@ -20,7 +20,7 @@ pub struct BenchArgs {
     pub scenarios: Vec<BenchScenario>,
     /// The benchmark's PostgreSQL database, dropped and recreated before each scenario; its
     /// name must end in `_bench`.
-    #[arg(long, env = "BENCH_DATABASE_URL", default_value = bench::DEFAULT_BENCH_DATABASE_URL)]
+    #[arg(long, env = "BENCH_DATABASE_URL", default_value = bench::DEFAULT_BENCH_DATABASE_URL, hide_env_values = true)]
     pub bench_database_url: String,
     /// With a Citus coordinator as the bench database's server: its workers (`host:port`,
     /// comma-separated). The bench database is then created on every node with the citus

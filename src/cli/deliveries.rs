@@ -19,6 +19,7 @@ pub struct DeliveriesArgs {
 #[derive(Debug, Clone, Subcommand)]
 pub enum DeliveriesAction {
     /// Print deliveries, newest first, one JSON object a line.
+    #[command(after_help = "Example:\n  wallet-ledger deliveries list --status dead --limit 20")]
     List {
         /// Only `pending`, `delivered`, `dead` or `cancelled` ones.
         #[arg(long, value_parser = delivery_status())]
@@ -27,6 +28,7 @@ pub enum DeliveriesAction {
         limit: i64,
     },
     /// Make deliveries due now with a fresh retry budget (same webhook-id).
+    #[command(after_help = "Example:\n  wallet-ledger deliveries redeliver --all-dead")]
     Redeliver {
         ids: Vec<uuid::Uuid>,
         /// Every dead delivery.

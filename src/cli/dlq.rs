@@ -22,7 +22,9 @@ pub struct DlqArgs {
 
 #[derive(Debug, Clone, Subcommand)]
 pub enum DlqAction {
-    /// Print the dead letters, oldest first, one JSON object a line.
+    /// Print the dead letters, oldest first, one JSON object a line on stdout (with none,
+    /// `no dead letters in <stream>.dlq` on stderr).
+    #[command(after_help = "Example:\n  wallet-ledger dlq list --count 10")]
     List {
         /// Most dead letters printed.
         #[arg(long, default_value_t = 100)]
@@ -30,6 +32,7 @@ pub enum DlqAction {
     },
     /// Publish dead letters to the stream again (same event id, so they stay idempotent)
     /// and remove them from the dead-letter stream, atomically.
+    #[command(after_help = "Example:\n  wallet-ledger dlq replay 1796016587604-0")]
     Replay {
         /// Dead-letter entry ids, exact and complete (`1796016587604-0`, as `dlq list` shows
         /// them); a repeated id counts once.
@@ -40,6 +43,7 @@ pub enum DlqAction {
         all: bool,
     },
     /// Delete dead letters for good.
+    #[command(after_help = "Example:\n  wallet-ledger dlq drop --all")]
     Drop {
         /// Dead-letter entry ids, exact and complete; a repeated id counts once.
         #[arg(value_parser = stream_entry_id)]
@@ -64,22 +68,7 @@ pub async fn run(args: DlqArgs) -> anyhow::Result<ExitCode> {
         })
         .collect();
     match args.action {
-        DlqAction::List { count } => {
-            let mut left = count;
-            for stream in &streams {
-                if left == 0 {
-                    break;
-                }
-                for entry in dlq::list(&mut conn, &stream.dead_letters(), left).await? {
-                    let mut line = dlq::describe(&entry);
-                    if partitioned {
-                        line["stream"] = stream.stream.clone().into();
-                    }
-                    println!("{line}");
-                    left -= 1;
-                }
-            }
-        }
+        DlqAction::List { count } => list(&mut conn, &streams, count, partitioned).await?,
         DlqAction::Replay { ids, all } => {
             refuse_ids_across_partitions(partitioned, &ids, &base.stream)?;
             let mut n = 0;
@@ -106,6 +95,35 @@ pub async fn run(args: DlqArgs) -> anyhow::Result<ExitCode> {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Prints up to `count` dead letters on stdout, one JSON object a line (nothing else there, so
+/// a script reads every line as JSON); with none, says so on stderr.
+async fn list(
+    conn: &mut crate::broker::Connection,
+    streams: &[StreamSettings],
+    count: usize,
+    partitioned: bool,
+) -> anyhow::Result<()> {
+    let mut left = count;
+    for stream in streams {
+        if left == 0 {
+            break;
+        }
+        for entry in dlq::list(conn, &stream.dead_letters(), left).await? {
+            let mut line = dlq::describe(&entry);
+            if partitioned {
+                line["stream"] = stream.stream.clone().into();
+            }
+            println!("{line}");
+            left -= 1;
+        }
+    }
+    if left == count {
+        let names: Vec<String> = streams.iter().map(|s| s.dead_letters()).collect();
+        eprintln!("no dead letters in {}", names.join(", "));
+    }
+    Ok(())
 }
 
 /// An entry id is unique only within one stream: the same id may name dead letters of two

@@ -5,6 +5,7 @@ use super::shared::{DatabaseArgs, HoldExpiryArgs, WebhookArgs, positive_usize};
 use crate::http::transport::{self, TransportSettings};
 use crate::http::{HttpSettings, ServeSettings, settings};
 use crate::ledger::group_commit::{self, GroupCommitSettings};
+use crate::ledger::replay_cache;
 use clap::Args;
 use std::net::SocketAddr;
 use std::process::ExitCode;
@@ -123,11 +124,11 @@ pub struct GroupCommitArgs {
     #[arg(long = "group-commit-max-in-flight", env = "GROUP_COMMIT_MAX_IN_FLIGHT",
         default_value_t = group_commit::DEFAULT_GROUP_COMMIT_MAX_IN_FLIGHT, value_parser = positive_usize)]
     pub max_in_flight: usize,
-    /// Most retried creations whose stored answer is kept in memory, to answer further
+    /// Most bytes of retried creations' stored answers kept in memory, to answer further
     /// retries without the database (0: off). Stored answers never change, so it is exact.
-    #[arg(long = "replay-cache-entries", env = "REPLAY_CACHE_ENTRIES",
-        default_value_t = group_commit::DEFAULT_REPLAY_CACHE_ENTRIES)]
-    pub replay_cache_entries: usize,
+    #[arg(long = "replay-cache-bytes", env = "REPLAY_CACHE_BYTES",
+        default_value_t = replay_cache::DEFAULT_REPLAY_CACHE_BYTES)]
+    pub replay_cache_bytes: u64,
     /// How long a group waits for a row lock another transaction holds before the items
     /// touching that row are written apart and the rest of the group goes on.
     #[arg(long = "group-commit-lock-timeout-ms", env = "GROUP_COMMIT_LOCK_TIMEOUT_MS",
@@ -142,7 +143,7 @@ impl GroupCommitArgs {
             max_items: self.max_items,
             max_wait_us: self.max_wait_us,
             max_in_flight: self.max_in_flight,
-            replay_cache_entries: self.replay_cache_entries,
+            replay_cache_bytes: self.replay_cache_bytes,
             lock_timeout_ms: self.lock_timeout_ms,
         }
     }

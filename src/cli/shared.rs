@@ -13,7 +13,7 @@ pub struct DatabaseArgs {
     /// PostgreSQL URL (the subcommands that write create the database if missing and apply
     /// migrations, unless `--no-migrate`).
     #[arg(long = "database-url", env = "DATABASE_URL", default_value = db::DEFAULT_DATABASE_URL,
-        global = true)]
+        global = true, hide_env_values = true)]
     pub url: String,
     /// Most connections in the pool.
     #[arg(long, env = "DB_POOL_MAX_CONNECTIONS", default_value_t = db::DEFAULT_POOL_MAX_CONNECTIONS,
@@ -57,8 +57,8 @@ pub struct RedisArgs {
     /// Redis or Valkey URL; `redis+sentinel://h1:p1,h2:p2/<master name>` finds the master
     /// through Sentinels and follows it when it moves; `redis+cluster://h1:p1,h2:p2,...` is a
     /// Redis Cluster (streams need `--partitions` of 2 or more there).
-    #[arg(id = "redis_url", long = "redis-url", env = "REDIS_URL", default_value = broker::DEFAULT_REDIS_URL,
-        global = true)]
+    #[arg(id = "redis_url", long = "redis-url", value_name = "URL", env = "REDIS_URL", default_value = broker::DEFAULT_REDIS_URL,
+        global = true, hide_env_values = true)]
     pub url: String,
 }
 

@@ -77,6 +77,21 @@ pub struct ConsumeSettings {
 
 /// `wallet-ledger consume`: runs until SIGTERM/SIGINT (finishing and acknowledging the batch in
 /// hand) or, with `--drain`, until the group has nothing left.
+/// The gauges' values before the workers' first readings, so that the first scrape shows
+/// every gauge an alert watches: the database answered just now, no batch yet, and each
+/// partition's backlog (left to the workers if the broker does not answer now).
+async fn first_readings(streams: &mut [(StreamClient, bool)], backlogs: &worker::Backlogs) {
+    crate::metrics_catalog::consumer_started(f64::from(worker::unix_now()));
+    for (stream, trims) in streams.iter_mut() {
+        if !*trims {
+            continue; // one reading per partition: its first worker's
+        }
+        if let Ok(backlog) = stream.backlog().await {
+            backlogs.record(stream.stream(), backlog);
+        }
+    }
+}
+
 pub async fn run(args: ConsumeSettings) -> anyhow::Result<()> {
     // Refused before anything connects: no worker may read what it could never settle.
     if crate::broker::is_cluster(&args.redis.url) {
@@ -130,6 +145,8 @@ pub async fn run(args: ConsumeSettings) -> anyhow::Result<()> {
             streams.push((stream, n == 0));
         }
     }
+    let backlogs = worker::Backlogs::default();
+    first_readings(&mut streams, &backlogs).await;
     // The signal stops the workers (`stopping`); `/metrics` and `/readyz` stop on its parent,
     // once the workers are done and the pool is closed, so probes are answered to the end.
     let shutdown = CancellationToken::new();
@@ -148,7 +165,6 @@ pub async fn run(args: ConsumeSettings) -> anyhow::Result<()> {
 
     tracing::info!(consumer = %name, workers = args.workers, partitions = args.partitions.count(), stream = %args.stream.stream, group = %args.stream.group, batch_size = settings.batch_size, "consuming");
     let loops = streams.len();
-    let backlogs = worker::Backlogs::default();
     let mut workers = tokio::task::JoinSet::new();
     for (stream, trims) in streams {
         let mut worker_settings = settings.clone();

@@ -686,7 +686,7 @@ fn count(outcome: &'static str, n: usize) {
 pub struct Backlogs(Arc<Mutex<BTreeMap<String, Backlog>>>);
 
 impl Backlogs {
-    fn record(&self, stream: &str, backlog: Backlog) {
+    pub(crate) fn record(&self, stream: &str, backlog: Backlog) {
         let (pending, lag) = {
             let mut all = self
                 .0
@@ -707,7 +707,7 @@ impl Backlogs {
 
 /// Whole seconds since the epoch (a `u32` lasts until 2106), for the heartbeat gauge (a time, not money; the metrics
 /// API converts it to a Prometheus sample, which is a float by definition).
-fn unix_now() -> u32 {
+pub(crate) fn unix_now() -> u32 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| u32::try_from(d.as_secs()).unwrap_or(u32::MAX))

@@ -194,6 +194,9 @@ impl Database {
         if self.primary.is_some() {
             return;
         }
+        // One host: whether it answers is whether a primary is up (the tracker says it with
+        // several).
+        crate::metrics_catalog::primary_up(last != primary::SyncStandby::Unknown);
         let database = self.clone();
         tokio::spawn(async move {
             let closed = database.pool.close_event();
@@ -204,6 +207,7 @@ impl Database {
                     () = tokio::time::sleep(SYNC_STANDBY_EVERY) => {}
                 }
                 let now = database.sync_standby().await;
+                crate::metrics_catalog::primary_up(now != primary::SyncStandby::Unknown);
                 if now != last && now != primary::SyncStandby::Unknown {
                     primary::report_sync(now, &host);
                     last = now;
@@ -379,12 +383,71 @@ fn default_application_name() -> String {
     }
 }
 
+/// Why a first connection failed, as an operator fixes it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ConnectFailure {
+    /// Nothing answered at the address (refused, timed out, unknown host).
+    NoServer,
+    /// The server answered but has no such database.
+    NoDatabase,
+    /// The server refused the user or its password.
+    LoginRefused,
+    /// Anything else the server said.
+    Refused,
+}
+
+impl ConnectFailure {
+    /// From the SQLSTATE of the server's answer, if it answered.
+    fn classify(sqlstate: Option<&str>) -> ConnectFailure {
+        match sqlstate {
+            None => ConnectFailure::NoServer,
+            Some("3D000") => ConnectFailure::NoDatabase,
+            Some("28P01" | "28000") => ConnectFailure::LoginRefused,
+            Some(_) => ConnectFailure::Refused,
+        }
+    }
+}
+
+/// A first connection's failure as one clear paragraph: where, what, and the fix; the
+/// server's own message without its source location (`at line 948` of PostgreSQL's C code).
 fn unreachable(shown: &str, error: sqlx::Error) -> anyhow::Error {
-    anyhow!(
-        "cannot reach PostgreSQL at {shown}: {error}\n\
-         Is PostgreSQL running? `bash scripts/services.sh` starts the local one \
-         (or set DATABASE_URL to a server you have)."
-    )
+    let (sqlstate, said) = match &error {
+        sqlx::Error::Database(e) => (e.code().map(|c| c.into_owned()), e.message().to_owned()),
+        other => (None, other.to_string()),
+    };
+    let parsed = url::Url::parse(shown).ok();
+    let at = parsed.as_ref().map_or_else(
+        || shown.to_owned(),
+        |u| {
+            format!(
+                "{}:{}",
+                u.host_str().unwrap_or("localhost"),
+                u.port().unwrap_or(5432)
+            )
+        },
+    );
+    let name = parsed
+        .as_ref()
+        .map_or("", |u| u.path().trim_start_matches('/'));
+    let user = parsed.as_ref().map_or("", |u| u.username());
+    match ConnectFailure::classify(sqlstate.as_deref()) {
+        ConnectFailure::NoServer => anyhow!(
+            "cannot reach PostgreSQL at {shown}: {said}\n\
+             Nothing answers at {at}: start PostgreSQL there (`bash scripts/services.sh` starts \
+             the local one), or set DATABASE_URL to a server you have."
+        ),
+        ConnectFailure::NoDatabase => anyhow!(
+            "PostgreSQL at {at} has no database \"{name}\" ({shown}).\n\
+             `wallet-ledger migrate` creates it and its tables, or set DATABASE_URL to the \
+             database the service uses."
+        ),
+        ConnectFailure::LoginRefused => anyhow!(
+            "PostgreSQL at {at} refused the login of \"{user}\" ({shown}): {said}.\n\
+             Check the user and password in DATABASE_URL."
+        ),
+        // Also a server still starting (57P03): callers that wait for one match this prefix.
+        ConnectFailure::Refused => anyhow!("cannot reach PostgreSQL at {shown}: {said}"),
+    }
 }
 
 /// The URL without its password, for logs and error messages.
@@ -459,5 +522,27 @@ mod tests {
         })
         .await;
         assert_eq!((given_up, calls), (Err("dropped again"), START_UP_ATTEMPTS));
+    }
+}
+
+#[cfg(test)]
+mod connect_failure_tests {
+    use super::ConnectFailure;
+
+    #[test]
+    fn a_failure_is_told_by_the_servers_sqlstate() {
+        assert_eq!(ConnectFailure::classify(None), ConnectFailure::NoServer);
+        assert_eq!(
+            ConnectFailure::classify(Some("3D000")),
+            ConnectFailure::NoDatabase
+        );
+        assert_eq!(
+            ConnectFailure::classify(Some("28P01")),
+            ConnectFailure::LoginRefused
+        );
+        assert_eq!(
+            ConnectFailure::classify(Some("53300")),
+            ConnectFailure::Refused
+        );
     }
 }

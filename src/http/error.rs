@@ -300,6 +300,20 @@ pub struct DatabaseLost {
     pub pool_timeout: bool,
 }
 
+/// A readiness probe's 503 `unavailable`, without the log line an `ApiError` writes: the
+/// probe's caller logs changes of readiness only (see `telemetry::ProbeLog`).
+pub fn not_ready(why: &str) -> Response {
+    let problem = ApiError::Unavailable(format!("readiness: {why}")).problem();
+    let mut response = problem_response(
+        problem.status,
+        serde_json::to_string(&problem).unwrap_or_default(),
+    );
+    response
+        .headers_mut()
+        .insert(header::RETRY_AFTER, HeaderValue::from(RETRY_AFTER_SECONDS));
+    response
+}
+
 /// A response whose body is an already rendered problem (also used to replay stored refusals).
 pub fn problem_response(status: u16, body: String) -> Response {
     let status = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);

@@ -1,7 +1,7 @@
 //! Liveness, readiness and the OpenAPI document.
 
 use super::AppState;
-use super::error::{ApiError, Result};
+use super::error::Result;
 use super::responses::json;
 use crate::outbox::stream::Feed;
 use crate::problem::Problem;
@@ -90,14 +90,21 @@ pub async fn readyz(State(state): State<AppState>) -> Result<Response> {
                 database,
                 events_stream,
             };
+            READYZ_LOG.record(true, "");
             json(StatusCode::OK, &body)
         }
-        Ok(Err(e)) => Err(ApiError::Unavailable(format!("readiness: {e}"))),
-        Err(_) => Err(ApiError::Unavailable(
-            "readiness: database did not answer in time".into(),
-        )),
+        Ok(Err(e)) => Ok(not_ready(&e.to_string())),
+        Err(_) => Ok(not_ready("database did not answer in time")),
     }
 }
+
+/// 503 `unavailable`, logged when readiness is lost (not on every probe of an outage).
+fn not_ready(why: &str) -> Response {
+    READYZ_LOG.record(false, why);
+    super::error::not_ready(why)
+}
+
+static READYZ_LOG: crate::telemetry::ProbeLog = crate::telemetry::ProbeLog::new();
 
 #[utoipa::path(get, path = "/openapi.json", tag = "operations", responses((status = 200, description = "this document")))]
 pub async fn openapi() -> Response {

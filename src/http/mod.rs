@@ -145,10 +145,12 @@ pub fn app(state: AppState) -> Router {
         .layer(DefaultBodyLimit::disable())
         .layer(middleware::from_fn_with_state(state.clone(), request_timeout))
         .layer(CatchPanicLayer::custom(|_| ApiError::Internal(anyhow::anyhow!("handler panicked")).into_response()))
+        // Failures are logged where they are understood (a 500 at error level by `ApiError`, a
+        // 503 at warn, readiness on change only): the layer's own line for each is debug.
         .layer(TraceLayer::new_for_http().make_span_with(|req: &Request| {
             let id = req.headers().get(&REQUEST_ID).and_then(|v| v.to_str().ok()).unwrap_or("");
             tracing::info_span!("request", method = %req.method(), path = %req.uri().path(), request_id = %id)
-        }))
+        }).on_failure(tower_http::trace::DefaultOnFailure::new().level(tracing::Level::DEBUG)))
         .layer(PropagateRequestIdLayer::new(REQUEST_ID))
         .layer(SetRequestIdLayer::new(REQUEST_ID, MakeRequestUuid))
         // Outside the layer above: an unusable caller id is dropped before it is kept.
@@ -226,7 +228,7 @@ pub async fn serve(args: ServeSettings) -> anyhow::Result<()> {
     let shutdown = CancellationToken::new();
     let accepting = shutdown.child_token();
     let checkpointer = tokio::spawn(periodically(
-        "advance system-account checkpoints",
+        crate::metrics_catalog::CHECKPOINT_TASK,
         args.checkpoint_interval,
         shutdown.clone(),
         {
@@ -241,7 +243,7 @@ pub async fn serve(args: ServeSettings) -> anyhow::Result<()> {
         },
     ));
     let sweeper = tokio::spawn(periodically(
-        "expire overdue holds",
+        crate::metrics_catalog::HOLD_SWEEP_TASK,
         args.hold_sweep_interval,
         shutdown.clone(),
         {

@@ -5,7 +5,7 @@ use super::AppState;
 use super::accounts::PageQuery;
 use super::error::{ApiError, Result};
 use super::extract::{IdempotencyKey, JsonBody, OptionalJsonBody, PathParam, QueryParams};
-use super::responses::{created, json};
+use super::responses::{REPLAYED_HEADER, created, json};
 use crate::ledger::events::EventType;
 use crate::ledger::views::Page;
 use crate::outbox::deliveries::{
@@ -15,7 +15,7 @@ use crate::outbox::signing;
 use crate::outbox::subscriptions::{self, NewSubscription, SubscriptionView};
 use crate::problem::{FieldError, Problem};
 use axum::extract::State;
-use axum::http::StatusCode;
+use axum::http::{HeaderValue, StatusCode};
 use axum::response::Response;
 use serde::Deserialize;
 use utoipa::{IntoParams, ToSchema};
@@ -61,8 +61,8 @@ fn parse_id(raw: &str, what: &str) -> Result<Uuid> {
 #[utoipa::path(post, path = "/v1/webhooks", tag = "webhooks", operation_id = "create_webhook", request_body = CreateWebhookRequest,
     params(("Idempotency-Key" = Option<String>, Header, description = "derives the id when the body has none")),
     responses(
-        (status = 201, description = "created; the only answer that shows the secret (a replay shows it again)", body = SubscriptionView),
-        (status = 200, description = "replay of the creation response (`Idempotent-Replayed: true`)", body = SubscriptionView),
+        (status = 201, description = "created; the only answer that shows the secret (a replay shows it again while it still signs)", body = SubscriptionView),
+        (status = 200, description = "replay of the creation response (`Idempotent-Replayed: true`); its `secret` is null once rotated away or deleted", body = SubscriptionView),
         (status = 422, description = "validation_failed (url, url_scheme, url_credentials, url_not_allowed, url_not_public, event_type, secret), idempotency_mismatch", body = Problem, content_type = "application/problem+json"),
     ))]
 pub async fn create(
@@ -144,7 +144,7 @@ pub async fn delete(State(state): State<AppState>, PathParam(id): PathParam) -> 
     params(("id" = Uuid, Path),
         ("Idempotency-Key" = Option<String>, Header, description = "required unless the body names the `secret`: a retry with the same key answers the secret the first made")),
     request_body(content = Option<RotateSecretRequest>),
-    responses((status = 200, description = "the new secret signs alongside the previous one until the next rotation", body = SubscriptionView),
+    responses((status = 200, description = "the new secret signs alongside the previous one until the next rotation; a retry (the same Idempotency-Key as the last rotation, or the current secret again) writes nothing and answers `Idempotent-Replayed: true`", body = SubscriptionView),
         (status = 400, description = "id_required: neither a `secret` nor an Idempotency-Key", body = Problem, content_type = "application/problem+json"),
         (status = 404, body = Problem, content_type = "application/problem+json"),
         (status = 422, body = Problem, content_type = "application/problem+json")))]
@@ -167,10 +167,16 @@ pub async fn rotate_secret(
         None => return Err(ApiError::IdRequired),
     };
     let mut conn = state.pool.acquire().await?;
-    let view = subscriptions::rotate_secret(&mut conn, uuid, &secret, rotation_key)
+    let (view, rotation) = subscriptions::rotate_secret(&mut conn, uuid, &secret, rotation_key)
         .await?
         .ok_or_else(|| ApiError::NotFound(format!("active webhook {id}")))?;
-    json(StatusCode::OK, &view)
+    let mut response = json(StatusCode::OK, &view)?;
+    if rotation == subscriptions::Rotation::Replay {
+        response
+            .headers_mut()
+            .insert(REPLAYED_HEADER, HeaderValue::from_static("true"));
+    }
+    Ok(response)
 }
 
 #[derive(Debug, Deserialize, IntoParams)]

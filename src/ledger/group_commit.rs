@@ -62,7 +62,6 @@ pub const DEFAULT_GROUP_COMMIT_MAX_WAIT_US: u64 = 0;
 /// More only split the same load into smaller groups (more statements per transfer) and, on
 /// a hot wallet, queue on its lock (docs/performance.md, third round).
 pub const DEFAULT_GROUP_COMMIT_MAX_IN_FLIGHT: usize = 2;
-pub const DEFAULT_REPLAY_CACHE_ENTRIES: usize = 4_096;
 /// Far above a group's own lock waits behind the other group in flight (milliseconds, a
 /// whole group's COMMIT), far below a request's timeout.
 pub const DEFAULT_GROUP_COMMIT_LOCK_TIMEOUT_MS: u64 = 500;
@@ -76,8 +75,8 @@ pub struct GroupCommitSettings {
     pub max_wait_us: u64,
     /// Most groups being written at once (each holds one database connection).
     pub max_in_flight: usize,
-    /// Most retried creations whose stored answer is kept in memory (0: off).
-    pub replay_cache_entries: usize,
+    /// Most bytes of retried creations' stored answers kept in memory (0: off).
+    pub replay_cache_bytes: u64,
     /// How long a group waits for a row lock held elsewhere before writing those items apart.
     pub lock_timeout_ms: u64,
 }
@@ -88,7 +87,7 @@ impl Default for GroupCommitSettings {
             max_items: DEFAULT_GROUP_COMMIT_MAX_ITEMS,
             max_wait_us: DEFAULT_GROUP_COMMIT_MAX_WAIT_US,
             max_in_flight: DEFAULT_GROUP_COMMIT_MAX_IN_FLIGHT,
-            replay_cache_entries: DEFAULT_REPLAY_CACHE_ENTRIES,
+            replay_cache_bytes: super::replay_cache::DEFAULT_REPLAY_CACHE_BYTES,
             lock_timeout_ms: DEFAULT_GROUP_COMMIT_LOCK_TIMEOUT_MS,
         }
     }
@@ -140,7 +139,7 @@ impl GroupCommit {
     pub fn start(pool: PgPool, engine: Engine, config: GroupCommitSettings) -> GroupCommit {
         let capacity = config.max_items * config.max_in_flight * 2;
         let (jobs, queue) = mpsc::channel(capacity.max(1));
-        let replays = Arc::new(ReplayCache::new(config.replay_cache_entries));
+        let replays = Arc::new(ReplayCache::new(config.replay_cache_bytes));
         let locks = Arc::new(Locks::new(pool.clone(), engine, replays.clone(), &config));
         tokio::spawn(gather(pool, config, queue, replays.clone(), locks.clone()));
         GroupCommit {

@@ -9,88 +9,124 @@
 //!
 //! It is filled on a replay, not on a create: a retry storm of one id (a client or a proxy
 //! retrying in a loop) reads the row once, and memory is spent only on ids that were retried.
-//! Bounded by two generations of at most `capacity / 2` entries each: when the young one is
-//! full the old one is dropped (an approximate least-recently-used eviction without a list).
+//! Bounded in bytes, not entries: a client chooses how large its requests are (metadata up to
+//! the body limit), so a count of entries would let one write key fill gigabytes. A weighed
+//! cache (`quick_cache`, which evicts by recency and frequency) keeps the sum of the entries'
+//! estimated sizes under the bound.
 
 use super::Created;
 use super::posting::StoredCreation;
-use std::collections::HashMap;
-use std::sync::Mutex;
+use quick_cache::Weighter;
+use std::sync::Arc;
 use uuid::Uuid;
 
-pub struct ReplayCache {
-    generation_size: usize,
-    inner: Mutex<Generations>,
+/// The default bound of the replay cache: 64 MiB per process.
+pub const DEFAULT_REPLAY_CACHE_BYTES: u64 = 64 * 1024 * 1024;
+
+/// What an entry costs beyond its texts: the key, the map's slot, the `Arc`, the parsed
+/// request's nodes (a parsed JSON value takes about twice its text).
+const ENTRY_OVERHEAD_BYTES: u64 = 128;
+
+/// A held answer with its size, computed once (the weigher runs during eviction).
+#[derive(Clone)]
+struct Entry {
+    stored: Arc<StoredCreation>,
+    bytes: u64,
 }
 
-#[derive(Default)]
-struct Generations {
-    young: HashMap<Uuid, StoredCreation>,
-    old: HashMap<Uuid, StoredCreation>,
+impl Entry {
+    fn new(stored: StoredCreation) -> Entry {
+        let request_text = serde_json::to_string(&stored.request).map_or(0, |t| t.len());
+        let bytes = ENTRY_OVERHEAD_BYTES + 2 * request_text as u64 + stored.body.len() as u64;
+        Entry {
+            stored: Arc::new(stored),
+            bytes,
+        }
+    }
+}
+
+#[derive(Clone)]
+struct BySize;
+
+impl Weighter<Uuid, Entry> for BySize {
+    fn weight(&self, _id: &Uuid, entry: &Entry) -> u64 {
+        entry.bytes
+    }
+}
+
+/// The smallest share of the bound one shard of the cache holds: an answer heavier than its
+/// shard is not kept, and the crate's default (4 shards a core) would leave a many-core
+/// machine shards too small for a large answer. Retries are rare enough that fewer locks cost
+/// nothing.
+const MIN_SHARD_BYTES: u64 = 8 * 1024 * 1024;
+
+/// A power of two from 1 to 8, so that each shard holds at least MIN_SHARD_BYTES when the
+/// bound allows it.
+fn shards(max_bytes: u64) -> usize {
+    let fits = (max_bytes / MIN_SHARD_BYTES).clamp(1, 8);
+    1 << fits.ilog2()
+}
+
+pub struct ReplayCache {
+    /// `None` when the bound is 0 (off).
+    cache: Option<quick_cache::sync::Cache<Uuid, Entry, BySize>>,
 }
 
 impl ReplayCache {
-    /// A cache of at most `capacity` answers; 0 turns it off.
-    pub fn new(capacity: usize) -> ReplayCache {
-        ReplayCache {
-            generation_size: capacity / 2,
-            inner: Mutex::new(Generations::default()),
-        }
+    /// A cache of answers whose estimated sizes sum to at most `max_bytes`; 0 turns it off.
+    pub fn new(max_bytes: u64) -> ReplayCache {
+        let cache = (max_bytes > 0).then(|| {
+            let options = quick_cache::OptionsBuilder::new()
+                .shards(shards(max_bytes))
+                // Only sizes the first allocation: 4 KiB an answer.
+                .estimated_items_capacity(usize::try_from(max_bytes / 4096).unwrap_or(1).max(16))
+                .weight_capacity(max_bytes)
+                .build()
+                .expect("every option is set");
+            quick_cache::sync::Cache::with_options(
+                options,
+                BySize,
+                Default::default(),
+                Default::default(),
+            )
+        });
+        ReplayCache { cache }
     }
 
     /// The answer to `request` with id `id` if its stored creation is held: the replay, or the
     /// mismatch, that the database path would give.
     pub fn answer(&self, id: Uuid, request: &serde_json::Value) -> Option<Created> {
-        if self.generation_size == 0 {
-            return None;
-        }
-        let mut inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
-        let stored = match inner.young.get(&id) {
-            Some(stored) => stored.clone(),
-            None => {
-                // Used again: it moves to the young generation, so it outlives the old one.
-                let stored = inner.old.remove(&id)?;
-                inner.insert(id, stored.clone(), self.generation_size);
-                stored
-            }
-        };
-        drop(inner);
+        let entry = self.cache.as_ref()?.get(&id)?;
+        let stored = &entry.stored;
         Some(Created::replay_or_mismatch(
             &stored.request,
             request,
             stored.status,
-            stored.body,
+            stored.body.clone(),
         ))
     }
 
     /// Keeps creations read back from committed rows.
     pub fn remember(&self, stored: impl IntoIterator<Item = (Uuid, StoredCreation)>) {
-        if self.generation_size == 0 {
+        let Some(cache) = &self.cache else {
             return;
-        }
-        let mut inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        };
         for (id, creation) in stored {
-            inner.insert(id, creation, self.generation_size);
+            cache.insert(id, Entry::new(creation));
         }
     }
 
     pub fn len(&self) -> usize {
-        let inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
-        inner.young.len() + inner.old.len()
+        self.cache.as_ref().map_or(0, |c| c.len())
     }
 
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
-}
 
-impl Generations {
-    fn insert(&mut self, id: Uuid, stored: StoredCreation, generation_size: usize) {
-        if self.young.len() >= generation_size && !self.young.contains_key(&id) {
-            self.old = std::mem::take(&mut self.young);
-        }
-        self.old.remove(&id);
-        self.young.insert(id, stored);
+    /// The estimated bytes held: never above the bound given to [`ReplayCache::new`].
+    pub fn weight(&self) -> u64 {
+        self.cache.as_ref().map_or(0, |c| c.weight())
     }
 }
 
@@ -107,9 +143,19 @@ mod tests {
         }
     }
 
+    /// A creation whose request carries `bytes` of metadata, as a client may send.
+    fn large(bytes: usize) -> StoredCreation {
+        let metadata = "x".repeat(bytes);
+        StoredCreation {
+            request: json!({"amount": 1, "metadata": {"note": metadata}}),
+            status: 201,
+            body: format!("{{\"amount\":1,\"metadata\":{{\"note\":\"{metadata}\"}}}}"),
+        }
+    }
+
     #[test]
     fn answers_as_the_stored_row_would() {
-        let cache = ReplayCache::new(4);
+        let cache = ReplayCache::new(1 << 20);
         let id = Uuid::new_v4();
         assert_eq!(cache.answer(id, &json!({"amount": 5})), None);
         cache.remember([(id, stored(5))]);
@@ -128,24 +174,54 @@ mod tests {
         );
     }
 
+    /// 300 retried creates with 200 KB of metadata each (60 MB of requests and as much of
+    /// answers) stay within a 4 MiB bound, and the most recent answers are still held.
     #[test]
-    fn holds_at_most_its_capacity_and_keeps_what_is_used() {
-        let cache = ReplayCache::new(4);
-        let ids: Vec<Uuid> = (0..7).map(|_| Uuid::new_v4()).collect();
-        cache.remember([(ids[0], stored(0))]);
-        for (i, id) in ids.iter().enumerate().skip(1) {
-            // ids[0] is used before each new one, so it is never the oldest.
-            assert!(cache.answer(ids[0], &json!({"amount": 0})).is_some());
-            cache.remember([(*id, stored(i as i64))]);
-            assert!(cache.len() <= 4, "{} entries", cache.len());
+    fn holds_at_most_its_bound_in_bytes_whatever_the_entries_weigh() {
+        const BOUND: u64 = 4 * 1024 * 1024;
+        let cache = ReplayCache::new(BOUND);
+        let mut last = Uuid::nil();
+        for _ in 0..300 {
+            last = Uuid::new_v4();
+            cache.remember([(last, large(200 * 1024))]);
+            assert!(cache.weight() <= BOUND, "{} bytes held", cache.weight());
         }
-        assert!(cache.answer(ids[0], &json!({"amount": 0})).is_some());
-        assert!(cache.answer(ids[1], &json!({"amount": 1})).is_none());
-        assert!(cache.answer(ids[6], &json!({"amount": 6})).is_some());
+        assert!(
+            cache.len() < 300 && !cache.is_empty(),
+            "{} entries",
+            cache.len()
+        );
+        // Each entry is weighed at least as large as its texts.
+        assert!(cache.weight() >= cache.len() as u64 * 3 * 200 * 1024);
+        let again = large(200 * 1024).request;
+        assert!(
+            cache.answer(last, &again).is_some(),
+            "the newest answer is held"
+        );
     }
 
     #[test]
-    fn capacity_zero_holds_nothing() {
+    fn small_answers_are_kept_by_the_thousand() {
+        let cache = ReplayCache::new(1 << 20);
+        let ids: Vec<Uuid> = (0..1000).map(|_| Uuid::new_v4()).collect();
+        for (i, id) in ids.iter().enumerate() {
+            cache.remember([(*id, stored(i as i64))]);
+        }
+        assert_eq!(cache.len(), 1000);
+        assert!(cache.answer(ids[0], &json!({"amount": 0})).is_some());
+    }
+
+    #[test]
+    fn shards_hold_at_least_eight_mib_when_the_bound_allows() {
+        assert_eq!(shards(1), 1);
+        assert_eq!(shards(16 << 20), 2);
+        assert_eq!(shards(24 << 20), 2);
+        assert_eq!(shards(DEFAULT_REPLAY_CACHE_BYTES), 8);
+        assert_eq!(shards(1 << 40), 8);
+    }
+
+    #[test]
+    fn a_zero_bound_holds_nothing() {
         let cache = ReplayCache::new(0);
         let id = Uuid::new_v4();
         cache.remember([(id, stored(1))]);

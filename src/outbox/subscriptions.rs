@@ -138,8 +138,19 @@ impl UrlPolicy {
     }
 }
 
+/// `sha256:<hex>` of a secret: equal for equal secrets, and telling nothing of the secret
+/// (it is 32 random bytes or more, so the digest cannot be searched for it).
+pub fn secret_digest(secret: &str) -> String {
+    use sha2::Digest;
+    let digest = sha2::Sha256::digest(secret.as_bytes());
+    let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+    format!("sha256:{hex}")
+}
+
 /// A validated create request. `request` is its canonical form (without the id, and with the
-/// secret only if the caller chose it), compared when the id comes again.
+/// digest of the secret only if the caller chose it), compared when the id comes again: the
+/// stored request never holds a secret, so erasing a deleted subscription's secrets erases
+/// them all.
 #[derive(Debug, Clone)]
 pub struct NewSubscription {
     pub id: Uuid,
@@ -160,7 +171,8 @@ impl NewSubscription {
         event_types.sort();
         event_types.dedup();
         let types: Vec<&str> = event_types.iter().map(|t| t.as_str()).collect();
-        let request = json!({"url": url, "event_types": types, "secret": secret});
+        let request = json!({"url": url, "event_types": types,
+            "secret": secret.as_deref().map(secret_digest)});
         NewSubscription {
             id,
             url,
@@ -321,8 +333,15 @@ pub async fn create(
         return Ok(Created::New { body });
     }
     tx.commit().await?;
+    // A replay shows the secret it made only while that secret still signs: once rotated
+    // away or deleted, the caller could not read it now, so neither can a replay.
     let stored = sqlx::query!(
-        "select creation_request, creation_response from webhook_subscriptions where id = $1",
+        r#"select creation_request,
+                  case when creation_response::jsonb ->> 'secret' = any(secrets)
+                       then creation_response
+                       else regexp_replace(creation_response, '"secret":"[^"]*"', '"secret":null')
+                  end as "creation_response!"
+           from webhook_subscriptions where id = $1"#,
         new.id
     )
     .fetch_one(conn)
@@ -374,12 +393,17 @@ pub async fn list(
 }
 
 /// `active → deleted` (a repeat finds it deleted and answers the same). Its pending deliveries
-/// are cancelled in the same transaction: nothing more is sent to it.
+/// are cancelled in the same transaction: nothing more is sent to it. Its secrets are erased,
+/// from the row and from the stored creation answer: nothing is signed for it again, and
+/// nobody (a replayed create included) can read them any more.
 pub async fn delete(conn: &mut PgConnection, id: Uuid) -> Result<Option<Subscription>, StoreError> {
     let mut tx = sqlx::Connection::begin(&mut *conn).await?;
     let changed = sqlx::query!(
-        "update webhook_subscriptions set status = 'deleted', updated_at = now()
-         where id = $1 and status = 'active'",
+        r#"update webhook_subscriptions
+           set status = 'deleted', updated_at = now(), secrets = '{}',
+               creation_response = regexp_replace(creation_response, '"secret":"[^"]*"',
+                                                  '"secret":null')
+           where id = $1 and status = 'active'"#,
         id
     )
     .execute(&mut *tx)
@@ -401,67 +425,99 @@ pub async fn delete(conn: &mut PgConnection, id: Uuid) -> Result<Option<Subscrip
     Ok(subscription)
 }
 
-/// Makes `secret` the newest of the subscription's secrets and keeps the one before it, so
-/// deliveries carry both signatures until the receiver has switched. `None` when there is no
-/// active subscription `id`.
+/// What a rotation request does: a retry (the same Idempotency-Key as the last rotation, or
+/// the secret already first) changes nothing and answers what is there.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Rotation {
+    Replay,
+    Rotate,
+}
+
+impl Rotation {
+    pub fn decide(
+        current_first: Option<&str>,
+        current_key: Option<Uuid>,
+        secret: &str,
+        key: Option<Uuid>,
+    ) -> Rotation {
+        let same_key = key.is_some() && key == current_key;
+        if same_key || current_first == Some(secret) {
+            Rotation::Replay
+        } else {
+            Rotation::Rotate
+        }
+    }
+}
+
 /// Makes `secret` the first of the subscription's two secrets (the previous first stays second,
-/// the older one goes). Retries apply once: the same `secret` again leaves the pair as it is,
-/// and so does a rotation under a `key` (an `Idempotency-Key`) already applied, which answers
-/// the secret it made. The answer carries the subscription's current first secret.
+/// the older one goes), so deliveries carry both signatures until the receiver has switched.
+/// Retries apply once: the same `secret` again, or a rotation under a `key` (an
+/// `Idempotency-Key`) already applied, writes nothing and answers the current first secret.
+/// `None` when there is no active subscription `id`.
 pub async fn rotate_secret(
     conn: &mut PgConnection,
     id: Uuid,
     secret: &str,
     key: Option<Uuid>,
-) -> Result<Option<SubscriptionView>, StoreError> {
+) -> Result<Option<(SubscriptionView, Rotation)>, StoreError> {
     let mut tx = sqlx::Connection::begin(&mut *conn).await?;
-    let row = sqlx::query!(
-        r#"with rotated as (
-               update webhook_subscriptions
-               set secrets = case when $3::uuid is not null and rotation_key = $3 then secrets
-                                  when secrets[1] = $2 then secrets
-                                  else array[$2, secrets[1]] end,
-                   rotation_key = coalesce($3, rotation_key),
-                   updated_at = now()
-               where id = $1 and status = 'active'
-               returning seq, id, url, event_types, secrets, status, created_at, updated_at)
-           select r.seq, r.id, r.url, r.event_types, r.secrets, r.status, r.created_at,
-                  r.updated_at, r.secrets is distinct from s.secrets as "changed!"
-           from rotated r join webhook_subscriptions s on s.id = r.id"#,
-        id,
-        secret,
-        key
+    let current = sqlx::query!(
+        "select secrets, rotation_key from webhook_subscriptions
+         where id = $1 and status = 'active' for update",
+        id
     )
     .fetch_optional(&mut *tx)
     .await?;
-    let Some(row) = row else {
+    let Some(current) = current else {
         return Ok(None);
     };
-    let changed = row.changed;
-    let subscription = SubscriptionRow {
-        seq: row.seq,
-        id: row.id,
-        url: row.url,
-        event_types: row.event_types,
-        secrets: row.secrets,
-        status: row.status,
-        created_at: row.created_at,
-        updated_at: row.updated_at,
-    }
-    .parse()?;
-    if changed {
+    let first = current.secrets.first().map(String::as_str);
+    let rotation = Rotation::decide(first, current.rotation_key, secret, key);
+    if rotation == Rotation::Rotate {
+        sqlx::query!(
+            "update webhook_subscriptions
+             set secrets = array[$2, secrets[1]], rotation_key = coalesce($3, rotation_key),
+                 updated_at = now()
+             where id = $1",
+            id,
+            secret,
+            key
+        )
+        .execute(&mut *tx)
+        .await?;
         audit::record(&mut tx, "webhook.rotate_secret", &[id.to_string()]).await?;
     }
+    let subscription = find(&mut tx, id).await?.ok_or(sqlx::Error::RowNotFound)?;
     crate::ledger::caller::commit_in_request(tx).await?;
-    Ok(Some(SubscriptionView {
+    let view = SubscriptionView {
         secret: subscription.secrets.first().cloned(),
         ..subscription.view()
-    }))
+    };
+    Ok(Some((view, rotation)))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_rotation_is_a_replay_under_the_last_key_or_with_the_current_secret() {
+        let (k1, k2) = (Uuid::new_v4(), Uuid::new_v4());
+        let decide = Rotation::decide;
+        assert_eq!(decide(Some("a"), Some(k1), "b", Some(k1)), Rotation::Replay);
+        assert_eq!(decide(Some("a"), Some(k1), "a", None), Rotation::Replay);
+        assert_eq!(decide(Some("a"), Some(k1), "b", Some(k2)), Rotation::Rotate);
+        assert_eq!(decide(Some("a"), None, "b", None), Rotation::Rotate);
+        assert_eq!(decide(Some("a"), None, "b", Some(k1)), Rotation::Rotate);
+    }
+
+    #[test]
+    fn a_secret_digest_is_stable_and_hides_the_secret() {
+        let digest = secret_digest("whsec_abc");
+        assert_eq!(digest, secret_digest("whsec_abc"));
+        assert_ne!(digest, secret_digest("whsec_abd"));
+        assert!(digest.starts_with("sha256:") && !digest.contains("abc"));
+    }
 
     #[test]
     fn urls_are_checked_and_the_allow_list_applies() {

@@ -369,7 +369,8 @@ pub async fn compare(
         for code in codes {
             sink.push(Exception {
                 code: code.to_owned(),
-                payment_id: r.payment_id,
+                // A line without a payment_id that found its payment by reference names it.
+                payment_id: r.payment_id.or(r.ledger_id),
                 external_ref: r.external_ref.clone(),
                 line: Some(r.first_line),
                 reasons: found

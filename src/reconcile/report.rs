@@ -700,7 +700,7 @@ pub fn html(report: &RunReport) -> String {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::reconcile::invariants::Finding;
     use crate::reconcile::model::{CurrencyTotals, Exception, Matched, Payout, Summary};
@@ -733,7 +733,7 @@ mod tests {
 
     /// A run with every exception code (amount mismatches twice), a hostile file line, a payout
     /// that disagrees and an invariant finding.
-    fn sample() -> RunReport {
+    pub(crate) fn sample() -> RunReport {
         let exceptions = vec![
             exception(
                 "missing_in_ledger",

@@ -120,10 +120,31 @@ fn print_summary(
     written: &[std::path::PathBuf],
 ) -> std::io::Result<()> {
     let summary = &report.summary;
+    writeln!(out, "{}", summary_line(report, dry_run))?;
+    for (code, count) in summary.exceptions.iter().filter(|(_, c)| **c > 0) {
+        writeln!(out, "  {code}: {count}")?;
+    }
+    for path in written {
+        writeln!(out, "  wrote {}", path.display())?;
+    }
+    out.flush()
+}
+
+/// The summary's first line: what the file held and what became of it, then, apart, how many
+/// ledger payments the window expected (the two are counted on different sides: a line is
+/// matched whatever the window, a payment is expected only inside it).
+fn summary_line(report: &RunReport, dry_run: bool) -> String {
+    let summary = &report.summary;
     let exceptions: i64 = summary.exceptions.values().sum();
-    writeln!(
-        out,
-        "reconcile {}: run {}{}: {} file rows ({} parsed), {} ledger payments, {} matched, {} exceptions, {} invariant findings",
+    let stamp = |t: Option<DateTime<Utc>>| {
+        t.map_or_else(
+            || "?".to_owned(),
+            |t| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+        )
+    };
+    format!(
+        "reconcile {}: run {}{}: {} file rows ({} parsed): {} matched, {} exceptions; \
+         {} ledger payments expected, posted {} to {}; {} invariant findings",
         report.provider,
         report.id,
         if dry_run {
@@ -133,18 +154,13 @@ fn print_summary(
         },
         summary.file_rows,
         summary.parsed_rows,
-        summary.ledger_payments,
         summary.matched,
         exceptions,
+        summary.ledger_payments,
+        stamp(summary.period_from),
+        stamp(summary.period_to),
         summary.invariant_findings,
-    )?;
-    for (code, count) in summary.exceptions.iter().filter(|(_, c)| **c > 0) {
-        writeln!(out, "  {code}: {count}")?;
-    }
-    for path in written {
-        writeln!(out, "  wrote {}", path.display())?;
-    }
-    out.flush()
+    )
 }
 
 /// Refuses the flags no run can use, with the reason (exit 2), before anything is read.
@@ -472,6 +488,23 @@ mod tests {
                 48
             ),
             Ok((at("2026-11-27T00:00:00Z"), at("2026-11-30T00:00:00Z")))
+        );
+    }
+
+    #[test]
+    fn the_summary_says_which_window_the_ledger_payments_were_expected_in() {
+        let mut report = crate::reconcile::report::tests::sample();
+        report.summary.ledger_payments = 0;
+        report.summary.matched = 1;
+        report.summary.period_from = Some(at("2026-11-29T00:00:00Z"));
+        report.summary.period_to = Some(at("2026-11-30T00:00:00Z"));
+        let line = summary_line(&report, false);
+        assert!(
+            line.contains(": 1 matched, ")
+                && line.contains(
+                    "0 ledger payments expected, posted 2026-11-29T00:00:00Z to 2026-11-30T00:00:00Z;"
+                ),
+            "{line}"
         );
     }
 

@@ -851,9 +851,10 @@ async fn the_metrics_endpoint_counts_what_the_consumer_did() {
     while !counted && Instant::now() < deadline {
         if let Some((200, body)) = http_get(&addr, "/metrics").await {
             scraped = body;
+            // The counters exist from the start (at 0): wait for their final values.
             counted = series
                 .iter()
-                .all(|(name, _)| metric(&scraped, name).is_some());
+                .all(|(name, expected)| metric(&scraped, name) == Some(*expected));
         }
         if !counted {
             tokio::time::sleep(Duration::from_millis(20)).await;

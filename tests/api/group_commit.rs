@@ -1176,9 +1176,9 @@ async fn a_group_whose_database_session_dies_answers_503_to_all_and_writes_nothi
 /// group that is stuck. With the cache off the same retry waits for the group.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_retried_create_is_answered_from_memory_exactly_as_from_its_row() {
-    for cache_entries in [64, 0] {
+    for cache_bytes in [1 << 20, 0] {
         let mut config = gated();
-        config.group_commit.replay_cache_entries = cache_entries;
+        config.group_commit.replay_cache_bytes = cache_bytes;
         let app = Arc::new(TestApp::with_config(config).await);
         create_gate_wallets(&app).await;
         app.create_wallet("alice").await;
@@ -1213,8 +1213,8 @@ async fn a_retried_create_is_answered_from_memory_exactly_as_from_its_row() {
         let answered_while_stuck = retries.iter().all(|h| h.is_finished());
         assert_eq!(
             answered_while_stuck,
-            cache_entries > 0,
-            "with {cache_entries} cache entries, retries answered while a group is stuck"
+            cache_bytes > 0,
+            "with a cache of {cache_bytes} bytes, retries answered while a group is stuck"
         );
         gate.open().await;
         answers(blocker).await;
@@ -1225,7 +1225,7 @@ async fn a_retried_create_is_answered_from_memory_exactly_as_from_its_row() {
         assert_eq!(got[1].status, mismatch_from_row.status);
         assert_eq!(got[1].body, mismatch_from_row.body, "the same mismatch");
 
-        if cache_entries > 0 {
+        if cache_bytes > 0 {
             // The recorder is process-wide (other tests count too): at least these two.
             let metrics = app.get("/metrics").await.text;
             let hits: u64 = metrics

@@ -1493,3 +1493,22 @@ async fn a_database_error_reads_without_postgresqls_source_line() {
     assert!(!stderr.contains(" at line "), "{stderr}");
     app.finish().await;
 }
+
+/// A line without a payment_id finds its payment through external_ref: the exception names
+/// the payment the ledger found, so an operator need not look it up again.
+#[tokio::test]
+async fn a_status_mismatch_found_through_the_reference_names_the_ledgers_payment() {
+    let app = TestApp::new().await;
+    let p = ledger_with_payments(&app, 2).await;
+    let lines = [
+        line("", &p[0].external_ref, "50.00", "SAR", "failed", ""),
+        settled(&p[1]),
+    ];
+    let file = write_file(&tmp(), &lines);
+    let (exit, report, _) = reconcile(&app, &file, &[]).await;
+    assert_eq!(exit, 1, "{report:#}");
+    let found = exceptions(&report, "status_mismatch");
+    assert_eq!(found.len(), 1, "{report:#}");
+    assert_eq!(found[0]["payment_id"], json!(p[0].id), "{report:#}");
+    app.finish().await;
+}

@@ -1899,10 +1899,131 @@ async fn rotating_the_secret_signs_with_two_and_drops_the_oldest() {
         r.text
     );
     assert_eq!(
-        stored(&app).await[0],
-        chosen,
-        "nothing rotated once deleted"
+        stored(&app).await,
+        Vec::<String>::new(),
+        "nothing rotated once deleted, and its secrets are gone"
     );
+    app.finish().await;
+}
+
+/// The stored row of a subscription as the database holds it, secrets and stored answer.
+async fn subscription_row(app: &TestApp, id: Uuid) -> (Vec<String>, String, String, String) {
+    sqlx::query_as(
+        "select secrets, creation_request::text, creation_response, updated_at::text
+         from webhook_subscriptions where id = $1",
+    )
+    .bind(id)
+    .fetch_one(&app.pool)
+    .await
+    .unwrap()
+}
+
+#[tokio::test]
+async fn a_deleted_webhooks_secret_cannot_be_recovered_by_replaying_its_creation() {
+    let app = TestApp::new().await;
+    let chosen = secret_of(40);
+    for body in [
+        json!({"id": Uuid::new_v4(), "url": "https://a.example.com/"}),
+        json!({"id": Uuid::new_v4(), "url": "https://b.example.com/", "secret": chosen}),
+    ] {
+        let id: Uuid = serde_json::from_value(body["id"].clone()).unwrap();
+        let created = create_webhook(&app, body.clone()).await;
+        let secret = created.body["secret"].as_str().unwrap().to_owned();
+        // Before the delete, the replay answers the secret it made (it still signs).
+        let replay = app.post("/v1/webhooks", &body).await;
+        assert_eq!(replay.body["secret"], json!(secret), "{}", replay.text);
+        assert_eq!(
+            delete(&app, &format!("/v1/webhooks/{id}")).await.status,
+            StatusCode::OK
+        );
+
+        let replay = app.post("/v1/webhooks", &body).await;
+        assert_eq!(replay.status, StatusCode::OK, "{}", replay.text);
+        assert!(replay.replayed());
+        assert_eq!(replay.body["secret"], Value::Null, "{}", replay.text);
+        assert!(!replay.text.contains(&secret), "{}", replay.text);
+        let (secrets, request, response, _) = subscription_row(&app, id).await;
+        assert!(secrets.is_empty(), "{secrets:?}");
+        for stored in [request, response] {
+            assert!(
+                !stored.contains(&secret),
+                "the row still holds the secret: {stored}"
+            );
+        }
+    }
+    app.finish().await;
+}
+
+#[tokio::test]
+async fn a_creation_replay_shows_no_secret_that_was_rotated_away() {
+    let app = TestApp::new().await;
+    let id = Uuid::new_v4();
+    let body = json!({"id": id, "url": "https://a.example.com/"});
+    let original = create_webhook(&app, body.clone()).await.body["secret"].clone();
+    let path = format!("/v1/webhooks/{id}/rotate-secret");
+    for secret in [secret_of(40), secret_of(41)] {
+        let r = app.post(&path, &json!({"secret": secret})).await;
+        assert_eq!(r.status, StatusCode::OK, "{}", r.text);
+    }
+    let replay = app.post("/v1/webhooks", &body).await;
+    assert_eq!(replay.status, StatusCode::OK, "{}", replay.text);
+    assert_eq!(replay.body["secret"], Value::Null, "{}", replay.text);
+    assert!(!replay.text.contains(original.as_str().unwrap()));
+    app.finish().await;
+}
+
+#[tokio::test]
+async fn a_retried_rotation_writes_nothing_and_says_it_is_a_replay() {
+    let app = TestApp::new().await;
+    let id = Uuid::new_v4();
+    create_webhook(&app, json!({"id": id, "url": "https://a.example.com/"})).await;
+    let path = format!("/v1/webhooks/{id}/rotate-secret");
+    let first = app.post_with_key(&path, "rotate-once", &json!({})).await;
+    assert_eq!(first.status, StatusCode::OK, "{}", first.text);
+    assert!(!first.replayed());
+    let after_first = subscription_row(&app, id).await;
+    let audits = |app: &TestApp| {
+        let pool = app.pool.clone();
+        async move {
+            sqlx::query_scalar::<_, i64>(
+                "select count(*) from audit_log where action = 'webhook.rotate_secret'",
+            )
+            .fetch_one(&pool)
+            .await
+            .unwrap()
+        }
+    };
+    let audited = audits(&app).await;
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    let retry = app.post_with_key(&path, "rotate-once", &json!({})).await;
+    assert_eq!(retry.status, StatusCode::OK, "{}", retry.text);
+    assert!(
+        retry.replayed(),
+        "no Idempotent-Replayed on a retried rotation"
+    );
+    assert_eq!(
+        retry.body, first.body,
+        "the same answer, updated_at included"
+    );
+    assert_eq!(
+        subscription_row(&app, id).await,
+        after_first,
+        "a replay writes nothing"
+    );
+    assert_eq!(audits(&app).await, audited);
+    // The caller's own secret again is a retry too.
+    let chosen = secret_of(40);
+    let own = app.post(&path, &json!({"secret": chosen})).await;
+    assert!(!own.replayed(), "{}", own.text);
+    let row = subscription_row(&app, id).await;
+    let again = app.post(&path, &json!({"secret": chosen})).await;
+    assert_eq!(
+        (again.status, again.replayed()),
+        (StatusCode::OK, true),
+        "{}",
+        again.text
+    );
+    assert_eq!(subscription_row(&app, id).await, row);
     app.finish().await;
 }
 

@@ -63,7 +63,7 @@ async fn payments_through_a_failover(ha: &Topology, database_url: &str, lose_pos
     // Its /readyz says whether commits wait for a standby: the pg_auto_failover group has
     // one, the machine's single PostgreSQL does not.
     let (_, body) = http_get(&metrics_addr, "/readyz").await.unwrap();
-    let expected = format!("synchronous_standby: {lose_postgres}");
+    let expected = format!("\"synchronous_standby\":{lose_postgres}");
     assert!(
         body.contains(&expected),
         "/readyz says {expected:?}: {body:?}"
