@@ -17,6 +17,9 @@
 #   primary                      "NODE PORT" of the node the monitor reports primary
 #   kill-pg-primary              SIGKILL the primary's keeper, the keeper's supervised children and
 #                                the postmaster together (a lost machine); prints the node's name
+#   freeze-pg-primary            SIGSTOP the primary's keeper, its children, the postmaster and
+#                                its backends (a paused VM: sockets stay open, nothing answers);
+#                                prints "NODE PID..." (SIGCONT those pids to thaw it)
 #   wait-pg-primary OLD [SECS]   wait until a node other than OLD is primary and accepts writes;
 #                                prints "NODE PORT"; exit 1 after SECS (default 90)
 #   restart-node NODE            start NODE's keeper again: it rejoins as a standby (pg_rewind)
@@ -446,6 +449,28 @@ pg_wait_primary() { # old-node seconds
     exit 1
 }
 
+# Stops the primary node's processes without ending them: its kernel keeps accepting and
+# acknowledging on its sockets, which is what a client cannot tell from a slow server.
+freeze_pg_primary() {
+    local primary node pids children frozen=""
+    load_pg_ports
+    primary=$(pg_primary)
+    [ -n "$primary" ] || die "the monitor reports no primary"
+    node=${primary% *}
+    # The parents first, so that none forks a child after its children were looked up; then
+    # their children (backends, supervised keepers), until no new one shows.
+    pids=$(node_pids "$node" | sort -un)
+    for _ in 1 2 3; do
+        [ -z "$pids" ] && break
+        # shellcheck disable=SC2086
+        kill -STOP $pids 2>/dev/null || true
+        frozen="$frozen $pids"
+        children=$(for p in $frozen; do pgrep -P "$p" || true; done | sort -u)
+        pids=$(comm -23 <(echo "$children") <(echo "$frozen" | tr ' ' '\n' | sort -u) | grep . || true)
+    done
+    echo "$node$(echo "$frozen" | tr '\n' ' ' | tr -s ' ')"
+}
+
 kill_pg_primary() {
     local primary node port
     load_pg_ports
@@ -829,6 +854,7 @@ case "${1:-}" in
         echo "$primary"
         ;;
     kill-pg-primary) lock_folder "$HA_DIR" && kill_pg_primary ;;
+    freeze-pg-primary) lock_folder "$HA_DIR" && freeze_pg_primary ;;
     wait-pg-primary) [ -n "${2:-}" ] || die "usage: $0 wait-pg-primary OLD_NODE [SECONDS]"; pg_wait_primary "$2" "${3:-90}" ;;
     restart-node) lock_folder "$HA_DIR" && restart_node "${2:-}" ;;
     wait-pg-pair)

@@ -174,6 +174,7 @@ impl Primary {
             if let HostState::Writable(sync) = probe(host).await {
                 pool.set_connect_options(host.clone());
                 self.current.store(index, Ordering::Relaxed);
+                let severed = abandon(&self.hosts[current]);
                 let nanos = self.epoch.elapsed().as_nanos().max(1) as u64;
                 self.switched_nanos.store(nanos, Ordering::Relaxed);
                 self.set_sync(sync);
@@ -182,7 +183,8 @@ impl Primary {
                 tracing::warn!(
                     from = %describe(&self.hosts[current]),
                     to = %describe(host),
-                    "the PostgreSQL primary moved; new connections go to the new one"
+                    severed,
+                    "the PostgreSQL primary moved; new connections go to the new one, those to the old one are cut"
                 );
                 return;
             }
@@ -271,6 +273,15 @@ async fn probe(host: &PgConnectOptions) -> HostState {
         }
         Err(_) => HostState::Unreachable,
     }
+}
+
+/// Cuts every connection open to `host`, a primary no longer: each wait on it ends now with
+/// an error (the request is tried again on the new primary, see `http::failover`) and the
+/// connection is closed instead of going back to the pool. Waiting would not do: a node that
+/// is frozen (a paused VM, a stuck disk) keeps its sockets open, its kernel acknowledging
+/// every packet, so a statement sent to it waits until it thaws. Returns how many were cut.
+fn abandon(host: &PgConnectOptions) -> usize {
+    sqlx_core::net::sever_tcp(host.get_host(), host.get_port())
 }
 
 fn describe(host: &PgConnectOptions) -> String {

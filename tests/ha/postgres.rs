@@ -54,6 +54,74 @@ async fn client(
     sent
 }
 
+/// What the clients sent, once each ran to its end; every transfer was finally accepted, and
+/// no answer was a 5xx other than 503.
+async fn all_accepted(clients: Vec<tokio::task::JoinHandle<Vec<Sent>>>) -> Vec<Sent> {
+    let mut sent = Vec::new();
+    for c in clients {
+        sent.extend(c.await.expect("a client ran to its end"));
+    }
+
+    let other_5xx: Vec<&String> = sent.iter().flat_map(|s| &s.answer.other_5xx).collect();
+    assert!(other_5xx.is_empty(), "5xx other than 503: {other_5xx:?}");
+    let refused: Vec<String> = sent
+        .iter()
+        .filter(|s| !(200..300).contains(&s.answer.status))
+        .map(|s| format!("{} {}", s.answer.status, s.answer.body))
+        .collect();
+    assert!(
+        refused.is_empty(),
+        "every transfer ends accepted: {refused:?}"
+    );
+    sent
+}
+
+/// Every acknowledged transfer of `sent` is on the primary of `new_port` exactly once, with
+/// its two entries, money is conserved, and each wallet holds what its acknowledged transfers
+/// say. Returns a connection to that primary.
+async fn assert_each_acknowledged_once(
+    ha: &Topology,
+    api: &Api,
+    sent: &[Sent],
+    wallets: &[String],
+    new_port: u16,
+) -> PgConnection {
+    // Every acknowledged transfer is on the new primary exactly once, with its two entries.
+    let mut primary = PgConnection::connect(&ha.node_url(new_port)).await.unwrap();
+    let ids: Vec<Uuid> = sent.iter().map(|s| s.id).collect();
+    let stored: Vec<(Uuid, i64)> = sqlx::query_as(
+        "select t.id, (select count(*) from entries e where e.transaction_id = t.id)
+           from transactions t where t.id = any($1)",
+    )
+    .bind(&ids)
+    .fetch_all(&mut primary)
+    .await
+    .unwrap();
+    assert_eq!(
+        stored.len(),
+        sent.len(),
+        "every acknowledged transfer is stored"
+    );
+    assert!(
+        stored.iter().all(|(_, entries)| *entries == 2),
+        "two entries each"
+    );
+
+    // Money conserved, and each wallet holds exactly what its acknowledged transfers say.
+    let mut expected: BTreeMap<&str, i64> = wallets.iter().map(|w| (w.as_str(), FUNDING)).collect();
+    for s in sent {
+        *expected.get_mut(s.from.as_str()).unwrap() -= s.amount;
+        *expected.get_mut(s.to.as_str()).unwrap() += s.amount;
+    }
+    let mut actual = BTreeMap::new();
+    for wallet in wallets.iter() {
+        actual.insert(wallet.as_str(), api.posted_balance(wallet).await);
+    }
+    assert_eq!(actual, expected);
+    assert_eq!(actual.values().sum::<i64>(), FUNDING * WALLETS as i64);
+    primary
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lost_primary_loses_no_acknowledged_transfer_and_rejoins_as_a_standby() {
     let _turn = one_at_a_time().await;
@@ -87,22 +155,7 @@ async fn a_lost_primary_loses_no_acknowledged_transfer_and_rejoins_as_a_standby(
     // Traffic goes on until every client had a few answers from the new primary.
     tokio::time::sleep(Duration::from_secs(5)).await;
     stop.store(true, Ordering::Relaxed);
-    let mut sent = Vec::new();
-    for c in clients {
-        sent.extend(c.await.expect("a client ran to its end"));
-    }
-
-    let other_5xx: Vec<&String> = sent.iter().flat_map(|s| &s.answer.other_5xx).collect();
-    assert!(other_5xx.is_empty(), "5xx other than 503: {other_5xx:?}");
-    let refused: Vec<String> = sent
-        .iter()
-        .filter(|s| !(200..300).contains(&s.answer.status))
-        .map(|s| format!("{} {}", s.answer.status, s.answer.body))
-        .collect();
-    assert!(
-        refused.is_empty(),
-        "every transfer ends accepted: {refused:?}"
-    );
+    let sent = all_accepted(clients).await;
     let retried = sent.iter().filter(|s| s.answer.retries > 0).count();
     let retries: u32 = sent.iter().map(|s| s.answer.retries).sum();
     let first_after = sent
@@ -119,39 +172,7 @@ async fn a_lost_primary_loses_no_acknowledged_transfer_and_rejoins_as_a_standby(
         (first_after - killed_at).as_secs_f64(),
     ));
 
-    // Every acknowledged transfer is on the new primary exactly once, with its two entries.
-    let mut primary = PgConnection::connect(&ha.node_url(new_port)).await.unwrap();
-    let ids: Vec<Uuid> = sent.iter().map(|s| s.id).collect();
-    let stored: Vec<(Uuid, i64)> = sqlx::query_as(
-        "select t.id, (select count(*) from entries e where e.transaction_id = t.id)
-           from transactions t where t.id = any($1)",
-    )
-    .bind(&ids)
-    .fetch_all(&mut primary)
-    .await
-    .unwrap();
-    assert_eq!(
-        stored.len(),
-        sent.len(),
-        "every acknowledged transfer is stored"
-    );
-    assert!(
-        stored.iter().all(|(_, entries)| *entries == 2),
-        "two entries each"
-    );
-
-    // Money conserved, and each wallet holds exactly what its acknowledged transfers say.
-    let mut expected: BTreeMap<&str, i64> = wallets.iter().map(|w| (w.as_str(), FUNDING)).collect();
-    for s in &sent {
-        *expected.get_mut(s.from.as_str()).unwrap() -= s.amount;
-        *expected.get_mut(s.to.as_str()).unwrap() += s.amount;
-    }
-    let mut actual = BTreeMap::new();
-    for wallet in wallets.iter() {
-        actual.insert(wallet.as_str(), api.posted_balance(wallet).await);
-    }
-    assert_eq!(actual, expected);
-    assert_eq!(actual.values().sum::<i64>(), FUNDING * WALLETS as i64);
+    let mut primary = assert_each_acknowledged_once(&ha, &api, &sent, &wallets, new_port).await;
 
     let verify = std::process::Command::new(BIN)
         .args(["verify", "--database-url", &ha.database_url])
@@ -214,4 +235,72 @@ async fn a_lost_primary_loses_no_acknowledged_transfer_and_rejoins_as_a_standby(
         "serve logged the switch: {}",
         crate::stream_support::last_lines(&log, 40)
     );
+}
+
+/// Issue 34, item 0: the primary's machine freezes (a paused VM, a stuck disk) instead of
+/// dying. Its kernel keeps the connections open and acknowledges every packet, so nothing at
+/// the TCP level fails: writes must still resume on the promoted standby while it is frozen,
+/// each acknowledged transfer stored exactly once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_frozen_primary_does_not_hold_writes_after_the_promotion() {
+    const WRITERS: usize = 8;
+    /// How long the old node stays frozen after the promotion: writes must resume within it.
+    const FROZEN_AFTER_PROMOTION: Duration = Duration::from_secs(15);
+    let _turn = one_at_a_time().await;
+    let ha = Topology::up("pg").await;
+    let api = Arc::new(Api::start(&ha.database_url).await);
+    let wallets: Vec<String> = (0..WALLETS).map(|i| format!("fz-w{i}")).collect();
+    for wallet in &wallets {
+        api.create_wallet(wallet).await;
+        api.fund(wallet, FUNDING).await;
+    }
+    let wallets = Arc::new(wallets);
+    let stop = Arc::new(AtomicBool::new(false));
+    let clients: Vec<_> = (0..WRITERS)
+        .map(|k| {
+            let seed = 0x7f4a_7c15 + k as u64;
+            tokio::spawn(client(api.clone(), wallets.clone(), seed, stop.clone()))
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let mut frozen = ha.freeze_pg_primary().await;
+    let frozen_at = Instant::now();
+    let (new, new_port) = ha.wait_pg_primary(&frozen.node).await;
+    let promoted_after = frozen_at.elapsed();
+    tokio::time::sleep(FROZEN_AFTER_PROMOTION).await;
+    stop.store(true, Ordering::Relaxed);
+    let thawed_at = Instant::now();
+    frozen.thaw();
+    let sent = all_accepted(clients).await;
+    // The first write acknowledged after the promotion was seen: one answered earlier could be
+    // a commit the old node made just before it froze.
+    let promoted_at = frozen_at + promoted_after;
+    let first_after = sent
+        .iter()
+        .map(|s| s.answer.at)
+        .filter(|at| *at > promoted_at)
+        .min()
+        .expect("answers after the promotion");
+    let resumed_after = first_after - frozen_at;
+    crate::report(&format!(
+        "{} transfers acknowledged; {} frozen, {new} promoted after {:.1} s; first 2xx {:.1} s \
+         after the freeze, with the old node still frozen for {:.1} s more",
+        sent.len(),
+        frozen.node,
+        promoted_after.as_secs_f64(),
+        resumed_after.as_secs_f64(),
+        thawed_at
+            .saturating_duration_since(first_after)
+            .as_secs_f64(),
+    ));
+    assert!(
+        first_after < thawed_at,
+        "no write succeeded while the old primary was frozen ({:.1} s after the promotion)",
+        FROZEN_AFTER_PROMOTION.as_secs_f64()
+    );
+    assert!(
+        resumed_after < Duration::from_secs(30),
+        "writes resumed {resumed_after:?} after the freeze"
+    );
+    assert_each_acknowledged_once(&ha, &api, &sent, &wallets, new_port).await;
 }

@@ -62,6 +62,23 @@ impl Topology {
             .await
     }
 
+    /// Freezes the primary's machine (SIGSTOP of its keeper, postmaster and backends, as a
+    /// paused VM): the guard thaws it when dropped, whatever the test did meanwhile.
+    pub async fn freeze_pg_primary(&self) -> Frozen {
+        let printed = self
+            .run(&["freeze-pg-primary"], Duration::from_secs(30))
+            .await;
+        let mut words = printed
+            .lines()
+            .last()
+            .unwrap_or_default()
+            .split_whitespace();
+        let node = words.next().expect("the frozen node's name").to_owned();
+        let pids: Vec<String> = words.map(str::to_owned).collect();
+        assert!(!pids.is_empty(), "no process frozen: {printed}");
+        Frozen { node, pids }
+    }
+
     /// Waits until a node other than `old` is primary and takes writes.
     pub async fn wait_pg_primary(&self, old: &str) -> (String, u16) {
         node_and_port(
@@ -120,6 +137,34 @@ impl Topology {
     /// A single-host URL of the data node on `port`.
     pub fn node_url(&self, port: u16) -> String {
         format!("postgres://postgres@127.0.0.1:{port}/wallet_ledger")
+    }
+}
+
+/// A frozen node: its processes stopped, until [`Frozen::thaw`] or the guard's drop.
+pub struct Frozen {
+    pub node: String,
+    pids: Vec<String>,
+}
+
+impl Frozen {
+    /// SIGCONT to every process frozen (idempotent).
+    pub fn thaw(&mut self) {
+        if self.pids.is_empty() {
+            return;
+        }
+        let _ = std::process::Command::new("kill")
+            .arg("-CONT")
+            .args(&self.pids)
+            .stdin(Stdio::null())
+            .stderr(Stdio::null())
+            .status();
+        self.pids.clear();
+    }
+}
+
+impl Drop for Frozen {
+    fn drop(&mut self) {
+        self.thaw();
     }
 }
 

@@ -13,6 +13,9 @@ use crate::error::Error;
 use super::inner::{is_beyond_max_lifetime, DecrementSizeGuard, PoolInner};
 use crate::pool::options::PoolConnectionMetadata;
 
+/// wallet-ledger patch: see `return_to_pool`.
+const RELEASE_PING_TIMEOUT: Duration = Duration::from_secs(5);
+
 const CLOSE_ON_DROP_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// A connection managed by a [`Pool`][crate::pool::Pool].
@@ -311,7 +314,13 @@ impl<DB: Database> Floating<DB, Live<DB>> {
         // returned to the pool; also of course, if it was dropped due to an error
         // this is simply a band-aid as SQLx-next connections should be able
         // to recover from cancellations
-        if let Err(error) = self.raw.ping().await {
+        // wallet-ledger patch: the ping is bounded. A server that stopped answering without
+        // closing the socket (a frozen process) would otherwise hold this task, and the
+        // connection's slot in the pool, until it answers again.
+        let pinged = crate::rt::timeout(RELEASE_PING_TIMEOUT, self.raw.ping())
+            .await
+            .unwrap_or_else(|_| Err(crate::Error::PoolTimedOut));
+        if let Err(error) = pinged {
             tracing::warn!(
                 %error,
                 "error occurred while testing the connection on-release",

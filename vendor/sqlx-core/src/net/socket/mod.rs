@@ -193,6 +193,9 @@ pub async fn connect_tcp<Ws: WithSocket>(
         // TCP_NODELAY, Nagle's algorithm holds the tail of a multi-segment message until the
         // server's delayed ACK (40 ms on Linux) arrives, so every large statement took 40 ms.
         stream.set_nodelay(true)?;
+        // wallet-ledger patch: keepalives, TCP_USER_TIMEOUT, and a handle the application
+        // can cut the socket with (`sever_tcp`); see `net/severable.rs`.
+        let stream = super::severable::register(stream, host, port)?;
         return Ok(with_socket.with_socket(stream).await);
     }
 
