@@ -32,6 +32,11 @@
 #                                answers ROLE as master; prints its port; exit 1 after SECS (90)
 #   restart-redis PORT           start the killed redis-server of PORT again, as a replica of the
 #                                current master; waits until its link is up
+#   freeze-redis-master          SIGSTOP the current master's redis-server (a paused VM); prints
+#                                "PORT PID..." (SIGCONT those pids to thaw it)
+#   wait-redis-replica PORT [SECS]
+#                                wait until the server of PORT (a thawed old master) replicates
+#                                the current master; exit 1 after SECS (default 90)
 #
 # HA_DIR (default /tmp/wallet-ledger-ha) is the folder: pg/ and redis/ each hold a `ports` file,
 # logs, pid files and data. Several HA_DIRs can run side by side: ports are picked free and
@@ -762,6 +767,35 @@ kill_redis_master() {
     echo "$port"
 }
 
+# SIGSTOPs the current master's redis-server (a paused VM: its socket stays open, nothing
+# answers); prints "PORT PID..." (SIGCONT those pids to thaw it).
+freeze_redis_master() {
+    local port pids
+    load_redis_ports
+    port=$(redis_master)
+    case " ${SERVERS[*]} " in *" $port "*) ;; *) die "master $port is not one of ours" ;; esac
+    pids=$(server_pids "$port" | sort -un)
+    [ -n "$pids" ] || die "no redis-server runs on $port"
+    # shellcheck disable=SC2086
+    kill -STOP $pids
+    echo "$port" $pids
+}
+
+# Waits until the server of PORT (a thawed old master) replicates the master the Sentinels
+# agree on: they turn a master that comes back after a failover into a replica.
+redis_wait_replica() { # port seconds
+    local port=$1 deadline=$((SECONDS + ${2:-90})) master
+    load_redis_ports
+    while [ "$SECONDS" -lt "$deadline" ]; do
+        master=$(majority_master)
+        if [ -n "$master" ] && [ "$master" != "$port" ] && redis_replica_ready "$port" "$master"; then
+            return 0
+        fi
+        sleep 0.2
+    done
+    die "redis $port did not become a replica within ${2:-90}s"
+}
+
 redis_wait_master() { # old-port seconds
     local old=$1 deadline=$((SECONDS + ${2:-90})) master
     load_redis_ports
@@ -866,6 +900,8 @@ case "${1:-}" in
     kill-redis-master) lock_folder "$HA_DIR" && kill_redis_master ;;
     wait-redis-master) [ -n "${2:-}" ] || die "usage: $0 wait-redis-master OLD_PORT [SECONDS]"; redis_wait_master "$2" "${3:-90}" ;;
     restart-redis) lock_folder "$HA_DIR" && restart_redis "${2:-}" ;;
+    freeze-redis-master) lock_folder "$HA_DIR" && freeze_redis_master ;;
+    wait-redis-replica) [ -n "${2:-}" ] || die "usage: $0 wait-redis-replica PORT [SECONDS]"; redis_wait_replica "$2" "${3:-90}" ;;
     *)
         sed -n '/^# Subcommands/,/^#$/p' "$0" >&2
         exit 2

@@ -1,5 +1,8 @@
 //! Tests 3 and 4 of issue 19: payment events flow through the consumer while the Redis master
 //! is lost (and, in test 4, the PostgreSQL primary with it); Sentinel promotes the replica.
+//! Issue 34: the same with a master frozen rather than killed (a paused VM: its socket stays
+//! open and nothing answers), where the consumer must go on from the new master while the
+//! old one is still frozen.
 //! The producer counts an event as sent only once `WAIT 1` said a replica has it, and sends
 //! it again (same event id) until then, as a producer that must not lose a payment does.
 
@@ -26,7 +29,16 @@ async fn a_lost_redis_master_loses_no_confirmed_event_and_applies_none_twice() {
     let _turn = one_at_a_time().await;
     let ha = Topology::up("redis").await;
     let app = TestApp::new().await;
-    payments_through_a_failover(&ha, &app.database_url, false).await;
+    payments_through_a_failover(&ha, &app.database_url, RedisLoss::Kill, false).await;
+    app.finish().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_frozen_redis_master_does_not_hold_the_consumer_after_the_promotion() {
+    let _turn = one_at_a_time().await;
+    let ha = Topology::up("redis").await;
+    let app = TestApp::new().await;
+    payments_through_a_failover(&ha, &app.database_url, RedisLoss::Freeze, false).await;
     app.finish().await;
 }
 
@@ -34,10 +46,24 @@ async fn a_lost_redis_master_loses_no_confirmed_event_and_applies_none_twice() {
 async fn losing_the_redis_master_and_the_postgres_primary_at_once_loses_nothing() {
     let _turn = one_at_a_time().await;
     let ha = Topology::up("all").await;
-    payments_through_a_failover(&ha, &ha.database_url.clone(), true).await;
+    payments_through_a_failover(&ha, &ha.database_url.clone(), RedisLoss::Kill, true).await;
 }
 
-async fn payments_through_a_failover(ha: &Topology, database_url: &str, lose_postgres: bool) {
+/// How the Redis master is lost.
+#[derive(Clone, Copy, PartialEq)]
+enum RedisLoss {
+    /// SIGKILL: its connections break at once.
+    Kill,
+    /// SIGSTOP: its connections stay open and nothing answers until it is thawed.
+    Freeze,
+}
+
+async fn payments_through_a_failover(
+    ha: &Topology,
+    database_url: &str,
+    loss: RedisLoss,
+    lose_postgres: bool,
+) {
     let api = Api::start(database_url).await;
     let wallets: Vec<String> = (0..8).map(|i| format!("ha-p{i}")).collect();
     for wallet in &wallets {
@@ -82,7 +108,16 @@ async fn payments_through_a_failover(ha: &Topology, database_url: &str, lose_pos
     let producer = tokio::spawn(producer.run(stop_producing.clone()));
     tokio::time::sleep(Duration::from_millis(1_500)).await;
 
-    let old_master = ha.kill_redis_master().await;
+    let mut frozen = None;
+    let old_master = match loss {
+        RedisLoss::Kill => ha.kill_redis_master().await,
+        RedisLoss::Freeze => {
+            let guard = ha.freeze_redis_master().await;
+            let port = guard.node.parse().expect("a port");
+            frozen = Some(guard);
+            port
+        }
+    };
     let killed_at = Instant::now();
     let old_primary = if lose_postgres {
         Some(ha.kill_pg_primary().await)
@@ -91,8 +126,27 @@ async fn payments_through_a_failover(ha: &Topology, database_url: &str, lose_pos
     };
     let new_master = ha.wait_redis_master(old_master).await;
     let redis_after = killed_at.elapsed();
-    // A replica again, so that `WAIT 1` can confirm what is sent from now on.
-    ha.restart_redis(old_master).await;
+    let mut applied_while_frozen = None;
+    if let Some(mut guard) = frozen.take() {
+        // The producer's events reach the new master (unconfirmed: it has no replica while
+        // the old master is frozen, so they are sent again later) and the consumer, which
+        // followed it, applies them: money moves before the old master thaws.
+        let at_promotion = total(&balances(&api, &wallets).await);
+        let moved = eventually(Duration::from_secs(20), || async {
+            total(&balances(&api, &wallets).await) > at_promotion
+        })
+        .await;
+        applied_while_frozen = Some(killed_at.elapsed());
+        assert!(
+            moved,
+            "nothing applied from the new master while the old one was frozen"
+        );
+        guard.thaw();
+        ha.wait_redis_replica(old_master).await;
+    } else {
+        // A replica again, so that `WAIT 1` can confirm what is sent from now on.
+        ha.restart_redis(old_master).await;
+    }
     if let Some(old) = &old_primary {
         ha.wait_pg_primary(old).await;
     }
@@ -135,9 +189,18 @@ async fn payments_through_a_failover(ha: &Topology, database_url: &str, lose_pos
     );
     crate::report(&format!(
         "{} payments applied once each, {duplicates} copies absorbed; Redis master \
-         {old_master} -> {new_master} after {:.1} s{}",
+         {old_master} {} -> {new_master} after {:.1} s{}{}",
         payments.len(),
+        if loss == RedisLoss::Freeze {
+            "frozen"
+        } else {
+            "lost"
+        },
         redis_after.as_secs_f64(),
+        applied_while_frozen.map_or(String::new(), |t| format!(
+            ", money moved {:.1} s after the freeze with the old master still frozen",
+            t.as_secs_f64()
+        )),
         if lose_postgres {
             format!(
                 ", PostgreSQL primary {} replaced after {:.1} s",
@@ -149,6 +212,10 @@ async fn payments_through_a_failover(ha: &Topology, database_url: &str, lose_pos
         }
     ));
     let (_, _) = api.server.stop().await;
+}
+
+fn total(balances: &BTreeMap<String, i64>) -> i64 {
+    balances.values().sum()
 }
 
 async fn balances(api: &Api, wallets: &[String]) -> BTreeMap<String, i64> {

@@ -65,18 +65,31 @@ impl Topology {
     /// Freezes the primary's machine (SIGSTOP of its keeper, postmaster and backends, as a
     /// paused VM): the guard thaws it when dropped, whatever the test did meanwhile.
     pub async fn freeze_pg_primary(&self) -> Frozen {
-        let printed = self
-            .run(&["freeze-pg-primary"], Duration::from_secs(30))
-            .await;
-        let mut words = printed
-            .lines()
-            .last()
-            .unwrap_or_default()
-            .split_whitespace();
-        let node = words.next().expect("the frozen node's name").to_owned();
-        let pids: Vec<String> = words.map(str::to_owned).collect();
-        assert!(!pids.is_empty(), "no process frozen: {printed}");
-        Frozen { node, pids }
+        Frozen::from_printed(
+            &self
+                .run(&["freeze-pg-primary"], Duration::from_secs(30))
+                .await,
+        )
+    }
+
+    /// Freezes the Redis master's server (SIGSTOP, as a paused VM); `Frozen::node` is its
+    /// port. The guard thaws it when dropped.
+    pub async fn freeze_redis_master(&self) -> Frozen {
+        Frozen::from_printed(
+            &self
+                .run(&["freeze-redis-master"], Duration::from_secs(30))
+                .await,
+        )
+    }
+
+    /// Waits until the Redis server of `port` (a thawed old master) is a replica again.
+    pub async fn wait_redis_replica(&self, port: u16) {
+        let port = port.to_string();
+        self.run(
+            &["wait-redis-replica", &port, "90"],
+            Duration::from_secs(100),
+        )
+        .await;
     }
 
     /// Waits until a node other than `old` is primary and takes writes.
@@ -147,6 +160,19 @@ pub struct Frozen {
 }
 
 impl Frozen {
+    /// From ha.sh's last line: "NODE PID...".
+    fn from_printed(printed: &str) -> Frozen {
+        let mut words = printed
+            .lines()
+            .last()
+            .unwrap_or_default()
+            .split_whitespace();
+        let node = words.next().expect("the frozen node's name").to_owned();
+        let pids: Vec<String> = words.map(str::to_owned).collect();
+        assert!(!pids.is_empty(), "no process frozen: {printed}");
+        Frozen { node, pids }
+    }
+
     /// SIGCONT to every process frozen (idempotent).
     pub fn thaw(&mut self) {
         if self.pids.is_empty() {
