@@ -559,7 +559,7 @@ CREATE TABLE public.webhook_subscriptions (
     updated_at timestamp with time zone NOT NULL,
     rotation_key uuid,
     created_snapshot pg_snapshot DEFAULT pg_current_snapshot(),
-    CONSTRAINT webhook_subscriptions_secrets_check CHECK (((cardinality(secrets) >= 1) AND (cardinality(secrets) <= 2))),
+    CONSTRAINT webhook_subscriptions_secrets_check CHECK ((((cardinality(secrets) >= 1) AND (cardinality(secrets) <= 2)) OR ((status = 'deleted'::text) AND (cardinality(secrets) = 0)))),
     CONSTRAINT webhook_subscriptions_status_check CHECK ((status = ANY (ARRAY['active'::text, 'deleted'::text]))),
     CONSTRAINT webhook_subscriptions_url_check CHECK (((length(url) >= 1) AND (length(url) <= 2048)))
 );

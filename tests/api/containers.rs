@@ -93,7 +93,10 @@ fn parse_help(text: &str) -> Help {
         let mut rest = line;
         while let Some(at) = rest.find("[env: ") {
             rest = &rest[at + "[env: ".len()..];
-            let end = rest.find('=').expect("`[env: NAME=` has a `=`");
+            // `[env: NAME=value]`, or `[env: NAME]` where the value is hidden (secrets).
+            let end = rest
+                .find(['=', ']'])
+                .expect("`[env: NAME` ends with `=` or `]`");
             help.env.insert(rest[..end].to_owned());
         }
     }
