@@ -332,16 +332,16 @@ async fn pool(
             })
         });
     if let Some(primary) = primary {
-        // With several hosts, a connection that reached a standby (the primary moved and its
-        // successor is not known yet) is refused; the pool tries again, with the new primary's
-        // address once it is found.
+        // With several hosts, a connection that reached a standby or a read-only node (the
+        // primary moved and its successor is not known or not writable yet) is refused; the
+        // pool tries again, with the new primary's address once it is found.
         pool = pool.after_connect(move |conn, _meta| {
             let primary = primary.clone();
             Box::pin(async move {
-                if primary::in_recovery(conn).await? {
+                if !primary::takes_writes(conn).await? {
                     primary.suspect();
                     return Err(sqlx::Error::Protocol(
-                        "connected to a standby, not the primary".into(),
+                        "connected to a standby or a read-only node, not the primary".into(),
                     ));
                 }
                 Ok(())

@@ -240,11 +240,34 @@ pub async fn sync_standby(conn: &mut PgConnection) -> Result<SyncStandby, sqlx::
 const SYNC_STANDBY: &str = "select current_setting('synchronous_standby_names') <> ''
        and exists (select 1 from pg_stat_replication where sync_state in ('sync', 'quorum'))";
 
-/// Whether `conn` is on a node in recovery (a standby), which cannot take writes.
-pub async fn in_recovery(conn: &mut PgConnection) -> Result<bool, sqlx::Error> {
-    sqlx::query_scalar("select pg_is_in_recovery()")
-        .fetch_one(conn)
-        .await
+/// Commits a transaction that takes a transaction id: the round trip of a write (its commit
+/// record waits for the synchronous standby) without a row. Says on the way whether commits
+/// wait for a synchronous standby. Fails on a standby (no transaction id in recovery) and on
+/// a read-only node (no row: `RowNotFound`).
+pub async fn commits(conn: &mut PgConnection) -> Result<SyncStandby, sqlx::Error> {
+    use sqlx::Connection;
+    let mut tx = conn.begin().await?;
+    // A read-only transaction takes a transaction id too: refuse it here, as writes would be.
+    sqlx::query(
+        "select pg_current_xact_id() where not current_setting('transaction_read_only')::bool",
+    )
+    .fetch_one(&mut *tx)
+    .await?;
+    let sync = sync_standby(&mut tx).await?;
+    tx.commit().await?;
+    Ok(sync)
+}
+
+/// Whether `conn`'s node takes writes: not in recovery (a standby), and not read-only. A
+/// standby pg_auto_failover has just promoted leaves recovery some seconds before it lets
+/// sessions write (`default_transaction_read_only` until the monitor makes it primary): a
+/// switch to it then would only trade a frozen primary's timeouts for read-only errors.
+pub async fn takes_writes(conn: &mut PgConnection) -> Result<bool, sqlx::Error> {
+    sqlx::query_scalar(
+        "select not pg_is_in_recovery() and not current_setting('transaction_read_only')::bool",
+    )
+    .fetch_one(conn)
+    .await
 }
 
 async fn probe(host: &PgConnectOptions) -> HostState {
@@ -257,10 +280,10 @@ async fn probe(host: &PgConnectOptions) -> HostState {
             }
             other => other?,
         };
-        let state = if in_recovery(&mut conn).await? {
-            HostState::Standby
-        } else {
+        let state = if takes_writes(&mut conn).await? {
             HostState::Writable(sync_standby(&mut conn).await?)
+        } else {
+            HostState::Standby
         };
         let _ = conn.close().await;
         Ok::<_, sqlx::Error>(state)

@@ -3,6 +3,7 @@
 use super::AppState;
 use super::error::Result;
 use super::responses::json;
+use crate::db::primary::{self, SyncStandby};
 use crate::outbox::stream::Feed;
 use crate::problem::Problem;
 use axum::extract::State;
@@ -12,7 +13,7 @@ use serde::Serialize;
 use std::time::Duration;
 use utoipa::ToSchema;
 
-/// How long readiness waits for the database before saying no.
+/// How long readiness waits for a commit before saying no.
 const READINESS_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// The body of `/healthz`.
@@ -66,16 +67,11 @@ pub async fn healthz() -> Result<Response> {
 }
 
 #[utoipa::path(get, path = "/readyz", tag = "operations",
-    responses((status = 200, description = "the database answers; `database.synchronous_standby` says whether its commits wait for a synchronous standby (`database.primary`, with several hosts, names the one written to); `events_stream` (`up` or `down`, with `--events-stream`) says whether the optional outbound feed publishes, and never makes the API unready", body = Readiness),
-        (status = 503, description = "it does not", body = Problem, content_type = "application/problem+json")))]
+    responses((status = 200, description = "a write commits (a transaction that takes a transaction id, no row written, within 2 s); `database.synchronous_standby` says whether its commits wait for a synchronous standby (`database.primary`, with several hosts, names the one written to); `events_stream` (`up` or `down`, with `--events-stream`) says whether the optional outbound feed publishes, and never makes the API unready", body = Readiness),
+        (status = 503, description = "no commit within 2 s (no primary, a frozen one, a promoted standby whose commits still wait for a synchronous standby)", body = Problem, content_type = "application/problem+json")))]
 pub async fn readyz(State(state): State<AppState>) -> Result<Response> {
-    // The ping also asks whether commits wait for a synchronous standby.
-    let ping = async {
-        let mut conn = state.pool.acquire().await?;
-        crate::db::primary::sync_standby(&mut conn).await
-    };
-    match tokio::time::timeout(READINESS_TIMEOUT, ping).await {
-        Ok(Ok(sync)) => {
+    match commit_probe(&state.pool).await {
+        Ok(sync) => {
             let database = DatabaseReadiness {
                 synchronous_standby: sync.as_json().as_bool(),
                 primary: state.primary.as_ref().map(|p| p.describe()),
@@ -93,8 +89,31 @@ pub async fn readyz(State(state): State<AppState>) -> Result<Response> {
             READYZ_LOG.record(true, "");
             json(StatusCode::OK, &body)
         }
-        Ok(Err(e)) => Ok(not_ready(&e.to_string())),
-        Err(_) => Ok(not_ready("database did not answer in time")),
+        Err(why) => Ok(not_ready(&why)),
+    }
+}
+
+/// Ready means a write can commit now, not merely that the database answers: a promoted
+/// standby answers reads while its commits still wait for a synchronous standby that is gone
+/// (until the monitor relaxes it), and a frozen primary answers nothing. So the probe commits
+/// a transaction that takes a transaction id (a commit record, which waits for the
+/// synchronous standby like every write; no row is written) within READINESS_TIMEOUT, and
+/// asks on the way whether commits wait for a synchronous standby. A probe that times out
+/// drops its connection rather than hand a session stuck in COMMIT back to the pool.
+async fn commit_probe(pool: &sqlx::PgPool) -> std::result::Result<SyncStandby, String> {
+    let deadline = tokio::time::Instant::now() + READINESS_TIMEOUT;
+    let acquired = tokio::time::timeout_at(deadline, pool.acquire()).await;
+    let mut conn = match acquired {
+        Ok(Ok(conn)) => conn,
+        Ok(Err(e)) => return Err(e.to_string()),
+        Err(_) => return Err("no database connection in time".into()),
+    };
+    match tokio::time::timeout_at(deadline, primary::commits(&mut conn)).await {
+        Ok(result) => result.map_err(|e| e.to_string()),
+        Err(_) => {
+            drop(conn.detach());
+            Err("a commit did not complete in time".into())
+        }
     }
 }
 

@@ -127,6 +127,13 @@ impl Api {
         }
     }
 
+    /// One `GET /readyz`, no retry: its status, or `None` when nothing answered in 5 s.
+    pub async fn readiness(&self) -> Option<u16> {
+        let request = self.http.get(format!("{}/readyz", self.base));
+        let response = request.timeout(Duration::from_secs(5)).send().await.ok()?;
+        Some(response.status().as_u16())
+    }
+
     pub async fn post(&self, path: &str, body: &Value) -> Answer {
         self.send(reqwest::Method::POST, path, Some(body)).await
     }

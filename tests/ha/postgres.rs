@@ -265,10 +265,12 @@ async fn a_frozen_primary_does_not_hold_writes_after_the_promotion() {
     tokio::time::sleep(Duration::from_secs(3)).await;
     let mut frozen = ha.freeze_pg_primary().await;
     let frozen_at = Instant::now();
+    let readiness = tokio::spawn(readiness_answers(api.clone(), stop.clone()));
     let (new, new_port) = ha.wait_pg_primary(&frozen.node).await;
     let promoted_after = frozen_at.elapsed();
     tokio::time::sleep(FROZEN_AFTER_PROMOTION).await;
     stop.store(true, Ordering::Relaxed);
+    let readiness = readiness.await.expect("the readiness poller ran");
     let thawed_at = Instant::now();
     frozen.thaw();
     let sent = all_accepted(clients).await;
@@ -302,5 +304,53 @@ async fn a_frozen_primary_does_not_hold_writes_after_the_promotion() {
         resumed_after < Duration::from_secs(30),
         "writes resumed {resumed_after:?} after the freeze"
     );
+    // Any 2xx a second past the freeze came from the new primary (the frozen node answers
+    // nothing); the promotion as ha.sh sees it may come later than the service's switch.
+    let first_write = sent
+        .iter()
+        .map(|s| s.answer.at)
+        .filter(|at| *at > frozen_at + Duration::from_secs(1))
+        .min()
+        .expect("answers after the freeze");
+    assert_ready_only_when_writes_succeed(&readiness, frozen_at, first_write);
     assert_each_acknowledged_once(&ha, &api, &sent, &wallets, new_port).await;
+}
+
+/// `/readyz` asked every 250 ms until `stop`: when, and its status (`None`: no answer).
+async fn readiness_answers(api: Arc<Api>, stop: Arc<AtomicBool>) -> Vec<(Instant, Option<u16>)> {
+    let mut answers = Vec::new();
+    while !stop.load(Ordering::Relaxed) {
+        let status = api.readiness().await;
+        answers.push((Instant::now(), status));
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    answers
+}
+
+/// Issue 34: `/readyz` must not say ready while no write can succeed. From the freeze (plus
+/// the 2 s a probe already under way may take) until writes resume, every readiness answer is
+/// "not ready" but for the last 3 s before the first write, and it says ready again by then.
+fn assert_ready_only_when_writes_succeed(
+    answers: &[(Instant, Option<u16>)],
+    frozen_at: Instant,
+    writes_resumed: Instant,
+) {
+    let lies: Vec<f64> = answers
+        .iter()
+        .filter(|(at, status)| {
+            *status == Some(200)
+                && *at > frozen_at + Duration::from_secs(3)
+                && *at + Duration::from_secs(3) < writes_resumed
+        })
+        .map(|(at, _)| (*at - frozen_at).as_secs_f64())
+        .collect();
+    assert!(
+        lies.is_empty(),
+        "/readyz said ready at {lies:?} s after the freeze, though writes resumed only after {:.1} s",
+        (writes_resumed - frozen_at).as_secs_f64()
+    );
+    let ready_again = answers
+        .iter()
+        .any(|(at, status)| *status == Some(200) && *at > writes_resumed);
+    assert!(ready_again, "/readyz said ready again once writes resumed");
 }
