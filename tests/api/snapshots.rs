@@ -3,7 +3,7 @@
 //! capture with the open-hold totals from after it.
 //!
 //! The model: the payer `w` only ever loses `available` (each hold reserves, each capture moves
-//! the reserved amount from `pending_out` to `posted`), and the payee `p` only ever gains
+//! the reserved amount from `pending_out` to `posted`), and the payee `payee` only ever gains
 //! `posted + pending_in`. So within one reader, reading one snapshot after another, `available`
 //! of `w` never rises and `posted + pending_in` of `p` never falls; a read mixing two
 //! snapshots breaks one of them by the captured amount.
@@ -23,7 +23,7 @@ const READERS: usize = 3;
 async fn capture_loop(app: Arc<TestApp>, amount: i64) {
     for _ in 0..CYCLES {
         let hold = json!({"id": Uuid::new_v4(), "status": "pending", "entries": [
-            {"account": "w", "amount": -amount}, {"account": "p", "amount": amount}]});
+            {"account": "w", "amount": -amount}, {"account": "payee", "amount": amount}]});
         let r = app.post("/v1/transactions", &hold).await;
         assert_eq!(r.status, StatusCode::CREATED, "{}", r.text);
         let id = r.body["id"].as_str().unwrap().to_owned();
@@ -45,7 +45,7 @@ async fn reader(app: Arc<TestApp>, running: Arc<AtomicBool>, path: &str) -> (usi
     let (mut w_available, mut p_incoming) = (i64::MAX, i64::MIN);
     while running.load(Ordering::Relaxed) {
         let w = app.get(&format!("/v1/accounts/w{path}")).await;
-        let p = app.get(&format!("/v1/accounts/p{path}")).await;
+        let p = app.get(&format!("/v1/accounts/payee{path}")).await;
         assert_eq!(w.status, StatusCode::OK, "{}", w.text);
         assert_eq!(p.status, StatusCode::OK, "{}", p.text);
         let available = figure(&w.body, "available");
@@ -69,7 +69,7 @@ async fn reader(app: Arc<TestApp>, running: Arc<AtomicBool>, path: &str) -> (usi
 async fn no_read_mixes_snapshots(path: &'static str) {
     let app = Arc::new(TestApp::new().await);
     app.create_wallet("w").await;
-    app.create_wallet("p").await;
+    app.create_wallet("payee").await;
     app.fund("w", 1_000_000_000).await;
     let running = Arc::new(AtomicBool::new(true));
     let readers: Vec<_> = (0..READERS)
@@ -91,7 +91,7 @@ async fn no_read_mixes_snapshots(path: &'static str) {
     assert!(reads > 0);
     assert_eq!(broken, 0, "{broken} of {reads} reads mixed two snapshots");
     let moved: i64 = (1..=LOOPS as i64).sum::<i64>() * CYCLES as i64;
-    assert_eq!(app.posted_balance("p").await, moved);
+    assert_eq!(app.posted_balance("payee").await, moved);
     Arc::into_inner(app).unwrap().finish().await;
 }
 

@@ -37,6 +37,8 @@ mod model;
 mod reconcile;
 #[path = "../api/reversals.rs"]
 mod reversals;
+#[path = "../api/snapshots.rs"]
+mod snapshots;
 #[allow(dead_code)]
 #[path = "../api/stream_support.rs"]
 mod stream_support;
