@@ -1,5 +1,5 @@
 //! Applying a batch of payment events in one database transaction, through the ledger's own
-//! write path (`posting::create_many_on`, `holds::resolve_on`, `reversals::plan`): the same
+//! write path (`posting::create_many_in`, `holds::resolve_on`, `reversals::plan`): the same
 //! journal rules, refusals and idempotency as the API.
 //!
 //! The payment id is the transaction's primary key, so a redelivered or resent event finds
@@ -13,7 +13,6 @@
 
 use super::event::{self, EventType, Fields, PaymentEvent};
 use crate::db::StoreError;
-use crate::db::citus::Engine;
 use crate::failpoint;
 use crate::ledger::holds::{self, Action, Resolution};
 use crate::ledger::ids::AccountId;
@@ -21,6 +20,7 @@ use crate::ledger::journal::{Journal, Leg};
 use crate::ledger::money::Currency;
 use crate::ledger::posting::{self, BatchResult, Mode};
 use crate::ledger::reversals::{self, Plan};
+use crate::ledger::store::{self, Db, Store};
 use crate::ledger::transactions::{
     ItemError, Kind, NewTransaction, RefusalCode, Requested, TransactionStatus, WriteError,
 };
@@ -28,7 +28,7 @@ use crate::ledger::{Created, now_micros};
 use crate::problem::FieldError;
 use chrono::TimeDelta;
 use serde_json::{Map, Value, json};
-use sqlx::{PgConnection, PgPool};
+use sqlx::PgPool;
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::sync::atomic::{AtomicI32, Ordering};
@@ -213,12 +213,11 @@ enum Step {
 /// An error means nothing was written (the transaction rolled back): the caller retries the
 /// whole batch, and no message is charged for it.
 pub async fn apply_batch(
-    pool: &PgPool,
-    engine: Engine,
+    store: &Store,
     messages: &[Message],
     settings: ApplySettings,
 ) -> Result<Vec<Outcome>, ApplyError> {
-    apply_batch_in(pool, engine, messages, settings, &BatchSession::default()).await
+    apply_batch_in(store, messages, settings, &BatchSession::default()).await
 }
 
 /// The database session a batch is being applied in, recorded as soon as it is known, so that
@@ -239,11 +238,9 @@ impl BatchSession {
     }
 }
 
-/// [`apply_batch`], recording its session in `session`. `engine` is the pool's (detected when
-/// it opened), so that a batch does not ask the catalog again.
+/// [`apply_batch`], recording its session in `session`.
 pub async fn apply_batch_in(
-    pool: &PgPool,
-    engine: Engine,
+    store: &Store,
     messages: &[Message],
     settings: ApplySettings,
     session: &BatchSession,
@@ -259,7 +256,7 @@ pub async fn apply_batch_in(
         }
     }
     if !events.is_empty() {
-        let mut conn = pool.acquire().await?;
+        let mut conn = store.pool().acquire().await?;
         let mut tx = sqlx::Connection::begin(&mut *conn).await?;
         let pid = match settings.statement_timeout {
             Some(limit) => {
@@ -283,7 +280,8 @@ pub async fn apply_batch_in(
             }
         };
         session.set(pid);
-        match apply_events(&mut tx, engine, &events, settings, &mut outcomes).await {
+        let applied = apply_events(&mut store.on(&mut tx), &events, settings, &mut outcomes).await;
+        match applied {
             Ok(()) => {
                 failpoint::hit(failpoint::CONSUMER_BEFORE_COMMIT);
                 tx.commit().await?;
@@ -309,9 +307,21 @@ pub async fn cancel(pool: &PgPool, pid: i32) -> Result<bool, sqlx::Error> {
         .await
 }
 
+/// What a batch knows while its waves are applied: read once, then kept current as waves lock
+/// and change payments.
+struct BatchState {
+    settings: ApplySettings,
+    wallet_currencies: HashMap<String, Currency>,
+    payments: HashMap<Uuid, Payment>,
+    /// Refunds this batch created, with their message's index.
+    refunds_done: HashMap<Uuid, usize>,
+}
+
+/// The holds a wave resolves: message index, event, action and the amount to capture.
+type Resolutions<'e> = Vec<(usize, &'e PaymentEvent, Action, Option<i64>)>;
+
 async fn apply_events(
-    tx: &mut PgConnection,
-    engine: Engine,
+    db: &mut Db<'_>,
     events: &[(usize, PaymentEvent)],
     settings: ApplySettings,
     outcomes: &mut [Option<Outcome>],
@@ -319,131 +329,174 @@ async fn apply_events(
     let mut wallets: Vec<String> = events.iter().map(|(_, e)| e.wallet.to_string()).collect();
     wallets.sort();
     wallets.dedup();
-    let wallet_currencies = wallet_currencies(tx, &wallets).await?;
+    let wallet_currencies = wallet_currencies(db, &wallets).await?;
     let mut payment_ids: Vec<Uuid> = events.iter().map(|(_, e)| e.payment_id).collect();
     payment_ids.sort();
     payment_ids.dedup();
     // Payments first, sorted, then (in the write path) wallets, sorted: every consumer takes
     // its locks in the same order.
-    let mut payments = lock_payments(tx, engine, &payment_ids).await?;
-    let mut refunds_done: HashMap<Uuid, usize> = HashMap::new();
+    let payments = lock_payments(db, &payment_ids).await?;
+    let mut state = BatchState {
+        settings,
+        wallet_currencies,
+        payments,
+        refunds_done: HashMap::new(),
+    };
 
     let waves = waves(events);
     let wave_count = waves.len();
     for (wave_number, wave) in waves.into_iter().enumerate() {
-        let by_index: HashMap<usize, &PaymentEvent> = wave.iter().copied().collect();
-        let mut creates: Vec<(usize, NewTransaction, Effect)> = Vec::new();
-        let mut resolutions: Vec<(usize, &PaymentEvent, Action, Option<i64>)> = Vec::new();
-        for &(index, event) in &wave {
-            let wallet_currency = wallet_currencies.get(event.wallet.as_str()).copied();
-            match decide(
-                event,
-                payments.get(&event.payment_id),
-                wallet_currency,
-                settings,
-            ) {
-                Step::Create(new) => {
-                    let effect = match new.status {
-                        Requested::Posted => Effect::Posted,
-                        Requested::Pending { .. } => Effect::Held,
-                        Requested::Voided => Effect::RecordedFailed,
-                    };
-                    creates.push((index, *new, effect));
-                }
-                Step::Resolve(action, amount) => resolutions.push((index, event, action, amount)),
-                Step::Refund => match refund(tx, event).await? {
-                    Ok(new) => creates.push((index, new, Effect::Refunded { negative: false })),
-                    Err(outcome) => outcomes[index] = Some(outcome),
-                },
-                Step::Done(outcome) => outcomes[index] = Some(outcome),
-            }
-        }
-
+        let (creates, mut resolutions) = decide_wave(db, &state, &wave, outcomes).await?;
         if !creates.is_empty() {
-            let items: Vec<NewTransaction> = creates.iter().map(|(_, n, _)| n.clone()).collect();
-            let results = match posting::create_many_on(tx, engine, &items, Mode::Independent).await
-            {
-                Ok(BatchResult::Done(results)) => results,
-                Ok(BatchResult::Failed { .. }) => {
-                    unreachable!("independent mode never fails a batch")
-                }
-                Err(WriteError::Database(e)) => return Err(e.into()),
-                Err(WriteError::Contention) => return Err(ApplyError::Contention),
-                // The consumer runs outside any request, so no caller gates its COMMIT.
-                Err(WriteError::CallerGone) => return Err(ApplyError::Abandoned),
-                Err(WriteError::Item(_)) => unreachable!("item errors come back per item"),
-            };
-            let mut contested: Vec<(usize, &PaymentEvent)> = Vec::new();
-            for ((index, new, effect), result) in creates.into_iter().zip(results) {
-                let refund = matches!(effect, Effect::Refunded { .. });
-                if refund && matches!(result, Ok(Created::New { .. })) {
-                    refunds_done.insert(new.id, index);
-                }
-                if !refund && stored_by_another(&result) {
-                    contested.push((index, by_index[&index]));
-                } else {
-                    outcomes[index] = Some(created_outcome(result, effect));
-                }
-            }
-            // Another writer (a worker of this group, another consumer, the API) stored these
-            // payments after this batch found them absent: what the event does is decided
-            // again from the stored payment, under its lock, by the same table. Comparing the
-            // whole stored request instead would call the event's own id a mismatch, and a
-            // capture racing its authorization would leave the hold pending.
-            if !contested.is_empty() {
-                let mut ids: Vec<Uuid> = contested.iter().map(|(_, e)| e.payment_id).collect();
-                ids.sort();
-                ids.dedup();
-                payments.extend(lock_payments(tx, engine, &ids).await?);
-                for (index, event) in contested {
-                    let wallet_currency = wallet_currencies.get(event.wallet.as_str()).copied();
-                    let stored = payments.get(&event.payment_id);
-                    match decide(event, stored, wallet_currency, settings) {
-                        Step::Resolve(action, amount) => {
-                            resolutions.push((index, event, action, amount))
-                        }
-                        Step::Done(outcome) => outcomes[index] = Some(outcome),
-                        // The id is stored but not as a payment this table knows.
-                        Step::Create(_) | Step::Refund => {
-                            outcomes[index] = Some(Outcome::dead(
-                                Reason::ConflictingState,
-                                format!(
-                                    "transaction {} is stored, but not as a payment",
-                                    event.payment_id
-                                ),
-                            ))
-                        }
-                    }
-                }
-            }
+            create_wave(db, &mut state, &wave, creates, &mut resolutions, outcomes).await?;
         }
         if wave_number == 0 {
             failpoint::hit(failpoint::CONSUMER_MID_BATCH);
         }
-
-        // Captures and voids lock the hold, then its wallets; sorted by wallet so that two
-        // consumers meet their wallets in one order.
-        resolutions.sort_by(|a, b| {
-            (a.1.wallet.as_str(), a.1.payment_id).cmp(&(b.1.wallet.as_str(), b.1.payment_id))
-        });
-        for (index, event, action, amount) in resolutions {
-            let resolution =
-                holds::resolve_on(tx, engine, event.payment_id, action, amount).await?;
-            outcomes[index] = Some(resolved_outcome(resolution, action));
-        }
+        resolve_wave(db, resolutions, outcomes).await?;
 
         // The next wave, if any, sees what this one did.
         if wave_number + 1 < wave_count {
             let mut touched: Vec<Uuid> = wave.iter().map(|(_, e)| e.payment_id).collect();
             touched.sort();
-            payments.extend(lock_payments(tx, engine, &touched).await?);
+            state.payments.extend(lock_payments(db, &touched).await?);
         }
     }
 
-    for (refund_id, index) in overdrawn_by(tx, &refunds_done).await? {
+    for (refund_id, index) in overdrawn_by(db, &state.refunds_done).await? {
         tracing::warn!(%refund_id, "a provider refund took the wallet below zero");
         metrics::counter!("wallet_ledger_consumer_negative_balances_total").increment(1);
         outcomes[index] = Some(Outcome::Applied(Effect::Refunded { negative: true }));
+    }
+    Ok(())
+}
+
+/// Decides each event of `wave` against its payment: the creations to write, the holds to
+/// resolve; the events already answered get their outcome.
+async fn decide_wave<'e>(
+    db: &mut Db<'_>,
+    state: &BatchState,
+    wave: &[(usize, &'e PaymentEvent)],
+    outcomes: &mut [Option<Outcome>],
+) -> Result<(Vec<(usize, NewTransaction, Effect)>, Resolutions<'e>), ApplyError> {
+    let mut creates: Vec<(usize, NewTransaction, Effect)> = Vec::new();
+    let mut resolutions: Resolutions<'e> = Vec::new();
+    for &(index, event) in wave {
+        let wallet_currency = state.wallet_currencies.get(event.wallet.as_str()).copied();
+        let payment = state.payments.get(&event.payment_id);
+        match decide(event, payment, wallet_currency, state.settings) {
+            Step::Create(new) => {
+                let effect = match new.status {
+                    Requested::Posted => Effect::Posted,
+                    Requested::Pending { .. } => Effect::Held,
+                    Requested::Voided => Effect::RecordedFailed,
+                };
+                creates.push((index, *new, effect));
+            }
+            Step::Resolve(action, amount) => resolutions.push((index, event, action, amount)),
+            Step::Refund => match refund(db, event).await? {
+                Ok(new) => creates.push((index, new, Effect::Refunded { negative: false })),
+                Err(outcome) => outcomes[index] = Some(outcome),
+            },
+            Step::Done(outcome) => outcomes[index] = Some(outcome),
+        }
+    }
+    Ok((creates, resolutions))
+}
+
+/// Writes a wave's creations as one set; a payment another writer stored meanwhile is decided
+/// again and may join `resolutions`.
+async fn create_wave<'e>(
+    db: &mut Db<'_>,
+    state: &mut BatchState,
+    wave: &[(usize, &'e PaymentEvent)],
+    creates: Vec<(usize, NewTransaction, Effect)>,
+    resolutions: &mut Resolutions<'e>,
+    outcomes: &mut [Option<Outcome>],
+) -> Result<(), ApplyError> {
+    let by_index: HashMap<usize, &PaymentEvent> = wave.iter().copied().collect();
+    let items: Vec<NewTransaction> = creates.iter().map(|(_, n, _)| n.clone()).collect();
+    let results = match posting::create_many_in(db, &items, Mode::Independent).await {
+        Ok(BatchResult::Done(results)) => results,
+        Ok(BatchResult::Failed { .. }) => {
+            unreachable!("independent mode never fails a batch")
+        }
+        Err(WriteError::Database(e)) => return Err(e.into()),
+        Err(WriteError::Contention) => return Err(ApplyError::Contention),
+        // The consumer runs outside any request, so no caller gates its COMMIT.
+        Err(WriteError::CallerGone) => return Err(ApplyError::Abandoned),
+        Err(WriteError::Item(_)) => unreachable!("item errors come back per item"),
+    };
+    let mut contested: Vec<(usize, &PaymentEvent)> = Vec::new();
+    for ((index, new, effect), result) in creates.into_iter().zip(results) {
+        let refund = matches!(effect, Effect::Refunded { .. });
+        if refund && matches!(result, Ok(Created::New { .. })) {
+            state.refunds_done.insert(new.id, index);
+        }
+        if !refund && stored_by_another(&result) {
+            contested.push((index, by_index[&index]));
+        } else {
+            outcomes[index] = Some(created_outcome(result, effect));
+        }
+    }
+    if !contested.is_empty() {
+        decide_contested(db, state, contested, resolutions, outcomes).await?;
+    }
+    Ok(())
+}
+
+/// Another writer (a worker of this group, another consumer, the API) stored these payments
+/// after this batch found them absent: what the event does is decided again from the stored
+/// payment, under its lock, by the same table. Comparing the whole stored request instead
+/// would call the event's own id a mismatch, and a capture racing its authorization would
+/// leave the hold pending.
+async fn decide_contested<'e>(
+    db: &mut Db<'_>,
+    state: &mut BatchState,
+    contested: Vec<(usize, &'e PaymentEvent)>,
+    resolutions: &mut Resolutions<'e>,
+    outcomes: &mut [Option<Outcome>],
+) -> Result<(), ApplyError> {
+    let mut ids: Vec<Uuid> = contested.iter().map(|(_, e)| e.payment_id).collect();
+    ids.sort();
+    ids.dedup();
+    state.payments.extend(lock_payments(db, &ids).await?);
+    for (index, event) in contested {
+        let wallet_currency = state.wallet_currencies.get(event.wallet.as_str()).copied();
+        let stored = state.payments.get(&event.payment_id);
+        match decide(event, stored, wallet_currency, state.settings) {
+            Step::Resolve(action, amount) => resolutions.push((index, event, action, amount)),
+            Step::Done(outcome) => outcomes[index] = Some(outcome),
+            // The id is stored but not as a payment this table knows.
+            Step::Create(_) | Step::Refund => {
+                outcomes[index] = Some(Outcome::dead(
+                    Reason::ConflictingState,
+                    format!(
+                        "transaction {} is stored, but not as a payment",
+                        event.payment_id
+                    ),
+                ))
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Captures and voids lock the hold, then its wallets; sorted by wallet so that two consumers
+/// meet their wallets in one order.
+async fn resolve_wave(
+    db: &mut Db<'_>,
+    mut resolutions: Resolutions<'_>,
+    outcomes: &mut [Option<Outcome>],
+) -> Result<(), ApplyError> {
+    resolutions.sort_by(|a, b| {
+        (a.1.wallet.as_str(), a.1.payment_id).cmp(&(b.1.wallet.as_str(), b.1.payment_id))
+    });
+    for (index, event, action, amount) in resolutions {
+        let engine = db.engine();
+        let resolution =
+            holds::resolve_on(db.conn(), engine, event.payment_id, action, amount).await?;
+        outcomes[index] = Some(resolved_outcome(resolution, action));
     }
     Ok(())
 }
@@ -473,36 +526,7 @@ fn decide(
     use EventType::*;
     use TransactionStatus::*;
     let Some(payment) = payment else {
-        let requested = match event.kind {
-            Refunded => {
-                let detail = format!("payment {} is not in the ledger", event.payment_id);
-                return Step::Done(Outcome::Retry {
-                    reason: Reason::UnknownPayment,
-                    detail,
-                });
-            }
-            Authorized => match now_micros().checked_add_signed(settings.hold_expiry) {
-                Some(expires_at) => Requested::Pending { expires_at },
-                // The flag's range keeps this from happening; checked all the same.
-                None => {
-                    let detail = "the hold's expiry is past the last representable time";
-                    return Step::Done(Outcome::dead(Reason::MalformedEvent, detail));
-                }
-            },
-            Succeeded | Captured => Requested::Posted,
-            Failed => Requested::Voided,
-        };
-        let Some(wallet_currency) = wallet_currency else {
-            let detail = format!("wallet {} does not exist", event.wallet);
-            return Step::Done(Outcome::Retry {
-                reason: Reason::UnknownAccount,
-                detail,
-            });
-        };
-        return match new_payment(event, wallet_currency, requested) {
-            Ok(new) => Step::Create(Box::new(new)),
-            Err(errors) => Step::Done(Outcome::dead(Reason::MalformedEvent, describe(&errors))),
-        };
+        return decide_new(event, wallet_currency, settings);
     };
     if payment.kind != Kind::Payment {
         let detail = format!(
@@ -557,6 +581,45 @@ fn decide(
         });
     }
     step
+}
+
+/// [`decide`] for an event whose payment is not stored: the payment it creates, if any.
+fn decide_new(
+    event: &PaymentEvent,
+    wallet_currency: Option<Currency>,
+    settings: ApplySettings,
+) -> Step {
+    use EventType::*;
+    let requested = match event.kind {
+        Refunded => {
+            let detail = format!("payment {} is not in the ledger", event.payment_id);
+            return Step::Done(Outcome::Retry {
+                reason: Reason::UnknownPayment,
+                detail,
+            });
+        }
+        Authorized => match now_micros().checked_add_signed(settings.hold_expiry) {
+            Some(expires_at) => Requested::Pending { expires_at },
+            // The flag's range keeps this from happening; checked all the same.
+            None => {
+                let detail = "the hold's expiry is past the last representable time";
+                return Step::Done(Outcome::dead(Reason::MalformedEvent, detail));
+            }
+        },
+        Succeeded | Captured => Requested::Posted,
+        Failed => Requested::Voided,
+    };
+    let Some(wallet_currency) = wallet_currency else {
+        let detail = format!("wallet {} does not exist", event.wallet);
+        return Step::Done(Outcome::Retry {
+            reason: Reason::UnknownAccount,
+            detail,
+        });
+    };
+    match new_payment(event, wallet_currency, requested) {
+        Ok(new) => Step::Create(Box::new(new)),
+        Err(errors) => Step::Done(Outcome::dead(Reason::MalformedEvent, describe(&errors))),
+    }
 }
 
 /// Where a creating event disagrees with the stored payment: the field names and a sentence
@@ -676,14 +739,14 @@ fn new_payment(
 
 /// The reversal a refund becomes: `amount` of the payment, under `refund_id`.
 async fn refund(
-    tx: &mut PgConnection,
+    db: &mut Db<'_>,
     event: &PaymentEvent,
 ) -> Result<Result<NewTransaction, Outcome>, StoreError> {
     let mut metadata = Map::new();
     metadata.insert("source".into(), json!("stream"));
     metadata.insert("event_type".into(), json!(event.kind.as_str()));
     let plan = reversals::plan(
-        tx,
+        db.conn(),
         event.payment_id,
         event.refund_id,
         Some(event.amount.minor_units()),
@@ -696,19 +759,15 @@ async fn refund(
             // refund past the payment is the provider disagreeing with the ledger: visible as
             // a dead letter, not stored as a refusal that nobody reads. (A refund id already
             // stored goes on to the write path, which replays it or reports the mismatch.)
-            let seen = sqlx::query!(
-                r#"select exists(select 1 from transactions where id = $2) as "stored!",
-                          coalesce((select sum(reversed_amount) from transactions
-                                    where reverses = $1 and status = 'posted'), 0)::bigint
-                              as "refunded!""#,
-                event.payment_id,
-                event.refund_id
-            )
-            .fetch_one(&mut *tx)
-            .await?;
+            let seen = store::reads::refund_progress(db, event.payment_id, event.refund_id).await?;
             let original = new.reversal.map_or(0, |r| r.original_amount);
             let amount = event.amount.minor_units();
-            if !seen.stored && seen.refunded + amount > original {
+            // An overflowing sum exceeds any payment.
+            let exceeds = seen
+                .refunded
+                .checked_add(amount)
+                .is_none_or(|total| total > original);
+            if !seen.stored && exceeds {
                 return Ok(Err(Outcome::dead(
                     Reason::ConflictingState,
                     format!(
@@ -823,61 +882,21 @@ fn describe(errors: &[FieldError]) -> String {
 }
 
 async fn wallet_currencies(
-    tx: &mut PgConnection,
+    db: &mut Db<'_>,
     wallets: &[String],
 ) -> Result<HashMap<String, Currency>, sqlx::Error> {
-    let rows = sqlx::query!(
-        "select id, currency from accounts where id = any($1)",
-        wallets
-    )
-    .fetch_all(tx)
-    .await?;
+    let rows = store::reads::account_currencies(db, wallets).await?;
     Ok(rows
         .into_iter()
-        .filter_map(|r| Currency::parse(&r.currency).map(|c| (r.id, c)))
+        .filter_map(|(id, currency)| Currency::parse(&currency).map(|c| (id, c)))
         .collect())
 }
 
-/// The batch's payments that exist, locked until the batch commits: no other consumer or API
-/// request moves them meanwhile.
 async fn lock_payments(
-    tx: &mut PgConnection,
-    engine: Engine,
+    db: &mut Db<'_>,
     sorted_ids: &[Uuid],
 ) -> Result<HashMap<Uuid, Payment>, StoreError> {
-    // Citus takes a row lock only in a statement that reaches one shard: one statement per
-    // payment, in the same sorted order, then one unlocked read of the rows now held.
-    if engine == Engine::Citus {
-        for id in sorted_ids {
-            sqlx::query!("select id from transactions where id = $1 for update", id)
-                .fetch_optional(&mut *tx)
-                .await?;
-        }
-    }
-    let rows = match engine {
-        Engine::Plain => sqlx::query_as!(
-            PaymentRow,
-        r#"select id, kind,
-                  (case when status = 'pending' and expires_at <= clock_timestamp() then 'expired'
-                        else status end) as "status!",
-                  currency, legs, captured_amount, expires_at is not null as "from_hold!"
-           from transactions where id = any($1) order by id for update"#,
-            sorted_ids
-        )
-        .fetch_all(&mut *tx)
-        .await?,
-        Engine::Citus => sqlx::query_as!(
-            PaymentRow,
-            r#"select id, kind,
-                      (case when status = 'pending' and expires_at <= clock_timestamp() then 'expired'
-                            else status end) as "status!",
-                      currency, legs, captured_amount, expires_at is not null as "from_hold!"
-               from transactions where id = any($1)"#,
-            sorted_ids
-        )
-        .fetch_all(tx)
-        .await?,
-    };
+    let rows = store::locks::payments(db, sorted_ids).await?;
     // A row that does not read as a transaction is corrupt, never "no payment yet": that
     // would make the event create it again under the same id.
     rows.into_iter()
@@ -906,32 +925,16 @@ async fn lock_payments(
         .collect()
 }
 
-/// A payment's row as both forms of [`lock_payments`] read it.
-struct PaymentRow {
-    id: Uuid,
-    kind: String,
-    status: String,
-    currency: String,
-    legs: Value,
-    captured_amount: Option<i64>,
-    from_hold: bool,
-}
-
 /// The refunds (by id) among `refunds` that left their wallet below zero.
 async fn overdrawn_by(
-    tx: &mut PgConnection,
+    db: &mut Db<'_>,
     refunds: &HashMap<Uuid, usize>,
 ) -> Result<Vec<(Uuid, usize)>, sqlx::Error> {
     if refunds.is_empty() {
         return Ok(Vec::new());
     }
     let ids: Vec<Uuid> = refunds.keys().copied().collect();
-    let overdrawn = sqlx::query_scalar!(
-        "select distinct transaction_id from entries where transaction_id = any($1) and balance_after < 0",
-        &ids
-    )
-    .fetch_all(tx)
-    .await?;
+    let overdrawn = store::reads::overdrawing(db, &ids).await?;
     Ok(overdrawn
         .into_iter()
         .filter_map(|id| refunds.get(&id).map(|&index| (id, index)))

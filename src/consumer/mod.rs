@@ -21,6 +21,7 @@ pub mod producer;
 pub mod stream;
 pub mod worker;
 
+use crate::ledger::store::Store;
 use crate::telemetry::Readiness;
 use anyhow::Context;
 use std::time::Duration;
@@ -172,8 +173,7 @@ pub async fn run(args: ConsumeSettings) -> anyhow::Result<()> {
             worker_settings.trim_interval = None;
         }
         let consumer = Consumer::new(
-            pool.clone(),
-            database.engine,
+            Store::of(&database),
             stream,
             worker_settings,
             readiness.clone(),

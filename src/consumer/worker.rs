@@ -5,12 +5,12 @@
 use super::apply::{self, ApplyError, ApplySettings, Message, Outcome, Reason};
 use super::stream::{Backlog, DeadLetter, StreamClient};
 use crate::broker::is_outage;
-use crate::db::{Engine, StoreError};
+use crate::db::StoreError;
 use crate::failpoint;
 use crate::ledger::accounts;
 use crate::ledger::audit::{self, Actor};
+use crate::ledger::store::Store;
 use crate::telemetry::Readiness;
-use sqlx::PgPool;
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -66,9 +66,8 @@ impl StepReport {
 }
 
 pub struct Consumer {
-    pool: PgPool,
-    /// The pool's engine, detected when it opened: each batch picks its statements by it.
-    engine: Engine,
+    /// The pool with its engine, detected when it opened: each batch picks its statements by it.
+    store: Store,
     stream: StreamClient,
     settings: Settings,
     readiness: Readiness,
@@ -84,8 +83,7 @@ pub struct Consumer {
 
 impl Consumer {
     pub fn new(
-        pool: PgPool,
-        engine: Engine,
+        store: Store,
         stream: StreamClient,
         settings: Settings,
         readiness: Readiness,
@@ -93,8 +91,7 @@ impl Consumer {
     ) -> Consumer {
         let now = Instant::now();
         Consumer {
-            pool,
-            engine,
+            store,
             stream,
             readiness,
             shutdown,
@@ -321,13 +318,8 @@ impl Consumer {
             };
             let session = apply::BatchSession::default();
             let result = {
-                let apply = apply::apply_batch_in(
-                    &self.pool,
-                    self.engine,
-                    &part,
-                    self.settings.apply,
-                    &session,
-                );
+                let apply =
+                    apply::apply_batch_in(&self.store, &part, self.settings.apply, &session);
                 let apply = audit::scope(actor, apply);
                 tokio::pin!(apply);
                 match tokio::time::timeout(self.settings.max_batch, &mut apply).await {
@@ -489,7 +481,7 @@ impl Consumer {
             // A cancel that lands between two statements cancels nothing: sent again until
             // the batch ends.
             if let Some(pid) = session.pid()
-                && let Err(e) = apply::cancel(&self.pool, pid).await
+                && let Err(e) = apply::cancel(self.store.pool(), pid).await
             {
                 tracing::warn!(error = %e, "could not cancel a batch past its deadline");
             }
@@ -503,7 +495,7 @@ impl Consumer {
 
     /// Whether the database answers a trivial statement promptly.
     async fn database_answers(&self) -> bool {
-        let ping = sqlx::query("select 1").execute(&self.pool);
+        let ping = sqlx::query("select 1").execute(self.store.pool());
         matches!(
             tokio::time::timeout(DATABASE_PING_TIMEOUT, ping).await,
             Ok(Ok(_))
@@ -590,7 +582,7 @@ impl Consumer {
     /// One line per message, as the seed article's lab prints them.
     async fn print(&self, messages: &[Message], outcomes: &[Outcome]) {
         let mut balances: HashMap<String, String> = HashMap::new();
-        if let Ok(mut conn) = self.pool.acquire().await {
+        if let Ok(mut conn) = self.store.pool().acquire().await {
             for message in messages {
                 let Some(wallet) = message
                     .fields

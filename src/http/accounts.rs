@@ -6,10 +6,10 @@ use super::error::{ApiError, Result};
 use super::extract::{IdempotencyKey, JsonBody, OptionalJsonBody, PathParam, QueryParams};
 use super::responses::{created, json};
 use super::validate;
-use crate::db::Engine;
 use crate::ledger::accounts::{self, Account, AccountType, Action, NewAccount, Transition};
 use crate::ledger::ids::AccountId;
 use crate::ledger::money::Currency;
+use crate::ledger::store::Db;
 use crate::ledger::transactions;
 use crate::ledger::views::{AccountView, BalancesView, EntryView, HoldsPage, Page};
 use crate::problem::Problem;
@@ -118,7 +118,8 @@ pub async fn get(
     QueryParams(query): QueryParams<AccountQuery>,
 ) -> Result<Response> {
     let mut conn = state.pool.acquire().await?;
-    let (account, balances, as_of) = accounts::read(&mut conn, state.engine, &id, query.as_of)
+    let db = &mut state.store.on(&mut conn);
+    let (account, balances, as_of) = accounts::read(db, &id, query.as_of)
         .await?
         .ok_or_else(|| ApiError::NotFound(format!("account {id}")))?;
     json(StatusCode::OK, &account.view(balances, as_of))
@@ -156,11 +157,11 @@ pub async fn patch(
     if !accounts::update_metadata(&mut conn, &id, req.version, &req.metadata).await? {
         return Err(ApiError::NotFound(format!("account {id}")));
     }
-    current(&mut conn, state.engine, &id).await
+    current(&mut state.store.on(&mut conn), &id).await
 }
 
-async fn current(conn: &mut PgConnection, engine: Engine, id: &str) -> Result<Response> {
-    let (account, balances, _) = accounts::read(conn, engine, id, None)
+async fn current(db: &mut Db<'_>, id: &str) -> Result<Response> {
+    let (account, balances, _) = accounts::read(db, id, None)
         .await?
         .ok_or_else(|| ApiError::NotFound(format!("account {id}")))?;
     json(StatusCode::OK, &account.view(balances, None))
@@ -169,7 +170,7 @@ async fn current(conn: &mut PgConnection, engine: Engine, id: &str) -> Result<Re
 async fn transition(state: AppState, id: String, action: Action) -> Result<Response> {
     let mut conn = state.pool.acquire().await?;
     match accounts::transition(&mut conn, &id, action).await? {
-        Transition::Done => current(&mut conn, state.engine, &id).await,
+        Transition::Done => current(&mut state.store.on(&mut conn), &id).await,
         Transition::NotFound => Err(ApiError::NotFound(format!("account {id}"))),
         Transition::Invalid { current } => Err(ApiError::InvalidTransition {
             detail: format!(
@@ -335,16 +336,13 @@ pub async fn holds(
     let list = format!("holds/{id}");
     let (limit, cursor) = (query.limit()?, query.cursor(&list)?);
     let mut conn = state.pool.acquire().await?;
-    // One snapshot for the balances and the holds they include.
-    let mut tx = crate::ledger::begin_snapshot(&mut conn).await?;
-    let account = find(&mut tx, &id).await?;
-    let balances = accounts::balances(&mut tx, &account).await?;
-    let (data, next) = crate::ledger::holds::list_open(&mut tx, &account.id, cursor, limit).await?;
-    tx.commit().await?;
+    let read = accounts::holds_page(&mut conn, &id, cursor, limit)
+        .await?
+        .ok_or_else(|| ApiError::NotFound(format!("account {id}")))?;
     let page = HoldsPage {
-        balances: BalancesView::new(balances, account.currency()),
-        data,
-        next_cursor: next.map(|n| next_cursor(&list, n)),
+        balances: BalancesView::new(read.balances, read.account.currency()),
+        data: read.holds,
+        next_cursor: read.next.map(|n| next_cursor(&list, n)),
     };
     json(StatusCode::OK, &page)
 }

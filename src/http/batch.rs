@@ -99,9 +99,7 @@ pub async fn batch(
             .iter()
             .filter_map(|p| p.as_ref().ok().cloned())
             .collect();
-        if let Some((index, outcome)) =
-            posting::first_failure(&state.pool, state.engine, &before).await?
-        {
+        if let Some((index, outcome)) = posting::first_failure(&state.store, &before).await? {
             let (_, _, problem) = item_answer(outcome);
             return Err(ApiError::BatchFailed {
                 index,
@@ -131,7 +129,7 @@ pub async fn batch(
             Err(e) => Some(e.problem()),
         })
         .collect();
-    let outcomes = match posting::create_many(&state.pool, state.engine, &valid, mode).await? {
+    let outcomes = match posting::create_many(&state.store, &valid, mode).await? {
         BatchResult::Done(outcomes) => outcomes,
         BatchResult::Failed { index, outcome } => {
             let (_, _, body) = item_answer(outcome);

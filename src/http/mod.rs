@@ -23,6 +23,7 @@ pub mod webhooks;
 
 use crate::ledger::caller::{self, AtDeadline, Caller, Phase};
 use crate::ledger::group_commit::GroupCommit;
+use crate::ledger::store::Store;
 use crate::ledger::{checkpoints, holds};
 use anyhow::Context;
 use axum::Extension;
@@ -58,24 +59,25 @@ pub struct AppState {
     /// With several database hosts, which one is the primary (`/readyz`, and whether a
     /// request that lost its database may be tried again, see `failover.rs`).
     pub primary: Option<Arc<crate::db::primary::Primary>>,
-    /// Plain PostgreSQL or a Citus coordinator: the write path picks its statements by it.
-    pub engine: crate::db::Engine,
+    /// `pool` with its engine (plain PostgreSQL or a Citus coordinator), which the ledger's
+    /// statements are picked by.
+    pub store: Store,
 }
 
 impl AppState {
-    pub fn new(pool: PgPool, engine: crate::db::Engine, config: HttpSettings) -> AppState {
+    pub fn new(store: Store, config: HttpSettings) -> AppState {
         let limiter = auth::RateLimiter::new(config.rate_limit_per_second, config.rate_limit_burst);
-        let writer = GroupCommit::start(pool.clone(), engine, config.group_commit);
-        let keys = key_lookups::KeyLookups::start(pool.clone());
+        let writer = GroupCommit::start(store.clone(), config.group_commit);
+        let keys = key_lookups::KeyLookups::start(store.pool().clone());
         AppState {
-            pool,
+            pool: store.pool().clone(),
             config: Arc::new(config),
             limiter: Arc::new(limiter),
             writer,
             keys,
             events_feed: Default::default(),
             primary: None,
-            engine,
+            store,
         }
     }
 }
@@ -219,6 +221,7 @@ pub async fn serve(args: ServeSettings) -> anyhow::Result<()> {
     let database = crate::db::open(&args.database, true).await?;
     database.watch_sync_standby().await;
     let pool = database.pool.clone();
+    let store = Store::of(&database);
     let listener = tokio::net::TcpListener::bind(args.http.listen_addr)
         .await
         .with_context(|| format!("binding {}", args.http.listen_addr))?;
@@ -232,11 +235,12 @@ pub async fn serve(args: ServeSettings) -> anyhow::Result<()> {
         args.checkpoint_interval,
         shutdown.clone(),
         {
-            let pool = pool.clone();
+            let store = store.clone();
             move || {
-                let pool = pool.clone();
+                let store = store.clone();
                 async move {
-                    let advanced = checkpoints::advance(&mut *pool.acquire().await?).await?;
+                    let mut conn = store.pool().acquire().await?;
+                    let advanced = checkpoints::advance(&mut store.on(&mut conn)).await?;
                     Ok(advanced as i64)
                 }
             }
@@ -247,10 +251,13 @@ pub async fn serve(args: ServeSettings) -> anyhow::Result<()> {
         args.hold_sweep_interval,
         shutdown.clone(),
         {
-            let pool = pool.clone();
+            let store = store.clone();
             move || {
-                let pool = pool.clone();
-                async move { holds::sweep(&mut *pool.acquire().await?, holds::HOLD_SWEEP_BATCH).await }
+                let store = store.clone();
+                async move {
+                    let mut conn = store.pool().acquire().await?;
+                    holds::sweep(&mut store.on(&mut conn), holds::HOLD_SWEEP_BATCH).await
+                }
             }
         },
     ));
@@ -267,7 +274,7 @@ pub async fn serve(args: ServeSettings) -> anyhow::Result<()> {
     let state = AppState {
         events_feed,
         primary: database.primary.clone(),
-        ..AppState::new(pool.clone(), database.engine, args.http)
+        ..AppState::new(store, args.http)
     };
     let transport = state.config.transport.clone();
     let stopped = transport::serve(listener, app(state), &transport, accepting).await;

@@ -130,7 +130,7 @@ async fn resolve(
 ) -> Result<Response> {
     let not_found = || ApiError::NotFound(format!("transaction {id}"));
     let uuid = Uuid::parse_str(id).map_err(|_| not_found())?;
-    match holds::resolve(&state.pool, state.engine, uuid, action, amount).await? {
+    match holds::resolve(&state.pool, state.store.engine(), uuid, action, amount).await? {
         Resolution::Done { body } => Ok(json_response(StatusCode::OK, body)),
         // The service's own retry after this request's COMMIT answer was lost found that
         // COMMIT's work: it is answered as done, not as a client's replay.
@@ -223,7 +223,7 @@ pub async fn get(State(state): State<AppState>, PathParam(id): PathParam) -> Res
     let not_found = || ApiError::NotFound(format!("transaction {id}"));
     let uuid = Uuid::parse_str(&id).map_err(|_| not_found())?;
     let mut conn = state.pool.acquire().await?;
-    let view = transactions::find(&mut conn, state.engine, uuid)
+    let view = transactions::find(&mut conn, state.store.engine(), uuid)
         .await?
         .ok_or_else(not_found)?;
     json(StatusCode::OK, &view)
@@ -285,7 +285,7 @@ pub async fn list(
         limit: page.limit()?,
     };
     let mut conn = state.pool.acquire().await?;
-    let (data, next) = transactions::list(&mut conn, state.engine, &filter).await?;
+    let (data, next) = transactions::list(&mut conn, state.store.engine(), &filter).await?;
     json(
         StatusCode::OK,
         &Page {

@@ -7,9 +7,10 @@ use super::bounds::{BalanceError, BalanceOutOfRange};
 use super::events::{self, EventType};
 use super::ids::AccountId;
 use super::money::Currency;
+use super::store::{Db, reads};
 use super::views::{AccountView, Balances, BalancesView};
 use super::{Created, now_micros};
-use crate::db::{Engine, StoreError};
+use crate::db::StoreError;
 use chrono::{DateTime, Utc};
 use serde_json::{Map, Value, json};
 use sqlx::PgConnection;
@@ -290,20 +291,19 @@ pub async fn find(conn: &mut PgConnection, id: &str) -> Result<Option<Account>, 
 /// statements, and read apart a capture committing between them shows the posted balance from
 /// before it with the hold already gone, an `available` too high by the hold.
 ///
-/// An `as_of` later than [`final_horizon`] is answered at the horizon instead, and the third
+/// An `as_of` later than [`reads::final_horizon`] is answered at the horizon instead, and the third
 /// value says which instant the balances describe, so that every `as_of` answer is final.
 pub async fn read(
-    conn: &mut PgConnection,
-    engine: Engine,
+    db: &mut Db<'_>,
     id: &str,
     as_of: Option<DateTime<Utc>>,
 ) -> Result<Option<(Account, Balances, Option<DateTime<Utc>>)>, BalanceError> {
     // The horizon is read before the snapshot is taken: see `final_horizon`.
     let as_of = match as_of {
-        Some(asked) => Some(final_instant(asked, final_horizon(conn, engine).await?)),
+        Some(asked) => Some(final_instant(asked, reads::final_horizon(db).await?)),
         None => None,
     };
-    let mut tx = super::begin_snapshot(conn).await?;
+    let mut tx = super::begin_snapshot(db.conn()).await?;
     let Some(account) = find(&mut tx, id).await? else {
         return Ok(None);
     };
@@ -319,38 +319,42 @@ pub async fn read(
     Ok(Some((account, balances, as_of)))
 }
 
+/// A page of the account's open holds, newest first, with its balances, read in one snapshot
+/// (the balances include exactly the holds listed). `None` when the account does not exist.
+pub async fn holds_page(
+    conn: &mut PgConnection,
+    id: &str,
+    before_seq: Option<i64>,
+    limit: i64,
+) -> Result<Option<HoldsOfAccount>, BalanceError> {
+    let mut tx = super::begin_snapshot(conn).await?;
+    let Some(account) = find(&mut tx, id).await? else {
+        return Ok(None);
+    };
+    let balances = balances(&mut tx, &account).await?;
+    let (holds, next) = super::holds::list_open(&mut tx, &account.id, before_seq, limit).await?;
+    tx.commit().await?;
+    Ok(Some(HoldsOfAccount {
+        account,
+        balances,
+        holds,
+        next,
+    }))
+}
+
+/// What [`holds_page`] read.
+pub struct HoldsOfAccount {
+    pub account: Account,
+    pub balances: Balances,
+    pub holds: Vec<super::views::TransactionView>,
+    /// Where the next page starts, if there is one.
+    pub next: Option<i64>,
+}
+
 /// The instant an `as_of` answer describes: the one asked for, or the horizon when that is
 /// earlier (a later instant is not final yet).
 pub fn final_instant(asked: DateTime<Utc>, horizon: DateTime<Utc>) -> DateTime<Utc> {
     asked.min(horizon)
-}
-
-/// The latest instant up to which the ledger's history can no longer change: no transaction
-/// that commits after this call has a ledger time at or before it.
-///
-/// Why: a writer takes its ledger time inside its database transaction, after its first row
-/// lock (which gives it a transaction id), and commits some time later, so an entry can become
-/// visible after a read of an instant later than its ledger time. Every writer that is still
-/// open now has a transaction id and started at its `xact_start` or later, and every later one
-/// takes its ledger time after this statement: so the horizon is the earliest start among open
-/// writers, or now. Read before the snapshot that answers, so that a writer open at the
-/// snapshot either counted here or started after it. It assumes the service's clock does not
-/// run behind the database's (the ledger time is the service's clock). On Citus the writers'
-/// ids live on the workers, so every open transaction of the database counts (a longer, still
-/// safe, wait).
-pub async fn final_horizon(
-    conn: &mut PgConnection,
-    engine: Engine,
-) -> Result<DateTime<Utc>, sqlx::Error> {
-    let every_transaction = engine == Engine::Citus;
-    sqlx::query_scalar!(
-        r#"select least(now(), min(xact_start)) as "horizon!" from pg_stat_activity
-           where datname = current_database() and pid <> pg_backend_pid()
-             and xact_start is not null and (backend_xid is not null or $1)"#,
-        every_transaction
-    )
-    .fetch_one(conn)
-    .await
 }
 
 /// The account's balances now, without scanning its history: a wallet's posted balance is

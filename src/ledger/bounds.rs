@@ -46,12 +46,11 @@
 //! avoid. `verify` (`balance_range`) is their independent check.
 
 use super::money::MAX_AMOUNT;
-use crate::db::{Engine, StoreError};
-use sqlx::PgConnection;
+use crate::db::StoreError;
 use std::collections::HashMap;
 
 /// One past the range: what a saturated sum reads as when the true value is outside ±M.
-const SATURATED: i64 = MAX_AMOUNT + 1;
+pub(crate) const SATURATED: i64 = MAX_AMOUNT + 1;
 
 /// A system account's balances as the write path bounds them (saturated at ±(M + 1)).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -125,7 +124,7 @@ impl SystemState {
 /// The system accounts' states, read in a statement of its own after their locks, and `W`.
 pub(crate) struct SystemStates {
     pub states: HashMap<String, SystemState>,
-    writers: i64,
+    pub(crate) writers: i64,
 }
 
 impl SystemStates {
@@ -149,112 +148,6 @@ impl SystemStates {
                     .is_none_or(|state| state.far_from_bounds())
         })
     }
-}
-
-/// Reads the states of `accounts` (system accounts, locked by the caller), each from its latest
-/// checkpoint, the entries since and all its open holds, saturated at ±(M + 1) so that an
-/// account taken out of range before the bound existed reads as out of range instead of failing.
-pub(crate) async fn system_states(
-    conn: &mut PgConnection,
-    engine: Engine,
-    accounts: &[String],
-) -> Result<SystemStates, sqlx::Error> {
-    if accounts.is_empty() {
-        return Ok(SystemStates::empty());
-    }
-    if engine == Engine::Citus {
-        return system_states_citus(conn, accounts).await;
-    }
-    let rows = sqlx::query!(
-        r#"select s.id as "id!",
-                  least(greatest(coalesce(cp.posted, 0) + coalesce(e.total, 0), $2::bigint), $3::bigint)::bigint
-                      as "posted!",
-                  least(coalesce(h.held_in, 0), $3::bigint)::bigint as "held_in!",
-                  least(coalesce(h.held_out, 0), $3::bigint)::bigint as "held_out!",
-                  (current_setting('max_connections')::bigint
-                   + current_setting('max_prepared_transactions')::bigint) as "writers!"
-           from unnest($1::text[]) as s(id)
-           left join lateral (
-               select posted, below_xid from account_checkpoints
-               where account_id = s.id order by below_xid desc limit 1) cp on true
-           left join lateral (
-               select sum(amount) as total from entries
-               where account_id = s.id and sequence is null
-                 and xid >= coalesce(cp.below_xid, '0'::xid8)) e on true
-           left join lateral (
-               select sum(amount) filter (where amount > 0) as held_in,
-                      sum(-amount) filter (where amount < 0) as held_out
-               from open_holds where account_id = s.id) h on true"#,
-        accounts,
-        -SATURATED,
-        SATURATED,
-    )
-    .fetch_all(conn)
-    .await?;
-    let writers = rows.first().map_or(1, |r| r.writers);
-    let states = rows
-        .into_iter()
-        .map(|r| {
-            let state = SystemState {
-                posted: r.posted,
-                held_in: r.held_in,
-                held_out: r.held_out,
-            };
-            (r.id, state)
-        })
-        .collect();
-    Ok(SystemStates { states, writers })
-}
-
-/// [`system_states`] on Citus, which cannot push down the laterals over `unnest`: one
-/// statement per account, naming it in every table so that it runs on the account's shard
-/// alone. `writers` is read on the coordinator, which plans every write.
-async fn system_states_citus(
-    conn: &mut PgConnection,
-    accounts: &[String],
-) -> Result<SystemStates, sqlx::Error> {
-    let writers = sqlx::query_scalar!(
-        r#"select (current_setting('max_connections')::bigint
-                   + current_setting('max_prepared_transactions')::bigint) as "writers!""#
-    )
-    .fetch_one(&mut *conn)
-    .await?;
-    let mut states = HashMap::with_capacity(accounts.len());
-    for account in accounts {
-        let r = sqlx::query!(
-            r#"select least(greatest(coalesce(cp.posted, 0) + coalesce(e.total, 0), $2::bigint), $3::bigint)::bigint
-                          as "posted!",
-                      least(coalesce(h.held_in, 0), $3::bigint)::bigint as "held_in!",
-                      least(coalesce(h.held_out, 0), $3::bigint)::bigint as "held_out!"
-               from accounts s
-               left join lateral (
-                   select posted, below_xid from account_checkpoints
-                   where account_id = $1 order by below_xid desc limit 1) cp on true
-               left join lateral (
-                   select sum(amount) as total from entries
-                   where account_id = $1 and sequence is null
-                     and xid >= coalesce(cp.below_xid, '0'::xid8)) e on true
-               left join lateral (
-                   select sum(amount) filter (where amount > 0) as held_in,
-                          sum(-amount) filter (where amount < 0) as held_out
-                   from open_holds where account_id = $1) h on true
-               where s.id = $1"#,
-            account,
-            -SATURATED,
-            SATURATED,
-        )
-        .fetch_optional(&mut *conn)
-        .await?;
-        if let Some(r) = r {
-            let state = SystemState {
-                posted: r.posted,
-                held_in: r.held_in,
-                held_out: r.held_out,
-            };
-            states.insert(account.clone(), state);
-        }
-    }
-    Ok(SystemStates { states, writers })
 }
 
 /// A balance outside ±(2^53 − 1), written before the range was enforced for system accounts:

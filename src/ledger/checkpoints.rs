@@ -8,6 +8,7 @@
 //! twice, and reading the balance touches only the entries since the latest checkpoint.
 //! `serve` advances checkpoints on an interval (`--checkpoint-interval-ms`).
 
+use super::store::Db;
 use crate::db::Engine;
 use sqlx::PgConnection;
 
@@ -43,10 +44,11 @@ pub async fn system_posted_balance(
 /// system accounts) gets no checkpoint; it is logged and counted in
 /// `wallet_ledger_checkpoint_failures_total`, and `verify` reports it (`balance_range`). Its
 /// reads answer 409 `balance_out_of_range` until an operator corrects it.
-pub async fn advance(conn: &mut PgConnection) -> Result<u64, sqlx::Error> {
-    if Engine::of(&mut *conn).await? == Engine::Citus {
-        return advance_citus(conn).await;
+pub async fn advance(db: &mut Db<'_>) -> Result<u64, sqlx::Error> {
+    if db.engine() == Engine::Citus {
+        return advance_citus(db.conn()).await;
     }
+    let conn = db.conn();
     let result = sqlx::query!(
         r#"with due as (
                select a.id, s.horizon,

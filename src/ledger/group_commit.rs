@@ -46,9 +46,9 @@ use super::audit::{self, Actor};
 use super::caller::{self, Caller};
 use super::posting::{self, LockWait};
 use super::replay_cache::ReplayCache;
+use super::store::{self, Store};
 use super::transactions::{NewTransaction, WriteError};
-use crate::db::{Engine, StoreError};
-use sqlx::PgPool;
+use crate::db::StoreError;
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -136,12 +136,12 @@ impl GroupCommit {
     /// shutdown token: the queue's end is its natural stop. A request still finishing while
     /// the server drains must be written, and once the last clone (the last `AppState`) is
     /// gone no request can come, so the gatherer ends after writing what it already holds.
-    pub fn start(pool: PgPool, engine: Engine, config: GroupCommitSettings) -> GroupCommit {
+    pub fn start(store: Store, config: GroupCommitSettings) -> GroupCommit {
         let capacity = config.max_items * config.max_in_flight * 2;
         let (jobs, queue) = mpsc::channel(capacity.max(1));
         let replays = Arc::new(ReplayCache::new(config.replay_cache_bytes));
-        let locks = Arc::new(Locks::new(pool.clone(), engine, replays.clone(), &config));
-        tokio::spawn(gather(pool, config, queue, replays.clone(), locks.clone()));
+        let locks = Arc::new(Locks::new(store.clone(), replays.clone(), &config));
+        tokio::spawn(gather(store, config, queue, replays.clone(), locks.clone()));
         GroupCommit {
             jobs,
             replays,
@@ -181,7 +181,7 @@ fn stopped() -> WriteError {
 }
 
 async fn gather(
-    pool: PgPool,
+    store: Store,
     config: GroupCommitSettings,
     mut queue: mpsc::Receiver<Job>,
     replays: Arc<ReplayCache>,
@@ -216,11 +216,11 @@ async fn gather(
                 }
             }
         }
-        let pool = pool.clone();
+        let store = store.clone();
         let replays = replays.clone();
         let locks = locks.clone();
         tokio::spawn(async move {
-            commit(&pool, group, &replays, &locks).await;
+            commit(&store, group, &replays, &locks).await;
             drop(slot);
         });
     }
@@ -228,7 +228,7 @@ async fn gather(
 
 /// Writes one group, setting apart the items whose rows are locked elsewhere, and answers
 /// each of its callers.
-async fn commit(pool: &PgPool, group: Vec<Job>, replays: &ReplayCache, locks: &Arc<Locks>) {
+async fn commit(store: &Store, group: Vec<Job>, replays: &ReplayCache, locks: &Arc<Locks>) {
     let mut group: Vec<Job> = group.into_iter().filter(Job::waited_for).collect();
     for _ in 0..LOCK_ROUNDS {
         // Rows found held (or suspected) since these jobs queued: theirs go apart.
@@ -242,15 +242,8 @@ async fn commit(pool: &PgPool, group: Vec<Job>, replays: &ReplayCache, locks: &A
             .map(|j| (j.item.clone(), j.actor.clone()))
             .unzip();
         let callers = callers_of(&group);
-        let result = posting::create_group(
-            pool,
-            locks.engine,
-            &items,
-            &actors,
-            &callers,
-            locks.group_wait,
-        )
-        .await;
+        let result =
+            posting::create_group(store, &items, &actors, &callers, locks.group_wait).await;
         match result {
             // A caller gave up before the COMMIT: nothing was written; the rest go again.
             Err(WriteError::CallerGone) => group.retain(Job::waited_for),
@@ -264,7 +257,7 @@ async fn commit(pool: &PgPool, group: Vec<Job>, replays: &ReplayCache, locks: &A
                 locks.suspect(&locked);
                 group = locks.set_apart(group, |job| touches(job, &locked));
             }
-            result => return answer(pool, locks.engine, group, result, replays).await,
+            result => return answer(store, group, result, replays).await,
         }
     }
     // Still waiting with no row found held: what holds the group is not a row lock this can
@@ -282,13 +275,7 @@ type GroupResult = Result<
     WriteError,
 >;
 
-async fn answer(
-    pool: &PgPool,
-    engine: Engine,
-    group: Vec<Job>,
-    result: GroupResult,
-    replays: &ReplayCache,
-) {
+async fn answer(store: &Store, group: Vec<Job>, result: GroupResult, replays: &ReplayCache) {
     match result {
         Ok((outcomes, read_back)) => {
             replays.remember(read_back);
@@ -307,7 +294,7 @@ async fn answer(
                 let one = std::slice::from_ref(&job.item);
                 let actor = std::slice::from_ref(&job.actor);
                 let wait = LockWait::Unbounded;
-                let answer = posting::create_group(pool, engine, one, actor, job.callers(), wait)
+                let answer = posting::create_group(store, one, actor, job.callers(), wait)
                     .await
                     .and_then(|(mut outcomes, _)| outcomes.pop().ok_or(WriteError::Contention))
                     .and_then(|outcome| outcome.map_err(WriteError::Item));
@@ -376,8 +363,7 @@ fn split(keys: &HashSet<LockKey>) -> (Vec<String>, Vec<Uuid>) {
 
 /// What the writer knows of rows locked elsewhere, and the writers that wait for them.
 struct Locks {
-    pool: PgPool,
-    engine: Engine,
+    store: Store,
     replays: Arc<ReplayCache>,
     group_wait: LockWait,
     /// Rows found held elsewhere, and when.
@@ -394,15 +380,9 @@ struct Locks {
 }
 
 impl Locks {
-    fn new(
-        pool: PgPool,
-        engine: Engine,
-        replays: Arc<ReplayCache>,
-        config: &GroupCommitSettings,
-    ) -> Locks {
+    fn new(store: Store, replays: Arc<ReplayCache>, config: &GroupCommitSettings) -> Locks {
         Locks {
-            pool,
-            engine,
+            store,
             replays,
             group_wait: LockWait::Bounded(Duration::from_millis(config.lock_timeout_ms)),
             blocked: Mutex::new(HashMap::new()),
@@ -466,8 +446,9 @@ impl Locks {
     async fn locked_now(&self, keys: &HashSet<LockKey>) -> HashSet<LockKey> {
         let (accounts, transactions) = split(keys);
         let found = async {
-            let mut conn = self.pool.acquire().await?;
-            posting::held_elsewhere(&mut conn, self.engine, &accounts, &transactions).await
+            let mut conn = self.store.pool().acquire().await?;
+            let db = &mut self.store.on(&mut conn);
+            store::locks::held_elsewhere(db, &accounts, &transactions).await
         };
         match found.await {
             Ok((accounts, transactions)) => accounts
@@ -530,9 +511,9 @@ impl Locks {
                 let Ok(_writer) = self.writers_apart.acquire().await else {
                     return;
                 };
-                let (pool, engine, callers) = (&self.pool, self.engine, job.callers());
+                let (store, callers) = (&self.store, job.callers());
                 let written =
-                    posting::create_group(pool, engine, one, actor, callers, self.group_wait).await;
+                    posting::create_group(store, one, actor, callers, self.group_wait).await;
                 let answer = match written {
                     Err(e) if posting::is_lock_timeout(&e) => continue,
                     // Answered 503 at its deadline: nothing written, nobody to answer.
@@ -573,8 +554,9 @@ impl Locks {
     async fn wait_for(&self, rows: &HashSet<LockKey>, wait: Duration) -> bool {
         let (accounts, transactions) = split(rows);
         let waited = async {
-            let mut conn = self.pool.acquire().await?;
-            posting::wait_for_rows(&mut conn, self.engine, &accounts, &transactions, wait).await
+            let mut conn = self.store.pool().acquire().await?;
+            let db = &mut self.store.on(&mut conn);
+            posting::wait_for_rows(db, &accounts, &transactions, wait).await
         };
         match waited.await {
             Ok(free) => free,

@@ -13,6 +13,7 @@ use super::audit;
 use super::events::{self, EventType, TransactionEvent};
 use super::money::Currency;
 use super::posting::{self, NewEntry};
+use super::store::{Db, inserts, locks, reads};
 use super::transactions::{StoredTransaction, TransactionStatus};
 use super::views::{LegView, TransactionView};
 use super::{compare, now_micros};
@@ -358,7 +359,7 @@ pub async fn resolve_on(
                 .iter()
                 .map(|e| (id, currency.code(), ledger_time, e))
                 .collect();
-            posting::insert_entry_rows(tx, engine, &rows).await?;
+            inserts::insert_entry_rows(&mut Db::new(tx, engine), &rows).await?;
             let crossings = events::negative_crossings(id, currency.code(), &entries);
             events::record_negative_balances(tx, &crossings).await?;
             (body, entries)
@@ -424,7 +425,8 @@ async fn capture_entries(
 ) -> Result<Capture, StoreError> {
     let mut ids: Vec<String> = legs.iter().map(|l| l.account.clone()).collect();
     ids.sort();
-    let locked = posting::lock_accounts(conn, engine, &ids, posting::SystemLocks::Shared).await?;
+    let shared = posting::SystemLocks::Shared;
+    let locked = locks::lock_accounts(&mut Db::new(conn, engine), &ids, shared).await?;
     let expired = sqlx::query_scalar!(
         r#"select coalesce(expires_at <= clock_timestamp(), false) as "expired!" from transactions where id = $1"#,
         id
@@ -439,7 +441,7 @@ async fn capture_entries(
         .filter(|a| a.kind == AccountType::Wallet)
         .map(|a| a.id.clone())
         .collect();
-    let mut states = posting::wallet_states(conn, engine, &wallets).await?;
+    let mut states = reads::wallet_states(&mut Db::new(conn, engine), &wallets).await?;
     let ledger_time = posting::ledger_time(states.values().map(|s| &s.chain), now);
     let mut entries = Vec::with_capacity(legs.len());
     for leg in legs {
@@ -502,9 +504,9 @@ async fn expire(conn: &mut PgConnection, engine: Engine, id: Uuid) -> Result<(),
 /// The sweeper's step: marks up to `limit` overdue holds `expired` and releases them. Rows
 /// being posted or voided right now are skipped (their own request decides). Returns how
 /// many holds expired.
-pub async fn sweep(conn: &mut PgConnection, limit: i64) -> Result<i64, StoreError> {
-    let engine = Engine::of(&mut *conn).await?;
-    let mut tx = sqlx::Connection::begin(&mut *conn).await?;
+pub async fn sweep(db: &mut Db<'_>, limit: i64) -> Result<i64, StoreError> {
+    let engine = db.engine();
+    let mut tx = sqlx::Connection::begin(db.conn()).await?;
     let expired = match engine {
         Engine::Plain => sweep_claim(&mut tx, limit).await?,
         Engine::Citus => sweep_claim_citus(&mut tx, limit).await?,

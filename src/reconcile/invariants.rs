@@ -5,6 +5,7 @@
 //! backup or a bug elsewhere may have done). Every finding names the rows it is about.
 
 use crate::db::Engine;
+use crate::ledger::store::Db;
 use chrono::{DateTime, TimeDelta, Utc};
 use serde::{Deserialize, Serialize};
 use sqlx::PgConnection;
@@ -58,13 +59,10 @@ pub const MAX_FINDINGS_PER_CHECK: i64 = 100;
 
 /// Runs every check in one repeatable-read snapshot (so concurrent writers cannot make the
 /// books look unbalanced halfway through a transaction) and returns what it found.
-pub async fn check(
-    conn: &mut PgConnection,
-    hold_grace: TimeDelta,
-) -> Result<Vec<Finding>, sqlx::Error> {
-    let mut tx = crate::ledger::begin_snapshot(conn).await?;
+pub async fn check(db: &mut Db<'_>, hold_grace: TimeDelta) -> Result<Vec<Finding>, sqlx::Error> {
+    let engine = db.engine();
+    let mut tx = crate::ledger::begin_snapshot(db.conn()).await?;
     crate::db::tune_for_batch_job(&mut tx).await?;
-    let engine = Engine::of(&mut tx).await?;
     if engine == Engine::Citus {
         // Joins of entries or open_holds (by account) with transactions (by id) need Citus to
         // repartition one side; the checks that Citus cannot run that way have a form of their

@@ -7,6 +7,7 @@ use super::model::{CurrencyTotals, Exception, Matched, Payout, minor_sibling};
 use super::settlement::ProviderStatus;
 use crate::db::Engine;
 use crate::ledger::money::{Currency, MAX_AMOUNT};
+use crate::ledger::store::Db;
 use crate::ledger::transactions::TransactionStatus;
 use chrono::{DateTime, Utc};
 use futures_util::TryStreamExt;
@@ -121,7 +122,7 @@ struct MissingRow {
 /// Compares the file lines of `run_id` with the ledger. `max_listed` caps the matched list
 /// kept in the report (every match is counted).
 pub async fn compare(
-    conn: &mut PgConnection,
+    db: &mut Db<'_>,
     run_id: Uuid,
     window: &Window,
     max_listed: usize,
@@ -129,7 +130,8 @@ pub async fn compare(
 ) -> anyhow::Result<Matching> {
     // Streamed row by row (one per payment of the file), never collected: memory stays flat
     // however large the file.
-    let engine = Engine::of(&mut *conn).await?;
+    let engine = db.engine();
+    let conn = db.conn();
     let mut rows = match engine {
         Engine::Plain => sqlx::query_as!(
             KeyRow,
@@ -520,12 +522,14 @@ struct PayoutRow {
 /// amounts (what was posted) for the same payments of this provider.
 /// Returns at most `max_listed` payouts, the disagreeing ones first, and how many there are.
 pub async fn payouts(
-    conn: &mut PgConnection,
+    db: &mut Db<'_>,
     run_id: Uuid,
     clearing_accounts: &[String],
     max_listed: i64,
 ) -> Result<(Vec<Payout>, i64), sqlx::Error> {
-    let rows = match Engine::of(&mut *conn).await? {
+    let engine = db.engine();
+    let conn = db.conn();
+    let rows = match engine {
         Engine::Plain => {
             sqlx::query_as!(
                 PayoutRow,

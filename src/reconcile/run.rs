@@ -8,6 +8,7 @@ use super::matching::{self, Window};
 use super::model::{RunReport, Summary};
 use super::report;
 use super::settlement::{self, Columns};
+use crate::ledger::store::Store;
 use anyhow::Context;
 use chrono::{DateTime, TimeDelta, Utc};
 use serde_json::{Value, json};
@@ -74,7 +75,8 @@ pub async fn run(args: ReconcileSettings) -> anyhow::Result<bool> {
     // stored under the other content's key.
     let spooled = spool(&args.provider, &options, &args.settlement)?;
     let key = spooled.key.clone();
-    let pool = crate::db::connect_and_migrate(&args.database).await?;
+    let database = crate::db::open(&args.database, true).await?;
+    let pool = database.pool.clone();
 
     // A dry run returns a stored run too (it stores nothing of its own); --force compares
     // afresh.
@@ -92,7 +94,10 @@ pub async fn run(args: ReconcileSettings) -> anyhow::Result<bool> {
             );
             (report, None)
         }
-        None => reconcile(&pool, &args, &spooled.path, &columns, options, key).await?,
+        None => {
+            let ledger = Store::of(&database);
+            reconcile(&ledger, &args, &spooled.path, &columns, options, key).await?
+        }
     };
     pool.close().await;
     drop(spooled);
@@ -314,13 +319,14 @@ async fn stored_run(pool: &PgPool, key: &str) -> anyhow::Result<Option<RunReport
 /// Imports the file, matches it, checks the invariants, and stores the run, all in one
 /// database transaction (rolled back for `--dry-run`).
 async fn reconcile(
-    pool: &PgPool,
+    ledger: &Store,
     args: &ReconcileSettings,
     settlement_file: &std::path::Path,
     columns: &Columns,
     options: Value,
     key: String,
 ) -> anyhow::Result<(RunReport, Option<std::path::PathBuf>)> {
+    let pool = ledger.pool();
     let id = Uuid::new_v4();
     // Every exception is counted and, for exceptions.csv, written as it is found; only the
     // first of each code are kept in memory, for the stored run and the other reports.
@@ -340,7 +346,8 @@ async fn reconcile(
     let hold_grace = invariants::hold_grace(args.hold_grace_ms);
     let invariants = async {
         let started = Instant::now();
-        let findings = invariants::check(&mut *pool.acquire().await?, hold_grace).await?;
+        let mut conn = pool.acquire().await?;
+        let findings = invariants::check(&mut ledger.on(&mut conn), hold_grace).await?;
         tracing::info!(
             elapsed_ms = started.elapsed().as_millis() as u64,
             findings = findings.len(),
@@ -386,9 +393,10 @@ async fn reconcile(
             amount_tolerance: args.amount_tolerance,
         };
         let started = Instant::now();
-        let matching = matching::compare(&mut tx, id, &window, MAX_LISTED_MATCHES, sink).await?;
-        let payouts =
-            matching::payouts(&mut tx, id, &window.clearing_accounts, MAX_LISTED_PAYOUTS).await?;
+        let mut db = ledger.on(&mut tx);
+        let matching = matching::compare(&mut db, id, &window, MAX_LISTED_MATCHES, sink).await?;
+        let clearing = &window.clearing_accounts;
+        let payouts = matching::payouts(&mut db, id, clearing, MAX_LISTED_PAYOUTS).await?;
         let totals = matching::totals(&mut tx, id).await?;
         tracing::info!(
             elapsed_ms = started.elapsed().as_millis() as u64,

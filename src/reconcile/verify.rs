@@ -2,6 +2,7 @@
 //! machines (JSON). Exit code 0 when every check passes, 1 when any finds something.
 
 use super::invariants::{self, CHECKS, Finding};
+use crate::ledger::store::Store;
 use serde::Serialize;
 use serde_json::json;
 
@@ -19,9 +20,11 @@ pub struct VerifySettings {
 
 /// Returns whether the ledger is clean.
 pub async fn run(args: VerifySettings) -> anyhow::Result<bool> {
-    let pool = crate::db::connect(&args.database).await?;
+    let database = crate::db::open(&args.database, false).await?;
+    let (pool, store) = (database.pool.clone(), Store::of(&database));
     let mut conn = pool.acquire().await?;
-    let findings = invariants::check(&mut conn, invariants::hold_grace(args.hold_grace_ms)).await?;
+    let hold_grace = invariants::hold_grace(args.hold_grace_ms);
+    let findings = invariants::check(&mut store.on(&mut conn), hold_grace).await?;
     let (dead_deliveries, pending_deliveries) =
         crate::outbox::deliveries::counts(&mut conn).await?;
     drop(conn);

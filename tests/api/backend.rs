@@ -6,8 +6,19 @@
 use sqlx::postgres::PgPool;
 use sqlx::{Connection, PgConnection};
 use wallet_ledger::db::Engine;
+use wallet_ledger::ledger::store::{Db, Store};
 
 pub const ENGINE: Engine = Engine::Plain;
+
+/// `conn` as the service sees it on this engine (what its `Store` hands the statements).
+pub fn db(conn: &mut PgConnection) -> Db<'_> {
+    Db::new(conn, ENGINE)
+}
+
+/// `pool` as the service's store on this engine.
+pub fn store(pool: &PgPool) -> Store {
+    Store::new(pool.clone(), ENGINE)
+}
 
 /// Cases of the model test (tests/api/model.rs) unless `PROPTEST_CASES` says otherwise.
 pub const MODEL_CASES: u32 = 256;

@@ -250,9 +250,11 @@ async fn an_account_out_of_range_from_before_the_rule_is_answered_and_skipped() 
         .unwrap()
     };
     for _ in 0..100 {
-        checkpoints::advance(&mut app.pool.acquire().await.unwrap())
-            .await
-            .expect("one account out of range does not fail the others");
+        checkpoints::advance(&mut crate::backend::db(
+            &mut app.pool.acquire().await.unwrap(),
+        ))
+        .await
+        .expect("one account out of range does not fail the others");
         if checkpointed().await.len() == 2 {
             break;
         }
@@ -266,7 +268,7 @@ async fn an_account_out_of_range_from_before_the_rule_is_answered_and_skipped() 
     assert_eq!(app.posted_balance("ok2").await, 8);
 
     let findings = invariants::check(
-        &mut app.pool.acquire().await.unwrap(),
+        &mut crate::backend::db(&mut app.pool.acquire().await.unwrap()),
         TimeDelta::seconds(60),
     )
     .await
@@ -329,7 +331,7 @@ async fn verify_reports_an_available_balance_out_of_range() {
     .await
     .unwrap();
     let findings = invariants::check(
-        &mut app.pool.acquire().await.unwrap(),
+        &mut crate::backend::db(&mut app.pool.acquire().await.unwrap()),
         TimeDelta::seconds(60),
     )
     .await

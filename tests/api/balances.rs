@@ -45,9 +45,11 @@ async fn bulk_payments(app: &TestApp, n: i64) {
 async fn checkpoint_covering(app: &TestApp, account: &str, entries: i64) {
     let mut covered: i64 = 0;
     for _ in 0..1200 {
-        checkpoints::advance(&mut app.pool.acquire().await.unwrap())
-            .await
-            .unwrap();
+        checkpoints::advance(&mut crate::backend::db(
+            &mut app.pool.acquire().await.unwrap(),
+        ))
+        .await
+        .unwrap();
         covered = sqlx::query_scalar(
             "select coalesce(max(entry_count), 0) from account_checkpoints where account_id = $1",
         )
@@ -158,9 +160,11 @@ async fn system_account_checkpoints_lose_and_double_nothing_under_concurrent_wri
         tokio::spawn(async move {
             let mut written = 0;
             while writing.load(std::sync::atomic::Ordering::Relaxed) {
-                written += checkpoints::advance(&mut app.pool.acquire().await.unwrap())
-                    .await
-                    .unwrap();
+                written += checkpoints::advance(&mut crate::backend::db(
+                    &mut app.pool.acquire().await.unwrap(),
+                ))
+                .await
+                .unwrap();
                 tokio::time::sleep(std::time::Duration::from_millis(5)).await;
             }
             written

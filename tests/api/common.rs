@@ -81,7 +81,7 @@ impl TestApp {
             .unwrap();
         crate::backend::migrate(&pool).await;
         let token = api_key(&pool, "default", Scope::Admin).await;
-        let router = app(AppState::new(pool.clone(), crate::backend::ENGINE, config));
+        let router = app(AppState::new(crate::backend::store(&pool), config));
         TestApp {
             router,
             pool,

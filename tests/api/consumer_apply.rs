@@ -102,7 +102,7 @@ impl Event {
 
 async fn apply_with(app: &TestApp, events: &[&Event], settings: ApplySettings) -> Vec<Outcome> {
     let messages: Vec<Message> = events.iter().map(|e| e.message()).collect();
-    let outcomes = apply_batch(&app.pool, crate::backend::ENGINE, &messages, settings)
+    let outcomes = apply_batch(&crate::backend::store(&app.pool), &messages, settings)
         .await
         .expect("the batch applies");
     assert_eq!(outcomes.len(), messages.len(), "one outcome per message");
@@ -276,7 +276,7 @@ async fn close(app: &TestApp, wallet: &str) {
 /// wallet chains, no over-reversal, ...).
 async fn assert_ledger_consistent(app: &TestApp) {
     let findings = invariants::check(
-        &mut app.pool.acquire().await.unwrap(),
+        &mut crate::backend::db(&mut app.pool.acquire().await.unwrap()),
         TimeDelta::seconds(60),
     )
     .await
@@ -1633,7 +1633,7 @@ async fn concurrent_batches_with_the_same_events_apply_each_once() {
             // A batch the database refused as a whole is retried whole, as the worker does.
             for _ in 0..5 {
                 if let Ok(outcomes) =
-                    apply_batch(&pool, crate::backend::ENGINE, &messages, settings()).await
+                    apply_batch(&crate::backend::store(&pool), &messages, settings()).await
                 {
                     return outcomes;
                 }
@@ -1731,7 +1731,7 @@ async fn race(app: &TestApp, wallet: &str, first: &Event, second: &Event) -> (Ou
         let pool = app.pool.clone();
         let message = event.message();
         tokio::spawn(async move {
-            apply_batch(&pool, crate::backend::ENGINE, &[message], settings()).await
+            apply_batch(&crate::backend::store(&pool), &[message], settings()).await
         })
     };
     let a = spawn(first);

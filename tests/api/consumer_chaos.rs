@@ -474,8 +474,10 @@ impl Ledger {
             .await
             .expect("the private PostgreSQL is reachable");
         let router = app(AppState::new(
-            pool.clone(),
-            wallet_ledger::db::Engine::Plain,
+            wallet_ledger::ledger::store::Store::new(
+                pool.clone(),
+                wallet_ledger::db::Engine::Plain,
+            ),
             HttpSettings::default(),
         ));
         let token = super::common::api_key(&pool, "default", Scope::Admin).await;

@@ -235,7 +235,7 @@ async fn consume_scenario(scenario: &Scenario, workers: usize, batch: usize) {
         );
     }
     let findings = invariants::check(
-        &mut app.pool.acquire().await.unwrap(),
+        &mut crate::backend::db(&mut app.pool.acquire().await.unwrap()),
         chrono::TimeDelta::seconds(60),
     )
     .await

@@ -1437,7 +1437,7 @@ async fn a_first_request_whose_commit_answer_was_lost_is_answered_201_by_the_ser
     )
     .await;
     assert!(primary.is_some(), "the test server takes writes");
-    let mut state = AppState::new(app.pool.clone(), crate::backend::ENGINE, grouped(500, 0, 2));
+    let mut state = AppState::new(crate::backend::store(&app.pool), grouped(500, 0, 2));
     state.primary = primary;
     app.router = router(state);
     for kind in ["transfer", "hold"] {

@@ -279,9 +279,16 @@ async fn the_sweeper_expires_overdue_holds_and_releases_them() {
     let_expire(&app, overdue).await;
 
     let mut conn = app.pool.acquire().await.unwrap();
-    assert_eq!(holds::sweep(&mut conn, 100).await.unwrap(), 1);
     assert_eq!(
-        holds::sweep(&mut conn, 100).await.unwrap(),
+        holds::sweep(&mut crate::backend::db(&mut conn), 100)
+            .await
+            .unwrap(),
+        1
+    );
+    assert_eq!(
+        holds::sweep(&mut crate::backend::db(&mut conn), 100)
+            .await
+            .unwrap(),
         0,
         "nothing twice"
     );

@@ -2088,12 +2088,12 @@ impl<'a> Case<'a> {
             .await
             .map_err(|e| format!("a connection: {e}"))?;
         let done = if checkpoint {
-            checkpoints::advance(&mut conn)
+            checkpoints::advance(&mut crate::backend::db(&mut conn))
                 .await
                 .map(|n| n as i64)
                 .map_err(|e| e.to_string())
         } else {
-            holds::sweep(&mut conn, 1_000)
+            holds::sweep(&mut crate::backend::db(&mut conn), 1_000)
                 .await
                 .map_err(|e| e.to_string())
         };

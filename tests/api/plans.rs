@@ -135,9 +135,13 @@ async fn the_stored_creation_lookup_probes_the_key_after_the_ledger_grew_under_a
         let items: Vec<NewTransaction> = (0..IDS_PER_LOOKUP)
             .map(|_| transfer_between_unknown_accounts())
             .collect();
-        posting::create_many_in(&mut conn, &items, Mode::Independent)
-            .await
-            .unwrap();
+        posting::create_many_in(
+            &mut crate::backend::db(&mut conn),
+            &items,
+            Mode::Independent,
+        )
+        .await
+        .unwrap();
     }
     grow_the_ledger(&mut conn).await;
 

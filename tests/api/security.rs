@@ -1581,8 +1581,7 @@ async fn a_saturated_pool_answers_503_promptly_and_recovers_without_a_restart() 
         .await
         .unwrap();
     let router = wallet_ledger::http::app(AppState::new(
-        pool.clone(),
-        wallet_ledger::db::Engine::Plain,
+        wallet_ledger::ledger::store::Store::new(pool.clone(), wallet_ledger::db::Engine::Plain),
         HttpSettings::default(),
     ));
     let auth = bearer(&app.token);

@@ -125,8 +125,7 @@ async fn a_database_outage_answers_503_with_retry_after_and_says_nothing_of_inte
         .connect_lazy("postgres://postgres@127.0.0.1:1/nowhere")
         .unwrap();
     let state = wallet_ledger::http::AppState::new(
-        pool,
-        wallet_ledger::db::Engine::Plain,
+        wallet_ledger::ledger::store::Store::new(pool, wallet_ledger::db::Engine::Plain),
         wallet_ledger::http::HttpSettings::default(),
     );
     let router = wallet_ledger::http::app(state);

@@ -40,16 +40,18 @@ async fn busy_ledger() -> TestApp {
         &json!({"id": Uuid::new_v4(), "amount": 2_000}),
     )
     .await;
-    checkpoints::advance(&mut app.pool.acquire().await.unwrap())
-        .await
-        .unwrap();
+    checkpoints::advance(&mut crate::backend::db(
+        &mut app.pool.acquire().await.unwrap(),
+    ))
+    .await
+    .unwrap();
     app.fund("w3", 7).await; // an entry after the checkpoint
     app
 }
 
 async fn findings(app: &TestApp) -> Vec<Finding> {
     invariants::check(
-        &mut app.pool.acquire().await.unwrap(),
+        &mut crate::backend::db(&mut app.pool.acquire().await.unwrap()),
         TimeDelta::seconds(60),
     )
     .await

@@ -430,8 +430,18 @@ async fn an_expired_hold_writes_transaction_expired_by_a_late_capture_or_the_swe
 
     // The sweeper expires the other one (the first is already expired: 1, not 2).
     let mut conn = app.pool.acquire().await.unwrap();
-    assert_eq!(holds::sweep(&mut conn, 100).await.unwrap(), 1);
-    assert_eq!(holds::sweep(&mut conn, 100).await.unwrap(), 0);
+    assert_eq!(
+        holds::sweep(&mut crate::backend::db(&mut conn), 100)
+            .await
+            .unwrap(),
+        1
+    );
+    assert_eq!(
+        holds::sweep(&mut crate::backend::db(&mut conn), 100)
+            .await
+            .unwrap(),
+        0
+    );
     drop(conn);
     let e = the_event(&app, "transaction.expired", swept).await;
     assert_eq!(e.data["transaction"]["status"], "expired", "{}", e.data);
@@ -515,7 +525,12 @@ async fn every_transaction_event_shows_the_transaction_as_the_api_does_at_that_m
     let swept = hold(&app, "w1", "w2", 50, Some(&soon)).await;
     wait_until_expired(&app, swept).await;
     let mut conn = app.pool.acquire().await.unwrap();
-    assert_eq!(holds::sweep(&mut conn, 100).await.unwrap(), 1);
+    assert_eq!(
+        holds::sweep(&mut crate::backend::db(&mut conn), 100)
+            .await
+            .unwrap(),
+        1
+    );
     drop(conn);
     assert_event_shows_the_transaction(&app, "transaction.expired", swept).await;
     app.finish().await;
@@ -2959,7 +2974,7 @@ async fn an_event_committed_after_a_subscription_was_created_reaches_it() {
     };
     let transfer = request.into_new(&key, TimeDelta::days(7)).unwrap();
     let written = wallet_ledger::ledger::posting::create_many_in(
-        &mut long,
+        &mut crate::backend::db(&mut long),
         &[transfer],
         wallet_ledger::ledger::posting::Mode::Atomic,
     )

@@ -10,8 +10,19 @@ use sqlx::{Connection, PgConnection};
 use std::process::Command;
 use tokio::sync::OnceCell;
 use wallet_ledger::db::{DatabaseSettings, Engine};
+use wallet_ledger::ledger::store::{Db, Store};
 
 pub const ENGINE: Engine = Engine::Citus;
+
+/// `conn` as the service sees it on this engine (what its `Store` hands the statements).
+pub fn db(conn: &mut PgConnection) -> Db<'_> {
+    Db::new(conn, ENGINE)
+}
+
+/// `pool` as the service's store on this engine.
+pub fn store(pool: &PgPool) -> Store {
+    Store::new(pool.clone(), ENGINE)
+}
 
 /// Cases of the model test: each step costs several times a single node's round trips here
 /// (a statement per locked account, two-phase commits), so fewer cases than tests/api runs

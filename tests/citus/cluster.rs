@@ -268,9 +268,12 @@ async fn fifty_parallel_debits_across_workers_of_a_wallet_that_affords_ten() {
 
 async fn verify(app: &TestApp) -> Vec<invariants::Finding> {
     let mut conn = app.pool.acquire().await.unwrap();
-    invariants::check(&mut conn, invariants::hold_grace(60_000))
-        .await
-        .unwrap()
+    invariants::check(
+        &mut crate::backend::db(&mut conn),
+        invariants::hold_grace(60_000),
+    )
+    .await
+    .unwrap()
 }
 
 /// One statement as a sqlx query, run on the coordinator.
@@ -570,7 +573,9 @@ async fn checkpoints_wait_out_transactions_prepared_on_a_worker() {
     let mut conn = app.pool.acquire().await.unwrap();
     let started = std::time::Instant::now();
     assert_eq!(
-        checkpoints::advance(&mut conn).await.unwrap(),
+        checkpoints::advance(&mut crate::backend::db(&mut conn))
+            .await
+            .unwrap(),
         0,
         "no checkpoint while a transaction older than the horizon may be prepared"
     );
@@ -583,7 +588,9 @@ async fn checkpoints_wait_out_transactions_prepared_on_a_worker() {
         .await
         .unwrap();
     assert_eq!(
-        checkpoints::advance(&mut conn).await.unwrap(),
+        checkpoints::advance(&mut crate::backend::db(&mut conn))
+            .await
+            .unwrap(),
         1,
         "the clearing account"
     );

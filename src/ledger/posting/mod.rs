@@ -35,21 +35,21 @@ mod decide;
 mod load;
 mod render;
 
-pub(crate) use apply::insert_entry_rows;
-pub(crate) use chain::{NewEntry, ledger_time};
+pub(crate) use chain::{ChainHead, NewEntry, ledger_time};
 pub use load::StoredCreation;
-pub(crate) use load::{SystemLocks, held_elsewhere, lock_accounts, wait_for_rows, wallet_states};
+pub(crate) use load::{LockedAccount, SystemLocks, WalletState, wait_for_rows};
+pub(crate) use render::Rendered;
 pub use render::refusal_body;
 
 use super::audit::{self, Actor};
 use super::caller::{self, Caller};
 use super::holds;
+use super::store::{Db, Store, inserts, reads};
 use super::transactions::{ItemError, NewTransaction, WriteError};
 use super::{Created, accounts, now_micros};
-use crate::db::{Engine, StoreError};
+use crate::db::StoreError;
 use decide::LockedLedger;
-use render::Rendered;
-use sqlx::{PgConnection, PgPool};
+use sqlx::PgConnection;
 use std::collections::HashMap;
 use uuid::Uuid;
 
@@ -79,13 +79,12 @@ pub enum BatchResult {
 
 /// Creates every item exactly once per id, in one database transaction.
 pub async fn create_many(
-    pool: &PgPool,
-    engine: Engine,
+    store: &Store,
     items: &[NewTransaction],
     mode: Mode,
 ) -> Result<BatchResult, WriteError> {
-    let mut conn = pool.acquire().await?;
-    create_many_on(&mut conn, engine, items, mode).await
+    let mut conn = store.pool().acquire().await?;
+    create_many_in(&mut store.on(&mut conn), items, mode).await
 }
 
 /// The items of several callers in one database transaction (group commit, see
@@ -93,23 +92,22 @@ pub async fn create_many(
 /// its audit row names its own caller (`actors[i]` made `items[i]`). Also returns the
 /// committed creations it read back for replays (for [`super::replay_cache`]).
 pub(crate) async fn create_group(
-    pool: &PgPool,
-    engine: Engine,
+    store: &Store,
     items: &[NewTransaction],
     actors: &[Option<Actor>],
     callers: &[Caller],
     lock_wait: LockWait,
 ) -> Result<(Vec<ItemOutcome>, Vec<(Uuid, StoredCreation)>), WriteError> {
-    let mut conn = pool.acquire().await?;
+    let mut conn = store.pool().acquire().await?;
     let mut read_back = Vec::new();
     let result = attempts(
-        &mut conn,
+        &mut store.on(&mut conn),
         items,
         Authors::Each(actors),
         Mode::Independent,
         Write::Commit(Callers::Each(callers)),
         Some(&mut read_back),
-        Locking::new(engine, lock_wait),
+        Locking::new(lock_wait),
     )
     .await;
     if result.is_err() {
@@ -145,29 +143,18 @@ impl Authors<'_> {
 /// whatever else that transaction does (the stream consumer applies a whole batch of events
 /// this way, once).
 pub async fn create_many_in(
-    conn: &mut PgConnection,
-    items: &[NewTransaction],
-    mode: Mode,
-) -> Result<BatchResult, WriteError> {
-    let engine = Engine::of(&mut *conn).await?;
-    create_many_on(conn, engine, items, mode).await
-}
-
-/// [`create_many_in`] for a caller that knows the engine (no catalog probe).
-pub async fn create_many_on(
-    conn: &mut PgConnection,
-    engine: Engine,
+    db: &mut Db<'_>,
     items: &[NewTransaction],
     mode: Mode,
 ) -> Result<BatchResult, WriteError> {
     attempts(
-        conn,
+        db,
         items,
         Authors::Current,
         mode,
         Write::Commit(Callers::Current),
         None,
-        Locking::new(engine, LockWait::Unbounded),
+        Locking::new(LockWait::Unbounded),
     )
     .await
 }
@@ -175,19 +162,18 @@ pub async fn create_many_on(
 /// Atomic mode without writing: the first item (in request order) that would not be
 /// created, if any. Used to tell which of several bad items of a batch comes first.
 pub async fn first_failure(
-    pool: &PgPool,
-    engine: Engine,
+    store: &Store,
     items: &[NewTransaction],
 ) -> Result<Option<(usize, ItemOutcome)>, WriteError> {
-    let mut conn = pool.acquire().await?;
+    let mut conn = store.pool().acquire().await?;
     match attempts(
-        &mut conn,
+        &mut store.on(&mut conn),
         items,
         Authors::Current,
         Mode::Atomic,
         Write::DryRun,
         None,
-        Locking::new(engine, LockWait::Unbounded),
+        Locking::new(LockWait::Unbounded),
     )
     .await?
     {
@@ -199,7 +185,7 @@ pub async fn first_failure(
 /// `read_back`, when given, collects the committed creations read to answer replays (only
 /// the group-commit writer wants them; elsewhere they are not copied).
 async fn attempts(
-    conn: &mut PgConnection,
+    db: &mut Db<'_>,
     items: &[NewTransaction],
     authors: Authors<'_>,
     mode: Mode,
@@ -209,7 +195,7 @@ async fn attempts(
 ) -> Result<BatchResult, WriteError> {
     for _ in 0..MAX_ID_RACE_RETRIES {
         let pass = attempt(
-            conn,
+            db,
             items,
             authors,
             mode,
@@ -256,11 +242,9 @@ impl Callers<'_> {
     }
 }
 
-/// How a pass takes its locks: with the statements its engine accepts (one per account on
-/// Citus), how strongly on system accounts, and how long it waits.
+/// How a pass takes its locks: how strongly on system accounts, and how long it waits.
 #[derive(Debug, Clone, Copy)]
 struct Locking {
-    engine: Engine,
     systems: SystemLocks,
     wait: LockWait,
 }
@@ -268,9 +252,8 @@ struct Locking {
 impl Locking {
     /// Shared locks on system accounts first; exclusive ones once a pass found that the batch
     /// could take one near the edge of the range (see `bounds.rs`), for the passes that follow.
-    fn new(engine: Engine, wait: LockWait) -> Locking {
+    fn new(wait: LockWait) -> Locking {
         Locking {
-            engine,
             systems: SystemLocks::Shared,
             wait,
         }
@@ -339,7 +322,7 @@ enum Pass {
 
 /// One pass; with [`Write::DryRun`] nothing is written whatever the outcome.
 async fn attempt(
-    conn: &mut PgConnection,
+    db: &mut Db<'_>,
     items: &[NewTransaction],
     authors: Authors<'_>,
     mode: Mode,
@@ -348,12 +331,11 @@ async fn attempt(
     read_back: Option<&mut Vec<(Uuid, StoredCreation)>>,
 ) -> Result<Pass, WriteError> {
     let Locking {
-        engine,
         systems,
         wait: lock_wait,
     } = locking;
     let ids: Vec<Uuid> = items.iter().map(|i| i.id).collect();
-    let stored = load::stored_creations(conn, engine, &ids).await?;
+    let stored = reads::stored_creations(db, &ids).await?;
     if let Some(read_back) = read_back {
         read_back.extend(stored.iter().map(|(id, s)| (*id, s.clone())));
     }
@@ -380,8 +362,10 @@ async fn attempt(
         return Ok(Pass::Done(finish(outcomes, failure)));
     }
 
-    let mut tx = begin(&mut *conn, lock_wait).await?;
-    let mut ledger = LockedLedger::lock(&mut tx, engine, &undecided, systems).await?;
+    // The transaction's own handle for the statements that differ by engine.
+    let engine = db.engine();
+    let mut tx = begin(db.conn(), lock_wait).await?;
+    let mut ledger = LockedLedger::lock(&mut Db::new(&mut tx, engine), &undecided, systems).await?;
     if ledger.needs_exclusive {
         tx.rollback().await?;
         return Ok(Pass::Exclusive);
@@ -425,7 +409,7 @@ async fn attempt(
         }
     };
     let rows: Vec<&Rendered> = rows.iter().collect();
-    if !apply::insert_transactions(&mut tx, engine, &rows).await? {
+    if !inserts::insert_transactions(&mut Db::new(&mut tx, engine), &rows).await? {
         tx.rollback().await?;
         return Ok(Pass::Again);
     }
@@ -442,11 +426,13 @@ async fn attempt(
             None => create.await?,
         }
     }
-    if !created.is_empty() && !load::still_empty(&mut tx, engine, &created, systems).await? {
+    if !created.is_empty()
+        && !load::still_empty(&mut Db::new(&mut tx, engine), &created, systems).await?
+    {
         tx.rollback().await?;
         return Ok(Pass::Again);
     }
-    apply::insert_entries(&mut tx, engine, &rows).await?;
+    apply::insert_entries(&mut Db::new(&mut tx, engine), &rows).await?;
     let open_holds: Vec<&holds::OpenHold> = rows.iter().flat_map(|r| r.holds.iter()).collect();
     holds::insert_open_holds(&mut tx, &open_holds).await?;
     apply::record_events(&mut tx, &rows).await?;

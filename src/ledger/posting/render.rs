@@ -13,21 +13,21 @@ use uuid::Uuid;
 
 /// A decided item, rendered: its row, entries and holds, and the exact answer it gets.
 #[derive(Debug, Clone)]
-pub(super) struct Rendered {
-    pub(super) item_id: Uuid,
-    pub(super) kind: Kind,
-    pub(super) status: TransactionStatus,
-    pub(super) view: TransactionView,
-    pub(super) account_ids: Vec<String>,
+pub(crate) struct Rendered {
+    pub(crate) item_id: Uuid,
+    pub(crate) kind: Kind,
+    pub(crate) status: TransactionStatus,
+    pub(crate) view: TransactionView,
+    pub(crate) account_ids: Vec<String>,
     /// The canonical request as JSON text: what the insert sends (a tree would be copied).
-    pub(super) request: String,
-    pub(super) refusal: Option<RefusalView>,
-    pub(super) creation_status: i16,
-    pub(super) body: String,
-    pub(super) reverses: Option<Uuid>,
-    pub(super) reversed_amount: Option<i64>,
-    pub(super) entries: Vec<NewEntry>,
-    pub(super) holds: Vec<holds::OpenHold>,
+    pub(crate) request: String,
+    pub(crate) refusal: Option<RefusalView>,
+    pub(crate) creation_status: i16,
+    pub(crate) body: String,
+    pub(crate) reverses: Option<Uuid>,
+    pub(crate) reversed_amount: Option<i64>,
+    pub(crate) entries: Vec<NewEntry>,
+    pub(crate) holds: Vec<holds::OpenHold>,
 }
 
 impl Rendered {

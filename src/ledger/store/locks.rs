@@ -1,0 +1,339 @@
+//! Row locks whose statement differs by engine: Citus takes a multi-row `FOR UPDATE` only
+//! when every row is on one shard, so there each row is locked by a statement of its own (in
+//! the same sorted order) and the rows are then read without a lock clause.
+
+use super::Db;
+use crate::db::{Engine, StoreError};
+use crate::ledger::accounts::{AccountStatus, AccountType};
+use crate::ledger::posting::{LockedAccount, SystemLocks};
+use serde_json::Value;
+use sqlx::PgConnection;
+use std::collections::{BTreeMap, HashMap};
+use uuid::Uuid;
+
+/// A payment's row as the consumer reads it under its lock: status is the effective one (a
+/// pending hold past its expiry reads `expired`).
+pub struct LockedPayment {
+    pub id: Uuid,
+    pub kind: String,
+    pub status: String,
+    pub currency: String,
+    pub legs: Value,
+    pub captured_amount: Option<i64>,
+    pub from_hold: bool,
+}
+
+/// Locks the transaction rows `sorted_ids` (sorted: every locker takes them in one order) `FOR
+/// UPDATE` and reads them; ids not stored are absent from the answer.
+pub async fn payments(
+    db: &mut Db<'_>,
+    sorted_ids: &[Uuid],
+) -> Result<Vec<LockedPayment>, sqlx::Error> {
+    if db.engine() == Engine::Citus {
+        for id in sorted_ids {
+            sqlx::query!("select id from transactions where id = $1 for update", id)
+                .fetch_optional(db.conn())
+                .await?;
+        }
+    }
+    let rows = match db.engine() {
+        Engine::Plain => sqlx::query_as!(
+            LockedPayment,
+        r#"select id, kind,
+                  (case when status = 'pending' and expires_at <= clock_timestamp() then 'expired'
+                        else status end) as "status!",
+                  currency, legs, captured_amount, expires_at is not null as "from_hold!"
+           from transactions where id = any($1) order by id for update"#,
+            sorted_ids
+        )
+        .fetch_all(db.conn())
+        .await?,
+        Engine::Citus => sqlx::query_as!(
+            LockedPayment,
+            r#"select id, kind,
+                      (case when status = 'pending' and expires_at <= clock_timestamp() then 'expired'
+                            else status end) as "status!",
+                      currency, legs, captured_amount, expires_at is not null as "from_hold!"
+               from transactions where id = any($1)"#,
+            sorted_ids
+        )
+        .fetch_all(db.conn())
+        .await?,
+    };
+    Ok(rows)
+}
+
+/// Locks the accounts of a set of transactions in one statement: wallets exclusively, in
+/// sorted id order (each ORDER BY runs before its rows are locked one by one), then system
+/// accounts shared so that they never serialize writers, or, with [`SystemLocks::Exclusive`],
+/// also exclusively (a writer that may take one near the edge of the range, see `bounds.rs`). One
+/// lock strength for all the system accounts of a statement keeps them in one sorted order.
+pub(crate) async fn lock_accounts(
+    db: &mut Db<'_>,
+    sorted_ids: &[String],
+    systems: SystemLocks,
+) -> Result<BTreeMap<String, LockedAccount>, StoreError> {
+    match db.engine() {
+        Engine::Plain => lock_accounts_plain(db.conn(), sorted_ids, systems).await,
+        Engine::Citus => lock_accounts_citus(db.conn(), sorted_ids, systems).await,
+    }
+}
+
+async fn lock_accounts_plain(
+    conn: &mut PgConnection,
+    sorted_ids: &[String],
+    systems: SystemLocks,
+) -> Result<BTreeMap<String, LockedAccount>, StoreError> {
+    let locked = sqlx::query_as!(
+        LockedRow,
+        r#"with wallets as (
+               select id, currency, type as kind, status, overdraft_limit from accounts
+               where id = any($1) and type = 'wallet' order by id for update),
+           shared as (
+               select id, currency, type as kind, status, overdraft_limit from accounts
+               where id = any($1) and type = 'system' and not $2 order by id for share),
+           exclusive as (
+               select id, currency, type as kind, status, overdraft_limit from accounts
+               where id = any($1) and type = 'system' and $2 order by id for update)
+           select id as "id!", currency as "currency!", kind as "kind!", status as "status!",
+                  overdraft_limit as "overdraft_limit!"
+           from wallets
+           union all
+           select id, currency, kind, status, overdraft_limit from shared
+           union all
+           select id, currency, kind, status, overdraft_limit from exclusive"#,
+        sorted_ids,
+        systems == SystemLocks::Exclusive
+    )
+    .fetch_all(&mut *conn)
+    .await?;
+    locked
+        .into_iter()
+        .map(|row| LockedAccount::try_from(row).map(|a| (a.id.clone(), a)))
+        .collect()
+}
+
+/// [`lock_accounts`] on Citus, which runs `FOR UPDATE`/`FOR SHARE` only in a statement that
+/// reaches one shard: one statement per account, in the same order (wallets sorted, then
+/// system accounts sorted). Which is which is read first without a lock: an account's type
+/// never changes (`accounts_creation_immutable`).
+async fn lock_accounts_citus(
+    conn: &mut PgConnection,
+    sorted_ids: &[String],
+    systems: SystemLocks,
+) -> Result<BTreeMap<String, LockedAccount>, StoreError> {
+    let mut locked = BTreeMap::new();
+    if sorted_ids.is_empty() {
+        return Ok(locked);
+    }
+    let kinds = sqlx::query!(
+        r#"select id, type = 'wallet' as "wallet!" from accounts where id = any($1)"#,
+        sorted_ids
+    )
+    .fetch_all(&mut *conn)
+    .await?;
+    let wallet_of: HashMap<String, bool> = kinds.into_iter().map(|r| (r.id, r.wallet)).collect();
+    let mut order: Vec<(&String, bool)> = sorted_ids
+        .iter()
+        .filter_map(|id| wallet_of.get(id).map(|&wallet| (id, wallet)))
+        .collect();
+    // Wallets first (false sorts before true), each group in id order.
+    order.sort_by_key(|(id, wallet)| (!*wallet, (*id).clone()));
+    for (id, wallet) in order {
+        let exclusive = wallet || systems == SystemLocks::Exclusive;
+        let row = if exclusive {
+            sqlx::query_as!(
+                LockedRow,
+                r#"select id, currency, type as kind, status, overdraft_limit from accounts
+                   where id = $1 for update"#,
+                id
+            )
+            .fetch_one(&mut *conn)
+            .await?
+        } else {
+            sqlx::query_as!(
+                LockedRow,
+                r#"select id, currency, type as kind, status, overdraft_limit from accounts
+                   where id = $1 for share"#,
+                id
+            )
+            .fetch_one(&mut *conn)
+            .await?
+        };
+        let account = LockedAccount::try_from(row)?;
+        locked.insert(account.id.clone(), account);
+    }
+    Ok(locked)
+}
+
+/// A locked account's row as stored.
+struct LockedRow {
+    id: String,
+    currency: String,
+    kind: String,
+    status: String,
+    overdraft_limit: i64,
+}
+
+impl TryFrom<LockedRow> for LockedAccount {
+    type Error = StoreError;
+
+    /// A type or status the code does not know is a corrupt row, never a guess.
+    fn try_from(row: LockedRow) -> Result<LockedAccount, StoreError> {
+        let kind = AccountType::parse(&row.kind).ok_or_else(|| {
+            crate::db::corrupt("accounts", &row.id, format!("unknown type {:?}", row.kind))
+        })?;
+        let status = AccountStatus::parse(&row.status).ok_or_else(|| {
+            crate::db::corrupt(
+                "accounts",
+                &row.id,
+                format!("unknown status {:?}", row.status),
+            )
+        })?;
+        Ok(LockedAccount {
+            id: row.id,
+            currency: row.currency,
+            kind,
+            status,
+            overdraft_limit: row.overdraft_limit,
+        })
+    }
+}
+
+/// Which of these accounts and transactions another transaction holds locked right now,
+/// in a mode that would make [`lock_accounts`] or [`lock_originals`] wait. Asked without
+/// waiting (`skip locked`), in one autocommit statement each, so it takes no lock of its own.
+pub(crate) async fn held_elsewhere(
+    db: &mut Db<'_>,
+    account_ids: &[String],
+    transaction_ids: &[Uuid],
+) -> Result<(Vec<String>, Vec<Uuid>), sqlx::Error> {
+    match db.engine() {
+        Engine::Plain => held_elsewhere_plain(db.conn(), account_ids, transaction_ids).await,
+        Engine::Citus => held_elsewhere_citus(db.conn(), account_ids, transaction_ids).await,
+    }
+}
+
+async fn held_elsewhere_plain(
+    conn: &mut PgConnection,
+    account_ids: &[String],
+    transaction_ids: &[Uuid],
+) -> Result<(Vec<String>, Vec<Uuid>), sqlx::Error> {
+    let accounts = sqlx::query_scalar!(
+        r#"with wallets as (
+               select id from accounts
+               where id = any($1) and type = 'wallet' for update skip locked),
+           systems as (
+               select id from accounts
+               where id = any($1) and type = 'system' for share skip locked)
+           select a.id from accounts a
+           where a.id = any($1)
+             and a.id not in (select id from wallets union all select id from systems)"#,
+        account_ids
+    )
+    .fetch_all(&mut *conn)
+    .await?;
+    let transactions = if transaction_ids.is_empty() {
+        Vec::new()
+    } else {
+        sqlx::query_scalar!(
+            r#"with free as (
+                   select id from transactions where id = any($1) for update skip locked)
+               select t.id from transactions t
+               where t.id = any($1) and t.id not in (select id from free)"#,
+            transaction_ids
+        )
+        .fetch_all(&mut *conn)
+        .await?
+    };
+    Ok((accounts, transactions))
+}
+
+/// [`held_elsewhere`] on Citus: `skip locked` runs only on one shard, so one autocommit
+/// statement per row (this is the slow path of a group that met a lock timeout).
+async fn held_elsewhere_citus(
+    conn: &mut PgConnection,
+    account_ids: &[String],
+    transaction_ids: &[Uuid],
+) -> Result<(Vec<String>, Vec<Uuid>), sqlx::Error> {
+    let mut accounts = Vec::new();
+    for id in account_ids {
+        let free = sqlx::query_scalar!(
+            r#"select type = 'wallet' as "wallet!" from accounts where id = $1 for share skip locked"#,
+            id
+        )
+        .fetch_optional(&mut *conn)
+        .await?;
+        let held = match free {
+            // Free for a shared lock: held only if a wallet's exclusive lock is not.
+            Some(true) => sqlx::query_scalar!(
+                "select id from accounts where id = $1 for update skip locked",
+                id
+            )
+            .fetch_optional(&mut *conn)
+            .await?
+            .is_none(),
+            Some(false) => false,
+            // Locked (or missing: then nothing holds it).
+            None => sqlx::query_scalar!(r#"select 1 as "one!" from accounts where id = $1"#, id)
+                .fetch_optional(&mut *conn)
+                .await?
+                .is_some(),
+        };
+        if held {
+            accounts.push(id.clone());
+        }
+    }
+    let mut transactions = Vec::new();
+    for id in transaction_ids {
+        let free = sqlx::query_scalar!(
+            "select id from transactions where id = $1 for update skip locked",
+            id
+        )
+        .fetch_optional(&mut *conn)
+        .await?;
+        if free.is_none()
+            && sqlx::query_scalar!(r#"select 1 as "one!" from transactions where id = $1"#, id)
+                .fetch_optional(&mut *conn)
+                .await?
+                .is_some()
+        {
+            transactions.push(*id);
+        }
+    }
+    Ok((accounts, transactions))
+}
+
+/// Locks the originals of reversals (`sorted`) `FOR UPDATE` and reads how much of each its
+/// posted reversals already took, summed after the lock from the reversal rows themselves.
+pub(crate) async fn lock_originals(
+    db: &mut Db<'_>,
+    sorted: &[Uuid],
+) -> Result<HashMap<Uuid, i64>, sqlx::Error> {
+    match db.engine() {
+        Engine::Plain => {
+            sqlx::query!(
+                "select id from transactions where id = any($1) order by id for update",
+                sorted
+            )
+            .fetch_all(db.conn())
+            .await?;
+        }
+        // Citus locks only in a statement that reaches one shard: one per original, sorted.
+        Engine::Citus => {
+            for id in sorted {
+                sqlx::query!("select id from transactions where id = $1 for update", id)
+                    .fetch_optional(db.conn())
+                    .await?;
+            }
+        }
+    }
+    let sums = sqlx::query!(
+        r#"select reverses as "original!", coalesce(sum(reversed_amount), 0)::bigint as "reversed!"
+           from transactions where reverses = any($1) and status = 'posted' group by reverses"#,
+        sorted
+    )
+    .fetch_all(db.conn())
+    .await?;
+    Ok(sums.into_iter().map(|r| (r.original, r.reversed)).collect())
+}

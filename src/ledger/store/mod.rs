@@ -1,0 +1,68 @@
+//! The one handle on the ledger's database, and the statements that differ by engine.
+//!
+//! The engine (plain PostgreSQL or a Citus coordinator) is detected once, where a command opens
+//! its pool, and travels with the pool as a [`Store`]; code inside a transaction gets it from
+//! the [`Db`] it was handed, never from a parameter of its own or a catalog probe. A statement
+//! that needs another form on Citus is written once here, both forms side by side in one
+//! function (`match engine { Engine::Plain => .., Engine::Citus => .. }`), in the module of its
+//! concern: [`locks`] (row locks), [`inserts`] (the write path's inserts), [`reads`] (reads that
+//! answer a write's question).
+
+pub mod inserts;
+pub mod locks;
+pub mod reads;
+
+use crate::db::{Database, Engine};
+use sqlx::{PgConnection, PgPool};
+
+/// The pool and the engine it talks to, decided once when the pool opened. Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct Store {
+    pool: PgPool,
+    engine: Engine,
+}
+
+impl Store {
+    pub fn new(pool: PgPool, engine: Engine) -> Store {
+        Store { pool, engine }
+    }
+
+    /// The store of a connected [`Database`] (its engine was detected when it connected).
+    pub fn of(database: &Database) -> Store {
+        Store::new(database.pool.clone(), database.engine)
+    }
+
+    pub fn pool(&self) -> &PgPool {
+        &self.pool
+    }
+
+    pub fn engine(&self) -> Engine {
+        self.engine
+    }
+
+    /// `conn` (a pooled connection or a transaction on one) seen as this store's.
+    pub fn on<'c>(&self, conn: &'c mut PgConnection) -> Db<'c> {
+        Db::new(conn, self.engine)
+    }
+}
+
+/// A connection, or a transaction on one, that knows its engine: one parameter where a
+/// function would otherwise take a connection and the engine beside it.
+pub struct Db<'c> {
+    conn: &'c mut PgConnection,
+    engine: Engine,
+}
+
+impl<'c> Db<'c> {
+    pub fn new(conn: &'c mut PgConnection, engine: Engine) -> Db<'c> {
+        Db { conn, engine }
+    }
+
+    pub fn conn(&mut self) -> &mut PgConnection {
+        self.conn
+    }
+
+    pub fn engine(&self) -> Engine {
+        self.engine
+    }
+}

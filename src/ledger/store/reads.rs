@@ -1,0 +1,374 @@
+//! Reads inside a write's transaction that answer its questions (which currency a wallet has,
+//! how much of a payment is refunded): the same statement on both engines, kept here so that
+//! the ledger's tables are read from `ledger/` only.
+
+use super::Db;
+use crate::db::Engine;
+use crate::ledger::bounds::{SATURATED, SystemState, SystemStates};
+use crate::ledger::posting::{ChainHead, StoredCreation, WalletState};
+use chrono::{DateTime, Utc};
+use serde_json::Value;
+use sqlx::PgConnection;
+use std::collections::HashMap;
+use uuid::Uuid;
+
+/// The currency code of each of `ids` that is stored, by id.
+pub async fn account_currencies(
+    db: &mut Db<'_>,
+    ids: &[String],
+) -> Result<Vec<(String, String)>, sqlx::Error> {
+    let rows = sqlx::query!("select id, currency from accounts where id = any($1)", ids)
+        .fetch_all(db.conn())
+        .await?;
+    Ok(rows.into_iter().map(|r| (r.id, r.currency)).collect())
+}
+
+/// What a refund `refund_id` of `payment_id` meets: whether that id is stored already, and
+/// the sum of the payment's posted reversals.
+pub struct RefundProgress {
+    pub stored: bool,
+    pub refunded: i64,
+}
+
+pub async fn refund_progress(
+    db: &mut Db<'_>,
+    payment_id: Uuid,
+    refund_id: Uuid,
+) -> Result<RefundProgress, sqlx::Error> {
+    let seen = sqlx::query!(
+        r#"select exists(select 1 from transactions where id = $2) as "stored!",
+                          coalesce((select sum(reversed_amount) from transactions
+                                    where reverses = $1 and status = 'posted'), 0)::bigint
+                              as "refunded!""#,
+        payment_id,
+        refund_id
+    )
+    .fetch_one(db.conn())
+    .await?;
+    Ok(RefundProgress {
+        stored: seen.stored,
+        refunded: seen.refunded,
+    })
+}
+
+/// Those of `transaction_ids` that left an entry with a negative balance after it.
+pub async fn overdrawing(
+    db: &mut Db<'_>,
+    transaction_ids: &[Uuid],
+) -> Result<Vec<Uuid>, sqlx::Error> {
+    sqlx::query_scalar!(
+        "select distinct transaction_id from entries where transaction_id = any($1) and balance_after < 0",
+        transaction_ids
+    )
+    .fetch_all(db.conn())
+    .await
+}
+
+/// The last entry and the open-hold reservations of each wallet, read after its lock (in a
+/// statement of their own: one that also took the lock would read from before it). The
+/// reservations are the `open_hold_totals` view, as balance reads show them; `offset 0` keeps
+/// the lateral a per-wallet probe of `open_holds_account` (pulled up into a plain join, the
+/// view would be aggregated over every open hold).
+pub(crate) async fn wallet_states(
+    db: &mut Db<'_>,
+    wallets: &[String],
+) -> Result<HashMap<String, WalletState>, sqlx::Error> {
+    if wallets.is_empty() {
+        return Ok(HashMap::new());
+    }
+    match db.engine() {
+        Engine::Plain => wallet_states_plain(db.conn(), wallets).await,
+        Engine::Citus => wallet_states_citus(db.conn(), wallets).await,
+    }
+}
+
+async fn wallet_states_plain(
+    conn: &mut PgConnection,
+    wallets: &[String],
+) -> Result<HashMap<String, WalletState>, sqlx::Error> {
+    let states = sqlx::query!(
+        r#"select w.id as "id!", h.sequence, h.balance_after, h.ledger_time as "ledger_time?",
+                  coalesce(p.pending_out, 0) as "pending_out!",
+                  coalesce(p.pending_in, 0) as "pending_in!"
+           from unnest($1::text[]) as w(id)
+           left join lateral (
+               select sequence, balance_after, ledger_time from entries
+               where account_id = w.id and sequence is not null
+               order by sequence desc limit 1) h on true
+           left join lateral (
+               select pending_out, pending_in from open_hold_totals where account_id = w.id
+               offset 0) p on true"#,
+        wallets
+    )
+    .fetch_all(&mut *conn)
+    .await?;
+    Ok(states
+        .into_iter()
+        .map(|r| {
+            let state = WalletState {
+                chain: ChainHead {
+                    sequence: r.sequence.unwrap_or(0),
+                    balance: r.balance_after.unwrap_or(0),
+                    ledger_time: r.ledger_time,
+                },
+                pending_out: r.pending_out,
+                pending_in: r.pending_in,
+            };
+            (r.id, state)
+        })
+        .collect())
+}
+
+/// [`wallet_states`] on Citus, which cannot push down the laterals over `unnest`: one
+/// statement per wallet, each naming the wallet in every table so that it runs on the wallet's
+/// shard alone (accounts, entries and open_holds are co-located).
+async fn wallet_states_citus(
+    conn: &mut PgConnection,
+    wallets: &[String],
+) -> Result<HashMap<String, WalletState>, sqlx::Error> {
+    let mut states = HashMap::with_capacity(wallets.len());
+    for wallet in wallets {
+        let r = sqlx::query!(
+            r#"select h.sequence as "sequence?", h.balance_after as "balance_after?",
+                      h.ledger_time as "ledger_time?",
+                      coalesce(p.pending_out, 0) as "pending_out!",
+                      coalesce(p.pending_in, 0) as "pending_in!"
+               from accounts w
+               left join lateral (
+                   select sequence, balance_after, ledger_time from entries
+                   where account_id = $1 and sequence is not null
+                   order by sequence desc limit 1) h on true
+               left join lateral (
+                   select pending_out, pending_in from open_hold_totals where account_id = $1
+                   offset 0) p on true
+               where w.id = $1"#,
+            wallet
+        )
+        .fetch_one(&mut *conn)
+        .await?;
+        let state = WalletState {
+            chain: ChainHead {
+                sequence: r.sequence.unwrap_or(0),
+                balance: r.balance_after.unwrap_or(0),
+                ledger_time: r.ledger_time,
+            },
+            pending_out: r.pending_out,
+            pending_in: r.pending_in,
+        };
+        states.insert(wallet.clone(), state);
+    }
+    Ok(states)
+}
+
+/// The committed creations of `ids` that are stored, by id.
+pub(crate) async fn stored_creations(
+    db: &mut Db<'_>,
+    ids: &[Uuid],
+) -> Result<HashMap<Uuid, StoredCreation>, sqlx::Error> {
+    match db.engine() {
+        Engine::Plain => stored_creations_plain(db.conn(), ids).await,
+        Engine::Citus => stored_creations_citus(db.conn(), ids).await,
+    }
+}
+
+async fn stored_creations_plain(
+    conn: &mut PgConnection,
+    ids: &[Uuid],
+) -> Result<HashMap<Uuid, StoredCreation>, sqlx::Error> {
+    // One primary-key probe per id, as a lateral `limit 1`: that shape has no plan but a
+    // probe per id (no hash join), and an index probe is the cheaper probe from a few rows on.
+    // The plain `where id = any($1)` let a connection keep the generic plan it made while the
+    // table was nearly empty, a sequential scan, until the next ANALYZE: in the bench that one
+    // lookup grew to 43% of the database's statement time (docs/performance.md, fifth round).
+    let rows = sqlx::query_as!(
+        CreationRow,
+        r#"select t.id as "id!", t.creation_request as "creation_request!",
+                  t.creation_status as "creation_status!",
+                  t.creation_response as "creation_response!"
+           from unnest($1::uuid[]) as k(id)
+           cross join lateral (
+               select id, creation_request, creation_status, creation_response
+               from transactions where id = k.id limit 1) t"#,
+        ids
+    )
+    .fetch_all(conn)
+    .await?;
+    Ok(rows.into_iter().map(CreationRow::stored).collect())
+}
+
+/// [`stored_creations`] on Citus, which refuses the lateral `limit 1` over `unnest` (cannot
+/// push it down): `id = any($1)` on the distribution column reaches only the shards of these
+/// ids, and each shard probes its primary key.
+async fn stored_creations_citus(
+    conn: &mut PgConnection,
+    ids: &[Uuid],
+) -> Result<HashMap<Uuid, StoredCreation>, sqlx::Error> {
+    let rows = sqlx::query_as!(
+        CreationRow,
+        r#"select id, creation_request, creation_status, creation_response
+           from transactions where id = any($1)"#,
+        ids
+    )
+    .fetch_all(conn)
+    .await?;
+    Ok(rows.into_iter().map(CreationRow::stored).collect())
+}
+
+/// A stored creation's row, as both forms of [`stored_creations`] read it.
+struct CreationRow {
+    id: Uuid,
+    creation_request: Value,
+    creation_status: i16,
+    creation_response: String,
+}
+
+impl CreationRow {
+    fn stored(self) -> (Uuid, StoredCreation) {
+        let stored = StoredCreation {
+            request: self.creation_request,
+            status: self.creation_status as u16,
+            body: self.creation_response,
+        };
+        (self.id, stored)
+    }
+}
+
+/// Reads the states of `accounts` (system accounts, locked by the caller), each from its latest
+/// checkpoint, the entries since and all its open holds, saturated at ±(M + 1) so that an
+/// account taken out of range before the bound existed reads as out of range instead of failing.
+pub(crate) async fn system_states(
+    db: &mut Db<'_>,
+    accounts: &[String],
+) -> Result<SystemStates, sqlx::Error> {
+    if accounts.is_empty() {
+        return Ok(SystemStates::empty());
+    }
+    match db.engine() {
+        Engine::Plain => system_states_plain(db.conn(), accounts).await,
+        Engine::Citus => system_states_citus(db.conn(), accounts).await,
+    }
+}
+
+async fn system_states_plain(
+    conn: &mut PgConnection,
+    accounts: &[String],
+) -> Result<SystemStates, sqlx::Error> {
+    let rows = sqlx::query!(
+        r#"select s.id as "id!",
+                  least(greatest(coalesce(cp.posted, 0) + coalesce(e.total, 0), $2::bigint), $3::bigint)::bigint
+                      as "posted!",
+                  least(coalesce(h.held_in, 0), $3::bigint)::bigint as "held_in!",
+                  least(coalesce(h.held_out, 0), $3::bigint)::bigint as "held_out!",
+                  (current_setting('max_connections')::bigint
+                   + current_setting('max_prepared_transactions')::bigint) as "writers!"
+           from unnest($1::text[]) as s(id)
+           left join lateral (
+               select posted, below_xid from account_checkpoints
+               where account_id = s.id order by below_xid desc limit 1) cp on true
+           left join lateral (
+               select sum(amount) as total from entries
+               where account_id = s.id and sequence is null
+                 and xid >= coalesce(cp.below_xid, '0'::xid8)) e on true
+           left join lateral (
+               select sum(amount) filter (where amount > 0) as held_in,
+                      sum(-amount) filter (where amount < 0) as held_out
+               from open_holds where account_id = s.id) h on true"#,
+        accounts,
+        -SATURATED,
+        SATURATED,
+    )
+    .fetch_all(conn)
+    .await?;
+    let writers = rows.first().map_or(1, |r| r.writers);
+    let states = rows
+        .into_iter()
+        .map(|r| {
+            let state = SystemState {
+                posted: r.posted,
+                held_in: r.held_in,
+                held_out: r.held_out,
+            };
+            (r.id, state)
+        })
+        .collect();
+    Ok(SystemStates { states, writers })
+}
+
+/// [`system_states`] on Citus, which cannot push down the laterals over `unnest`: one
+/// statement per account, naming it in every table so that it runs on the account's shard
+/// alone. `writers` is read on the coordinator, which plans every write.
+async fn system_states_citus(
+    conn: &mut PgConnection,
+    accounts: &[String],
+) -> Result<SystemStates, sqlx::Error> {
+    let writers = sqlx::query_scalar!(
+        r#"select (current_setting('max_connections')::bigint
+                   + current_setting('max_prepared_transactions')::bigint) as "writers!""#
+    )
+    .fetch_one(&mut *conn)
+    .await?;
+    let mut states = HashMap::with_capacity(accounts.len());
+    for account in accounts {
+        let r = sqlx::query!(
+            r#"select least(greatest(coalesce(cp.posted, 0) + coalesce(e.total, 0), $2::bigint), $3::bigint)::bigint
+                          as "posted!",
+                      least(coalesce(h.held_in, 0), $3::bigint)::bigint as "held_in!",
+                      least(coalesce(h.held_out, 0), $3::bigint)::bigint as "held_out!"
+               from accounts s
+               left join lateral (
+                   select posted, below_xid from account_checkpoints
+                   where account_id = $1 order by below_xid desc limit 1) cp on true
+               left join lateral (
+                   select sum(amount) as total from entries
+                   where account_id = $1 and sequence is null
+                     and xid >= coalesce(cp.below_xid, '0'::xid8)) e on true
+               left join lateral (
+                   select sum(amount) filter (where amount > 0) as held_in,
+                          sum(-amount) filter (where amount < 0) as held_out
+                   from open_holds where account_id = $1) h on true
+               where s.id = $1"#,
+            account,
+            -SATURATED,
+            SATURATED,
+        )
+        .fetch_optional(&mut *conn)
+        .await?;
+        if let Some(r) = r {
+            let state = SystemState {
+                posted: r.posted,
+                held_in: r.held_in,
+                held_out: r.held_out,
+            };
+            states.insert(account.clone(), state);
+        }
+    }
+    Ok(SystemStates { states, writers })
+}
+
+/// The latest instant up to which the ledger's history can no longer change: no transaction
+/// that commits after this call has a ledger time at or before it.
+///
+/// Why: a writer takes its ledger time inside its database transaction, after its first row
+/// lock (which gives it a transaction id), and commits some time later, so an entry can become
+/// visible after a read of an instant later than its ledger time. Every writer that is still
+/// open now has a transaction id and started at its `xact_start` or later, and every later one
+/// takes its ledger time after this statement: so the horizon is the earliest start among open
+/// writers, or now. Read before the snapshot that answers, so that a writer open at the
+/// snapshot either counted here or started after it. It assumes the service's clock does not
+/// run behind the database's (the ledger time is the service's clock). On Citus the writers'
+/// ids live on the workers, so every open transaction of the database counts (a longer, still
+/// safe, wait).
+pub async fn final_horizon(db: &mut Db<'_>) -> Result<DateTime<Utc>, sqlx::Error> {
+    let every_transaction = match db.engine() {
+        Engine::Plain => false,
+        Engine::Citus => true,
+    };
+    sqlx::query_scalar!(
+        r#"select least(now(), min(xact_start)) as "horizon!" from pg_stat_activity
+           where datname = current_database() and pid <> pg_backend_pid()
+             and xact_start is not null and (backend_xid is not null or $1)"#,
+        every_transaction
+    )
+    .fetch_one(db.conn())
+    .await
+}
