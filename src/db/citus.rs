@@ -60,18 +60,6 @@ impl Engine {
         Ok(Engine::Citus)
     }
 
-    /// The engine of an open connection, for the entry points that are handed a connection
-    /// without the engine the pool was opened with (one catalog probe). The coordinator check
-    /// of [`Engine::detect`] already ran when that pool opened.
-    pub async fn of(conn: &mut PgConnection) -> Result<Engine, sqlx::Error> {
-        let citus: bool = sqlx::query_scalar(
-            "select exists (select 1 from pg_extension where extname = 'citus')",
-        )
-        .fetch_one(conn)
-        .await?;
-        Ok(if citus { Engine::Citus } else { Engine::Plain })
-    }
-
     pub async fn detect_on(pool: &PgPool) -> anyhow::Result<Engine> {
         let mut conn = pool.acquire().await?;
         Engine::detect(&mut conn).await

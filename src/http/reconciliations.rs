@@ -8,6 +8,7 @@ use super::responses::json;
 use crate::ledger::transactions::paginate;
 use crate::problem::Problem;
 use crate::reconcile::model::{EXCEPTION_CODES, Exception, RunReport, Summary};
+use crate::reconcile::stored;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::Response;
@@ -44,16 +45,7 @@ pub async fn list(
     QueryParams(query): QueryParams<PageQuery>,
 ) -> Result<Response> {
     let (limit, cursor) = (query.limit()?, query.cursor(RECONCILIATIONS_LIST)?);
-    let rows = sqlx::query!(
-        r#"select seq, id, provider, clean, created_at, report -> 'summary' as "summary!"
-           from reconciliation_runs
-           where ($1::bigint is null or seq < $1)
-           order by seq desc limit $2"#,
-        cursor,
-        limit + 1
-    )
-    .fetch_all(&state.pool)
-    .await?;
+    let rows = stored::list(&state.pool, cursor, limit + 1).await?;
     let (data, next) = paginate(
         rows,
         limit,
@@ -76,8 +68,7 @@ pub async fn list(
 pub async fn get(State(state): State<AppState>, PathParam(id): PathParam) -> Result<Response> {
     let not_found = || ApiError::NotFound(format!("reconciliation {id}"));
     let uuid = Uuid::parse_str(&id).map_err(|_| not_found())?;
-    let report = sqlx::query_scalar!("select report from reconciliation_runs where id = $1", uuid)
-        .fetch_optional(&state.pool)
+    let report = stored::report(&state.pool, uuid)
         .await?
         .ok_or_else(not_found)?;
     // Served as stored: the same document the job wrote as report.json.
@@ -131,33 +122,11 @@ pub async fn exceptions(
     }
     let not_found = || ApiError::NotFound(format!("reconciliation {id}"));
     let uuid = Uuid::parse_str(&id).map_err(|_| not_found())?;
-    let mut conn = state.pool.acquire().await?;
-    let stored = sqlx::query_scalar!(
-        r#"select exists(select 1 from reconciliation_runs where id = $1) as "stored!""#,
-        uuid
-    )
-    .fetch_one(&mut *conn)
-    .await?;
-    if !stored {
-        return Err(not_found());
-    }
-    // Unnested in PostgreSQL: only the page crosses to the server, however long the list.
-    let rows = sqlx::query!(
-        r#"select e.ord as "position!", e.value as "exception!"
-           from reconciliation_runs r
-           cross join lateral jsonb_array_elements(r.report -> 'exceptions')
-                with ordinality as e(value, ord)
-           where r.id = $1 and ($2::bigint is null or e.ord > $2)
-             and ($3::text is null or e.value ->> 'code' = $3)
-           order by e.ord limit $4"#,
-        uuid,
-        cursor,
-        query.code,
-        limit + 1
-    )
-    .fetch_all(&mut *conn)
-    .await?;
-    let (data, next) = paginate(rows, limit, |r| r.position, |r| r.exception);
+    let code = query.code.as_deref();
+    let rows = stored::exceptions(&state.pool, uuid, cursor, code, limit + 1)
+        .await?
+        .ok_or_else(not_found)?;
+    let (data, next) = paginate(rows, limit, |r| r.0, |r| r.1);
     let data = data
         .into_iter()
         .filter_map(|e| serde_json::from_value(e).ok())

@@ -223,7 +223,7 @@ pub async fn get(State(state): State<AppState>, PathParam(id): PathParam) -> Res
     let not_found = || ApiError::NotFound(format!("transaction {id}"));
     let uuid = Uuid::parse_str(&id).map_err(|_| not_found())?;
     let mut conn = state.pool.acquire().await?;
-    let view = transactions::find(&mut conn, state.store.engine(), uuid)
+    let view = transactions::find(&mut state.store.on(&mut conn), uuid)
         .await?
         .ok_or_else(not_found)?;
     json(StatusCode::OK, &view)
@@ -285,7 +285,7 @@ pub async fn list(
         limit: page.limit()?,
     };
     let mut conn = state.pool.acquire().await?;
-    let (data, next) = transactions::list(&mut conn, state.store.engine(), &filter).await?;
+    let (data, next) = transactions::list(&mut state.store.on(&mut conn), &filter).await?;
     json(
         StatusCode::OK,
         &Page {

@@ -7,6 +7,7 @@
 //! recording the same change twice is a primary-key conflict, never a second event.
 
 use super::posting::NewEntry;
+use super::store::Db;
 use super::transactions::TransactionStatus;
 use super::views::TransactionView;
 use chrono::{DateTime, Utc};
@@ -209,15 +210,14 @@ pub(crate) async fn record_transactions(
 /// Records an event per `(transaction, type)` for changes that wrote no entries (an expiry),
 /// the transaction read as it now is in this database transaction.
 pub async fn record_stored_transactions(
-    conn: &mut PgConnection,
-    engine: crate::db::Engine,
+    db: &mut Db<'_>,
     events: &[(Uuid, EventType)],
 ) -> Result<(), crate::db::StoreError> {
     if events.is_empty() {
         return Ok(());
     }
     let ids: Vec<Uuid> = events.iter().map(|(id, _)| *id).collect();
-    let views: HashMap<Uuid, TransactionView> = super::transactions::find_many(conn, engine, &ids)
+    let views: HashMap<Uuid, TransactionView> = super::transactions::find_many(db, &ids)
         .await?
         .into_iter()
         .map(|v| (v.id, v))
@@ -226,7 +226,7 @@ pub async fn record_stored_transactions(
         .iter()
         .filter_map(|(id, event)| Some(TransactionEvent::new(*event, views.get(id)?, &[])))
         .collect();
-    Ok(record_transactions(conn, &events).await?)
+    Ok(record_transactions(db.conn(), &events).await?)
 }
 
 /// Records an account's status change (`account.frozen`, `account.closed`), keyed by the

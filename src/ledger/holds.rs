@@ -468,7 +468,7 @@ async fn resolved_view(
     captured: Option<i64>,
     currency: Currency,
 ) -> Result<TransactionView, StoreError> {
-    let mut view = super::transactions::find(conn, engine, id)
+    let mut view = super::transactions::find(&mut Db::new(conn, engine), id)
         .await?
         .ok_or_else(|| StoreError::from(sqlx::Error::RowNotFound))?;
     view.status = status.as_str().to_owned();
@@ -495,8 +495,8 @@ async fn expire(conn: &mut PgConnection, engine: Engine, id: Uuid) -> Result<(),
         .execute(&mut *conn)
         .await?;
     if expired == 1 {
-        events::record_stored_transactions(conn, engine, &[(id, EventType::TransactionExpired)])
-            .await?;
+        let event = [(id, EventType::TransactionExpired)];
+        events::record_stored_transactions(&mut Db::new(conn, engine), &event).await?;
     }
     Ok(())
 }
@@ -515,7 +515,7 @@ pub async fn sweep(db: &mut Db<'_>, limit: i64) -> Result<i64, StoreError> {
         .iter()
         .map(|id| (*id, EventType::TransactionExpired))
         .collect();
-    events::record_stored_transactions(&mut tx, engine, &events).await?;
+    events::record_stored_transactions(&mut Db::new(&mut tx, engine), &events).await?;
     tx.commit().await?;
     Ok(expired.len() as i64)
 }

@@ -77,11 +77,12 @@ pub async fn check(db: &mut Db<'_>, hold_grace: TimeDelta) -> Result<Vec<Finding
     findings.extend(wallet_chains(&mut tx).await?);
     findings.extend(checkpoints(&mut tx).await?);
     findings.extend(balances_out_of_range(&mut tx).await?);
-    findings.extend(posting_mismatches(&mut tx, engine).await?);
-    findings.extend(overdue_holds(&mut tx, engine, hold_grace).await?);
-    findings.extend(over_reversed(&mut tx, engine).await?);
-    let mut mismatches = entry_currencies(&mut tx, engine).await?;
-    mismatches.extend(entries_against_legs(&mut tx, engine).await?);
+    let mut db = Db::new(&mut tx, engine);
+    findings.extend(posting_mismatches(&mut db).await?);
+    findings.extend(overdue_holds(&mut db, hold_grace).await?);
+    findings.extend(over_reversed(&mut db).await?);
+    let mut mismatches = entry_currencies(&mut db).await?;
+    mismatches.extend(entries_against_legs(&mut db).await?);
     mismatches.truncate(MAX_FINDINGS_PER_CHECK as usize);
     findings.extend(mismatches);
     tx.commit().await?;
@@ -253,10 +254,8 @@ async fn balances_out_of_range(conn: &mut PgConnection) -> Result<Vec<Finding>, 
 }
 
 /// Posted transactions have entries and nothing else does.
-async fn posting_mismatches(
-    conn: &mut PgConnection,
-    engine: Engine,
-) -> Result<Vec<Finding>, sqlx::Error> {
+async fn posting_mismatches(db: &mut Db<'_>) -> Result<Vec<Finding>, sqlx::Error> {
+    let (engine, conn) = (db.engine(), db.conn());
     // A transaction's entries are written by one statement of one database transaction (the
     // journal trigger refuses more on one node; on Citus each shard sees only its part), so
     // they all carry one `xid`: more than one means entries were added later.
@@ -322,10 +321,8 @@ async fn posting_mismatches(
 
 /// Every entry is in its account's currency and its transaction's (the triggers check it on
 /// insert; a currency changed later mislabels money without unbalancing anything).
-async fn entry_currencies(
-    conn: &mut PgConnection,
-    engine: Engine,
-) -> Result<Vec<Finding>, sqlx::Error> {
+async fn entry_currencies(db: &mut Db<'_>) -> Result<Vec<Finding>, sqlx::Error> {
+    let (engine, conn) = (db.engine(), db.conn());
     let rows = match engine {
         Engine::Plain => {
             sqlx::query_as!(
@@ -394,10 +391,8 @@ struct EntryCurrencies {
 /// A posted transaction's entries post, to each account, what its legs say (a captured hold:
 /// the captured amount with each leg's sign). An entry moved to another account, or one
 /// added or removed, breaks it even when every sum still balances.
-async fn entries_against_legs(
-    conn: &mut PgConnection,
-    engine: Engine,
-) -> Result<Vec<Finding>, sqlx::Error> {
+async fn entries_against_legs(db: &mut Db<'_>) -> Result<Vec<Finding>, sqlx::Error> {
+    let (engine, conn) = (db.engine(), db.conn());
     if engine == Engine::Citus {
         return entries_against_legs_citus(conn).await;
     }
@@ -525,11 +520,8 @@ pub fn overdue_before(now: DateTime<Utc>, grace: TimeDelta) -> Option<DateTime<U
 
 /// No hold stays pending past its expiry by more than `grace` (the sweeper is running), and
 /// no open-hold reservation outlives its hold.
-async fn overdue_holds(
-    conn: &mut PgConnection,
-    engine: Engine,
-    grace: TimeDelta,
-) -> Result<Vec<Finding>, sqlx::Error> {
+async fn overdue_holds(db: &mut Db<'_>, grace: TimeDelta) -> Result<Vec<Finding>, sqlx::Error> {
+    let (engine, conn) = (db.engine(), db.conn());
     let now: DateTime<Utc> = sqlx::query_scalar!(r#"select now() as "now!""#)
         .fetch_one(&mut *conn)
         .await?;
@@ -602,10 +594,8 @@ async fn overdue_holds(
 }
 
 /// The reversals of a transaction never give back more than it moved.
-async fn over_reversed(
-    conn: &mut PgConnection,
-    engine: Engine,
-) -> Result<Vec<Finding>, sqlx::Error> {
+async fn over_reversed(db: &mut Db<'_>) -> Result<Vec<Finding>, sqlx::Error> {
+    let (engine, conn) = (db.engine(), db.conn());
     if engine == Engine::Citus {
         return over_reversed_citus(conn).await;
     }

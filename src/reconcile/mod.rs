@@ -8,4 +8,5 @@ pub mod model;
 pub mod report;
 pub mod run;
 pub mod settlement;
+pub mod stored;
 pub mod verify;

@@ -13,6 +13,7 @@ use wallet_ledger::ledger::ids::AccountId;
 use wallet_ledger::ledger::journal::{Journal, Leg};
 use wallet_ledger::ledger::money::Amount;
 use wallet_ledger::ledger::posting::{self, Mode};
+use wallet_ledger::ledger::store::Db;
 use wallet_ledger::ledger::transactions::{self, Kind, NewTransaction, Requested};
 
 /// More than the five custom plans after which PostgreSQL may settle on a generic plan.
@@ -157,9 +158,12 @@ async fn reading_transactions_by_id_probes_the_key_after_the_ledger_grew_under_a
     let mut conn = one_connection(&app).await;
     for _ in 0..RUNS_WHILE_EMPTY {
         let ids: Vec<Uuid> = (0..IDS_PER_LOOKUP).map(|_| Uuid::new_v4()).collect();
-        transactions::find_many(&mut conn, wallet_ledger::db::Engine::Plain, &ids)
-            .await
-            .unwrap();
+        transactions::find_many(
+            &mut Db::new(&mut conn, wallet_ledger::db::Engine::Plain),
+            &ids,
+        )
+        .await
+        .unwrap();
     }
     grow_the_ledger(&mut conn).await;
 

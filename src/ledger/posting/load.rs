@@ -157,18 +157,7 @@ impl LockedLedger {
             .map(|a| a.id.clone())
             .collect();
         let systems = reads::system_states(db, &system_ids).await?;
-        // Everything the batch could move on each system account, whatever it decides.
-        let mut movement: HashMap<String, i64> = HashMap::new();
-        for leg in items.iter().flat_map(|i| i.journal.legs()) {
-            let id = leg.account.as_str();
-            if accounts
-                .get(id)
-                .is_some_and(|a| a.kind == AccountType::System)
-            {
-                let moved = movement.entry(id.to_owned()).or_default();
-                *moved = moved.saturating_add(leg.amount.minor_units().abs());
-            }
-        }
+        let movement = system_movement(items, &accounts);
         let needs_exclusive = locks == SystemLocks::Shared && !systems.fast(&movement);
         Ok(LockedLedger {
             accounts,
@@ -179,4 +168,23 @@ impl LockedLedger {
             reversed,
         })
     }
+}
+
+/// Everything the batch could move on each system account, whatever it decides.
+fn system_movement(
+    items: &[&NewTransaction],
+    accounts: &BTreeMap<String, LockedAccount>,
+) -> HashMap<String, i64> {
+    let mut movement: HashMap<String, i64> = HashMap::new();
+    for leg in items.iter().flat_map(|i| i.journal.legs()) {
+        let id = leg.account.as_str();
+        if accounts
+            .get(id)
+            .is_some_and(|a| a.kind == AccountType::System)
+        {
+            let moved = movement.entry(id.to_owned()).or_default();
+            *moved = moved.saturating_add(leg.amount.minor_units().abs());
+        }
+    }
+    movement
 }

@@ -30,36 +30,7 @@ async fn insert_transactions_plain(
     conn: &mut PgConnection,
     rows: &[&Rendered],
 ) -> Result<bool, sqlx::Error> {
-    let ids: Vec<Uuid> = rows.iter().map(|r| r.item_id).collect();
-    let kinds: Vec<&str> = rows.iter().map(|r| r.kind.as_str()).collect();
-    let statuses: Vec<&str> = rows.iter().map(|r| r.status.as_str()).collect();
-    let currencies: Vec<&str> = rows.iter().map(|r| r.view.currency.as_str()).collect();
-    // The JSON columns travel as text and are cast in SQL: serializing once is cheaper than
-    // building a tree per row only for the driver to serialize it.
-    let legs: Vec<String> = rows.iter().map(|r| json_text(&r.view.entries)).collect();
-    // Account ids cannot contain a comma, so each row's list travels as one joined string.
-    let account_ids: Vec<String> = rows.iter().map(|r| r.account_ids.join(",")).collect();
-    let external_refs: Vec<Option<&str>> = rows
-        .iter()
-        .map(|r| r.view.external_ref.as_deref())
-        .collect();
-    let metadata: Vec<String> = rows.iter().map(|r| json_text(&r.view.metadata)).collect();
-    let refusal_codes: Vec<Option<&str>> = rows
-        .iter()
-        .map(|r| r.refusal.as_ref().map(|x| x.code.as_str()))
-        .collect();
-    let refusal_details: Vec<Option<&str>> = rows
-        .iter()
-        .map(|r| r.refusal.as_ref().map(|x| x.detail.as_str()))
-        .collect();
-    let requests: Vec<&str> = rows.iter().map(|r| r.request.as_str()).collect();
-    let creation_statuses: Vec<i16> = rows.iter().map(|r| r.creation_status).collect();
-    let bodies: Vec<&str> = rows.iter().map(|r| r.body.as_str()).collect();
-    let created: Vec<DateTime<Utc>> = rows.iter().map(|r| r.view.created_at).collect();
-    let posted: Vec<Option<DateTime<Utc>>> = rows.iter().map(|r| r.view.posted_at).collect();
-    let expires: Vec<Option<DateTime<Utc>>> = rows.iter().map(|r| r.view.expires_at).collect();
-    let reverses: Vec<Option<Uuid>> = rows.iter().map(|r| r.reverses).collect();
-    let reversed: Vec<Option<i64>> = rows.iter().map(|r| r.reversed_amount).collect();
+    let c = TransactionColumns::of(rows);
     let inserted = sqlx::query_scalar!(
         r#"insert into transactions (id, kind, status, currency, legs, account_ids, external_ref,
                                      metadata, refusal_code, refusal_detail, creation_request,
@@ -79,28 +50,106 @@ async fn insert_transactions_plain(
            order by id
            on conflict (id) do nothing
            returning id"#,
-        &ids,
-        &kinds as &[&str],
-        &statuses as &[&str],
-        &currencies as &[&str],
-        &legs,
-        &account_ids,
-        &external_refs as &[Option<&str>],
-        &metadata,
-        &refusal_codes as &[Option<&str>],
-        &refusal_details as &[Option<&str>],
-        &requests as &[&str],
-        &creation_statuses,
-        &bodies as &[&str],
-        &created,
-        &posted as &[Option<DateTime<Utc>>],
-        &expires as &[Option<DateTime<Utc>>],
-        &reverses as &[Option<Uuid>],
-        &reversed as &[Option<i64>],
+        &c.ids,
+        &c.kinds as &[&str],
+        &c.statuses as &[&str],
+        &c.currencies as &[&str],
+        &c.legs,
+        &c.account_ids,
+        &c.external_refs as &[Option<&str>],
+        &c.metadata,
+        &c.refusal_codes as &[Option<&str>],
+        &c.refusal_details as &[Option<&str>],
+        &c.requests as &[&str],
+        &c.creation_statuses,
+        &c.bodies as &[&str],
+        &c.created,
+        &c.posted as &[Option<DateTime<Utc>>],
+        &c.expires as &[Option<DateTime<Utc>>],
+        &c.reverses as &[Option<Uuid>],
+        &c.reversed as &[Option<i64>],
     )
     .fetch_all(conn)
     .await?;
     Ok(inserted.len() == rows.len())
+}
+
+/// The columns of [`insert_transactions_plain`], one array per column (the rows travel as
+/// arrays, unnested in SQL).
+struct TransactionColumns<'a> {
+    ids: Vec<Uuid>,
+    kinds: Vec<&'a str>,
+    statuses: Vec<&'a str>,
+    currencies: Vec<&'a str>,
+    legs: Vec<String>,
+    account_ids: Vec<String>,
+    external_refs: Vec<Option<&'a str>>,
+    metadata: Vec<String>,
+    refusal_codes: Vec<Option<&'a str>>,
+    refusal_details: Vec<Option<&'a str>>,
+    requests: Vec<&'a str>,
+    creation_statuses: Vec<i16>,
+    bodies: Vec<&'a str>,
+    created: Vec<DateTime<Utc>>,
+    posted: Vec<Option<DateTime<Utc>>>,
+    expires: Vec<Option<DateTime<Utc>>>,
+    reverses: Vec<Option<Uuid>>,
+    reversed: Vec<Option<i64>>,
+}
+
+impl<'a> TransactionColumns<'a> {
+    fn of(rows: &[&'a Rendered]) -> TransactionColumns<'a> {
+        let ids: Vec<Uuid> = rows.iter().map(|r| r.item_id).collect();
+        let kinds: Vec<&str> = rows.iter().map(|r| r.kind.as_str()).collect();
+        let statuses: Vec<&str> = rows.iter().map(|r| r.status.as_str()).collect();
+        let currencies: Vec<&str> = rows.iter().map(|r| r.view.currency.as_str()).collect();
+        // The JSON columns travel as text and are cast in SQL: serializing once is cheaper than
+        // building a tree per row only for the driver to serialize it.
+        let legs: Vec<String> = rows.iter().map(|r| json_text(&r.view.entries)).collect();
+        // Account ids cannot contain a comma, so each row's list travels as one joined string.
+        let account_ids: Vec<String> = rows.iter().map(|r| r.account_ids.join(",")).collect();
+        let external_refs: Vec<Option<&str>> = rows
+            .iter()
+            .map(|r| r.view.external_ref.as_deref())
+            .collect();
+        let metadata: Vec<String> = rows.iter().map(|r| json_text(&r.view.metadata)).collect();
+        let refusal_codes: Vec<Option<&str>> = rows
+            .iter()
+            .map(|r| r.refusal.as_ref().map(|x| x.code.as_str()))
+            .collect();
+        let refusal_details: Vec<Option<&str>> = rows
+            .iter()
+            .map(|r| r.refusal.as_ref().map(|x| x.detail.as_str()))
+            .collect();
+        let requests: Vec<&str> = rows.iter().map(|r| r.request.as_str()).collect();
+        let creation_statuses: Vec<i16> = rows.iter().map(|r| r.creation_status).collect();
+        let bodies: Vec<&str> = rows.iter().map(|r| r.body.as_str()).collect();
+        let created: Vec<DateTime<Utc>> = rows.iter().map(|r| r.view.created_at).collect();
+        let posted: Vec<Option<DateTime<Utc>>> = rows.iter().map(|r| r.view.posted_at).collect();
+        let expires: Vec<Option<DateTime<Utc>>> = rows.iter().map(|r| r.view.expires_at).collect();
+        let reverses: Vec<Option<Uuid>> = rows.iter().map(|r| r.reverses).collect();
+        let reversed: Vec<Option<i64>> = rows.iter().map(|r| r.reversed_amount).collect();
+        TransactionColumns {
+            ids,
+            kinds,
+            statuses,
+            currencies,
+            legs,
+            account_ids,
+            external_refs,
+            metadata,
+            refusal_codes,
+            refusal_details,
+            requests,
+            creation_statuses,
+            bodies,
+            created,
+            posted,
+            expires,
+            reverses,
+            reversed,
+        }
+    }
 }
 
 /// [`insert_transactions`] on Citus: one `insert ... values` per row, in id order. Citus routes

@@ -4,8 +4,11 @@
 
 use super::Db;
 use crate::db::Engine;
+use crate::db::StoreError;
 use crate::ledger::bounds::{SATURATED, SystemState, SystemStates};
 use crate::ledger::posting::{ChainHead, StoredCreation, WalletState};
+use crate::ledger::transactions::{StoredTransaction, TransactionFilter, TransactionStatus, page};
+use crate::ledger::views::TransactionView;
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 use sqlx::PgConnection;
@@ -371,4 +374,167 @@ pub async fn final_horizon(db: &mut Db<'_>) -> Result<DateTime<Utc>, sqlx::Error
     )
     .fetch_one(db.conn())
     .await
+}
+
+/// The stored transactions of `ids` (`transactions::find_many`), in no particular order; missing ids are left out and a
+/// repeated id comes back once per mention. One primary-key probe per id (a lateral
+/// `limit 1`, as `posting::stored_creations` explains): a plain `id = any($1)` could keep a
+/// sequential-scan plan made while the table was small.
+pub(crate) async fn transactions(
+    db: &mut Db<'_>,
+    ids: &[Uuid],
+) -> Result<Vec<TransactionView>, StoreError> {
+    match db.engine() {
+        Engine::Plain => find_many_plain(db.conn(), ids).await,
+        Engine::Citus => find_many_citus(db.conn(), ids).await,
+    }
+}
+
+async fn find_many_plain(
+    conn: &mut PgConnection,
+    ids: &[Uuid],
+) -> Result<Vec<TransactionView>, StoreError> {
+    let rows = sqlx::query_as!(
+        StoredTransaction,
+        r#"select t.id as "id!", t.seq as "seq!", t.kind as "kind!",
+                  (case when t.status = 'pending' and t.expires_at <= now() then 'expired'
+                        else t.status end) as "status!",
+                  t.currency as "currency!", t.legs as "legs!", t.external_ref,
+                  t.metadata as "metadata!", t.refusal_code, t.refusal_detail,
+                  t.created_at as "created_at!", t.posted_at, t.expires_at, t.reverses,
+                  t.captured_amount,
+                  (select jsonb_agg(jsonb_build_object('account', e.account_id, 'amount', e.amount)
+                                    order by e.id)
+                   from entries e where e.transaction_id = t.id) as posted_entries
+           from unnest($1::uuid[]) as k(id)
+           cross join lateral (select * from transactions where id = k.id limit 1) t"#,
+        ids
+    )
+    .fetch_all(conn)
+    .await?;
+    rows.into_iter().map(StoredTransaction::view).collect()
+}
+
+/// [`transactions`] on Citus, which pushes neither the lateral over `unnest` nor the entries
+/// subquery correlated with transactions (another distribution): the rows by `id = any($1)`
+/// (only the shards of these ids) and the entries by transaction id, each a result on the
+/// coordinator, joined there.
+async fn find_many_citus(
+    conn: &mut PgConnection,
+    ids: &[Uuid],
+) -> Result<Vec<TransactionView>, StoreError> {
+    let rows = sqlx::query_as!(
+        StoredTransaction,
+        r#"with t as materialized (select * from transactions where id = any($1)),
+           e as materialized (
+               select transaction_id,
+                      jsonb_agg(jsonb_build_object('account', account_id, 'amount', amount)
+                                order by id) as posted_entries
+               from entries where transaction_id = any($1) group by transaction_id)
+           select t.id as "id!", t.seq as "seq!", t.kind as "kind!",
+                  (case when t.status = 'pending' and t.expires_at <= now() then 'expired'
+                        else t.status end) as "status!",
+                  t.currency as "currency!", t.legs as "legs!", t.external_ref,
+                  t.metadata as "metadata!", t.refusal_code, t.refusal_detail,
+                  t.created_at as "created_at!", t.posted_at, t.expires_at, t.reverses,
+                  t.captured_amount, e.posted_entries as "posted_entries?"
+           from unnest($1::uuid[]) as k(id)
+           join t on t.id = k.id
+           left join e on e.transaction_id = t.id"#,
+        ids
+    )
+    .fetch_all(conn)
+    .await?;
+    rows.into_iter().map(StoredTransaction::view).collect()
+}
+
+/// A page of `GET /v1/transactions` (`transactions::list`), newest first, and the cursor of the
+/// next one.
+pub(crate) async fn transaction_page(
+    db: &mut Db<'_>,
+    f: &TransactionFilter,
+) -> Result<(Vec<TransactionView>, Option<i64>), StoreError> {
+    match db.engine() {
+        Engine::Plain => list_plain(db.conn(), f).await,
+        Engine::Citus => list_citus(db.conn(), f).await,
+    }
+}
+
+async fn list_plain(
+    conn: &mut PgConnection,
+    f: &TransactionFilter,
+) -> Result<(Vec<TransactionView>, Option<i64>), StoreError> {
+    let rows = sqlx::query_as!(
+        StoredTransaction,
+        r#"select id, seq, kind,
+                  (case when status = 'pending' and expires_at <= now() then 'expired'
+                        else status end) as "status!",
+                  currency, legs, external_ref, metadata, refusal_code, refusal_detail,
+                  created_at, posted_at, expires_at, reverses, captured_amount,
+                  (select jsonb_agg(jsonb_build_object('account', e.account_id, 'amount', e.amount)
+                                    order by e.id)
+                   from entries e where e.transaction_id = transactions.id) as posted_entries
+           from transactions
+           where ($1::text is null or account_ids @> array[$1::text])
+             and ($2::text is null
+                  or (case when status = 'pending' and expires_at <= now() then 'expired'
+                           else status end) = $2)
+             and ($3::text is null or external_ref = $3)
+             and ($4::bigint is null or seq < $4)
+           order by seq desc
+           limit $5"#,
+        f.account,
+        f.status.map(TransactionStatus::as_str),
+        f.external_ref,
+        f.before_seq,
+        f.limit + 1,
+    )
+    .fetch_all(conn)
+    .await?;
+    page(rows, f.limit)
+}
+
+/// [`transaction_page`] on Citus: the page first (each shard's newest, merged on the coordinator), then
+/// the entries of its transactions (the correlated subquery of one node is refused across
+/// distributions).
+async fn list_citus(
+    conn: &mut PgConnection,
+    f: &TransactionFilter,
+) -> Result<(Vec<TransactionView>, Option<i64>), StoreError> {
+    let rows = sqlx::query_as!(
+        StoredTransaction,
+        r#"with page as materialized (
+               select * from transactions
+               where ($1::text is null or account_ids @> array[$1::text])
+                 and ($2::text is null
+                      or (case when status = 'pending' and expires_at <= now() then 'expired'
+                               else status end) = $2)
+                 and ($3::text is null or external_ref = $3)
+                 and ($4::bigint is null or seq < $4)
+               order by seq desc
+               limit $5),
+           e as materialized (
+               select transaction_id,
+                      jsonb_agg(jsonb_build_object('account', account_id, 'amount', amount)
+                                order by id) as posted_entries
+               from entries where transaction_id in (select id from page)
+               group by transaction_id)
+           select p.id as "id!", p.seq as "seq!", p.kind as "kind!",
+                  (case when p.status = 'pending' and p.expires_at <= now() then 'expired'
+                        else p.status end) as "status!",
+                  p.currency as "currency!", p.legs as "legs!", p.external_ref,
+                  p.metadata as "metadata!", p.refusal_code, p.refusal_detail,
+                  p.created_at as "created_at!", p.posted_at, p.expires_at, p.reverses,
+                  p.captured_amount, e.posted_entries as "posted_entries?"
+           from page p left join e on e.transaction_id = p.id
+           order by p.seq desc"#,
+        f.account,
+        f.status.map(TransactionStatus::as_str),
+        f.external_ref,
+        f.before_seq,
+        f.limit + 1,
+    )
+    .fetch_all(conn)
+    .await?;
+    page(rows, f.limit)
 }
