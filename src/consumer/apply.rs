@@ -493,9 +493,7 @@ async fn resolve_wave(
         (a.1.wallet.as_str(), a.1.payment_id).cmp(&(b.1.wallet.as_str(), b.1.payment_id))
     });
     for (index, event, action, amount) in resolutions {
-        let engine = db.engine();
-        let resolution =
-            holds::resolve_on(db.conn(), engine, event.payment_id, action, amount).await?;
+        let resolution = holds::resolve_on(db, event.payment_id, action, amount).await?;
         outcomes[index] = Some(resolved_outcome(resolution, action));
     }
     Ok(())

@@ -130,7 +130,7 @@ async fn resolve(
 ) -> Result<Response> {
     let not_found = || ApiError::NotFound(format!("transaction {id}"));
     let uuid = Uuid::parse_str(id).map_err(|_| not_found())?;
-    match holds::resolve(&state.pool, state.store.engine(), uuid, action, amount).await? {
+    match holds::resolve(&state.store, uuid, action, amount).await? {
         Resolution::Done { body } => Ok(json_response(StatusCode::OK, body)),
         // The service's own retry after this request's COMMIT answer was lost found that
         // COMMIT's work: it is answered as done, not as a client's replay.

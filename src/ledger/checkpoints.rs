@@ -45,10 +45,14 @@ pub async fn system_posted_balance(
 /// `wallet_ledger_checkpoint_failures_total`, and `verify` reports it (`balance_range`). Its
 /// reads answer 409 `balance_out_of_range` until an operator corrects it.
 pub async fn advance(db: &mut Db<'_>) -> Result<u64, sqlx::Error> {
-    if db.engine() == Engine::Citus {
-        return advance_citus(db.conn()).await;
+    match db.engine() {
+        Engine::Plain => advance_plain(db.conn()).await,
+        Engine::Citus => advance_citus(db.conn()).await,
     }
-    let conn = db.conn();
+}
+
+/// [`advance`] on one PostgreSQL: the horizon, the sums and the inserts in one statement.
+async fn advance_plain(conn: &mut PgConnection) -> Result<u64, sqlx::Error> {
     let result = sqlx::query!(
         r#"with due as (
                select a.id, s.horizon,

@@ -13,7 +13,7 @@ use super::audit;
 use super::events::{self, EventType, TransactionEvent};
 use super::money::Currency;
 use super::posting::{self, NewEntry};
-use super::store::{Db, inserts, locks, reads};
+use super::store::{Db, Store, inserts, locks, reads};
 use super::transactions::{StoredTransaction, TransactionStatus};
 use super::views::{LegView, TransactionView};
 use super::{compare, now_micros};
@@ -21,7 +21,7 @@ use crate::db::{Engine, StoreError};
 use crate::problem::FieldError;
 use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
-use sqlx::{PgConnection, PgPool};
+use sqlx::PgConnection;
 use std::collections::HashMap;
 use uuid::Uuid;
 
@@ -169,15 +169,14 @@ struct HoldRow {
 /// Captures (`Post`, fully or, on a two-leg hold, partially) or releases (`Void`) a hold, in
 /// a database transaction of its own.
 pub async fn resolve(
-    pool: &PgPool,
-    engine: Engine,
+    store: &Store,
     id: Uuid,
     action: Action,
     amount: Option<i64>,
 ) -> Result<Resolution, StoreError> {
-    let mut conn = pool.acquire().await?;
+    let mut conn = store.pool().acquire().await?;
     let mut tx = sqlx::Connection::begin(&mut *conn).await?;
-    let resolution = resolve_on(&mut tx, engine, id, action, amount).await?;
+    let resolution = resolve_on(&mut store.on(&mut tx), id, action, amount).await?;
     // Every answer commits: what `resolve_on` wrote (a capture, a release, an expiry) is the
     // answer, and the answers that wrote nothing leave nothing to commit but the row lock.
     // Through the request's gate (`ledger::caller`): its deadline waits for this COMMIT's
@@ -186,15 +185,14 @@ pub async fn resolve(
     Ok(resolution)
 }
 
-/// [`resolve`] inside the caller's open transaction, which must commit whatever the answer;
-/// `engine` is the pool's (the consumer's batches pass theirs).
+/// [`resolve`] inside the caller's open transaction, which must commit whatever the answer.
 pub async fn resolve_on(
-    tx: &mut PgConnection,
-    engine: Engine,
+    db: &mut Db<'_>,
     id: Uuid,
     action: Action,
     amount: Option<i64>,
 ) -> Result<Resolution, StoreError> {
+    let (engine, tx) = (db.engine(), db.conn());
     // The row lock serializes every post, void and expiry of this hold.
     let Some(hold) = sqlx::query_as!(
         HoldRow,
