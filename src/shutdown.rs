@@ -10,7 +10,7 @@
 //! `select!`, or look at `is_cancelled()` only between two units of work that must not be cut
 //! in half (a consumer's step, a dispatcher's round); nothing polls a flag.
 //!
-//! `serve` (`http::serve`):
+//! `serve` (`cli::serve::run`):
 //! 1. The signal cancels `accepting`: the accept loop and the heap trimmer stop. The transport
 //!    counts what is open, then cancels its `closing` token: each connection finishes the
 //!    request in hand and closes (idle ones at once); at `--shutdown-timeout-ms` its `cut`
@@ -25,7 +25,7 @@
 //!    the last `AppState` is dropped with the last connection. Logged: `stopped: requests
 //!    finished or cut, pool closed`; exit 0.
 //!
-//! `consume` (`consumer::run`):
+//! `consume` (`cli::consume::run`):
 //! 1. The signal cancels `stopping`: each worker finishes its step (the batch in hand applied
 //!    and acknowledged; a blocking read ends within `--block-ms`), then stops. A pause while
 //!    the database is unreachable ends at once and leaves its batch pending for another
@@ -37,7 +37,7 @@
 //! 3. `shutdown`, the parent of `stopping`: `/metrics` and `/readyz` stop, so that probes are
 //!    answered to the end. Logged: `consumer stopped`; exit 0, or 2 if a worker was refused.
 //!
-//! `outbox` (`outbox::dispatcher::run_standalone`): the signal stops the dispatcher as in
+//! `outbox` (`cli::outbox::run`): the signal stops the dispatcher as in
 //! `serve`'s step 2, then the pool closes. Logged: `outbox dispatcher stopped`; exit 0.
 //!
 //! `bench`: the signal drops the scenario running (its child processes die with their

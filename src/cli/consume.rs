@@ -2,12 +2,15 @@
 
 use super::shared::{DatabaseArgs, HoldExpiryArgs, PartitionArgs, RedisArgs, StreamArgs};
 use crate::consumer::apply::ApplySettings;
+use crate::consumer::worker::Backlogs;
 use crate::consumer::worker::Settings;
 use crate::consumer::{self, ConsumeSettings, MAX_CONSUMER_BATCH_SIZE};
+use crate::telemetry::Readiness;
 use clap::Args;
 use std::net::SocketAddr;
 use std::process::ExitCode;
 use std::time::Duration;
+use tokio_util::sync::CancellationToken;
 
 #[derive(Debug, Clone, Args)]
 pub struct ConsumeArgs {
@@ -78,9 +81,39 @@ pub struct ConsumeArgs {
     pub print_events: bool,
 }
 
+/// Runs until SIGTERM/SIGINT (finishing and acknowledging the batch in hand) or, with
+/// `--drain`, until the group has nothing left; drains in the order `crate::shutdown` describes.
 pub async fn run(args: ConsumeArgs) -> anyhow::Result<ExitCode> {
     args.check().map_err(anyhow::Error::msg)?;
-    consumer::run(args.settings()).await?;
+    let args = args.settings();
+    consumer::refuse_unslotted(&args)?;
+    let database = super::shared::connect(&args.database).await?;
+    database.watch_sync_standby().await;
+    let mut streams = consumer::connect_streams(&args).await?;
+    let backlogs = Backlogs::default();
+    consumer::first_readings(&mut streams, &backlogs).await;
+    // The signal stops the workers (`stopping`); `/metrics` and `/readyz` stop on its parent,
+    // once the workers are done and the pool is closed, so probes are answered to the end.
+    let shutdown = CancellationToken::new();
+    let stopping = shutdown.child_token();
+    let readiness = Readiness::new(true);
+    if let Some(addr) = args.metrics_addr {
+        let probed = Some(database.clone());
+        crate::telemetry::serve(addr, readiness.clone(), probed, shutdown.clone()).await?;
+    }
+    crate::shutdown::cancel_on_signal(stopping.clone());
+    tracing::info!(consumer = %args.name, workers = args.workers, partitions = args.partitions.count(), stream = %args.stream.stream, group = %args.stream.group, batch_size = args.worker.batch_size, "consuming");
+    let workers =
+        consumer::spawn_workers(&database, streams, &args, &backlogs, &readiness, &stopping);
+    let ended = workers.join().await?;
+    if ended.refused > 0 && !args.drain {
+        // Every worker left stopped for good: stay up, not ready, so that probes and the
+        // metric say so, until the operator's SIGTERM.
+        stopping.cancelled().await;
+    }
+    database.pool.close().await;
+    shutdown.cancel();
+    ended.report(&args.name)?;
     Ok(ExitCode::SUCCESS)
 }
 

@@ -28,15 +28,17 @@ pub struct DemoArgs {
 
 /// Exit 0 when the wallet gained exactly what the article says, 1 when not.
 pub async fn run(args: DemoArgs) -> anyhow::Result<ExitCode> {
-    let expected = demo::run(DemoSettings {
+    let settings = DemoSettings {
         database: args.database.settings(),
         redis: args.redis.settings(),
         stream: args.stream,
         wallet: args.wallet,
         crash: args.crash,
         claim_idle_ms: args.claim_idle_ms,
-    })
-    .await?;
+    };
+    let wallet = demo::check(&settings)?;
+    let pool = super::shared::connect(&settings.database).await?.pool;
+    let expected = demo::run(&pool, &settings, &wallet).await?;
     Ok(super::findings(expected))
 }
 

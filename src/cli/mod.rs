@@ -6,6 +6,7 @@
 //! `main`).
 
 pub mod api_key;
+pub mod background;
 pub mod bench;
 pub mod consume;
 pub mod deliveries;

@@ -5,6 +5,7 @@ use crate::outbox::dispatcher::{self, Settings};
 use clap::Args;
 use std::process::ExitCode;
 use std::time::Duration;
+use tokio_util::sync::CancellationToken;
 
 pub const DEFAULT_OUTBOX_INTERVAL_MS: u64 = 500;
 /// Events fanned out and deliveries sent per dispatcher step.
@@ -90,8 +91,20 @@ pub struct OutboxArgs {
     pub webhooks: WebhookArgs,
 }
 
+/// The dispatcher alone, until SIGTERM/SIGINT (`crate::shutdown`): the signal stops it, and the
+/// pool closes once its sends in flight are recorded.
 pub async fn run(args: OutboxArgs) -> anyhow::Result<ExitCode> {
     let settings = args.outbox.settings(&args.webhooks);
-    dispatcher::run_standalone(&args.database.settings(), settings).await?;
+    let pool = super::shared::connect(&args.database.settings())
+        .await?
+        .pool;
+    let dispatcher = dispatcher::Dispatcher::new(pool.clone(), settings).await?;
+    let shutdown = CancellationToken::new();
+    let worker = tokio::spawn(dispatcher.run(shutdown.clone()));
+    tracing::info!("outbox dispatcher running");
+    crate::shutdown::cancel_on_signal(shutdown);
+    let _ = worker.await;
+    pool.close().await;
+    tracing::info!("outbox dispatcher stopped");
     Ok(ExitCode::SUCCESS)
 }

@@ -1,9 +1,10 @@
 //! `wallet-ledger reconcile`: compare the ledger with a provider's settlement file.
 
 use super::shared::DatabaseArgs;
+use crate::ledger::store::Store;
 use crate::reconcile::invariants;
 use crate::reconcile::report::Format;
-use crate::reconcile::run::ReconcileSettings;
+use crate::reconcile::run::{self, ReconcileSettings};
 use clap::Args;
 use clap::builder::PossibleValue;
 use std::process::ExitCode;
@@ -54,8 +55,17 @@ pub struct ReconcileArgs {
 }
 
 /// Exit 0 when clean, 1 on exceptions.
+/// The file is checked and spooled before the database is reached; the pool closes before the
+/// reports are written.
 pub async fn run(args: ReconcileArgs) -> anyhow::Result<ExitCode> {
-    let clean = crate::reconcile::run::run(args.settings()).await?;
+    let settings = args.settings();
+    let prepared = run::prepare(&settings)?;
+    let store = Store::of(&super::shared::connect(&settings.database).await?);
+    let found = run::find_or_reconcile(&store, &settings, &prepared).await?;
+    store.pool().close().await;
+    drop(prepared);
+    let (report, streamed_csv) = found;
+    let clean = run::publish(&settings, &report, streamed_csv.as_deref())?;
     Ok(super::findings(clean))
 }
 

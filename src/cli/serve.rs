@@ -1,15 +1,20 @@
 //! `wallet-ledger serve`: the REST API and its background workers.
 
+use super::background;
 use super::outbox::DispatcherArgs;
 use super::shared::{DatabaseArgs, HoldExpiryArgs, WebhookArgs, positive_usize};
 use crate::http::transport::{self, TransportSettings};
-use crate::http::{HttpSettings, ServeSettings, settings};
+use crate::http::{self, AppState, HttpSettings, ServeSettings, settings};
 use crate::ledger::group_commit::{self, GroupCommitSettings};
 use crate::ledger::replay_cache;
+use crate::ledger::store::Store;
+use crate::outbox::dispatcher::Dispatcher;
+use crate::outbox::stream::FeedHealth;
 use clap::Args;
 use std::net::SocketAddr;
 use std::process::ExitCode;
 use std::time::Duration;
+use tokio_util::sync::CancellationToken;
 
 #[derive(Debug, Clone, Args)]
 pub struct ServeArgs {
@@ -32,8 +37,46 @@ pub struct ServeArgs {
     pub no_outbox: bool,
 }
 
+/// Serves until SIGTERM/SIGINT, then drains in the order `crate::shutdown` describes.
 pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
-    crate::http::serve(args.settings()).await?;
+    let args = args.settings();
+    let database = super::shared::connect(&args.database).await?;
+    database.watch_sync_standby().await;
+    let pool = database.pool.clone();
+    let store = Store::of(&database);
+    let listener = http::bind(args.http.listen_addr).await?;
+    // The background workers stop on `shutdown`, and only once the HTTP server, which stops
+    // on its child `accepting` (the signal), has closed its connections: a request finishing
+    // during the drain still has them.
+    let shutdown = CancellationToken::new();
+    let accepting = shutdown.child_token();
+    let (every, stop) = (args.checkpoint_interval, shutdown.clone());
+    let checkpointer = tokio::spawn(background::checkpointer(store.clone(), every, stop));
+    let (every, stop) = (args.hold_sweep_interval, shutdown.clone());
+    let sweeper = tokio::spawn(background::hold_sweeper(store.clone(), every, stop));
+    let mut events_feed = FeedHealth::default();
+    let dispatcher = if let Some(settings) = args.outbox {
+        let dispatcher = Dispatcher::new(pool.clone(), settings).await?;
+        events_feed = dispatcher.feed_health();
+        Some(tokio::spawn(dispatcher.run(shutdown.clone())))
+    } else {
+        None
+    };
+    crate::shutdown::cancel_on_signal(accepting.clone());
+    tracing::info!(addr = %args.http.listen_addr, "serving");
+    let state = AppState {
+        events_feed,
+        primary: database.primary.clone(),
+        ..AppState::new(store, args.http)
+    };
+    http::serve(listener, state, accepting).await;
+    shutdown.cancel();
+    let _ = tokio::join!(checkpointer, sweeper);
+    if let Some(dispatcher) = dispatcher {
+        let _ = dispatcher.await;
+    }
+    pool.close().await;
+    tracing::info!("stopped: requests finished or cut, pool closed");
     Ok(ExitCode::SUCCESS)
 }
 

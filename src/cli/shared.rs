@@ -152,3 +152,9 @@ pub fn positive_usize(value: &str) -> Result<usize, String> {
         _ => Err("must be a whole number above 0".to_owned()),
     }
 }
+
+/// Where each process connects: creates the database if missing and applies pending migrations
+/// (with `--no-migrate`, only checks the schema), the one place a command's store is built.
+pub async fn connect(database: &crate::db::DatabaseSettings) -> anyhow::Result<db::Database> {
+    db::open(database, true).await
+}

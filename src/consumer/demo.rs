@@ -10,6 +10,7 @@ use crate::ledger::ids::AccountId;
 use crate::ledger::money::Currency;
 use anyhow::Context;
 use redis::AsyncCommands;
+use sqlx::PgPool;
 use std::os::unix::process::ExitStatusExt;
 use std::process::Stdio;
 use uuid::Uuid;
@@ -40,11 +41,11 @@ const GROUP: &str = "wallet-ledger-demo";
 const PAYMENTS: usize = 5;
 const AMOUNT: i64 = 5_000;
 
-/// Returns whether the run ended as the article expects.
-pub async fn run(args: DemoSettings) -> anyhow::Result<bool> {
+/// The wallet to credit, checked before anything connects; on a Redis Cluster, the stream must
+/// fit one slot (its consumers read one stream, not partitions: refused now rather than by c1).
+pub fn check(args: &DemoSettings) -> anyhow::Result<AccountId> {
     let wallet = AccountId::parse(&args.wallet).context("--wallet is not a valid account id")?;
     if crate::broker::is_cluster(&args.redis.url) {
-        // Its consumers read one stream, not partitions: refused now rather than by c1.
         super::stream::StreamSettings {
             stream: args.stream.clone(),
             group: GROUP.to_owned(),
@@ -57,92 +58,21 @@ pub async fn run(args: DemoSettings) -> anyhow::Result<bool> {
             )
         })?;
     }
-    let pool = crate::db::connect_and_migrate(&args.database).await?;
-    let mut conn = pool.acquire().await?;
-    let sar = Currency::parse("SAR").expect("SAR is in the currency table");
-    let new = NewAccount {
-        id: wallet.clone(),
-        currency: sar,
-        kind: AccountType::Wallet,
-        overdraft_limit: 0,
-        metadata: Default::default(),
-    };
-    accounts::create(&mut conn, &new).await?;
-    let account = accounts::find(&mut conn, wallet.as_str())
-        .await?
-        .context("the wallet vanished")?;
-    let currency = account.currency();
-    let before = accounts::wallet_posted_balance(&mut conn, wallet.as_str()).await?;
-    drop(conn);
+    Ok(wallet)
+}
 
+/// Runs the lab on `pool`; returns whether it ended as the article expects.
+pub async fn run(pool: &PgPool, args: &DemoSettings, wallet: &AccountId) -> anyhow::Result<bool> {
+    let (currency, before) = open_wallet(pool, wallet).await?;
     let mut redis = crate::broker::connect(&args.redis.url).await?;
     let dead_letters = format!("{}.dlq", args.stream);
-    let _: () = redis
-        .del(&[
-            &args.stream,
-            &dead_letters,
-            &format!("{}.failures.{GROUP}", args.stream),
-        ])
-        .await?;
+    let failures = format!("{}.failures.{GROUP}", args.stream);
+    let _: () = redis.del(&[&args.stream, &dead_letters, &failures]).await?;
     let _: () = redis
         .xgroup_create_mkstream(&args.stream, GROUP, "0")
         .await?;
-
-    // The producer: five payments, then payment 2 again after its call "timed out".
-    let events: Vec<Uuid> = (0..PAYMENTS).map(|_| Uuid::new_v4()).collect();
-    let mut order: Vec<usize> = (0..PAYMENTS).collect();
-    order.push(1);
-    let messages: Vec<Vec<(String, String)>> = order
-        .iter()
-        .map(|&i| {
-            vec![
-                ("n".to_owned(), (i + 1).to_string()),
-                ("event_id".to_owned(), events[i].to_string()),
-                ("wallet".to_owned(), wallet.to_string()),
-                ("amount".to_owned(), AMOUNT.to_string()),
-            ]
-        })
-        .collect();
-    let ids = publish_raw(&mut redis, &args.stream, &messages).await?;
-    for (k, (&i, id)) in order.iter().zip(&ids).enumerate() {
-        let resent = if k == PAYMENTS {
-            "   <- sent again after a timeout"
-        } else {
-            ""
-        };
-        let short: String = events[i].to_string().chars().take(8).collect();
-        println!(
-            "producer: {id}  event {} ({short}) +{}{resent}",
-            i + 1,
-            currency.format(AMOUNT)
-        );
-    }
-
-    let (site, when) = match args.crash {
-        DemoCrash::AfterCommit => (
-            failpoint::CONSUMER_AFTER_COMMIT,
-            "after its COMMIT, before its XACK",
-        ),
-        DemoCrash::BeforeCommit => (failpoint::CONSUMER_BEFORE_COMMIT, "before its COMMIT"),
-    };
-    println!("\nconsumer c1 (batch size 1) dies while handling event 3, {when}:");
-    let c1 = consumer(&args, "c1", Some(&format!("{site}@3")))
-        .status()
-        .await
-        .context("cannot start consumer c1")?;
-    if c1.signal() != Some(libc::SIGKILL) {
-        anyhow::bail!("consumer c1 should have been killed at {site}, but it exited with {c1}");
-    }
-    println!("  c1: killed by SIGKILL at the fail point {site}");
-
-    // What c1 left pending must be idle long enough for c2 to reclaim it.
-    tokio::time::sleep(std::time::Duration::from_millis(args.claim_idle_ms + 200)).await;
-    println!("\nconsumer c2 starts:");
-    let c2 = consumer(&args, "c2", None)
-        .status()
-        .await
-        .context("cannot start consumer c2")?;
-    anyhow::ensure!(c2.success(), "consumer c2 failed: {c2}");
+    produce(&mut redis, args, wallet, currency).await?;
+    crash_and_take_over(args).await?;
 
     let mut conn = pool.acquire().await?;
     let after = accounts::wallet_posted_balance(&mut conn, wallet.as_str()).await?;
@@ -161,6 +91,93 @@ pub async fn run(args: DemoSettings) -> anyhow::Result<bool> {
         pending.count()
     );
     Ok(gained == AMOUNT * PAYMENTS as i64 && pending.count() == 0 && dead == 0)
+}
+
+/// The wallet, created in SAR if missing: its currency and its posted balance before the lab.
+async fn open_wallet(pool: &PgPool, wallet: &AccountId) -> anyhow::Result<(Currency, i64)> {
+    let mut conn = pool.acquire().await?;
+    let sar = Currency::parse("SAR").expect("SAR is in the currency table");
+    let new = NewAccount {
+        id: wallet.clone(),
+        currency: sar,
+        kind: AccountType::Wallet,
+        overdraft_limit: 0,
+        metadata: Default::default(),
+    };
+    accounts::create(&mut conn, &new).await?;
+    let account = accounts::find(&mut conn, wallet.as_str())
+        .await?
+        .context("the wallet vanished")?;
+    let before = accounts::wallet_posted_balance(&mut conn, wallet.as_str()).await?;
+    Ok((account.currency(), before))
+}
+
+/// The producer: five payments, then payment 2 again after its call "timed out".
+async fn produce(
+    redis: &mut crate::broker::Connection,
+    args: &DemoSettings,
+    wallet: &AccountId,
+    currency: Currency,
+) -> anyhow::Result<()> {
+    let events: Vec<Uuid> = (0..PAYMENTS).map(|_| Uuid::new_v4()).collect();
+    let mut order: Vec<usize> = (0..PAYMENTS).collect();
+    order.push(1);
+    let messages: Vec<Vec<(String, String)>> = order
+        .iter()
+        .map(|&i| {
+            vec![
+                ("n".to_owned(), (i + 1).to_string()),
+                ("event_id".to_owned(), events[i].to_string()),
+                ("wallet".to_owned(), wallet.to_string()),
+                ("amount".to_owned(), AMOUNT.to_string()),
+            ]
+        })
+        .collect();
+    let ids = publish_raw(redis, &args.stream, &messages).await?;
+    for (k, (&i, id)) in order.iter().zip(&ids).enumerate() {
+        let resent = if k == PAYMENTS {
+            "   <- sent again after a timeout"
+        } else {
+            ""
+        };
+        let short: String = events[i].to_string().chars().take(8).collect();
+        println!(
+            "producer: {id}  event {} ({short}) +{}{resent}",
+            i + 1,
+            currency.format(AMOUNT)
+        );
+    }
+    Ok(())
+}
+
+/// Consumer c1 dies at the fail point while it handles payment 3; c2 takes over once what c1
+/// left pending is idle long enough to reclaim.
+async fn crash_and_take_over(args: &DemoSettings) -> anyhow::Result<()> {
+    let (site, when) = match args.crash {
+        DemoCrash::AfterCommit => (
+            failpoint::CONSUMER_AFTER_COMMIT,
+            "after its COMMIT, before its XACK",
+        ),
+        DemoCrash::BeforeCommit => (failpoint::CONSUMER_BEFORE_COMMIT, "before its COMMIT"),
+    };
+    println!("\nconsumer c1 (batch size 1) dies while handling event 3, {when}:");
+    let c1 = consumer(args, "c1", Some(&format!("{site}@3")))
+        .status()
+        .await
+        .context("cannot start consumer c1")?;
+    if c1.signal() != Some(libc::SIGKILL) {
+        anyhow::bail!("consumer c1 should have been killed at {site}, but it exited with {c1}");
+    }
+    println!("  c1: killed by SIGKILL at the fail point {site}");
+
+    tokio::time::sleep(std::time::Duration::from_millis(args.claim_idle_ms + 200)).await;
+    println!("\nconsumer c2 starts:");
+    let c2 = consumer(args, "c2", None)
+        .status()
+        .await
+        .context("cannot start consumer c2")?;
+    anyhow::ensure!(c2.success(), "consumer c2 failed: {c2}");
+    Ok(())
 }
 
 /// A consumer child process of this same binary: batch size 1, printing each event, exiting

@@ -76,12 +76,10 @@ pub struct ConsumeSettings {
     pub drain: bool,
 }
 
-/// `wallet-ledger consume`: runs until SIGTERM/SIGINT (finishing and acknowledging the batch in
-/// hand) or, with `--drain`, until the group has nothing left.
 /// The gauges' values before the workers' first readings, so that the first scrape shows
 /// every gauge an alert watches: the database answered just now, no batch yet, and each
 /// partition's backlog (left to the workers if the broker does not answer now).
-async fn first_readings(streams: &mut [(StreamClient, bool)], backlogs: &worker::Backlogs) {
+pub async fn first_readings(streams: &mut [(StreamClient, bool)], backlogs: &worker::Backlogs) {
     crate::metrics_catalog::consumer_started(f64::from(worker::unix_now()));
     for (stream, trims) in streams.iter_mut() {
         if !*trims {
@@ -93,79 +91,72 @@ async fn first_readings(streams: &mut [(StreamClient, bool)], backlogs: &worker:
     }
 }
 
-pub async fn run(args: ConsumeSettings) -> anyhow::Result<()> {
-    // Refused before anything connects: no worker may read what it could never settle.
-    if crate::broker::is_cluster(&args.redis.url) {
-        for stream_key in args.partitions.streams(&args.stream.stream) {
-            let partition = stream::StreamSettings {
-                stream: stream_key,
-                group: args.stream.group.clone(),
-            };
-            partition.fits_one_slot().map_err(|e| {
-                anyhow::anyhow!(
-                    "{e}: use --partitions N (2 or more: partition p is `<stream>:{{p}}`, a \
-                     hash tag), or give the stream a hash tag of its own (--stream '{{{}}}')",
-                    args.stream.stream
-                )
-            })?;
-        }
+/// On a Redis Cluster, refuses a stream whose keys would span slots: no worker may read what it
+/// could never settle. Checked before anything connects.
+pub fn refuse_unslotted(args: &ConsumeSettings) -> anyhow::Result<()> {
+    if !crate::broker::is_cluster(&args.redis.url) {
+        return Ok(());
     }
-    let database = crate::db::open(&args.database, true).await?;
-    database.watch_sync_standby().await;
-    let pool = database.pool.clone();
-    let name = args.name.clone();
-    let settings = args.worker.clone();
-    // Each worker is a consumer of the group in its own right: its own connection to the
-    // broker and its own pending list, so a crash of the process leaves each worker's batch
-    // to be reclaimed like any consumer's. With several partitions every worker runs on each
-    // of them (a loop per worker and partition), each loop touching only its partition's keys
-    // (one cluster slot). The groups exist before `/readyz` says ready.
+    for stream_key in args.partitions.streams(&args.stream.stream) {
+        let partition = stream::StreamSettings {
+            stream: stream_key,
+            group: args.stream.group.clone(),
+        };
+        partition.fits_one_slot().map_err(|e| {
+            anyhow::anyhow!(
+                "{e}: use --partitions N (2 or more: partition p is `<stream>:{{p}}`, a \
+                 hash tag), or give the stream a hash tag of its own (--stream '{{{}}}')",
+                args.stream.stream
+            )
+        })?;
+    }
+    Ok(())
+}
+
+/// One broker connection per worker and partition, its group created, each paired with
+/// whether it trims its partition (one worker of each does).
+///
+/// Each worker is a consumer of the group in its own right: its own connection to the broker
+/// and its own pending list, so a crash of the process leaves each worker's batch to be
+/// reclaimed like any consumer's. With several partitions every worker runs on each of them (a
+/// loop per worker and partition), each loop touching only its partition's keys (one cluster
+/// slot). The groups exist before `/readyz` says ready.
+pub async fn connect_streams(args: &ConsumeSettings) -> anyhow::Result<Vec<(StreamClient, bool)>> {
     let mut streams = Vec::new();
-    for (p, stream_key) in args
-        .partitions
-        .streams(&args.stream.stream)
-        .into_iter()
-        .enumerate()
-    {
+    let partitions = args.partitions.streams(&args.stream.stream);
+    for (p, stream_key) in partitions.into_iter().enumerate() {
         let partition = stream::StreamSettings {
             stream: stream_key,
             group: args.stream.group.clone(),
         };
         for n in 0..args.workers {
             let mut worker_name = if args.workers == 1 {
-                name.clone()
+                args.name.clone()
             } else {
-                format!("{name}-{n}")
+                format!("{}-{n}", args.name)
             };
             if args.partitions.count() > 1 {
                 worker_name = format!("{worker_name}-p{p}");
             }
-            let stream =
-                connect_stream(&args.redis.url, &partition, worker_name, settings.block).await?;
-            // One worker of each partition trims it.
+            let block = args.worker.block;
+            let stream = connect_stream(&args.redis.url, &partition, worker_name, block).await?;
             streams.push((stream, n == 0));
         }
     }
-    let backlogs = worker::Backlogs::default();
-    first_readings(&mut streams, &backlogs).await;
-    // The signal stops the workers (`stopping`); `/metrics` and `/readyz` stop on its parent,
-    // once the workers are done and the pool is closed, so probes are answered to the end.
-    let shutdown = CancellationToken::new();
-    let stopping = shutdown.child_token();
-    let readiness = Readiness::new(true);
-    if let Some(addr) = args.metrics_addr {
-        crate::telemetry::serve(
-            addr,
-            readiness.clone(),
-            Some(database.clone()),
-            shutdown.clone(),
-        )
-        .await?;
-    }
-    crate::shutdown::cancel_on_signal(stopping.clone());
+    Ok(streams)
+}
 
-    tracing::info!(consumer = %name, workers = args.workers, partitions = args.partitions.count(), stream = %args.stream.stream, group = %args.stream.group, batch_size = settings.batch_size, "consuming");
-    let loops = streams.len();
+/// The workers, one per stream connection, spawned: each stops at `stopping` (or, with
+/// `--drain`, once the group has nothing left).
+pub fn spawn_workers(
+    database: &crate::db::Database,
+    streams: Vec<(StreamClient, bool)>,
+    args: &ConsumeSettings,
+    backlogs: &worker::Backlogs,
+    readiness: &Readiness,
+    stopping: &CancellationToken,
+) -> Workers {
+    let settings = &args.worker;
     let mut workers = tokio::task::JoinSet::new();
     for (stream, trims) in streams {
         let mut worker_settings = settings.clone();
@@ -173,7 +164,7 @@ pub async fn run(args: ConsumeSettings) -> anyhow::Result<()> {
             worker_settings.trim_interval = None;
         }
         let consumer = Consumer::new(
-            Store::of(&database),
+            Store::of(database),
             stream,
             worker_settings,
             readiness.clone(),
@@ -189,36 +180,64 @@ pub async fn run(args: ConsumeSettings) -> anyhow::Result<()> {
             stopping.clone(),
         ));
     }
-    let mut totals = worker::StepReport::default();
-    let mut stopped = 0;
-    while let Some(done) = workers.join_next().await {
-        let (report, end) = done.context("a consumer worker panicked")?;
-        totals.add_totals(&report);
-        if end == WorkerEnd::Refused {
-            stopped += 1;
+    let loops = workers.len();
+    Workers { workers, loops }
+}
+
+/// The running workers of a `consume` process.
+pub struct Workers {
+    workers: tokio::task::JoinSet<(worker::StepReport, WorkerEnd)>,
+    loops: usize,
+}
+
+/// What the workers did, once all have ended.
+pub struct WorkersEnded {
+    pub totals: worker::StepReport,
+    /// Workers the broker refused: stopped for good.
+    pub refused: usize,
+    /// Workers there were.
+    pub loops: usize,
+}
+
+impl Workers {
+    /// Waits for every worker to end and adds up what they did.
+    pub async fn join(mut self) -> anyhow::Result<WorkersEnded> {
+        let mut ended = WorkersEnded {
+            totals: worker::StepReport::default(),
+            refused: 0,
+            loops: self.loops,
+        };
+        while let Some(done) = self.workers.join_next().await {
+            let (report, end) = done.context("a consumer worker panicked")?;
+            ended.totals.add_totals(&report);
+            if end == WorkerEnd::Refused {
+                ended.refused += 1;
+            }
         }
+        Ok(ended)
     }
-    if stopped > 0 && !args.drain {
-        // Every worker left stopped for good: stay up, not ready, so that probes and the
-        // metric say so, until the operator's SIGTERM.
-        stopping.cancelled().await;
-    }
-    pool.close().await;
-    shutdown.cancel();
-    tracing::info!(
-        consumer = %name,
-        applied = totals.applied,
-        duplicates = totals.duplicates,
-        dead_lettered = totals.dead_lettered,
-        stopped_workers = stopped,
-        "consumer stopped"
-    );
-    if stopped > 0 {
-        anyhow::bail!(
-            "{stopped} of {loops} workers stopped because the broker refused a command (see the log above)"
+}
+
+impl WorkersEnded {
+    /// Logs `consumer stopped` with the totals; an error if the broker refused a worker.
+    pub fn report(&self, consumer: &str) -> anyhow::Result<()> {
+        let (totals, stopped) = (&self.totals, self.refused);
+        tracing::info!(
+            consumer = %consumer,
+            applied = totals.applied,
+            duplicates = totals.duplicates,
+            dead_lettered = totals.dead_lettered,
+            stopped_workers = stopped,
+            "consumer stopped"
         );
+        if stopped > 0 {
+            anyhow::bail!(
+                "{stopped} of {} workers stopped because the broker refused a command (see the log above)",
+                self.loops
+            );
+        }
+        Ok(())
     }
-    Ok(())
 }
 
 /// Why a worker's loop ended.

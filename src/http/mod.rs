@@ -1,5 +1,6 @@
 //! The REST API: the router (`app`, which tests drive without a socket) and `serve`, which
-//! binds, runs the background workers and shuts down gracefully.
+//! serves it on a socket and closes its connections gracefully (`cli::serve` composes the
+//! process around it).
 
 pub mod accounts;
 pub mod auth;
@@ -24,7 +25,6 @@ pub mod webhooks;
 use crate::ledger::caller::{self, AtDeadline, Caller, Phase};
 use crate::ledger::group_commit::GroupCommit;
 use crate::ledger::store::Store;
-use crate::ledger::{checkpoints, holds};
 use anyhow::Context;
 use axum::Extension;
 use axum::Router;
@@ -215,67 +215,13 @@ async fn past_deadline<F: Future<Output = Response>>(
     }
 }
 
-/// `wallet-ledger serve`: until SIGTERM/SIGINT, then drains in the order `crate::shutdown`
-/// describes.
-pub async fn serve(args: ServeSettings) -> anyhow::Result<()> {
-    let database = crate::db::open(&args.database, true).await?;
-    database.watch_sync_standby().await;
-    let pool = database.pool.clone();
-    let store = Store::of(&database);
-    let listener = tokio::net::TcpListener::bind(args.http.listen_addr)
-        .await
-        .with_context(|| format!("binding {}", args.http.listen_addr))?;
-    // The background workers stop on `shutdown`, and only once the HTTP server, which stops
-    // on its child `accepting` (the signal), has closed its connections: a request finishing
-    // during the drain still has them.
-    let shutdown = CancellationToken::new();
-    let accepting = shutdown.child_token();
-    let checkpointer = tokio::spawn(periodically(
-        crate::metrics_catalog::CHECKPOINT_TASK,
-        args.checkpoint_interval,
-        shutdown.clone(),
-        {
-            let store = store.clone();
-            move || {
-                let store = store.clone();
-                async move {
-                    let mut conn = store.pool().acquire().await?;
-                    let advanced = checkpoints::advance(&mut store.on(&mut conn)).await?;
-                    Ok(advanced as i64)
-                }
-            }
-        },
-    ));
-    let sweeper = tokio::spawn(periodically(
-        crate::metrics_catalog::HOLD_SWEEP_TASK,
-        args.hold_sweep_interval,
-        shutdown.clone(),
-        {
-            let store = store.clone();
-            move || {
-                let store = store.clone();
-                async move {
-                    let mut conn = store.pool().acquire().await?;
-                    holds::sweep(&mut store.on(&mut conn), holds::HOLD_SWEEP_BATCH).await
-                }
-            }
-        },
-    ));
-    let mut events_feed = crate::outbox::stream::FeedHealth::default();
-    let dispatcher = if let Some(settings) = args.outbox {
-        let dispatcher = crate::outbox::dispatcher::Dispatcher::new(pool.clone(), settings).await?;
-        events_feed = dispatcher.feed_health();
-        Some(tokio::spawn(dispatcher.run(shutdown.clone())))
-    } else {
-        None
-    };
-    crate::shutdown::cancel_on_signal(accepting.clone());
-    tracing::info!(addr = %args.http.listen_addr, "serving");
-    let state = AppState {
-        events_feed,
-        primary: database.primary.clone(),
-        ..AppState::new(store, args.http)
-    };
+/// Serves `state`'s API on `listener` until `accepting` is cancelled, then lets the
+/// connections finish or cuts them (`transport::serve`); logs `connections closed`.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    state: AppState,
+    accepting: CancellationToken,
+) {
     let transport = state.config.transport.clone();
     let stopped = transport::serve(listener, app(state), &transport, accepting).await;
     tracing::info!(
@@ -283,47 +229,11 @@ pub async fn serve(args: ServeSettings) -> anyhow::Result<()> {
         cut_at_deadline = stopped.cut_at_deadline,
         "connections closed"
     );
-    shutdown.cancel();
-    let _ = tokio::join!(checkpointer, sweeper);
-    if let Some(dispatcher) = dispatcher {
-        let _ = dispatcher.await;
-    }
-    pool.close().await;
-    tracing::info!("stopped: requests finished or cut, pool closed");
-    Ok(())
 }
 
-/// Runs `step` every `every` until `shutdown` is cancelled (a step in progress finishes); a
-/// failed step is retried at the next tick (the database decides every step's effect, so a
-/// retry is always safe). Only a transient failure can mend by itself: a permanent one (a
-/// corrupt row, a refused statement) fails every tick until someone repairs it, so it is logged
-/// at error level and counted for an alert.
-async fn periodically<F, Fut>(
-    name: &'static str,
-    every: Duration,
-    shutdown: CancellationToken,
-    mut step: F,
-) where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Result<i64, crate::db::StoreError>>,
-{
-    let mut ticker = tokio::time::interval(every);
-    loop {
-        tokio::select! {
-            _ = ticker.tick() => {}
-            () = shutdown.cancelled() => return,
-        }
-        match step().await {
-            Ok(0) => {}
-            Ok(n) => tracing::debug!(task = name, rows = n, "background step"),
-            Err(e) if e.is_transient() => {
-                tracing::warn!(task = name, error = %e, "background step failed; will retry")
-            }
-            Err(e) => {
-                ::metrics::counter!("wallet_ledger_background_permanent_errors_total", "task" => name)
-                    .increment(1);
-                tracing::error!(task = name, error = %e, "background step failed; retrying will not mend it");
-            }
-        }
-    }
+/// The API's listening socket.
+pub async fn bind(addr: std::net::SocketAddr) -> anyhow::Result<tokio::net::TcpListener> {
+    tokio::net::TcpListener::bind(addr)
+        .await
+        .with_context(|| format!("binding {addr}"))
 }

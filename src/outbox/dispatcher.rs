@@ -454,25 +454,6 @@ fn budget_spent(status: Option<u16>, error: String, settings: &Settings) -> Atte
     }
 }
 
-/// `wallet-ledger outbox`: the dispatcher alone, until SIGTERM/SIGINT.
-pub async fn run_standalone(
-    database: &crate::db::DatabaseSettings,
-    settings: Settings,
-) -> anyhow::Result<()> {
-    let pool = crate::db::connect_and_migrate(database).await?;
-    let dispatcher = Dispatcher::new(pool.clone(), settings).await?;
-    // The signal stops the dispatcher (see `crate::shutdown`); the pool closes once its sends
-    // in flight are recorded.
-    let shutdown = CancellationToken::new();
-    let worker = tokio::spawn(dispatcher.run(shutdown.clone()));
-    tracing::info!("outbox dispatcher running");
-    crate::shutdown::cancel_on_signal(shutdown);
-    let _ = worker.await;
-    pool.close().await;
-    tracing::info!("outbox dispatcher stopped");
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

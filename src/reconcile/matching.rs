@@ -128,11 +128,42 @@ pub async fn compare(
     max_listed: usize,
     sink: &mut ExceptionSink,
 ) -> anyhow::Result<Matching> {
-    // Streamed row by row (one per payment of the file), never collected: memory stays flat
-    // however large the file.
     let engine = db.engine();
     let conn = db.conn();
-    let mut rows = match engine {
+    let mut out = Matching::default();
+    // Streamed row by row (one per payment of the file), never collected: memory stays flat
+    // however large the file.
+    let mut rows = key_rows(&mut *conn, engine, run_id, window);
+    while let Some(r) = rows.try_next().await? {
+        let found = judge(&r, window, max_listed, &mut out)?;
+        push_exceptions(&r, &found, sink)?;
+    }
+    drop(rows);
+    missing_at_provider(&mut *conn, engine, run_id, window, sink).await?;
+    out.ledger_payments = sqlx::query_scalar!(
+        r#"select count(*) as "count!" from transactions
+           where kind = 'payment' and account_ids && $1::text[] and posted_at between $2 and $3"#,
+        &window.clearing_accounts,
+        window.from,
+        window.to,
+    )
+    .fetch_one(conn)
+    .await?;
+    Ok(out)
+}
+
+/// A stream of rows, as `sqlx`'s `fetch` returns it.
+type Rows<'c, T> =
+    std::pin::Pin<Box<dyn futures_util::Stream<Item = Result<T, sqlx::Error>> + Send + 'c>>;
+
+/// Each key of the file with what the ledger has for it, in the file's order.
+fn key_rows<'c>(
+    conn: &'c mut PgConnection,
+    engine: Engine,
+    run_id: Uuid,
+    window: &'c Window,
+) -> Rows<'c, KeyRow> {
+    match engine {
         Engine::Plain => sqlx::query_as!(
             KeyRow,
         r#"with per_key as (
@@ -196,7 +227,7 @@ pub async fn compare(
             run_id,
             &window.clearing_accounts,
         )
-        .fetch(&mut *conn),
+        .fetch(conn),
         Engine::Citus => sqlx::query_as!(
             KeyRow,
             r#"with per_key as materialized (
@@ -268,131 +299,280 @@ pub async fn compare(
             run_id,
             &window.clearing_accounts,
         )
-        .fetch(&mut *conn),
-    };
+        .fetch(conn),
+    }
+}
 
-    let mut out = Matching::default();
-    while let Some(r) = rows.try_next().await? {
+/// A reason found for an exception: its code and the reason.
+type Found = Vec<(&'static str, String)>;
+
+/// The file's side of one key: its lines per status (sorted) and its currencies.
+struct FileSide {
+    settled_lines: Vec<i64>,
+    refunded_lines: Vec<i64>,
+    failed_lines: Vec<i64>,
+    /// Sorted, each once.
+    currencies: Vec<String>,
+    file_currency: String,
+}
+
+impl FileSide {
+    fn of(r: &KeyRow) -> FileSide {
         let lines = |l: &Option<Vec<i64>>| {
             let mut lines = l.clone().unwrap_or_default();
             lines.sort_unstable();
             lines
         };
-        let (settled_lines, refunded_lines, failed_lines) = (
-            lines(&r.settled_lines),
-            lines(&r.refunded_lines),
-            lines(&r.failed_lines),
-        );
         let mut currencies = r.currencies.clone();
         currencies.sort_unstable();
         currencies.dedup();
-        let file_currency = currencies.first().cloned().unwrap_or_default();
-        let mut found: Vec<(&'static str, String)> = Vec::new();
+        FileSide {
+            settled_lines: lines(&r.settled_lines),
+            refunded_lines: lines(&r.refunded_lines),
+            failed_lines: lines(&r.failed_lines),
+            file_currency: currencies.first().cloned().unwrap_or_default(),
+            currencies,
+        }
+    }
+
+    /// `duplicate_in_file`: a status given on more than one line.
+    fn duplicates(&self) -> Found {
+        let mut found = Found::new();
         for (status, at) in [
-            (ProviderStatus::Settled, &settled_lines),
-            (ProviderStatus::Refunded, &refunded_lines),
-            (ProviderStatus::Failed, &failed_lines),
+            (ProviderStatus::Settled, &self.settled_lines),
+            (ProviderStatus::Refunded, &self.refunded_lines),
+            (ProviderStatus::Failed, &self.failed_lines),
         ] {
             if at.len() > 1 {
                 found.push(("duplicate_in_file", duplicate_reason(status.as_str(), at)));
             }
         }
-        match (&r.ledger_id, r.ledger_currency.as_deref(), r.ledger_status.as_deref()) {
-            (Some(ledger_id), Some(ledger_currency), Some(ledger_status)) => {
-                let ledger_status = TransactionStatus::parse(ledger_status).ok_or_else(|| {
-                    crate::db::corrupt("transactions", ledger_id, format!("status {ledger_status:?}"))
-                })?;
-                let ledger_gross = r.ledger_gross.unwrap_or(0);
-                let ledger_refunded = r.ledger_refunded.unwrap_or(0);
-                if currencies.len() > 1 || file_currency != ledger_currency {
-                    found.push(("currency_mismatch", format!("currency: ledger {ledger_currency}, provider {}", currencies.join(" and "))));
-                } else {
-                    let tol = tolerance(window, ledger_currency);
-                    if !settled_lines.is_empty() && (r.settled - ledger_gross).abs() > tol {
-                        found.push((
-                            "amount_mismatch",
-                            format!("amount: ledger {}, provider {}", format(ledger_currency, ledger_gross), format(ledger_currency, r.settled)),
-                        ));
-                    }
-                    if !refunded_lines.is_empty() && ledger_refunded > 0 && (r.refunded - ledger_refunded).abs() > tol {
-                        found.push((
-                            "amount_mismatch",
-                            format!("refunded: ledger {}, provider {}", format(ledger_currency, ledger_refunded), format(ledger_currency, r.refunded)),
-                        ));
-                    }
-                }
-                let provider_status = if !refunded_lines.is_empty() {
-                    ProviderStatus::Refunded
-                } else if !settled_lines.is_empty() {
-                    ProviderStatus::Settled
-                } else {
-                    ProviderStatus::Failed
-                };
-                let refunded = ledger_refunded > 0;
-                if !status_agrees(provider_status, ledger_status, refunded) {
-                    let ledger_said = if ledger_status == TransactionStatus::Posted && refunded { ProviderStatus::Refunded.as_str() } else { ledger_status.as_str() };
-                    found.push(("status_mismatch", format!("status: ledger {ledger_said}, provider {}", provider_status.as_str())));
-                }
-                if found.is_empty() {
-                    out.matched_count += 1;
-                    if let Some(id) = r.ledger_id
-                        && out.matched.len() < max_listed
-                    {
-                        out.matched.push(Matched {
-                            payment_id: id,
-                            external_ref: r.external_ref.clone(),
-                            currency: ledger_currency.to_owned(),
-                            amount: Currency::parse(ledger_currency).map_or_else(|| ledger_gross.to_string(), |c| c.format(ledger_gross)),
-                            amount_minor: minor_sibling(ledger_gross.into()),
-                            status: provider_status.as_str().to_owned(),
-                        });
-                    }
-                }
-            }
-            _ if settled_lines.is_empty() && refunded_lines.is_empty() => {
-                // Failed at the provider and unknown to the ledger: both agree nothing moved.
-                if found.is_empty() {
-                    out.matched_count += 1;
-                }
-            }
-            _ => found.push((
-                "missing_in_ledger",
-                format!(
-                    "payment: provider {} {} {file_currency} (line {}), the ledger has no such payment through this provider",
-                    if settled_lines.is_empty() { ProviderStatus::Refunded } else { ProviderStatus::Settled }.as_str(),
-                    format(&file_currency, if settled_lines.is_empty() { r.refunded } else { r.settled }),
-                    r.first_line
-                ),
-            )),
-        }
-        // One exception per payment and category, with every reason of that category.
-        let mut codes: Vec<&'static str> = found.iter().map(|(c, _)| *c).collect();
-        codes.dedup();
-        for code in codes {
-            sink.push(Exception {
-                code: code.to_owned(),
-                // A line without a payment_id that found its payment by reference names it.
-                payment_id: r.payment_id.or(r.ledger_id),
-                external_ref: r.external_ref.clone(),
-                line: Some(r.first_line),
-                reasons: found
-                    .iter()
-                    .filter(|(c, _)| *c == code)
-                    .map(|(_, reason)| reason.clone())
-                    .collect(),
-            })?;
+        found
+    }
+
+    /// What the provider says of the payment: refunded over settled over failed.
+    fn status(&self) -> ProviderStatus {
+        if !self.refunded_lines.is_empty() {
+            ProviderStatus::Refunded
+        } else if !self.settled_lines.is_empty() {
+            ProviderStatus::Settled
+        } else {
+            ProviderStatus::Failed
         }
     }
-    drop(rows);
+}
 
-    // The payments of the window that no line names: a hash anti-join (the file's lines
-    // hashed once, the window's payments scanned once) is right at any size, while a nested
-    // loop over a staging table without an index would scan the lines once per payment.
-    // Fresh statistics pick the hash anyway; this keeps it when they are stale.
+/// One key judged: its disagreements, or (none) a match counted in `out`.
+fn judge(
+    r: &KeyRow,
+    window: &Window,
+    max_listed: usize,
+    out: &mut Matching,
+) -> anyhow::Result<Found> {
+    let side = FileSide::of(r);
+    let mut found = side.duplicates();
+    match (
+        &r.ledger_id,
+        r.ledger_currency.as_deref(),
+        r.ledger_status.as_deref(),
+    ) {
+        (Some(ledger_id), Some(ledger_currency), Some(ledger_status)) => {
+            let ledger_status = TransactionStatus::parse(ledger_status).ok_or_else(|| {
+                crate::db::corrupt(
+                    "transactions",
+                    ledger_id,
+                    format!("status {ledger_status:?}"),
+                )
+            })?;
+            let ledger = Ledger {
+                id: *ledger_id,
+                currency: ledger_currency,
+                status: ledger_status,
+                gross: r.ledger_gross.unwrap_or(0),
+                refunded: r.ledger_refunded.unwrap_or(0),
+            };
+            found.extend(disagreements(r, &side, &ledger, window));
+            if found.is_empty() {
+                out.matched_count += 1;
+                if out.matched.len() < max_listed {
+                    out.matched.push(ledger.matched(r, side.status()));
+                }
+            }
+        }
+        _ if side.settled_lines.is_empty() && side.refunded_lines.is_empty() => {
+            // Failed at the provider and unknown to the ledger: both agree nothing moved.
+            if found.is_empty() {
+                out.matched_count += 1;
+            }
+        }
+        _ => found.push(("missing_in_ledger", missing_in_ledger(r, &side))),
+    }
+    Ok(found)
+}
+
+/// The ledger's side of one key that it has.
+struct Ledger<'a> {
+    id: Uuid,
+    currency: &'a str,
+    status: TransactionStatus,
+    gross: i64,
+    refunded: i64,
+}
+
+impl Ledger<'_> {
+    fn matched(&self, r: &KeyRow, status: ProviderStatus) -> Matched {
+        Matched {
+            payment_id: self.id,
+            external_ref: r.external_ref.clone(),
+            currency: self.currency.to_owned(),
+            amount: Currency::parse(self.currency)
+                .map_or_else(|| self.gross.to_string(), |c| c.format(self.gross)),
+            amount_minor: minor_sibling(self.gross.into()),
+            status: status.as_str().to_owned(),
+        }
+    }
+}
+
+/// Where the file and the ledger disagree on a payment both have: currency, amounts, status.
+fn disagreements(r: &KeyRow, side: &FileSide, ledger: &Ledger, window: &Window) -> Found {
+    let mut found = Found::new();
+    let currency = ledger.currency;
+    if side.currencies.len() > 1 || side.file_currency != currency {
+        found.push((
+            "currency_mismatch",
+            format!(
+                "currency: ledger {currency}, provider {}",
+                side.currencies.join(" and ")
+            ),
+        ));
+    } else {
+        let tol = tolerance(window, currency);
+        if !side.settled_lines.is_empty() && (r.settled - ledger.gross).abs() > tol {
+            found.push((
+                "amount_mismatch",
+                format!(
+                    "amount: ledger {}, provider {}",
+                    format(currency, ledger.gross),
+                    format(currency, r.settled)
+                ),
+            ));
+        }
+        if !side.refunded_lines.is_empty()
+            && ledger.refunded > 0
+            && (r.refunded - ledger.refunded).abs() > tol
+        {
+            found.push((
+                "amount_mismatch",
+                format!(
+                    "refunded: ledger {}, provider {}",
+                    format(currency, ledger.refunded),
+                    format(currency, r.refunded)
+                ),
+            ));
+        }
+    }
+    let provider_status = side.status();
+    let refunded = ledger.refunded > 0;
+    if !status_agrees(provider_status, ledger.status, refunded) {
+        let ledger_said = if ledger.status == TransactionStatus::Posted && refunded {
+            ProviderStatus::Refunded.as_str()
+        } else {
+            ledger.status.as_str()
+        };
+        found.push((
+            "status_mismatch",
+            format!(
+                "status: ledger {ledger_said}, provider {}",
+                provider_status.as_str()
+            ),
+        ));
+    }
+    found
+}
+
+/// The `missing_in_ledger` reason of a key the ledger does not have.
+fn missing_in_ledger(r: &KeyRow, side: &FileSide) -> String {
+    let (status, amount) = if side.settled_lines.is_empty() {
+        (ProviderStatus::Refunded, r.refunded)
+    } else {
+        (ProviderStatus::Settled, r.settled)
+    };
+    format!(
+        "payment: provider {} {} {} (line {}), the ledger has no such payment through this provider",
+        status.as_str(),
+        format(&side.file_currency, amount),
+        side.file_currency,
+        r.first_line
+    )
+}
+
+/// One exception per payment and category, with every reason of that category.
+fn push_exceptions(r: &KeyRow, found: &Found, sink: &mut ExceptionSink) -> anyhow::Result<()> {
+    let mut codes: Vec<&'static str> = found.iter().map(|(c, _)| *c).collect();
+    codes.dedup();
+    for code in codes {
+        sink.push(Exception {
+            code: code.to_owned(),
+            // A line without a payment_id that found its payment by reference names it.
+            payment_id: r.payment_id.or(r.ledger_id),
+            external_ref: r.external_ref.clone(),
+            line: Some(r.first_line),
+            reasons: found
+                .iter()
+                .filter(|(c, _)| *c == code)
+                .map(|(_, reason)| reason.clone())
+                .collect(),
+        })?;
+    }
+    Ok(())
+}
+
+/// `missing_at_provider`: the payments of the window that no line names.
+async fn missing_at_provider(
+    conn: &mut PgConnection,
+    engine: Engine,
+    run_id: Uuid,
+    window: &Window,
+    sink: &mut ExceptionSink,
+) -> anyhow::Result<()> {
+    // A hash anti-join (the file's lines hashed once, the window's payments scanned once) is
+    // right at any size, while a nested loop over a staging table without an index would scan
+    // the lines once per payment. Fresh statistics pick the hash anyway; this keeps it when
+    // they are stale.
     sqlx::query("select set_config('enable_nestloop', 'off', true)")
         .execute(&mut *conn)
         .await?;
-    let mut missing = match engine {
+    let mut missing = missing_rows(&mut *conn, engine, run_id, window);
+    while let Some(m) = missing.try_next().await? {
+        sink.push(Exception {
+            code: "missing_at_provider".to_owned(),
+            payment_id: Some(m.id),
+            external_ref: m.external_ref,
+            line: None,
+            reasons: vec![format!(
+                "payment: ledger posted {} {} at {}, the provider's file has no such payment",
+                format(&m.currency, m.gross),
+                m.currency,
+                m.posted_at.to_rfc3339()
+            )],
+        })?;
+    }
+    drop(missing);
+    sqlx::query("select set_config('enable_nestloop', 'on', true)")
+        .execute(&mut *conn)
+        .await?;
+    Ok(())
+}
+
+/// The posted payments of the window that no line names (by id, or by reference as the
+/// matching takes it), oldest first.
+fn missing_rows<'c>(
+    conn: &'c mut PgConnection,
+    engine: Engine,
+    run_id: Uuid,
+    window: &'c Window,
+) -> Rows<'c, MissingRow> {
+    match engine {
         Engine::Plain => sqlx::query_as!(
             MissingRow,
         r#"with by_ref as materialized (
@@ -420,7 +600,7 @@ pub async fn compare(
             window.from,
             window.to,
         )
-        .fetch(&mut *conn),
+        .fetch(conn),
         Engine::Citus => sqlx::query_as!(
             MissingRow,
             r#"with candidates as materialized (
@@ -454,36 +634,8 @@ pub async fn compare(
             window.from,
             window.to,
         )
-        .fetch(&mut *conn),
-    };
-    while let Some(m) = missing.try_next().await? {
-        sink.push(Exception {
-            code: "missing_at_provider".to_owned(),
-            payment_id: Some(m.id),
-            external_ref: m.external_ref,
-            line: None,
-            reasons: vec![format!(
-                "payment: ledger posted {} {} at {}, the provider's file has no such payment",
-                format(&m.currency, m.gross),
-                m.currency,
-                m.posted_at.to_rfc3339()
-            )],
-        })?;
+        .fetch(conn),
     }
-    drop(missing);
-    sqlx::query("select set_config('enable_nestloop', 'on', true)")
-        .execute(&mut *conn)
-        .await?;
-    out.ledger_payments = sqlx::query_scalar!(
-        r#"select count(*) as "count!" from transactions
-           where kind = 'payment' and account_ids && $1::text[] and posted_at between $2 and $3"#,
-        &window.clearing_accounts,
-        window.from,
-        window.to,
-    )
-    .fetch_one(conn)
-    .await?;
-    Ok(out)
 }
 
 /// Minor units summed exactly (PostgreSQL `numeric`, read as text): a file may hold more

@@ -2,7 +2,8 @@
 //!
 //! The HTML is one self-contained file (inline CSS and SVG, no script, nothing fetched), so it
 //! can be mailed or archived as it is. Settlement files are untrusted input: every string that
-//! reaches the HTML goes through [`escape`], and every CSV field through `csv_field`, which also
+//! reaches the HTML is escaped by the askama template `templates/report.html` (with [`escape`]'s
+//! entities), and every CSV field through `csv_field`, which also
 //! defuses spreadsheet formulas.
 
 use super::model::{EXCEPTION_CODES, RunReport};
@@ -159,30 +160,6 @@ fn timestamp(at: &DateTime<Utc>) -> String {
     at.format("%Y-%m-%d %H:%M:%S UTC").to_string()
 }
 
-/// An optional value for a table cell: escaped, or a muted dash.
-fn or_dash(value: Option<String>) -> String {
-    value.map_or_else(
-        || r#"<span class="muted">—</span>"#.to_owned(),
-        |v| escape(&v),
-    )
-}
-
-/// A table with a header row; `rows` are ready-made `<tr>` elements.
-fn table(class: &str, headers: &[(&str, &str)], rows: &str) -> String {
-    let mut out = format!(r#"<div class="scroll"><table class="{class}"><thead><tr>"#);
-    for (header, align) in headers {
-        if align.is_empty() {
-            out.push_str(&format!("<th>{}</th>", escape(header)));
-        } else {
-            out.push_str(&format!(r#"<th class="{align}">{}</th>"#, escape(header)));
-        }
-    }
-    out.push_str(&format!(
-        "</tr></thead><tbody>\n{rows}</tbody></table></div>\n"
-    ));
-    out
-}
-
 /// The exceptions of each code, in `EXCEPTION_CODES` order (from the list itself, so the chart,
 /// the total and the table always agree).
 /// Each code's exact count (the summary's; the list may hold only the first of each code).
@@ -200,63 +177,6 @@ fn exception_counts(report: &RunReport) -> Vec<(&'static str, usize)> {
             (code, counted.max(listed))
         })
         .collect()
-}
-
-/// A horizontal bar chart of exceptions by category, as inline SVG: one bar per code, a zero
-/// shown as an empty track.
-fn chart(counts: &[(&str, usize)]) -> String {
-    const LABEL_RIGHT: usize = 160;
-    const TRACK_X: usize = 172;
-    const TRACK_W: usize = 360;
-    const WIDTH: usize = TRACK_X + TRACK_W + 44;
-    const ROW: usize = 32;
-    const BAR: usize = 20;
-    let max = counts.iter().map(|&(_, n)| n).max().unwrap_or(0).max(1);
-    let total: usize = counts.iter().map(|&(_, n)| n).sum();
-    let height = ROW * counts.len() + 4;
-    let desc: Vec<String> = counts
-        .iter()
-        .map(|&(code, n)| format!("{code}: {n}"))
-        .collect();
-    let mut out = format!(
-        r#"<svg class="chart" viewBox="0 0 {WIDTH} {height}" width="{WIDTH}" height="{height}" role="img" aria-labelledby="chart-title chart-desc" xmlns="http://www.w3.org/2000/svg">
-<title id="chart-title">Exceptions by category ({})</title>
-<desc id="chart-desc">{}</desc>
-"#,
-        count(total, "exception", "exceptions"),
-        escape(&desc.join(", "))
-    );
-    for (i, &(code, n)) in counts.iter().enumerate() {
-        let y = 2 + i * ROW + (ROW - BAR) / 2;
-        let mid = y + BAR / 2;
-        let width = if n == 0 {
-            0
-        } else {
-            (n * TRACK_W / max).max(3)
-        };
-        let code_html = escape(code);
-        out.push_str(&format!(
-            r#"<g class="{}"><title>{code_html}: {n} ({})</title>
-<text class="bar-label" x="{LABEL_RIGHT}" y="{mid}" dy="0.35em" text-anchor="end">{code_html}</text>
-<rect class="track" x="{TRACK_X}" y="{y}" width="{TRACK_W}" height="{BAR}" rx="3"/>
-"#,
-            if n == 0 { "bar zero" } else { "bar" },
-            escape(describe(code)),
-        ));
-        if n > 0 {
-            out.push_str(&format!(
-                r#"<rect class="fill" x="{TRACK_X}" y="{y}" width="{width}" height="{BAR}" rx="3"/>
-"#
-            ));
-        }
-        out.push_str(&format!(
-            r#"<text class="bar-count" x="{}" y="{mid}" dy="0.35em">{n}</text></g>
-"#,
-            TRACK_X + width + 8
-        ));
-    }
-    out.push_str("</svg>\n");
-    out
 }
 
 const STYLE: &str = r#"
@@ -326,376 +246,240 @@ footer { color: var(--muted); font-size: 12px; margin-top: 8px; }
 @media print { body { background: #fff; } .card, .figure { break-inside: avoid; } }
 "#;
 
-/// The report as one self-contained HTML5 page.
-pub fn html(report: &RunReport) -> String {
+/// askama's escaper for the report (see askama.toml): [`escape`]'s named entities.
+#[derive(Debug, Clone, Copy)]
+pub struct Html;
+
+impl askama::filters::Escaper for Html {
+    fn write_escaped_str<W: std::fmt::Write>(&self, mut dest: W, text: &str) -> std::fmt::Result {
+        dest.write_str(&escape(text))
+    }
+}
+
+/// The page `templates/report.html` renders: the run, and what the template cannot compute.
+#[derive(askama::Template)]
+#[template(path = "report.html")]
+struct Page<'a> {
+    r: &'a RunReport,
+    s: &'a super::model::Summary,
+    style: &'static str,
+    date: String,
+    created: String,
+    /// What needs review (`2 exceptions and 1 ledger invariant finding`), or none: clean.
+    needs_review: Option<String>,
+    figures: Vec<Figure>,
+    chart: Chart,
+    period_from: String,
+    period_to: String,
+    n_exceptions: usize,
+    max_listed_per_code: usize,
+    payouts_note: String,
+    n_matched: usize,
+    matched_agree: String,
+    matched_listed: String,
+    max_listed_matches: usize,
+    version: &'static str,
+}
+
+impl Page<'_> {
+    /// What an exception code means, for the table's tooltips.
+    fn describe(&self, code: &str) -> &'static str {
+        describe(code)
+    }
+}
+
+/// One of the headline figures.
+struct Figure {
+    label: &'static str,
+    value: String,
+    note: String,
+    alert: bool,
+}
+
+/// The exceptions-by-category bar chart (inline SVG): its geometry, one bar per code, a zero
+/// shown as an empty track.
+struct Chart {
+    width: usize,
+    height: usize,
+    label_right: usize,
+    track_x: usize,
+    track_w: usize,
+    bar: usize,
+    title: String,
+    desc: String,
+    bars: Vec<Bar>,
+}
+
+struct Bar {
+    code: &'static str,
+    meaning: &'static str,
+    n: usize,
+    y: usize,
+    mid: usize,
+    width: usize,
+    count_x: usize,
+}
+
+impl Chart {
+    fn new(counts: &[(&'static str, usize)]) -> Chart {
+        const LABEL_RIGHT: usize = 160;
+        const TRACK_X: usize = 172;
+        const TRACK_W: usize = 360;
+        const ROW: usize = 32;
+        const BAR: usize = 20;
+        let max = counts.iter().map(|&(_, n)| n).max().unwrap_or(0).max(1);
+        let total: usize = counts.iter().map(|&(_, n)| n).sum();
+        let desc: Vec<String> = counts
+            .iter()
+            .map(|&(code, n)| format!("{code}: {n}"))
+            .collect();
+        let bars = counts.iter().enumerate().map(|(i, &(code, n))| {
+            let y = 2 + i * ROW + (ROW - BAR) / 2;
+            let width = if n == 0 {
+                0
+            } else {
+                (n * TRACK_W / max).max(3)
+            };
+            Bar {
+                code,
+                meaning: describe(code),
+                n,
+                y,
+                mid: y + BAR / 2,
+                width,
+                count_x: TRACK_X + width + 8,
+            }
+        });
+        Chart {
+            width: TRACK_X + TRACK_W + 44,
+            height: ROW * counts.len() + 4,
+            label_right: LABEL_RIGHT,
+            track_x: TRACK_X,
+            track_w: TRACK_W,
+            bar: BAR,
+            title: count(total, "exception", "exceptions"),
+            desc: desc.join(", "),
+            bars: bars.collect(),
+        }
+    }
+}
+
+/// The headline figures: file rows, parsed, ledger payments, matched, exceptions, findings.
+fn figures(report: &RunReport, n_exceptions: usize) -> Vec<Figure> {
     let s = &report.summary;
-    let counts = exception_counts(report);
-    let n_exceptions: usize = counts.iter().map(|(_, n)| n).sum();
-    let n_listed = report.exceptions.len();
-    let n_findings = report.invariants.len();
-    let provider = escape(&report.provider);
-    let created = timestamp(&report.created_at);
-    let mut out = String::with_capacity(24 * 1024 + 256 * (n_listed + report.matched.len()));
-
-    out.push_str(&format!(
-        r#"<!DOCTYPE html>
-<html lang="en">
-<head>
-<meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<title>Reconciliation {provider} {date} · run {id}</title>
-<style>{STYLE}</style>
-</head>
-<body>
-<main>
-<header>
-<div>
-<p class="eyebrow">Settlement reconciliation</p>
-<h1>{provider}</h1>
-<p class="meta">Run <code>{id}</code> · {created}</p>
-</div>
-</header>
-"#,
-        date = report.created_at.format("%Y-%m-%d"),
-        id = report.id,
-        created = escape(&created),
-    ));
-
-    // The verdict, first and prominent.
-    if report.is_clean() {
-        out.push_str(
-            r#"<section class="status clean"><strong>✓ Clean run.</strong> Every payment matched the ledger and every ledger invariant holds.</section>
-"#,
-        );
-    } else {
-        let mut parts = Vec::new();
-        if n_exceptions > 0 {
-            parts.push(count(n_exceptions, "exception", "exceptions"));
-        }
-        if n_findings > 0 {
-            parts.push(count(
-                n_findings,
-                "ledger invariant finding",
-                "ledger invariant findings",
-            ));
-        }
-        out.push_str(&format!(
-            r#"<section class="status dirty"><strong>✗ Needs attention.</strong> {} to review.</section>
-"#,
-            parts.join(" and ")
-        ));
-    }
-
-    // The figures.
     let unparsed = s.file_rows - s.parsed_rows;
-    let figure = |label: &str, value: String, note: &str, alert: bool| {
-        format!(
-            r#"<div class="figure{}"><div class="label">{}</div><div class="value">{}</div><div class="note">{}</div></div>
-"#,
-            if alert { " alert" } else { "" },
-            escape(label),
-            escape(&value),
-            escape(note)
-        )
+    let n_findings = report.invariants.len();
+    let figure = |label, value: String, note: &str, alert| Figure {
+        label,
+        value,
+        note: note.to_owned(),
+        alert,
     };
-    out.push_str(r#"<section class="figures">"#);
-    out.push_str(&figure(
-        "File rows",
-        s.file_rows.to_string(),
-        "data lines",
-        false,
-    ));
-    out.push_str(&figure(
-        "Parsed",
-        s.parsed_rows.to_string(),
-        &if unparsed > 0 {
-            format!("{unparsed} unreadable")
-        } else {
-            "all lines".to_owned()
-        },
-        unparsed > 0,
-    ));
-    out.push_str(&figure(
-        "Ledger payments",
-        s.ledger_payments.to_string(),
-        "in the period",
-        false,
-    ));
-    out.push_str(&figure(
-        "Matched",
-        report.summary.matched.to_string(),
-        "agree on both sides",
-        false,
-    ));
-    out.push_str(&figure(
-        "Exceptions",
-        n_exceptions.to_string(),
-        "to review",
-        n_exceptions > 0,
-    ));
-    out.push_str(&figure(
-        "Invariant findings",
-        n_findings.to_string(),
-        "ledger checks",
-        n_findings > 0,
-    ));
-    out.push_str("</section>\n");
-
-    // The chart, and the period and totals.
-    let period = |at: &Option<DateTime<Utc>>| at.as_ref().map_or_else(|| "—".to_owned(), timestamp);
-    out.push_str(&format!(
-        r#"<div class="row">
-<section class="card"><h2>Exceptions by category <span class="n">({n_exceptions})</span></h2>
-{}</section>
-<section class="card"><h2>Settlement file</h2>
-<dl class="period"><dt>Period from</dt><dd>{}</dd><dt>to</dt><dd>{}</dd></dl>
-"#,
-        chart(&counts),
-        escape(&period(&s.period_from)),
-        escape(&period(&s.period_to)),
-    ));
-    if s.totals.is_empty() {
-        out.push_str(r#"<p class="muted">No amounts in the file.</p>"#);
+    let parsed_note = if unparsed > 0 {
+        format!("{unparsed} unreadable")
     } else {
-        let rows: String = s
-            .totals
-            .iter()
-            .map(|t| {
-                format!(
-                    r#"<tr><td>{}</td><td class="num">{}</td><td class="num">{}</td><td class="num">{}</td></tr>
-"#,
-                    escape(&t.currency),
-                    escape(&t.gross),
-                    escape(&t.fee),
-                    escape(&t.net)
-                )
-            })
-            .collect();
-        out.push_str(&table(
-            "totals",
-            &[
-                ("Currency", ""),
-                ("Gross", "num"),
-                ("Fee", "num"),
-                ("Net", "num"),
-            ],
-            &rows,
-        ));
-    }
-    out.push_str("</section>\n</div>\n");
+        "all lines".to_owned()
+    };
+    vec![
+        figure("File rows", s.file_rows.to_string(), "data lines", false),
+        figure(
+            "Parsed",
+            s.parsed_rows.to_string(),
+            &parsed_note,
+            unparsed > 0,
+        ),
+        figure(
+            "Ledger payments",
+            s.ledger_payments.to_string(),
+            "in the period",
+            false,
+        ),
+        figure(
+            "Matched",
+            s.matched.to_string(),
+            "agree on both sides",
+            false,
+        ),
+        figure(
+            "Exceptions",
+            n_exceptions.to_string(),
+            "to review",
+            n_exceptions > 0,
+        ),
+        figure(
+            "Invariant findings",
+            n_findings.to_string(),
+            "ledger checks",
+            n_findings > 0,
+        ),
+    ]
+}
 
-    // Exceptions.
-    out.push_str(&format!(
-        r#"<section class="card"><h2>Exceptions <span class="n">({n_exceptions})</span></h2>
-"#
-    ));
-    if n_listed < n_exceptions {
-        out.push_str(&format!(
-            r#"<p class="muted">The first {n_listed} listed (at most {} of each code); exceptions.csv of the run lists all {n_exceptions}.</p>
-"#,
-            super::run::MAX_LISTED_EXCEPTIONS_PER_CODE
+/// What a dirty run asks to review, or `None` for a clean run.
+fn needs_review(report: &RunReport, n_exceptions: usize) -> Option<String> {
+    if report.is_clean() {
+        return None;
+    }
+    let n_findings = report.invariants.len();
+    let mut parts = Vec::new();
+    if n_exceptions > 0 {
+        parts.push(count(n_exceptions, "exception", "exceptions"));
+    }
+    if n_findings > 0 {
+        parts.push(count(
+            n_findings,
+            "ledger invariant finding",
+            "ledger invariant findings",
         ));
     }
-    if report.exceptions.is_empty() && n_exceptions == 0 {
-        out.push_str(r#"<p class="none">None: every payment agrees.</p>"#);
-    } else {
-        let rows: String = report
-            .exceptions
-            .iter()
-            .map(|e| {
-                let reasons: String = e
-                    .reasons
-                    .iter()
-                    .map(|r| format!(r#"<div class="reason">{}</div>"#, escape(r)))
-                    .collect();
-                format!(
-                    r#"<tr><td><span class="tag" title="{}">{}</span></td><td class="mono">{}</td><td class="wrap">{}</td><td class="num">{}</td><td>{}</td></tr>
-"#,
-                    escape(describe(&e.code)),
-                    escape(&e.code),
-                    or_dash(e.payment_id.map(|id| id.to_string())),
-                    or_dash(e.external_ref.clone()),
-                    or_dash(e.line.map(|l| l.to_string())),
-                    reasons
-                )
-            })
-            .collect();
-        out.push_str(&table(
-            "exceptions",
-            &[
-                ("Code", ""),
-                ("Payment id", ""),
-                ("External ref", ""),
-                ("Line", "num"),
-                ("Reasons", ""),
-            ],
-            &rows,
-        ));
-    }
-    out.push_str("</section>\n");
+    Some(parts.join(" and "))
+}
 
-    // Payouts.
+/// The payouts heading's note: how many agree, of how many listed and in all.
+fn payouts_note(report: &RunReport) -> String {
     let agreeing = report.payouts.iter().filter(|p| p.agrees).count();
-    let payouts_note = match (report.payouts.len(), report.summary.payouts_total) {
+    match (report.payouts.len(), report.summary.payouts_total) {
         (0, _) => "(0)".to_owned(),
         (n, Some(total)) if (n as i64) < total => format!(
             "({total}; {agreeing} of the {n} listed, disagreeing first, agree with the ledger)"
         ),
         (n, _) => format!("({agreeing} of {n} agree with the ledger)"),
-    };
-    out.push_str(&format!(
-        r#"<section class="card"><h2>Payouts <span class="n">{payouts_note}</span></h2>
-"#
-    ));
-    if report.payouts.is_empty() {
-        out.push_str(r#"<p class="muted">No payouts in the file.</p>"#);
-    } else {
-        let rows: String = report
-            .payouts
-            .iter()
-            .map(|p| {
-                format!(
-                    r#"<tr{}><td class="wrap">{}</td><td>{}</td><td class="num">{}</td><td class="num">{}</td><td class="num">{}</td><td class="num">{}</td><td class="num">{}</td><td>{}</td></tr>
-"#,
-                    if p.agrees { "" } else { r#" class="disagree""# },
-                    escape(&p.payout_ref),
-                    escape(&p.currency),
-                    p.lines,
-                    escape(&p.gross),
-                    escape(&p.fee),
-                    escape(&p.net),
-                    escape(&p.ledger_gross),
-                    if p.agrees {
-                        r#"<span class="pill yes">yes</span>"#
-                    } else {
-                        r#"<span class="pill no">no</span>"#
-                    }
-                )
-            })
-            .collect();
-        out.push_str(&table(
-            "payouts",
-            &[
-                ("Payout ref", ""),
-                ("Currency", ""),
-                ("Lines", "num"),
-                ("Gross", "num"),
-                ("Fee", "num"),
-                ("Net", "num"),
-                ("Ledger gross", "num"),
-                ("Agrees", ""),
-            ],
-            &rows,
-        ));
     }
-    out.push_str("</section>\n");
+}
 
-    // Ledger invariants.
-    out.push_str(&format!(
-        r#"<section class="card"><h2>Ledger invariant findings <span class="n">({n_findings})</span></h2>
-"#
-    ));
-    if report.invariants.is_empty() {
-        out.push_str(r#"<p class="none">None: every ledger invariant holds.</p>"#);
-    } else {
-        let rows: String = report
-            .invariants
-            .iter()
-            .map(|f| {
-                format!(
-                    r#"<tr><td><span class="tag">{}</span></td><td class="mono">{}</td><td class="num">{}</td><td class="mono">{}</td><td class="reason">{}</td></tr>
-"#,
-                    escape(&f.check),
-                    or_dash(f.account.clone()),
-                    or_dash(f.entry.map(|e| e.to_string())),
-                    or_dash(f.transaction.map(|t| t.to_string())),
-                    escape(&f.detail)
-                )
-            })
-            .collect();
-        out.push_str(&table(
-            "findings",
-            &[
-                ("Check", ""),
-                ("Account", ""),
-                ("Entry", "num"),
-                ("Transaction", ""),
-                ("Detail", ""),
-            ],
-            &rows,
-        ));
-    }
-    out.push_str("</section>\n");
-
-    // Matched payments, folded away.
+/// The report as one self-contained HTML5 page.
+pub fn html(report: &RunReport) -> String {
+    use askama::Template as _;
+    let s = &report.summary;
+    let counts = exception_counts(report);
+    let n_exceptions: usize = counts.iter().map(|(_, n)| n).sum();
+    let period = |at: &Option<DateTime<Utc>>| at.as_ref().map_or_else(|| "—".to_owned(), timestamp);
     // Every match is counted; the list may be capped (MAX_LISTED_MATCHES).
-    let n_matched = usize::try_from(report.summary.matched).unwrap_or(report.matched.len());
-    out.push_str(&format!(
-        r#"<section class="card"><h2>Matched payments <span class="n">({n_matched})</span></h2>
-<p class="muted">{} on both sides with the same amount, currency and status.</p>
-"#,
-        count(n_matched, "payment agrees", "payments agree")
-    ));
-    let n_listed = report.matched.len();
-    if n_listed < n_matched {
-        // The figure counts every match; the table lists payments found on both sides.
-        out.push_str(&format!(
-            r#"<p class="muted">{n_listed} listed below. The other {} are failed lines for payments the ledger does not have (both sides agree that nothing moved), or matches beyond the first {} listed.</p>
-"#,
-            n_matched - n_listed,
-            super::run::MAX_LISTED_MATCHES
-        ));
-    }
-    if n_listed > 0 {
-        let rows: String = report
-            .matched
-            .iter()
-            .map(|m| {
-                format!(
-                    r#"<tr><td class="mono">{}</td><td class="wrap">{}</td><td>{}</td><td class="num">{}</td><td>{}</td></tr>
-"#,
-                    m.payment_id,
-                    or_dash(m.external_ref.clone()),
-                    escape(&m.currency),
-                    escape(&m.amount),
-                    escape(&m.status)
-                )
-            })
-            .collect();
-        out.push_str(&format!(
-            "<details><summary>Show the {}</summary>\n{}</details>\n",
-            count(n_listed, "listed match", "listed matches"),
-            table(
-                "matched",
-                &[
-                    ("Payment id", ""),
-                    ("External ref", ""),
-                    ("Currency", ""),
-                    ("Amount", "num"),
-                    ("Status", "")
-                ],
-                &rows,
-            )
-        ));
-    }
-    out.push_str("</section>\n");
-
-    // The run's identity.
-    out.push_str(&format!(
-        r#"<section class="card"><h2>Run</h2>
-<dl><dt>Run id</dt><dd><code>{}</code></dd><dt>Provider</dt><dd>{provider}</dd><dt>Created</dt><dd>{}</dd><dt>Key</dt><dd><code>{}</code></dd><dt>Options</dt><dd><code>{}</code></dd></dl>
-</section>
-<footer>Generated by wallet-ledger {}. Exceptions also in exceptions.csv; the whole run in report.json.</footer>
-</main>
-</body>
-</html>
-"#,
-        report.id,
-        escape(&created),
-        escape(&report.key),
-        escape(&report.options.to_string()),
-        env!("CARGO_PKG_VERSION"),
-    ));
+    let n_matched = usize::try_from(s.matched).unwrap_or(report.matched.len());
+    let page = Page {
+        r: report,
+        s,
+        style: STYLE,
+        date: report.created_at.format("%Y-%m-%d").to_string(),
+        created: timestamp(&report.created_at),
+        needs_review: needs_review(report, n_exceptions),
+        figures: figures(report, n_exceptions),
+        chart: Chart::new(&counts),
+        period_from: period(&s.period_from),
+        period_to: period(&s.period_to),
+        n_exceptions,
+        max_listed_per_code: super::run::MAX_LISTED_EXCEPTIONS_PER_CODE,
+        payouts_note: payouts_note(report),
+        n_matched,
+        matched_agree: count(n_matched, "payment agrees", "payments agree"),
+        matched_listed: count(report.matched.len(), "listed match", "listed matches"),
+        max_listed_matches: super::run::MAX_LISTED_MATCHES,
+        version: env!("CARGO_PKG_VERSION"),
+    };
+    let mut out = page
+        .render()
+        .expect("the report page renders: its values all display infallibly");
+    out.push('\n'); // askama drops the template's final newline
     out
 }
 
@@ -734,7 +518,54 @@ pub(crate) mod tests {
     /// A run with every exception code (amount mismatches twice), a hostile file line, a payout
     /// that disagrees and an invariant finding.
     pub(crate) fn sample() -> RunReport {
-        let exceptions = vec![
+        let exceptions = sample_exceptions();
+        let mut by_code: BTreeMap<String, i64> = EXCEPTION_CODES
+            .iter()
+            .map(|c| ((*c).to_owned(), 0))
+            .collect();
+        for e in &exceptions {
+            *by_code.entry(e.code.clone()).or_default() += 1;
+        }
+        let matched = sample_matched();
+        RunReport {
+            id: Uuid::parse_str("0195a3c4-7e21-7b3d-9f10-3c5be0a4d8e2").unwrap(),
+            provider: "acme-pay".into(),
+            key: "9c2f4b1e8a7d6c5b4a39281706f5e4d3c2b1a09f8e7d6c5b4a3928170615e4d3".into(),
+            created_at: Utc.with_ymd_and_hms(2025, 3, 6, 7, 30, 12).unwrap(),
+            options: serde_json::json!({
+                "settlement_lag_hours": 48,
+                "columns": {"payment_id": "reference"},
+            }),
+            summary: Summary {
+                provider: "acme-pay".into(),
+                period_from: Some(Utc.with_ymd_and_hms(2025, 3, 1, 0, 0, 0).unwrap()),
+                period_to: Some(Utc.with_ymd_and_hms(2025, 3, 5, 0, 0, 0).unwrap()),
+                file_rows: 32,
+                parsed_rows: 31,
+                exceptions_listed: None,
+                payouts_total: None,
+                ledger_payments: 31,
+                matched: 24,
+                exceptions: by_code,
+                totals: sample_totals(),
+                invariant_findings: 1,
+            },
+            exceptions,
+            matched,
+            payouts: sample_payouts(),
+            invariants: vec![Finding {
+                check: "wallet_chain".into(),
+                account: Some("wallet:cust_8841:EUR".into()),
+                entry: Some(48213),
+                transaction: None,
+                detail: "running balance 12000 at sequence 7, but the entries sum to 11500".into(),
+            }],
+        }
+    }
+
+    /// Every exception code (amount mismatches twice), one from a hostile file line.
+    fn sample_exceptions() -> Vec<Exception> {
+        vec![
             exception(
                 "missing_in_ledger",
                 Some(101),
@@ -797,15 +628,11 @@ pub(crate) mod tests {
                     HOSTILE_REASON,
                 ],
             ),
-        ];
-        let mut by_code: BTreeMap<String, i64> = EXCEPTION_CODES
-            .iter()
-            .map(|c| ((*c).to_owned(), 0))
-            .collect();
-        for e in &exceptions {
-            *by_code.entry(e.code.clone()).or_default() += 1;
-        }
-        let matched: Vec<Matched> = (0..24)
+        ]
+    }
+
+    fn sample_matched() -> Vec<Matched> {
+        (0..24)
             .map(|i| Matched {
                 payment_id: id(1000 + i),
                 external_ref: Some(format!("ch_3Pq{:06X}", 0x1a2b3 * (i + 7))),
@@ -814,103 +641,78 @@ pub(crate) mod tests {
                 amount_minor: i64::try_from((10 + i * 7 % 90) * 100 + i * 13 % 100).ok(),
                 status: if i % 9 == 5 { "refunded" } else { "settled" }.into(),
             })
-            .collect();
-        RunReport {
-            id: Uuid::parse_str("0195a3c4-7e21-7b3d-9f10-3c5be0a4d8e2").unwrap(),
-            provider: "acme-pay".into(),
-            key: "9c2f4b1e8a7d6c5b4a39281706f5e4d3c2b1a09f8e7d6c5b4a3928170615e4d3".into(),
-            created_at: Utc.with_ymd_and_hms(2025, 3, 6, 7, 30, 12).unwrap(),
-            options: serde_json::json!({
-                "settlement_lag_hours": 48,
-                "columns": {"payment_id": "reference"},
-            }),
-            summary: Summary {
-                provider: "acme-pay".into(),
-                period_from: Some(Utc.with_ymd_and_hms(2025, 3, 1, 0, 0, 0).unwrap()),
-                period_to: Some(Utc.with_ymd_and_hms(2025, 3, 5, 0, 0, 0).unwrap()),
-                file_rows: 32,
-                parsed_rows: 31,
-                exceptions_listed: None,
-                payouts_total: None,
-                ledger_payments: 31,
-                matched: 24,
-                exceptions: by_code,
-                totals: vec![
-                    CurrencyTotals {
-                        currency: "EUR".into(),
-                        gross: "1284.55".into(),
-                        fee: "37.25".into(),
-                        net: "1247.30".into(),
-                        gross_minor: Some(128455),
-                        fee_minor: Some(3725),
-                        net_minor: Some(124730),
-                    },
-                    CurrencyTotals {
-                        currency: "USD".into(),
-                        gross: "312.61".into(),
-                        fee: "9.38".into(),
-                        net: "303.23".into(),
-                        gross_minor: Some(31261),
-                        fee_minor: Some(938),
-                        net_minor: Some(30323),
-                    },
-                ],
-                invariant_findings: 1,
+            .collect()
+    }
+
+    fn sample_totals() -> Vec<CurrencyTotals> {
+        vec![
+            CurrencyTotals {
+                currency: "EUR".into(),
+                gross: "1284.55".into(),
+                fee: "37.25".into(),
+                net: "1247.30".into(),
+                gross_minor: Some(128455),
+                fee_minor: Some(3725),
+                net_minor: Some(124730),
             },
-            exceptions,
-            matched,
-            payouts: vec![
-                Payout {
-                    payout_ref: "po_1PqA2025-03-03".into(),
-                    currency: "EUR".into(),
-                    lines: 14,
-                    gross: "684.20".into(),
-                    fee: "19.84".into(),
-                    net: "664.36".into(),
-                    ledger_gross: "684.20".into(),
-                    gross_minor: Some(68420),
-                    fee_minor: Some(1984),
-                    net_minor: Some(66436),
-                    ledger_gross_minor: Some(68420),
-                    agrees: true,
-                },
-                Payout {
-                    payout_ref: "po_1PqB2025-03-04".into(),
-                    currency: "EUR".into(),
-                    lines: 12,
-                    gross: "600.35".into(),
-                    fee: "17.41".into(),
-                    net: "582.94".into(),
-                    ledger_gross: "605.35".into(),
-                    gross_minor: Some(60035),
-                    fee_minor: Some(1741),
-                    net_minor: Some(58294),
-                    ledger_gross_minor: Some(60535),
-                    agrees: false,
-                },
-                Payout {
-                    payout_ref: "po_1PqC2025-03-04".into(),
-                    currency: "USD".into(),
-                    lines: 5,
-                    gross: "312.61".into(),
-                    fee: "9.38".into(),
-                    net: "303.23".into(),
-                    ledger_gross: "312.61".into(),
-                    gross_minor: Some(31261),
-                    fee_minor: Some(938),
-                    net_minor: Some(30323),
-                    ledger_gross_minor: Some(31261),
-                    agrees: true,
-                },
-            ],
-            invariants: vec![Finding {
-                check: "wallet_chain".into(),
-                account: Some("wallet:cust_8841:EUR".into()),
-                entry: Some(48213),
-                transaction: None,
-                detail: "running balance 12000 at sequence 7, but the entries sum to 11500".into(),
-            }],
-        }
+            CurrencyTotals {
+                currency: "USD".into(),
+                gross: "312.61".into(),
+                fee: "9.38".into(),
+                net: "303.23".into(),
+                gross_minor: Some(31261),
+                fee_minor: Some(938),
+                net_minor: Some(30323),
+            },
+        ]
+    }
+
+    /// Three payouts, the second disagreeing with the ledger.
+    fn sample_payouts() -> Vec<Payout> {
+        vec![
+            Payout {
+                payout_ref: "po_1PqA2025-03-03".into(),
+                currency: "EUR".into(),
+                lines: 14,
+                gross: "684.20".into(),
+                fee: "19.84".into(),
+                net: "664.36".into(),
+                ledger_gross: "684.20".into(),
+                gross_minor: Some(68420),
+                fee_minor: Some(1984),
+                net_minor: Some(66436),
+                ledger_gross_minor: Some(68420),
+                agrees: true,
+            },
+            Payout {
+                payout_ref: "po_1PqB2025-03-04".into(),
+                currency: "EUR".into(),
+                lines: 12,
+                gross: "600.35".into(),
+                fee: "17.41".into(),
+                net: "582.94".into(),
+                ledger_gross: "605.35".into(),
+                gross_minor: Some(60035),
+                fee_minor: Some(1741),
+                net_minor: Some(58294),
+                ledger_gross_minor: Some(60535),
+                agrees: false,
+            },
+            Payout {
+                payout_ref: "po_1PqC2025-03-04".into(),
+                currency: "USD".into(),
+                lines: 5,
+                gross: "312.61".into(),
+                fee: "9.38".into(),
+                net: "303.23".into(),
+                ledger_gross: "312.61".into(),
+                gross_minor: Some(31261),
+                fee_minor: Some(938),
+                net_minor: Some(30323),
+                ledger_gross_minor: Some(31261),
+                agrees: true,
+            },
+        ]
     }
 
     fn clean() -> RunReport {

@@ -59,33 +59,49 @@ pub struct ReconcileSettings {
     pub hold_grace_ms: u64,
 }
 
-/// Runs a reconciliation and writes its reports; returns whether it was clean.
-pub async fn run(args: ReconcileSettings) -> anyhow::Result<bool> {
+/// A run ready to meet the database: its flags checked, its file spooled and keyed.
+pub struct Prepared {
+    columns: Columns,
+    options: Value,
+    spooled: Spooled,
+}
+
+/// Checks the flags and reads the settlement file once: copied aside while it is hashed, and
+/// the copy imported, so a pipe (`--settlement /dev/stdin`) works and a file that changes
+/// meanwhile cannot be stored under the other content's key.
+pub fn prepare(args: &ReconcileSettings) -> anyhow::Result<Prepared> {
     if !crate::ledger::ids::is_valid_provider(&args.provider) {
         anyhow::bail!(
             "--provider {:?}: expected 1-64 of [A-Za-z0-9._@-]",
             args.provider
         );
     }
-    check_flags(&args).map_err(anyhow::Error::msg)?;
+    check_flags(args).map_err(anyhow::Error::msg)?;
     let columns = Columns::new(&args.columns).map_err(anyhow::Error::msg)?;
-    let options = options(&args, &columns);
-    // The file is read once: copied aside while it is hashed, and the copy imported, so a
-    // pipe (`--settlement /dev/stdin`) works and a file that changes meanwhile cannot be
-    // stored under the other content's key.
+    let options = options(args, &columns);
     let spooled = spool(&args.provider, &options, &args.settlement)?;
-    let key = spooled.key.clone();
-    let database = crate::db::open(&args.database, true).await?;
-    let pool = database.pool.clone();
+    Ok(Prepared {
+        columns,
+        options,
+        spooled,
+    })
+}
 
-    // A dry run returns a stored run too (it stores nothing of its own); --force compares
-    // afresh.
+/// The run of this file with these options: the stored one (a dry run returns it too, storing
+/// nothing of its own), or, with `--force` or none stored, a fresh one; with the exceptions.csv
+/// it streamed, if any.
+pub async fn find_or_reconcile(
+    store: &Store,
+    args: &ReconcileSettings,
+    prepared: &Prepared,
+) -> anyhow::Result<(RunReport, Option<std::path::PathBuf>)> {
+    let key = prepared.spooled.key.clone();
     let stored = if args.force {
         None
     } else {
-        stored_run(&pool, &key).await?
+        stored_run(store.pool(), &key).await?
     };
-    let (report, streamed_csv) = match stored {
+    Ok(match stored {
         Some(report) => {
             eprintln!(
                 "reconcile: provider {}, this file and these options were reconciled as run {} on {}; \
@@ -95,20 +111,25 @@ pub async fn run(args: ReconcileSettings) -> anyhow::Result<bool> {
             (report, None)
         }
         None => {
-            let ledger = Store::of(&database);
-            reconcile(&ledger, &args, &spooled.path, &columns, options, key).await?
+            let (path, columns) = (&prepared.spooled.path, &prepared.columns);
+            reconcile(store, args, path, columns, prepared.options.clone(), key).await?
         }
-    };
-    pool.close().await;
-    drop(spooled);
+    })
+}
 
-    let written = report::write_all(&report, &args.out, &args.format, streamed_csv.as_deref())
+/// Writes the reports and prints the summary; true when the run is clean.
+pub fn publish(
+    args: &ReconcileSettings,
+    report: &RunReport,
+    streamed_csv: Option<&std::path::Path>,
+) -> anyhow::Result<bool> {
+    let written = report::write_all(report, &args.out, &args.format, streamed_csv)
         .with_context(|| format!("writing reports to {}", args.out.display()))?;
     // A reader that goes away (`reconcile ... | head -1`) does not make the run fail: the run
     // is stored and the reports written; its exit code still says what it found.
     match print_summary(
         &mut std::io::stdout().lock(),
-        &report,
+        report,
         args.dry_run,
         &written,
     ) {
