@@ -686,7 +686,7 @@ async fn refund(
         tx,
         event.payment_id,
         event.refund_id,
-        Some(event.amount.minor_units()),
+        Some(event.amount),
         metadata,
     )
     .await?;
@@ -706,9 +706,14 @@ async fn refund(
             )
             .fetch_one(&mut *tx)
             .await?;
-            let original = new.reversal.map_or(0, |r| r.original_amount);
+            let original = new.reversal.map_or(0, |r| r.original_amount.minor_units());
             let amount = event.amount.minor_units();
-            if !seen.stored && seen.refunded + amount > original {
+            // A sum past i64 is past any original.
+            let exceeds = seen
+                .refunded
+                .checked_add(amount)
+                .is_none_or(|total| total > original);
+            if !seen.stored && exceeds {
                 return Ok(Err(Outcome::dead(
                     Reason::ConflictingState,
                     format!(

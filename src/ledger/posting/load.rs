@@ -8,7 +8,7 @@ use crate::db::{Engine, StoreError};
 use crate::ledger::accounts::{AccountStatus, AccountType};
 use crate::ledger::bounds::{self, SystemState};
 use crate::ledger::ids::AccountId;
-use crate::ledger::money::Currency;
+use crate::ledger::money::{Amount, Currency};
 use crate::ledger::transactions::{NewTransaction, WriteError};
 use serde_json::Value;
 use sqlx::PgConnection;
@@ -113,7 +113,7 @@ pub(crate) struct LockedAccount {
     pub currency: String,
     pub kind: AccountType,
     pub status: AccountStatus,
-    pub overdraft_limit: i64,
+    pub overdraft_limit: Amount,
 }
 
 /// A locked account's row as stored.
@@ -140,12 +140,16 @@ impl TryFrom<LockedRow> for LockedAccount {
                 format!("unknown status {:?}", row.status),
             )
         })?;
+        let overdraft_limit = Amount::new(row.overdraft_limit).ok_or_else(|| {
+            let what = format!("overdraft limit {} out of range", row.overdraft_limit);
+            crate::db::corrupt("accounts", &row.id, what)
+        })?;
         Ok(LockedAccount {
             id: row.id,
             currency: row.currency,
             kind,
             status,
-            overdraft_limit: row.overdraft_limit,
+            overdraft_limit,
         })
     }
 }
@@ -155,8 +159,8 @@ impl TryFrom<LockedRow> for LockedAccount {
 #[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct WalletState {
     pub chain: ChainHead,
-    pub pending_out: i64,
-    pub pending_in: i64,
+    pub pending_out: Amount,
+    pub pending_in: Amount,
 }
 
 /// How system accounts are locked: shared, so that they never serialize writers, or
@@ -428,21 +432,21 @@ pub(crate) async fn wallet_states(
     )
     .fetch_all(&mut *conn)
     .await?;
-    Ok(states
+    states
         .into_iter()
         .map(|r| {
             let state = WalletState {
                 chain: ChainHead {
                     sequence: r.sequence.unwrap_or(0),
-                    balance: r.balance_after.unwrap_or(0),
+                    balance: Amount::stored(r.balance_after.unwrap_or(0))?,
                     ledger_time: r.ledger_time,
                 },
-                pending_out: r.pending_out,
-                pending_in: r.pending_in,
+                pending_out: Amount::stored(r.pending_out)?,
+                pending_in: Amount::stored(r.pending_in)?,
             };
-            (r.id, state)
+            Ok((r.id, state))
         })
-        .collect())
+        .collect()
 }
 
 /// [`wallet_states`] on Citus, which cannot push down the laterals over `unnest`: one
@@ -475,11 +479,11 @@ async fn wallet_states_citus(
         let state = WalletState {
             chain: ChainHead {
                 sequence: r.sequence.unwrap_or(0),
-                balance: r.balance_after.unwrap_or(0),
+                balance: Amount::stored(r.balance_after.unwrap_or(0))?,
                 ledger_time: r.ledger_time,
             },
-            pending_out: r.pending_out,
-            pending_in: r.pending_in,
+            pending_out: Amount::stored(r.pending_out)?,
+            pending_in: Amount::stored(r.pending_in)?,
         };
         states.insert(wallet.clone(), state);
     }
@@ -523,7 +527,7 @@ impl LockedLedger {
                         currency: currency.code().to_owned(),
                         kind: AccountType::System,
                         status: AccountStatus::Active,
-                        overdraft_limit: 0,
+                        overdraft_limit: Amount::ZERO,
                     },
                 );
             }
@@ -542,7 +546,7 @@ impl LockedLedger {
             .collect();
         let systems = bounds::system_states(conn, engine, &system_ids).await?;
         // Everything the batch could move on each system account, whatever it decides.
-        let mut movement: HashMap<String, i64> = HashMap::new();
+        let mut movement: HashMap<String, Amount> = HashMap::new();
         for leg in items.iter().flat_map(|i| i.journal.legs()) {
             let id = leg.account.as_str();
             if accounts
@@ -550,7 +554,7 @@ impl LockedLedger {
                 .is_some_and(|a| a.kind == AccountType::System)
             {
                 let moved = movement.entry(id.to_owned()).or_default();
-                *moved = moved.saturating_add(leg.amount.minor_units().abs());
+                *moved = moved.saturating_add(leg.amount.abs());
             }
         }
         let needs_exclusive = locks == SystemLocks::Shared && !systems.fast(&movement);
@@ -570,7 +574,7 @@ async fn lock_originals(
     conn: &mut PgConnection,
     engine: Engine,
     sorted: &[Uuid],
-) -> Result<HashMap<Uuid, i64>, sqlx::Error> {
+) -> Result<HashMap<Uuid, Amount>, sqlx::Error> {
     match engine {
         Engine::Plain => {
             sqlx::query!(
@@ -596,5 +600,7 @@ async fn lock_originals(
     )
     .fetch_all(conn)
     .await?;
-    Ok(sums.into_iter().map(|r| (r.original, r.reversed)).collect())
+    sums.into_iter()
+        .map(|r| Ok((r.original, Amount::stored(r.reversed)?)))
+        .collect()
 }
