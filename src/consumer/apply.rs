@@ -747,7 +747,7 @@ async fn refund(
         db.conn(),
         event.payment_id,
         event.refund_id,
-        Some(event.amount.minor_units()),
+        Some(event.amount),
         metadata,
     )
     .await?;
@@ -758,7 +758,7 @@ async fn refund(
             // a dead letter, not stored as a refusal that nobody reads. (A refund id already
             // stored goes on to the write path, which replays it or reports the mismatch.)
             let seen = store::reads::refund_progress(db, event.payment_id, event.refund_id).await?;
-            let original = new.reversal.map_or(0, |r| r.original_amount);
+            let original = new.reversal.map_or(0, |r| r.original_amount.minor_units());
             let amount = event.amount.minor_units();
             // An overflowing sum exceeds any payment.
             let exceeds = seen

@@ -171,6 +171,36 @@ fn malformed(field: &str, message: impl Into<String>) -> Malformed {
 }
 
 pub fn decode(fields: &Fields) -> Result<PaymentEvent, Malformed> {
+    check_names(fields)?;
+    let event_id = parse_uuid("event_id", required(fields, "event_id")?)?;
+    let kind = parse_kind(fields)?;
+    // A payment's id defaults to its event's, a refund's too.
+    let optional_uuid = |name: &str| -> Result<Uuid, Malformed> {
+        match text(fields, name)? {
+            None | Some("") => Ok(event_id),
+            Some(v) => parse_uuid(name, v),
+        }
+    };
+    let payment_id = optional_uuid("payment_id")?;
+    let refund_id = optional_uuid("refund_id")?;
+    let wallet = parse_wallet(required(fields, "wallet")?)?;
+    let amount = parse_amount(required(fields, "amount")?)?;
+    Ok(PaymentEvent {
+        event_id,
+        kind,
+        payment_id,
+        wallet,
+        amount,
+        currency: parse_currency(fields)?,
+        provider: parse_provider(fields)?,
+        external_ref: parse_external_ref(fields)?,
+        refund_id,
+        occurred_at: parse_occurred_at(fields)?,
+    })
+}
+
+/// Every field name is UTF-8, and no known field comes twice (which one would count?).
+fn check_names(fields: &Fields) -> Result<(), Malformed> {
     for (name, _) in fields.pairs() {
         if std::str::from_utf8(name).is_err() {
             return Err(malformed(
@@ -189,28 +219,35 @@ pub fn decode(fields: &Fields) -> Result<PaymentEvent, Malformed> {
             return Err(malformed(known, format!("appears {times} times")));
         }
     }
-    // Values are taken exactly as sent: `" 5"` is not a number, `"w1 "` not a wallet.
-    let text = |name: &str| -> Result<Option<&str>, Malformed> {
-        match fields.get(name) {
-            None => Ok(None),
-            Some(bytes) => std::str::from_utf8(bytes)
-                .map(Some)
-                .map_err(|_| malformed(name, format!("{} is not UTF-8", quoted(bytes)))),
-        }
-    };
-    let required = |name: &str| -> Result<&str, Malformed> {
-        text(name)?
-            .filter(|s| !s.is_empty())
-            .ok_or_else(|| malformed(name, "is required"))
-    };
-    let uuid = |name: &str, value: &str| -> Result<Uuid, Malformed> {
-        Uuid::parse_str(value)
-            .map_err(|_| malformed(name, format!("{} is not a UUID", quoted(value.as_bytes()))))
-    };
+    Ok(())
+}
 
-    let event_id = uuid("event_id", required("event_id")?)?;
-    let kind = match text("type")? {
-        None | Some("") => EventType::Succeeded,
+/// A field's value as text. Values are taken exactly as sent: `" 5"` is not a number, `"w1 "`
+/// not a wallet.
+fn text<'f>(fields: &'f Fields, name: &str) -> Result<Option<&'f str>, Malformed> {
+    match fields.get(name) {
+        None => Ok(None),
+        Some(bytes) => std::str::from_utf8(bytes)
+            .map(Some)
+            .map_err(|_| malformed(name, format!("{} is not UTF-8", quoted(bytes)))),
+    }
+}
+
+fn required<'f>(fields: &'f Fields, name: &str) -> Result<&'f str, Malformed> {
+    text(fields, name)?
+        .filter(|s| !s.is_empty())
+        .ok_or_else(|| malformed(name, "is required"))
+}
+
+fn parse_uuid(name: &str, value: &str) -> Result<Uuid, Malformed> {
+    Uuid::parse_str(value)
+        .map_err(|_| malformed(name, format!("{} is not a UUID", quoted(value.as_bytes()))))
+}
+
+/// `type`, a succeeded payment when absent.
+fn parse_kind(fields: &Fields) -> Result<EventType, Malformed> {
+    match text(fields, "type")? {
+        None | Some("") => Ok(EventType::Succeeded),
         Some(t) => EventType::parse(t).ok_or_else(|| {
             let known: Vec<&str> = EventType::ALL.iter().map(|t| t.as_str()).collect();
             malformed(
@@ -221,90 +258,74 @@ pub fn decode(fields: &Fields) -> Result<PaymentEvent, Malformed> {
                     known.join(", ")
                 ),
             )
-        })?,
-    };
-    let optional_uuid = |name: &str| -> Result<Uuid, Malformed> {
-        match text(name)? {
-            None | Some("") => Ok(event_id),
-            Some(v) => uuid(name, v),
-        }
-    };
-    let payment_id = optional_uuid("payment_id")?;
-    let refund_id = optional_uuid("refund_id")?;
-    let wallet_raw = required("wallet")?;
-    let wallet = AccountId::parse(wallet_raw).ok_or_else(|| {
+        }),
+    }
+}
+
+fn parse_wallet(raw: &str) -> Result<AccountId, Malformed> {
+    AccountId::parse(raw).ok_or_else(|| {
         malformed(
             "wallet",
             format!(
                 "{} must match [A-Za-z0-9][A-Za-z0-9._:@-]{{0,127}}",
-                quoted(wallet_raw.as_bytes())
+                quoted(raw.as_bytes())
             ),
         )
-    })?;
-    let amount = parse_amount(required("amount")?)?;
-    let currency = match text("currency")? {
-        None | Some("") => None,
-        Some(c) => Some(Currency::parse(c).ok_or_else(|| {
+    })
+}
+
+fn parse_currency(fields: &Fields) -> Result<Option<Currency>, Malformed> {
+    match text(fields, "currency")? {
+        None | Some("") => Ok(None),
+        Some(c) => Currency::parse(c).map(Some).ok_or_else(|| {
             malformed(
                 "currency",
                 format!("{} is not a known currency", quoted(c.as_bytes())),
             )
-        })?),
+        }),
+    }
+}
+
+fn parse_provider(fields: &Fields) -> Result<String, Malformed> {
+    match text(fields, "provider")? {
+        None | Some("") => Ok(DEFAULT_PROVIDER.to_owned()),
+        Some(p) if is_valid_provider(p) => Ok(p.to_owned()),
+        Some(p) => Err(malformed(
+            "provider",
+            format!(
+                "{} must be 1-64 of [A-Za-z0-9._@-], starting with a letter or digit",
+                quoted(p.as_bytes())
+            ),
+        )),
+    }
+}
+
+fn parse_external_ref(fields: &Fields) -> Result<Option<String>, Malformed> {
+    match text(fields, "external_ref")? {
+        None | Some("") => Ok(None),
+        Some(r) if r.chars().any(|c| c.is_control() || is_format_char(c)) => Err(malformed(
+            "external_ref",
+            "contains control or invisible formatting characters",
+        )),
+        Some(r) if r.chars().count() <= MAX_EXTERNAL_REF_LEN => Ok(Some(r.to_owned())),
+        Some(_) => Err(malformed(
+            "external_ref",
+            format!("is longer than {MAX_EXTERNAL_REF_LEN} characters"),
+        )),
+    }
+}
+
+fn parse_occurred_at(fields: &Fields) -> Result<Option<DateTime<Utc>>, Malformed> {
+    let Some(t) = text(fields, "occurred_at")?.filter(|t| !t.is_empty()) else {
+        return Ok(None);
     };
-    let provider = match text("provider")? {
-        None | Some("") => DEFAULT_PROVIDER.to_owned(),
-        Some(p) if is_valid_provider(p) => p.to_owned(),
-        Some(p) => {
-            return Err(malformed(
-                "provider",
-                format!(
-                    "{} must be 1-64 of [A-Za-z0-9._@-], starting with a letter or digit",
-                    quoted(p.as_bytes())
-                ),
-            ));
-        }
-    };
-    let external_ref = match text("external_ref")? {
-        None | Some("") => None,
-        Some(r) if r.chars().any(|c| c.is_control() || is_format_char(c)) => {
-            return Err(malformed(
-                "external_ref",
-                "contains control or invisible formatting characters",
-            ));
-        }
-        Some(r) if r.chars().count() <= MAX_EXTERNAL_REF_LEN => Some(r.to_owned()),
-        Some(_) => {
-            return Err(malformed(
-                "external_ref",
-                format!("is longer than {MAX_EXTERNAL_REF_LEN} characters"),
-            ));
-        }
-    };
-    let occurred_at = match text("occurred_at")? {
-        None | Some("") => None,
-        Some(t) => Some(
-            DateTime::parse_from_rfc3339(t)
-                .map_err(|_| {
-                    malformed(
-                        "occurred_at",
-                        format!("{} is not an RFC 3339 time", quoted(t.as_bytes())),
-                    )
-                })?
-                .with_timezone(&Utc),
-        ),
-    };
-    Ok(PaymentEvent {
-        event_id,
-        kind,
-        payment_id,
-        wallet,
-        amount,
-        currency,
-        provider,
-        external_ref,
-        refund_id,
-        occurred_at,
-    })
+    let time = DateTime::parse_from_rfc3339(t).map_err(|_| {
+        malformed(
+            "occurred_at",
+            format!("{} is not an RFC 3339 time", quoted(t.as_bytes())),
+        )
+    })?;
+    Ok(Some(time.with_timezone(&Utc)))
 }
 
 /// Integer minor units, 1 to 2^53 − 1, digits only: `50.00` or `5e3` is malformed, never
@@ -368,7 +389,7 @@ mod tests {
     }
 
     #[test]
-    fn every_bad_field_is_named() {
+    fn every_bad_required_field_is_named() {
         let cases: &[(&[(&str, &str)], &str)] = &[
             (&[("wallet", "w1"), ("amount", "1")], "event_id"),
             (
@@ -381,80 +402,6 @@ mod tests {
                 "wallet",
             ),
             (&[("event_id", ID), ("wallet", "w1")], "amount"),
-            (
-                &[("event_id", ID), ("wallet", "w1"), ("amount", "50.00")],
-                "amount",
-            ),
-            (
-                &[("event_id", ID), ("wallet", "w1"), ("amount", "0")],
-                "amount",
-            ),
-            (
-                &[("event_id", ID), ("wallet", "w1"), ("amount", "-5")],
-                "amount",
-            ),
-            (
-                &[
-                    ("event_id", ID),
-                    ("wallet", "w1"),
-                    ("amount", "9007199254740992"),
-                ],
-                "amount",
-            ),
-            (
-                &[
-                    ("event_id", ID),
-                    ("wallet", "w1"),
-                    ("amount", "1"),
-                    ("type", "payment.lost"),
-                ],
-                "type",
-            ),
-            (
-                &[
-                    ("event_id", ID),
-                    ("wallet", "w1"),
-                    ("amount", "1"),
-                    ("currency", "XXX"),
-                ],
-                "currency",
-            ),
-            (
-                &[
-                    ("event_id", ID),
-                    ("wallet", "w1"),
-                    ("amount", "1"),
-                    ("provider", "a:b"),
-                ],
-                "provider",
-            ),
-            (
-                &[
-                    ("event_id", ID),
-                    ("wallet", "w1"),
-                    ("amount", "1"),
-                    ("payment_id", "p1"),
-                ],
-                "payment_id",
-            ),
-            (
-                &[
-                    ("event_id", ID),
-                    ("wallet", "w1"),
-                    ("amount", "1"),
-                    ("refund_id", "r1"),
-                ],
-                "refund_id",
-            ),
-            (
-                &[
-                    ("event_id", ID),
-                    ("wallet", "w1"),
-                    ("amount", "1"),
-                    ("occurred_at", "yesterday"),
-                ],
-                "occurred_at",
-            ),
         ];
         for (pairs, field) in cases {
             let error = decode(&fields(pairs)).unwrap_err();
@@ -466,6 +413,37 @@ mod tests {
             &[0xff],
         );
         assert_eq!(decode(&not_utf8).unwrap_err().field, "wallet");
+    }
+
+    #[test]
+    fn every_bad_amount_is_named() {
+        for amount in ["50.00", "0", "-5", "9007199254740992"] {
+            let pairs = [("event_id", ID), ("wallet", "w1"), ("amount", amount)];
+            let error = decode(&fields(&pairs)).unwrap_err();
+            assert_eq!(error.field, "amount", "{pairs:?}");
+        }
+    }
+
+    #[test]
+    fn every_bad_optional_field_is_named() {
+        let cases = [
+            ("type", "payment.lost"),
+            ("currency", "XXX"),
+            ("provider", "a:b"),
+            ("payment_id", "p1"),
+            ("refund_id", "r1"),
+            ("occurred_at", "yesterday"),
+        ];
+        for (field, value) in cases {
+            let pairs = [
+                ("event_id", ID),
+                ("wallet", "w1"),
+                ("amount", "1"),
+                (field, value),
+            ];
+            let error = decode(&fields(&pairs)).unwrap_err();
+            assert_eq!(error.field, field, "{pairs:?}");
+        }
     }
 
     #[test]

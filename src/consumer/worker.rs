@@ -186,8 +186,35 @@ impl Consumer {
         metrics::histogram!("wallet_ledger_consumer_batch_size").record(messages.len() as f64);
         metrics::histogram!("wallet_ledger_consumer_batch_duration_seconds")
             .record(started.elapsed().as_secs_f64());
-        // Failures the messages caused are counted first, so that a message whose budget is
-        // now spent is settled (and printed) as the dead letter it becomes.
+        let settled = self.charge_failures(messages, outcomes).await?;
+        if self.settings.print_events {
+            let outcomes: Vec<Outcome> = settled.iter().map(|(o, _)| o.clone()).collect();
+            self.print(messages, &outcomes).await;
+        }
+        failpoint::hit(failpoint::CONSUMER_AFTER_COMMIT);
+
+        let (acked, dead) = sort_settled(messages, &settled, report);
+        for letter in &dead {
+            tracing::warn!(id = %letter.message.id, reason = letter.reason.as_str(), detail = letter.detail, "dead-lettered");
+            metrics::counter!("wallet_ledger_consumer_dead_letters_total", "reason" => letter.reason.as_str()).increment(1);
+        }
+        self.settle(&acked, &dead).await?;
+        count("applied", report.applied);
+        count("duplicate", report.duplicates);
+        count("retried", report.retried);
+        count("dead_lettered", report.dead_lettered);
+        metrics::gauge!("wallet_ledger_consumer_last_batch_timestamp_seconds").set(unix_now());
+        Ok(())
+    }
+
+    /// Counts the failures the messages caused, each with its count of failures so far. They
+    /// are counted before anything is settled, so that a message whose budget is now spent is
+    /// settled (and printed) as the dead letter it becomes.
+    async fn charge_failures(
+        &mut self,
+        messages: &[Message],
+        outcomes: Vec<Outcome>,
+    ) -> redis::RedisResult<Vec<(Outcome, u32)>> {
         let mut settled: Vec<(Outcome, u32)> = Vec::with_capacity(outcomes.len());
         for (message, outcome) in messages.iter().zip(outcomes) {
             let Outcome::Retry { reason, detail } = outcome else {
@@ -207,50 +234,7 @@ impl Consumer {
                 settled.push((Outcome::Retry { reason, detail }, failures));
             }
         }
-        if self.settings.print_events {
-            let outcomes: Vec<Outcome> = settled.iter().map(|(o, _)| o.clone()).collect();
-            self.print(messages, &outcomes).await;
-        }
-        failpoint::hit(failpoint::CONSUMER_AFTER_COMMIT);
-
-        let mut acked: Vec<&str> = Vec::new();
-        let mut dead: Vec<DeadLetter<'_>> = Vec::new();
-        for (message, (outcome, failures)) in messages.iter().zip(&settled) {
-            match outcome {
-                Outcome::Applied(_) => {
-                    report.applied += 1;
-                    acked.push(&message.id);
-                }
-                Outcome::Duplicate => {
-                    report.duplicates += 1;
-                    acked.push(&message.id);
-                }
-                Outcome::DeadLetter {
-                    reason,
-                    detail,
-                    differing_fields,
-                } => dead.push(DeadLetter {
-                    message,
-                    reason: *reason,
-                    detail,
-                    differing_fields,
-                    failures: *failures,
-                }),
-                Outcome::Retry { .. } | Outcome::Wait { .. } => report.retried += 1,
-            }
-        }
-        report.dead_lettered = dead.len();
-        for letter in &dead {
-            tracing::warn!(id = %letter.message.id, reason = letter.reason.as_str(), detail = letter.detail, "dead-lettered");
-            metrics::counter!("wallet_ledger_consumer_dead_letters_total", "reason" => letter.reason.as_str()).increment(1);
-        }
-        self.settle(&acked, &dead).await?;
-        count("applied", report.applied);
-        count("duplicate", report.duplicates);
-        count("retried", report.retried);
-        count("dead_lettered", report.dead_lettered);
-        metrics::gauge!("wallet_ledger_consumer_last_batch_timestamp_seconds").set(unix_now());
-        Ok(())
+        Ok(settled)
     }
 
     /// Applies the batch in stream order and says what became of each message it still
@@ -310,30 +294,7 @@ impl Consumer {
             } else {
                 part
             };
-            // The consumer writes as itself: its batches are audited under its name.
-            let actor = Actor {
-                key_id: None,
-                owner: format!("consumer:{}", self.stream.consumer()),
-                request_id: None,
-            };
-            let session = apply::BatchSession::default();
-            let result = {
-                let apply =
-                    apply::apply_batch_in(&self.store, &part, self.settings.apply, &session);
-                let apply = audit::scope(actor, apply);
-                tokio::pin!(apply);
-                match tokio::time::timeout(self.settings.max_batch, &mut apply).await {
-                    Ok(result) => Some(result),
-                    // Too slow only counts against the batch while the database answers: a
-                    // connection that hangs during an outage is the outage.
-                    Err(_) if !self.database_answers().await => None,
-                    Err(_) => match self.end_late(&session, apply).await {
-                        Some(result) => Some(result),
-                        None => Some(Err(apply::ApplyError::Abandoned)),
-                    },
-                }
-            };
-            let failure = match result {
+            let (failure, error) = match self.apply_part(&part).await {
                 Some(Ok(outcomes)) => {
                     self.readiness.set(true);
                     metrics::gauge!("wallet_ledger_consumer_database_up").set(1.0);
@@ -348,89 +309,132 @@ impl Consumer {
                 ),
             };
             retrying = true;
-            match failure {
-                // A lock someone else holds, or a batch too slow: each wallet's events apart
-                // first, so that one wallet cannot hold up the others.
-                (Failure::Locked | Failure::TooSlow, _) if spans_wallets(&part) => {
-                    metrics::counter!("wallet_ledger_consumer_batch_splits_total").increment(1);
-                    tracing::warn!(
-                        events = part.len(),
-                        "a wallet of the batch is locked or slow; applying each wallet's events apart"
-                    );
-                    for wallet_part in by_wallet(part).into_iter().rev() {
-                        parts.push_front(wallet_part);
+            let pause = match self.after_failure(part, failure, error, backoff) {
+                AfterFailure::Split(split) => {
+                    for part in split.into_iter().rev() {
+                        parts.push_front(part);
                     }
+                    continue;
                 }
-                (Failure::Locked, error) => {
-                    // Nobody's fault: left pending, uncharged, retried once reclaimed.
-                    tracing::warn!(events = part.len(), %error, "the wallet is locked by another session; leaving its events pending");
-                    let detail = format!("its wallet is locked by another session ({error})");
-                    done.extend(part.into_iter().map(|m| {
-                        let outcome = Outcome::Wait {
-                            detail: detail.clone(),
-                        };
-                        (m, outcome)
-                    }));
+                AfterFailure::Settled(settled) => {
+                    done.extend(settled);
+                    continue;
                 }
-                (Failure::TooSlow, _) if part.len() > 1 => {
-                    metrics::counter!("wallet_ledger_consumer_batch_splits_total").increment(1);
-                    tracing::warn!(events = part.len(), limit = ?self.settings.max_batch, "the batch took too long; applying it in two halves");
-                    let (first, second) = part.split_at(part.len() / 2);
-                    parts.push_front(second.to_vec());
-                    parts.push_front(first.to_vec());
-                }
-                (Failure::TooSlow, _) => {
-                    let detail = format!(
-                        "applying it alone took longer than --max-batch-ms ({} ms)",
-                        self.settings.max_batch.as_millis()
-                    );
-                    done.extend(part.into_iter().map(|m| (m, timed_out(&detail))));
-                }
-                (Failure::Refused | Failure::Corrupt, error) if part.len() > 1 => {
-                    // Something in the batch itself makes the database refuse it.
-                    tracing::warn!(%error, "the batch was refused; applying its messages one by one");
-                    for message in part.into_iter().rev() {
-                        parts.push_front(vec![message]);
-                    }
-                }
-                (Failure::Refused, error) => {
-                    let detail = format!("the ledger refused it: {error}");
-                    done.extend(part.into_iter().map(|m| {
-                        let outcome = Outcome::Retry {
-                            reason: Reason::MalformedEvent,
-                            detail: detail.clone(),
-                        };
-                        (m, outcome)
-                    }));
-                }
-                (Failure::Corrupt, error) => {
-                    metrics::counter!("wallet_ledger_consumer_corrupt_rows_total").increment(1);
-                    tracing::error!(%error, "a stored row is corrupt; dead-lettering the event that reads it");
-                    done.extend(
-                        part.into_iter()
-                            .map(|m| (m, Outcome::dead(Reason::CorruptRow, error.clone()))),
-                    );
-                }
-                (Failure::Busy, error) => {
-                    tracing::info!(%error, "the batch met a concurrent writer; applying it again");
+                AfterFailure::Again(part, Failure::Outage) => {
                     parts.push_front(part);
-                    if !self.pause(self.settings.outage_backoff).await {
-                        return Ok(None);
-                    }
-                }
-                (Failure::Outage, error) => {
-                    self.readiness.set(false);
-                    metrics::gauge!("wallet_ledger_consumer_database_up").set(0.0);
-                    tracing::warn!(%error, retry_in = ?backoff, "cannot apply the batch; the database seems unreachable");
-                    parts.push_front(part);
-                    if !self.pause(backoff).await {
-                        return Ok(None);
-                    }
+                    let pause = backoff;
                     backoff = (backoff * 2).min(self.settings.outage_backoff_max);
+                    pause
                 }
+                AfterFailure::Again(part, _) => {
+                    parts.push_front(part);
+                    self.settings.outage_backoff
+                }
+            };
+            if !self.pause(pause).await {
+                return Ok(None);
             }
         }
         Ok(Some(done.into_iter().unzip()))
+    }
+
+    /// One attempt at a part, audited under the consumer's name, within `--max-batch-ms`;
+    /// `None` when it ran out of time while the database did not answer (an outage).
+    async fn apply_part(
+        &self,
+        part: &[Message],
+    ) -> Option<Result<Vec<Outcome>, apply::ApplyError>> {
+        // The consumer writes as itself: its batches are audited under its name.
+        let actor = Actor {
+            key_id: None,
+            owner: format!("consumer:{}", self.stream.consumer()),
+            request_id: None,
+        };
+        let session = apply::BatchSession::default();
+        let apply = apply::apply_batch_in(&self.store, part, self.settings.apply, &session);
+        let apply = audit::scope(actor, apply);
+        tokio::pin!(apply);
+        match tokio::time::timeout(self.settings.max_batch, &mut apply).await {
+            Ok(result) => Some(result),
+            // Too slow only counts against the batch while the database answers: a
+            // connection that hangs during an outage is the outage.
+            Err(_) if !self.database_answers().await => None,
+            Err(_) => match self.end_late(&session, apply).await {
+                Some(result) => Some(result),
+                None => Some(Err(apply::ApplyError::Abandoned)),
+            },
+        }
+    }
+
+    /// What becomes of a part whose attempt failed: split, settled, or tried again (an
+    /// outage after `backoff`).
+    fn after_failure(
+        &self,
+        part: Vec<Message>,
+        failure: Failure,
+        error: String,
+        backoff: Duration,
+    ) -> AfterFailure {
+        match failure {
+            // A lock someone else holds, or a batch too slow: each wallet's events apart
+            // first, so that one wallet cannot hold up the others.
+            Failure::Locked | Failure::TooSlow if spans_wallets(&part) => {
+                metrics::counter!("wallet_ledger_consumer_batch_splits_total").increment(1);
+                tracing::warn!(
+                    events = part.len(),
+                    "a wallet of the batch is locked or slow; applying each wallet's events apart"
+                );
+                AfterFailure::Split(by_wallet(part))
+            }
+            Failure::Locked => {
+                // Nobody's fault: left pending, uncharged, retried once reclaimed.
+                tracing::warn!(events = part.len(), %error, "the wallet is locked by another session; leaving its events pending");
+                let detail = format!("its wallet is locked by another session ({error})");
+                AfterFailure::settle(part, || Outcome::Wait {
+                    detail: detail.clone(),
+                })
+            }
+            Failure::TooSlow if part.len() > 1 => {
+                metrics::counter!("wallet_ledger_consumer_batch_splits_total").increment(1);
+                tracing::warn!(events = part.len(), limit = ?self.settings.max_batch, "the batch took too long; applying it in two halves");
+                let (first, second) = part.split_at(part.len() / 2);
+                AfterFailure::Split(vec![first.to_vec(), second.to_vec()])
+            }
+            Failure::TooSlow => {
+                let detail = format!(
+                    "applying it alone took longer than --max-batch-ms ({} ms)",
+                    self.settings.max_batch.as_millis()
+                );
+                AfterFailure::settle(part, || timed_out(&detail))
+            }
+            Failure::Refused | Failure::Corrupt if part.len() > 1 => {
+                // Something in the batch itself makes the database refuse it.
+                tracing::warn!(%error, "the batch was refused; applying its messages one by one");
+                AfterFailure::Split(part.into_iter().map(|m| vec![m]).collect())
+            }
+            Failure::Refused => {
+                let detail = format!("the ledger refused it: {error}");
+                AfterFailure::settle(part, || Outcome::Retry {
+                    reason: Reason::MalformedEvent,
+                    detail: detail.clone(),
+                })
+            }
+            Failure::Corrupt => {
+                metrics::counter!("wallet_ledger_consumer_corrupt_rows_total").increment(1);
+                tracing::error!(%error, "a stored row is corrupt; dead-lettering the event that reads it");
+                AfterFailure::settle(part, || Outcome::dead(Reason::CorruptRow, error.clone()))
+            }
+            Failure::Busy => {
+                tracing::info!(%error, "the batch met a concurrent writer; applying it again");
+                AfterFailure::Again(part, failure)
+            }
+            Failure::Outage => {
+                self.readiness.set(false);
+                metrics::gauge!("wallet_ledger_consumer_database_up").set(0.0);
+                tracing::warn!(%error, retry_in = ?backoff, "cannot apply the batch; the database seems unreachable");
+                AfterFailure::Again(part, failure)
+            }
+        }
     }
 
     /// Claims `parts` again (see [`StreamClient::keep_claimed`]) and keeps only the messages
@@ -703,6 +707,59 @@ pub(crate) fn unix_now() -> u32 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| u32::try_from(d.as_secs()).unwrap_or(u32::MAX))
+}
+
+/// The messages to acknowledge and those to dead-letter, each counted in `report`; the
+/// others stay pending.
+fn sort_settled<'m>(
+    messages: &'m [Message],
+    settled: &'m [(Outcome, u32)],
+    report: &mut StepReport,
+) -> (Vec<&'m str>, Vec<DeadLetter<'m>>) {
+    let mut acked: Vec<&str> = Vec::new();
+    let mut dead: Vec<DeadLetter<'_>> = Vec::new();
+    for (message, (outcome, failures)) in messages.iter().zip(settled) {
+        match outcome {
+            Outcome::Applied(_) => {
+                report.applied += 1;
+                acked.push(&message.id);
+            }
+            Outcome::Duplicate => {
+                report.duplicates += 1;
+                acked.push(&message.id);
+            }
+            Outcome::DeadLetter {
+                reason,
+                detail,
+                differing_fields,
+            } => dead.push(DeadLetter {
+                message,
+                reason: *reason,
+                detail,
+                differing_fields,
+                failures: *failures,
+            }),
+            Outcome::Retry { .. } | Outcome::Wait { .. } => report.retried += 1,
+        }
+    }
+    report.dead_lettered = dead.len();
+    (acked, dead)
+}
+
+/// What [`Consumer::after_failure`] makes of a failed part.
+enum AfterFailure {
+    /// Apply these parts next, in this order.
+    Split(Vec<Vec<Message>>),
+    /// Every message of the part has its outcome.
+    Settled(Vec<(Message, Outcome)>),
+    /// Apply the part again after a pause (`Busy`: a fixed one; `Outage`: a growing backoff).
+    Again(Vec<Message>, Failure),
+}
+
+impl AfterFailure {
+    fn settle(part: Vec<Message>, outcome: impl Fn() -> Outcome) -> AfterFailure {
+        AfterFailure::Settled(part.into_iter().map(|m| (m, outcome())).collect())
+    }
 }
 
 /// What a failed attempt at a batch says about it.

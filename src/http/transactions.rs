@@ -10,6 +10,7 @@ use super::responses::{REPLAYED_HEADER, created, json, json_response};
 use super::validate;
 use crate::ledger::caller;
 use crate::ledger::holds::{self, Action, Resolution};
+use crate::ledger::money::Amount;
 use crate::ledger::reversals;
 use crate::ledger::transactions::{self, TransactionFilter, TransactionStatus};
 use crate::ledger::views::{Page, TransactionView};
@@ -201,7 +202,9 @@ pub async fn reverse(
     let metadata = req.metadata.unwrap_or_default();
     let plan = {
         let mut conn = state.pool.acquire().await?;
-        reversals::plan(&mut conn, original_id, id, req.amount, metadata).await?
+        // `positive_amount` validated the range.
+        let amount = req.amount.and_then(Amount::new);
+        reversals::plan(&mut conn, original_id, id, amount, metadata).await?
     };
     match plan {
         reversals::Plan::Ready(new) => created(state.writer.create(*new).await?),

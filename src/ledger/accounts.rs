@@ -6,7 +6,7 @@ use super::audit;
 use super::bounds::{BalanceError, BalanceOutOfRange};
 use super::events::{self, EventType};
 use super::ids::AccountId;
-use super::money::Currency;
+use super::money::{Amount, Currency};
 use super::store::{Db, reads};
 use super::views::{AccountView, Balances, BalancesView};
 use super::{Created, now_micros};
@@ -377,16 +377,11 @@ pub async fn balances(
         .unwrap_or_default();
     // Sums saturate one past the range (`bounds.rs`): a balance taken out of range before the
     // bound held for system accounts is answered as such, never as a wrong number or a 500.
-    if ![posted, pending.pending_in, pending.pending_out]
-        .into_iter()
-        .all(super::bounds::in_range)
-    {
-        return Err(BalanceOutOfRange(account.id.clone()).into());
-    }
+    let in_range = |v| Amount::new(v).ok_or_else(|| BalanceOutOfRange(account.id.clone()));
     Ok(Balances {
-        posted,
-        pending_in: pending.pending_in,
-        pending_out: pending.pending_out,
+        posted: in_range(posted)?,
+        pending_in: in_range(pending.pending_in)?,
+        pending_out: in_range(pending.pending_out)?,
     })
 }
 
@@ -411,7 +406,7 @@ pub async fn posted_balance_as_of(
     conn: &mut PgConnection,
     account: &Account,
     as_of: DateTime<Utc>,
-) -> Result<i64, BalanceError> {
+) -> Result<Amount, BalanceError> {
     if account.is_wallet() {
         let last = sqlx::query_scalar!(
             r#"select balance_after as "balance_after!" from entries
@@ -422,7 +417,7 @@ pub async fn posted_balance_as_of(
         )
         .fetch_optional(conn)
         .await?;
-        Ok(last.unwrap_or(0))
+        Ok(Amount::stored(last.unwrap_or(0))?)
     } else {
         // Saturated one past the range, like every system-account sum (see `balances`).
         let posted = sqlx::query_scalar!(
@@ -434,10 +429,7 @@ pub async fn posted_balance_as_of(
         )
         .fetch_one(conn)
         .await?;
-        if !super::bounds::in_range(posted) {
-            return Err(BalanceOutOfRange(account.id.clone()).into());
-        }
-        Ok(posted)
+        Ok(Amount::new(posted).ok_or_else(|| BalanceOutOfRange(account.id.clone()))?)
     }
 }
 
@@ -544,7 +536,7 @@ pub enum Transition {
     },
     /// Close refused: the account still holds money.
     NotEmpty {
-        posted: i64,
+        posted: Amount,
     },
 }
 
@@ -586,7 +578,8 @@ pub async fn transition(
         // so its posted balance cannot move between the statements; a void or an expiry can
         // only lower the pending totals, which makes the check stricter, never wrong.
         let balances = balances(&mut tx, &account).await?;
-        if balances.posted != 0 || balances.pending_in != 0 || balances.pending_out != 0 {
+        let amounts = [balances.posted, balances.pending_in, balances.pending_out];
+        if !amounts.iter().all(|a| a.is_zero()) {
             return Ok(Transition::NotEmpty {
                 posted: balances.posted,
             });

@@ -45,19 +45,21 @@
 //! lock twice over and serialize the system accounts' writers, which this module exists to
 //! avoid. `verify` (`balance_range`) is their independent check.
 
-use super::money::MAX_AMOUNT;
+use super::money::{Amount, MAX_AMOUNT};
 use crate::db::StoreError;
 use std::collections::HashMap;
 
 /// One past the range: what a saturated sum reads as when the true value is outside ±M.
 pub(crate) const SATURATED: i64 = MAX_AMOUNT + 1;
 
-/// A system account's balances as the write path bounds them (saturated at ±(M + 1)).
+/// A system account's balances as the write path bounds them (saturated at ±(M + 1)). The
+/// fields stay private: a saturated figure is not an [`Amount`], and only this module does
+/// arithmetic on it.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct SystemState {
-    pub posted: i64,
-    pub held_in: i64,
-    pub held_out: i64,
+    posted: i64,
+    held_in: i64,
+    held_out: i64,
 }
 
 /// Which bound a posting or a hold would break (see [`SystemState::breach`]).
@@ -74,10 +76,38 @@ pub(crate) enum Breach {
 }
 
 impl SystemState {
+    /// The state of an account whose balances are known exactly (a wallet, locked).
+    pub fn new(posted: Amount, held_in: Amount, held_out: Amount) -> SystemState {
+        SystemState {
+            posted: posted.minor_units(),
+            held_in: held_in.minor_units(),
+            held_out: held_out.minor_units(),
+        }
+    }
+
+    /// A state as `store::reads::system_states` reads it, each figure saturated at ±(M + 1) by
+    /// its SQL.
+    pub(crate) fn saturated(posted: i64, held_in: i64, held_out: i64) -> SystemState {
+        let state = SystemState {
+            posted,
+            held_in,
+            held_out,
+        };
+        debug_assert!(state.is_saturated(), "the read saturates: {state:?}");
+        state
+    }
+
+    /// Every figure within ±(M + 1): what the arithmetic below relies on not to overflow.
+    fn is_saturated(self) -> bool {
+        [self.posted, self.held_in, self.held_out]
+            .iter()
+            .all(|v| (-SATURATED..=SATURATED).contains(v))
+    }
+
     /// Whether the state stays within the range after posting `posted` and holding `held`
     /// (signed like entries). Saturated inputs and the deltas are each within ±(M + 1), so
     /// the arithmetic cannot overflow an i64.
-    pub fn after(self, posted: i64, held: i64) -> Option<SystemState> {
+    pub fn after(self, posted: Amount, held: Amount) -> Option<SystemState> {
         self.breach(posted, held)
             .is_none()
             .then(|| self.moved(posted, held))
@@ -88,7 +118,7 @@ impl SystemState {
     /// four figures a balance shows stay within ±M (`posted` lies between `available` and
     /// `posted + pending_in`), and a capture, which only moves money from held to posted,
     /// never needs a range check of its own.
-    pub fn breach(self, posted: i64, held: i64) -> Option<Breach> {
+    pub fn breach(self, posted: Amount, held: Amount) -> Option<Breach> {
         let next = self.moved(posted, held);
         if next.held_in > MAX_AMOUNT {
             Some(Breach::HeldIn)
@@ -103,7 +133,14 @@ impl SystemState {
         }
     }
 
-    fn moved(self, posted: i64, held: i64) -> SystemState {
+    /// The state after the move, unsaturated: each figure within ±(2M + 1), far inside i64,
+    /// so that every sum and difference of two of them in `breach` is too.
+    fn moved(self, posted: Amount, held: Amount) -> SystemState {
+        assert!(
+            self.is_saturated(),
+            "only saturated states are moved: {self:?}"
+        );
+        let (posted, held) = (posted.minor_units(), held.minor_units());
         SystemState {
             posted: self.posted + posted,
             held_in: self.held_in + held.max(0),
@@ -124,6 +161,7 @@ impl SystemState {
 /// The system accounts' states, read in a statement of its own after their locks, and `W`.
 pub(crate) struct SystemStates {
     pub states: HashMap<String, SystemState>,
+    /// `W`: a count of sessions, not money.
     pub(crate) writers: i64,
 }
 
@@ -138,10 +176,11 @@ impl SystemStates {
     /// Whether a writer that may move up to `movement[account]` on each account can keep its
     /// shared locks (see the module comment). Accounts without a state (not created yet) start
     /// at zero.
-    pub fn fast(&self, movement: &HashMap<String, i64>) -> bool {
+    /// A movement saturated at M is still compared rightly: the cap is below M.
+    pub fn fast(&self, movement: &HashMap<String, Amount>) -> bool {
         let cap = MAX_AMOUNT / (2 * self.writers.max(1));
         movement.iter().all(|(account, &moved)| {
-            moved <= cap
+            moved.minor_units() <= cap
                 && self
                     .states
                     .get(account)
@@ -171,14 +210,13 @@ impl From<sqlx::Error> for BalanceError {
     }
 }
 
-/// Whether a (saturated) balance read is within the range.
-pub fn in_range(value: i64) -> bool {
-    (-MAX_AMOUNT..=MAX_AMOUNT).contains(&value)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn a(minor_units: i64) -> Amount {
+        Amount::new(minor_units).unwrap()
+    }
 
     #[test]
     fn holds_count_against_the_range_as_if_posted() {
@@ -186,17 +224,17 @@ mod tests {
             posted: MAX_AMOUNT - 10,
             ..SystemState::default()
         };
-        assert!(s.after(10, 0).is_some());
-        assert!(s.after(11, 0).is_none());
-        assert!(s.after(0, 11).is_none());
+        assert!(s.after(a(10), a(0)).is_some());
+        assert!(s.after(a(11), a(0)).is_none());
+        assert!(s.after(a(0), a(11)).is_none());
         // A debit hold leaves room for credits, not for debits past −M.
         let low = SystemState {
             posted: -MAX_AMOUNT + 5,
             ..SystemState::default()
         };
-        assert!(low.after(0, -5).is_some());
-        assert!(low.after(0, -6).is_none());
-        assert!(low.after(MAX_AMOUNT, 0).is_some());
+        assert!(low.after(a(0), a(-5)).is_some());
+        assert!(low.after(a(0), a(-6)).is_none());
+        assert!(low.after(a(MAX_AMOUNT), a(0)).is_some());
     }
 
     #[test]
@@ -207,31 +245,31 @@ mod tests {
             held_out: 0,
         };
         // Room for 5 more in, held or posted, since the held 5 will be posted on capture.
-        assert_eq!(s.breach(5, 0), None);
-        assert_eq!(s.breach(0, 5), None);
-        assert_eq!(s.breach(6, 0), Some(Breach::Above));
-        assert_eq!(s.breach(0, 6), Some(Breach::Above));
+        assert_eq!(s.breach(a(5), a(0)), None);
+        assert_eq!(s.breach(a(0), a(5)), None);
+        assert_eq!(s.breach(a(6), a(0)), Some(Breach::Above));
+        assert_eq!(s.breach(a(0), a(6)), Some(Breach::Above));
         // Out is bounded by available, not by posted: a refund past −M with money held out.
         let low = SystemState {
             posted: -MAX_AMOUNT + 10,
             held_in: 0,
             held_out: 4,
         };
-        assert_eq!(low.breach(-6, 0), None);
-        assert_eq!(low.breach(-7, 0), Some(Breach::Below));
-        assert_eq!(low.breach(0, -7), Some(Breach::Below));
+        assert_eq!(low.breach(a(-6), a(0)), None);
+        assert_eq!(low.breach(a(-7), a(0)), Some(Breach::Below));
+        assert_eq!(low.breach(a(0), a(-7)), Some(Breach::Below));
         let full = SystemState {
             posted: MAX_AMOUNT,
             held_in: 0,
             held_out: MAX_AMOUNT,
         };
-        assert_eq!(full.breach(0, -1), Some(Breach::HeldOut));
+        assert_eq!(full.breach(a(0), a(-1)), Some(Breach::HeldOut));
         let full_in = SystemState {
             posted: -MAX_AMOUNT,
             held_in: MAX_AMOUNT,
             held_out: 0,
         };
-        assert_eq!(full_in.breach(0, 1), Some(Breach::HeldIn));
+        assert_eq!(full_in.breach(a(0), a(1)), Some(Breach::HeldIn));
     }
 
     #[test]
@@ -240,8 +278,8 @@ mod tests {
             posted: SATURATED,
             ..SystemState::default()
         };
-        assert!(s.after(1, 0).is_none());
-        assert!(s.after(-MAX_AMOUNT, 0).is_some());
+        assert!(s.after(a(1), a(0)).is_none());
+        assert!(s.after(a(-MAX_AMOUNT), a(0)).is_some());
     }
 
     #[test]
@@ -251,8 +289,8 @@ mod tests {
             writers: 100,
         };
         let cap = MAX_AMOUNT / 200;
-        assert!(states.fast(&HashMap::from([("a".to_owned(), cap)])));
-        assert!(!states.fast(&HashMap::from([("a".to_owned(), cap + 1)])));
+        assert!(states.fast(&HashMap::from([("a".to_owned(), a(cap))])));
+        assert!(!states.fast(&HashMap::from([("a".to_owned(), a(cap + 1))])));
         states.states.insert(
             "a".to_owned(),
             SystemState {
@@ -260,6 +298,6 @@ mod tests {
                 ..SystemState::default()
             },
         );
-        assert!(!states.fast(&HashMap::from([("a".to_owned(), 1)])));
+        assert!(!states.fast(&HashMap::from([("a".to_owned(), a(1))])));
     }
 }

@@ -6,6 +6,7 @@
 //! account and its entry sequence, ...), so the id is the receivers' idempotency key and
 //! recording the same change twice is a primary-key conflict, never a second event.
 
+use super::money::Amount;
 use super::posting::NewEntry;
 use super::store::Db;
 use super::transactions::TransactionStatus;
@@ -142,7 +143,7 @@ impl<'a> TransactionEvent<'a> {
         struct Mark<'e> {
             account: &'e str,
             sequence: i64,
-            balance_after: i64,
+            balance_after: Amount,
             balance_after_decimal: String,
         }
         let mut marks: Vec<Mark> = self
@@ -154,7 +155,7 @@ impl<'a> TransactionEvent<'a> {
                     account: &e.account,
                     sequence: e.sequence?,
                     balance_after,
-                    balance_after_decimal: decimal(&self.currency, balance_after),
+                    balance_after_decimal: decimal(&self.currency, balance_after.minor_units()),
                 })
             })
             .collect();
@@ -274,7 +275,11 @@ pub(crate) fn negative_crossings<'a>(
         .into_iter()
         .filter_map(|e| {
             let (after, sequence) = (e.balance_after?, e.sequence?);
-            (after < 0 && after - e.amount >= 0).then(|| NegativeBalance {
+            // A chained entry's balance before it was the chain's previous balance, in range.
+            let before = after
+                .checked_sub(e.amount)
+                .expect("a chain's previous balance is in range");
+            (after.is_negative() && !before.is_negative()).then(|| NegativeBalance {
                 account: e.account.clone(),
                 transaction_id,
                 currency: currency.to_owned(),
@@ -292,7 +297,7 @@ pub struct NegativeBalance {
     pub transaction_id: Uuid,
     pub currency: String,
     pub sequence: i64,
-    pub balance_after: i64,
+    pub balance_after: Amount,
 }
 
 pub async fn record_negative_balances(
@@ -315,7 +320,7 @@ pub async fn record_negative_balances(
             json!({"account": {"id": c.account, "currency": c.currency},
                    "transaction_id": c.transaction_id, "sequence": c.sequence,
                    "balance_after": c.balance_after,
-                   "balance_after_decimal": decimal(&c.currency, c.balance_after)})
+                   "balance_after_decimal": decimal(&c.currency, c.balance_after.minor_units())})
         })
         .collect();
     sqlx::query!(

@@ -11,7 +11,7 @@
 use super::accounts::AccountType;
 use super::audit;
 use super::events::{self, EventType, TransactionEvent};
-use super::money::Currency;
+use super::money::{Amount, Currency};
 use super::posting::{self, NewEntry};
 use super::store::{Db, Store, inserts, locks, reads};
 use super::transactions::{StoredTransaction, TransactionStatus};
@@ -211,7 +211,7 @@ pub async fn resolve_on(
         crate::db::corrupt("transactions", id, what)
     })?;
     let legs: Vec<LegView> = serde_json::from_value(hold.legs.clone()).unwrap_or_default();
-    let held = super::transactions::credited_total(&legs);
+    let held = super::transactions::credited_total(&legs).minor_units();
     // A two-leg hold's capture defaults to the whole amount, so `{}` and `{"amount": held}`
     // are the same request; a multi-leg hold is captured whole.
     let request = match action {
@@ -336,7 +336,8 @@ pub async fn resolve_on(
             )
             .await?;
             // The entries are written below: the answer already shows what they post.
-            view.authorized_amount = captured.map(|_| super::transactions::credited_total(&legs));
+            view.authorized_amount =
+                captured.map(|_| super::transactions::credited_total(&legs).minor_units());
             view.authorized_amount_decimal = view.authorized_amount.map(|a| currency.format(a));
             view.entries = capture.clone();
             let body = serde_json::to_string(&view).expect("a transaction view always serializes");
@@ -443,7 +444,10 @@ async fn capture_entries(
     let ledger_time = posting::ledger_time(states.values().map(|s| &s.chain), now);
     let mut entries = Vec::with_capacity(legs.len());
     for leg in legs {
-        let (account, amount) = (leg.account.clone(), leg.amount);
+        let Some(amount) = Amount::new(leg.amount) else {
+            return Ok(Capture::Overflow);
+        };
+        let account = leg.account.clone();
         let entry = match states.get_mut(&leg.account) {
             None => NewEntry::unchained(account, amount),
             Some(s) => match s.chain.next(account, amount, ledger_time) {

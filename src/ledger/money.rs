@@ -13,7 +13,9 @@ pub const MAX_AMOUNT: i64 = (1 << 53) - 1;
 
 /// A signed number of minor units (halalas, cents) within `±MAX_AMOUNT`.
 /// Positive credits an account, negative debits it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
 #[serde(try_from = "i64", into = "i64")]
 pub struct Amount(i64);
 
@@ -51,6 +53,24 @@ impl Amount {
     pub fn negate(self) -> Amount {
         // The range is symmetric, so negation cannot leave it.
         Amount(-self.0)
+    }
+
+    /// The magnitude; in range, since the range is symmetric.
+    pub fn abs(self) -> Amount {
+        Amount(self.0.abs())
+    }
+
+    /// `self + other`, clamped to the range: for bounds that only ask "is it at most X",
+    /// with X within the range.
+    pub fn saturating_add(self, other: Amount) -> Amount {
+        // Both within ±M, so the i64 sum cannot overflow.
+        Amount(self.0 + other.0).clamp(Amount(-MAX_AMOUNT), Amount(MAX_AMOUNT))
+    }
+
+    /// An amount or balance read from the database: out of range is a value the schema's
+    /// checks should have refused, reported as undecodable rather than carried on.
+    pub fn stored(minor_units: i64) -> Result<Amount, sqlx::Error> {
+        Amount::try_from(minor_units).map_err(|e| sqlx::Error::Decode(e.into()))
     }
 }
 
@@ -101,6 +121,11 @@ impl Currency {
     pub fn format(self, amount: i64) -> String {
         Decimal::new(amount, self.exponent).to_string()
     }
+
+    /// [`Currency::format`] of an [`Amount`].
+    pub fn format_amount(self, amount: Amount) -> String {
+        self.format(amount.minor_units())
+    }
 }
 
 impl fmt::Display for Currency {
@@ -150,6 +175,16 @@ mod tests {
         let max = Amount::new(MAX_AMOUNT).unwrap();
         assert_eq!(max.checked_add(Amount::new(1).unwrap()), None);
         assert_eq!(max.negate().checked_sub(Amount::new(1).unwrap()), None);
+    }
+
+    #[test]
+    fn saturating_and_stored_amounts_stay_in_range() {
+        let max = Amount::new(MAX_AMOUNT).unwrap();
+        assert_eq!(max.saturating_add(max), max);
+        assert_eq!(max.negate().saturating_add(max.negate()), max.negate());
+        assert_eq!(max.negate().abs(), max);
+        assert!(Amount::stored(MAX_AMOUNT).is_ok());
+        assert!(Amount::stored(MAX_AMOUNT + 1).is_err());
     }
 
     #[test]

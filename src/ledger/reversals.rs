@@ -33,7 +33,7 @@ pub async fn plan(
     conn: &mut PgConnection,
     original: Uuid,
     id: Uuid,
-    amount: Option<i64>,
+    amount: Option<Amount>,
     metadata: Map<String, Value>,
 ) -> Result<Plan, StoreError> {
     let Some(row) = sqlx::query!(
@@ -59,64 +59,14 @@ pub async fn plan(
         | TransactionStatus::Rejected
         | TransactionStatus::Expired => return Ok(Plan::InvalidTransition { current: status }),
     }
-    let mut legs: Vec<LegView> = serde_json::from_value(row.legs)
-        .map_err(|e| crate::db::corrupt("transactions", original, format!("its legs: {e}")))?;
-    // A partially captured hold posted `captured_amount`, not what it held.
-    if let Some(captured) = row.captured_amount {
-        for leg in &mut legs {
-            leg.amount = captured * leg.amount.signum();
-        }
-    }
+    let captured = row.captured_amount.map(Amount::stored).transpose()?;
+    let legs = posted_legs(row.legs, captured, original)?;
     let original_amount = credited_total(&legs);
-    let reversed = match amount {
-        None => original_amount,
-        Some(_) if legs.len() != 2 => {
-            let message =
-                "a partial reversal applies to two-leg originals; omit amount to reverse in full";
-            return Ok(Plan::Invalid(vec![FieldError::new(
-                "/amount",
-                "not_applicable",
-                message,
-            )]));
-        }
-        Some(a) if a > original_amount => {
-            let message = format!("exceeds the original's {original_amount} minor units");
-            return Ok(Plan::Invalid(vec![FieldError::new(
-                "/amount", "range", message,
-            )]));
-        }
-        Some(a) => a,
+    let reversed = match reversed_amount(amount, legs.len(), original_amount) {
+        Ok(reversed) => reversed,
+        Err(error) => return Ok(Plan::Invalid(vec![error])),
     };
-    let mut reversal_legs = Vec::with_capacity(legs.len());
-    for (index, leg) in legs.iter().enumerate() {
-        let signed = if amount.is_some() {
-            reversed * leg.amount.signum()
-        } else {
-            leg.amount
-        };
-        let (Some(account), Some(amount)) = (AccountId::parse(&leg.account), Amount::new(-signed))
-        else {
-            return Err(crate::db::corrupt(
-                "transactions",
-                original,
-                format!("its leg {index} is malformed"),
-            ));
-        };
-        reversal_legs.push(Leg {
-            account,
-            amount,
-            account_field: "/amount".into(),
-            amount_field: "/amount".into(),
-            must_be_wallet: false,
-        });
-    }
-    let journal = Journal::new(reversal_legs).map_err(|e| {
-        crate::db::corrupt(
-            "transactions",
-            original,
-            format!("its legs do not form a journal: {e:?}"),
-        )
-    })?;
+    let journal = reversal_journal(&legs, amount.map(|_| reversed), original)?;
     let request = json!({"kind": Kind::Reversal.as_str(), "reverses": original, "amount": reversed, "metadata": metadata});
     Ok(Plan::Ready(Box::new(NewTransaction {
         id,
@@ -135,4 +85,81 @@ pub async fn plan(
         }),
         provider_initiated: false,
     })))
+}
+
+/// The legs the original posted: its stored legs, scaled to `captured_amount` for a partly
+/// captured hold (which posted that, not what it held).
+fn posted_legs(
+    legs: Value,
+    captured: Option<Amount>,
+    original: Uuid,
+) -> Result<Vec<LegView>, StoreError> {
+    let mut legs: Vec<LegView> = serde_json::from_value(legs)
+        .map_err(|e| crate::db::corrupt("transactions", original, format!("its legs: {e}")))?;
+    if let Some(captured) = captured {
+        for leg in &mut legs {
+            // In range: a captured amount is, and the sign keeps the magnitude.
+            leg.amount = captured.minor_units() * leg.amount.signum();
+        }
+    }
+    Ok(legs)
+}
+
+/// How much the reversal gives back: `asked` (two-leg originals only, at most the original)
+/// or the whole original.
+fn reversed_amount(
+    asked: Option<Amount>,
+    legs: usize,
+    original_amount: Amount,
+) -> Result<Amount, FieldError> {
+    match asked {
+        None => Ok(original_amount),
+        Some(_) if legs != 2 => {
+            let message =
+                "a partial reversal applies to two-leg originals; omit amount to reverse in full";
+            Err(FieldError::new("/amount", "not_applicable", message))
+        }
+        Some(a) if a > original_amount => {
+            let message = format!("exceeds the original's {original_amount} minor units");
+            Err(FieldError::new("/amount", "range", message))
+        }
+        Some(a) => Ok(a),
+    }
+}
+
+/// The opposite of the original's legs: all of each, or `partial` with each leg's sign.
+fn reversal_journal(
+    legs: &[LegView],
+    partial: Option<Amount>,
+    original: Uuid,
+) -> Result<Journal, StoreError> {
+    let mut reversal_legs = Vec::with_capacity(legs.len());
+    for (index, leg) in legs.iter().enumerate() {
+        let signed = match partial {
+            Some(reversed) => reversed.minor_units() * leg.amount.signum(),
+            None => leg.amount,
+        };
+        let (Some(account), Some(amount)) = (AccountId::parse(&leg.account), Amount::new(-signed))
+        else {
+            return Err(crate::db::corrupt(
+                "transactions",
+                original,
+                format!("its leg {index} is malformed"),
+            ));
+        };
+        reversal_legs.push(Leg {
+            account,
+            amount,
+            account_field: "/amount".into(),
+            amount_field: "/amount".into(),
+            must_be_wallet: false,
+        });
+    }
+    Journal::new(reversal_legs).map_err(|e| {
+        crate::db::corrupt(
+            "transactions",
+            original,
+            format!("its legs do not form a journal: {e:?}"),
+        )
+    })
 }

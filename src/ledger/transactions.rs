@@ -4,7 +4,7 @@
 
 use super::ids::AccountId;
 use super::journal::Journal;
-use super::money::{Currency, MAX_AMOUNT};
+use super::money::{Amount, Currency, MAX_AMOUNT};
 use super::store::{Db, reads};
 use super::views::{EntryView, RefusalView, TransactionView};
 use crate::db::StoreError;
@@ -103,8 +103,8 @@ pub enum Requested {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Reversal {
     pub original: Uuid,
-    pub amount: i64,
-    pub original_amount: i64,
+    pub amount: Amount,
+    pub original_amount: Amount,
 }
 
 /// A validated request to move money. `request` is its canonical form (defaults applied, no
@@ -174,12 +174,12 @@ impl From<sqlx::Error> for WriteError {
 }
 
 /// The sum of a transaction's credits: what "the amount" of a transfer or payment is.
-pub fn credited_total(legs: &[super::views::LegView]) -> i64 {
+/// A stored journal's credits sum to its debits, each within the range, so the sum is in range;
+/// should a stored row say otherwise, the total saturates at M rather than wrap or fail.
+pub fn credited_total(legs: &[super::views::LegView]) -> Amount {
     legs.iter()
-        .map(|l| l.amount)
-        .filter(|a| *a > 0)
-        .sum::<i64>()
-        .min(MAX_AMOUNT)
+        .map(|l| Amount::new(l.amount.clamp(0, MAX_AMOUNT)).expect("clamped into the range"))
+        .fold(Amount::ZERO, Amount::saturating_add)
 }
 
 /// A stored transaction's row, as read; [`StoredTransaction::view`] parses its kind and
@@ -268,8 +268,8 @@ impl StoredTransaction {
             reverses: self.reverses,
             captured_amount: self.captured_amount,
             captured_amount_decimal: self.captured_amount.zip(currency).map(|(a, c)| c.format(a)),
-            authorized_amount: authorized,
-            authorized_amount_decimal: authorized.zip(currency).map(|(a, c)| c.format(a)),
+            authorized_amount: authorized.map(Amount::minor_units),
+            authorized_amount_decimal: authorized.zip(currency).map(|(a, c)| c.format_amount(a)),
         })
     }
 }

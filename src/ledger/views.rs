@@ -2,7 +2,7 @@
 //! answers, stored creation responses, later events). Every amount `x` has a sibling
 //! `x_decimal` formatted exactly from the currency's exponent.
 
-use super::money::Currency;
+use super::money::{Amount, Currency};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -34,15 +34,18 @@ pub fn free_form_object(description: &str) -> utoipa::openapi::Object {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Balances {
-    pub posted: i64,
-    pub pending_in: i64,
-    pub pending_out: i64,
+    pub posted: Amount,
+    pub pending_in: Amount,
+    pub pending_out: Amount,
 }
 
 impl Balances {
     /// What a debit or a hold may draw on: posted money not already promised to open holds.
-    pub fn available(self) -> i64 {
-        self.posted - self.pending_out
+    pub fn available(self) -> Amount {
+        // `bounds.rs` keeps `posted − pending_out` within ±M on every write.
+        self.posted
+            .checked_sub(self.pending_out)
+            .expect("bounds.rs keeps available within the range")
     }
 }
 
@@ -61,14 +64,14 @@ pub struct BalancesView {
 impl BalancesView {
     pub fn new(b: Balances, currency: Currency) -> BalancesView {
         BalancesView {
-            posted: b.posted,
-            posted_decimal: currency.format(b.posted),
-            pending_in: b.pending_in,
-            pending_in_decimal: currency.format(b.pending_in),
-            pending_out: b.pending_out,
-            pending_out_decimal: currency.format(b.pending_out),
-            available: b.available(),
-            available_decimal: currency.format(b.available()),
+            posted: b.posted.minor_units(),
+            posted_decimal: currency.format_amount(b.posted),
+            pending_in: b.pending_in.minor_units(),
+            pending_in_decimal: currency.format_amount(b.pending_in),
+            pending_out: b.pending_out.minor_units(),
+            pending_out_decimal: currency.format_amount(b.pending_out),
+            available: b.available().minor_units(),
+            available_decimal: currency.format_amount(b.available()),
         }
     }
 }

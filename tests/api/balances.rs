@@ -100,7 +100,7 @@ async fn reading_a_balance_touches_a_handful_of_rows_among_100k_entries() {
         let balances = accounts::balances(&mut tx, &account).await.unwrap();
         let after = entry_rows_read(&mut tx).await;
         tx.rollback().await.unwrap();
-        assert_eq!(balances.posted, expected, "{id}");
+        assert_eq!(balances.posted.minor_units(), expected, "{id}");
         let (seq_scans, seq_rows, index_rows) =
             (after.0 - before.0, after.1 - before.1, after.2 - before.2);
         assert_eq!(

@@ -9,14 +9,14 @@ use chrono::{DateTime, Utc};
 #[derive(Debug, Clone)]
 pub(crate) struct NewEntry {
     pub account: String,
-    pub amount: i64,
+    pub amount: Amount,
     pub sequence: Option<i64>,
-    pub balance_after: Option<i64>,
+    pub balance_after: Option<Amount>,
 }
 
 impl NewEntry {
     /// An entry on a system account, which keeps no chain.
-    pub fn unchained(account: String, amount: i64) -> NewEntry {
+    pub fn unchained(account: String, amount: Amount) -> NewEntry {
         NewEntry {
             account,
             amount,
@@ -31,17 +31,14 @@ impl NewEntry {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct ChainHead {
     pub sequence: i64,
-    pub balance: i64,
+    pub balance: Amount,
     pub ledger_time: Option<DateTime<Utc>>,
 }
 
 impl ChainHead {
     /// The balance after `amount`; `None` when it would leave the safe range.
-    pub fn balance_after(&self, amount: i64) -> Option<i64> {
-        Amount::new(self.balance)
-            .zip(Amount::new(amount))
-            .and_then(|(balance, amount)| balance.checked_add(amount))
-            .map(Amount::minor_units)
+    pub fn balance_after(&self, amount: Amount) -> Option<Amount> {
+        self.balance.checked_add(amount)
     }
 
     /// The entry that continues this chain, the head moved past it; `None`, the head
@@ -50,7 +47,7 @@ impl ChainHead {
     pub fn next(
         &mut self,
         account: String,
-        amount: i64,
+        amount: Amount,
         ledger_time: DateTime<Utc>,
     ) -> Option<NewEntry> {
         let balance = self.balance_after(amount)?;
@@ -88,16 +85,23 @@ mod tests {
     use crate::ledger::money::MAX_AMOUNT;
     use chrono::TimeDelta;
 
+    fn amount(minor_units: i64) -> Amount {
+        Amount::new(minor_units).unwrap()
+    }
+
     #[test]
     fn next_takes_the_next_sequence_and_carries_the_balance() {
         let now = Utc::now();
         let mut head = ChainHead::default();
-        let first = head.next("w".into(), 500, now).unwrap();
-        let second = head.next("w".into(), -200, now).unwrap();
-        assert_eq!((first.sequence, first.balance_after), (Some(1), Some(500)));
+        let first = head.next("w".into(), amount(500), now).unwrap();
+        let second = head.next("w".into(), amount(-200), now).unwrap();
+        assert_eq!(
+            (first.sequence, first.balance_after),
+            (Some(1), Some(amount(500)))
+        );
         assert_eq!(
             (second.sequence, second.balance_after),
-            (Some(2), Some(300))
+            (Some(2), Some(amount(300)))
         );
         assert_eq!(head.ledger_time, Some(now));
     }
@@ -107,13 +111,13 @@ mod tests {
         let now = Utc::now();
         let mut head = ChainHead {
             sequence: 7,
-            balance: MAX_AMOUNT,
+            balance: amount(MAX_AMOUNT),
             ledger_time: None,
         };
-        assert!(head.next("w".into(), 1, now).is_none());
-        assert!(head.next("w".into(), MAX_AMOUNT + 1, now).is_none());
+        assert!(head.next("w".into(), amount(1), now).is_none());
+        assert!(head.next("w".into(), amount(MAX_AMOUNT), now).is_none());
         assert_eq!(head.sequence, 7);
-        assert_eq!(head.balance, MAX_AMOUNT);
+        assert_eq!(head.balance, amount(MAX_AMOUNT));
         assert_eq!(head.ledger_time, None);
     }
 

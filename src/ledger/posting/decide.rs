@@ -10,7 +10,7 @@ use crate::ledger::bounds::{Breach, SystemState};
 use crate::ledger::holds;
 use crate::ledger::ids::AccountId;
 use crate::ledger::journal::Leg;
-use crate::ledger::money::Currency;
+use crate::ledger::money::{Amount, Currency};
 use crate::ledger::transactions::{ItemError, NewTransaction, RefusalCode, Requested};
 use crate::problem::FieldError;
 use chrono::{DateTime, Utc};
@@ -29,7 +29,7 @@ pub(super) struct LockedLedger {
     /// Whether the system accounts were locked shared although the batch could take one of them
     /// near the edge of the range: it must be decided again with them locked exclusively.
     pub(super) needs_exclusive: bool,
-    pub(super) reversed: HashMap<Uuid, i64>,
+    pub(super) reversed: HashMap<Uuid, Amount>,
 }
 
 impl LockedLedger {
@@ -38,8 +38,7 @@ impl LockedLedger {
     fn range_errors(&self, item: &NewTransaction) -> Option<FieldError> {
         let pending = matches!(item.status, Requested::Pending { .. });
         for leg in item.journal.legs() {
-            let amount = leg.amount.minor_units();
-            let (posted, held) = if pending { (0, amount) } else { (amount, 0) };
+            let (posted, held) = split(pending, leg.amount);
             let id = leg.account.as_str();
             let breach = match self.wallets.get(id) {
                 Some(wallet) => wallet_breach(wallet, posted, held, leg, item),
@@ -71,8 +70,7 @@ impl LockedLedger {
             if self.wallets.contains_key(id) {
                 continue;
             }
-            let amount = leg.amount.minor_units();
-            let (posted, held) = if pending { (0, amount) } else { (amount, 0) };
+            let (posted, held) = split(pending, leg.amount);
             let state = self.systems.entry(id.to_owned()).or_default();
             // Checked by `range_errors` just before.
             *state = state.after(posted, held).unwrap_or(*state);
@@ -96,13 +94,47 @@ impl LockedLedger {
     }
 
     /// Decides one item against the state left by the items before it, and applies it.
+    /// Refusals come in a fixed order: closed (any leg), frozen (debits), the reversal's
+    /// remainder, funds; the range is checked before funds, as a request error.
     pub(super) fn decide(
         &mut self,
         item: &NewTransaction,
         now: DateTime<Utc>,
     ) -> Result<Decision, ItemError> {
-        let legs = item.journal.legs();
-        let unknown: Vec<String> = legs
+        let currency = self.check_request(item, now)?;
+        if item.status == Requested::Voided {
+            // A record that nothing moved: no refusal applies, no balance changes.
+            return Ok(Decision::Record { currency });
+        }
+        if let Some(refusal) = self.status_refusal(item, currency)? {
+            return Ok(refusal);
+        }
+        if let Some(refusal) = self.reversal_refusal(item, currency) {
+            return Ok(refusal);
+        }
+        if let Some(error) = self.range_errors(item) {
+            return Err(ItemError::Invalid(vec![error]));
+        }
+        if let Some(refusal) = self.funds_refusal(item, currency) {
+            return Ok(refusal);
+        }
+        self.apply_to_systems(item);
+        match item.status {
+            Requested::Pending { expires_at } => Ok(self.hold(item, currency, expires_at)),
+            Requested::Posted | Requested::Voided => self.post(item, currency, now),
+        }
+    }
+
+    /// Request problems, which store nothing: unknown accounts, the shape
+    /// ([`check_shape`]), a hold that expires before it is made.
+    fn check_request(
+        &self,
+        item: &NewTransaction,
+        now: DateTime<Utc>,
+    ) -> Result<Currency, ItemError> {
+        let unknown: Vec<String> = item
+            .journal
+            .legs()
             .iter()
             .filter(|l| !self.accounts.contains_key(l.account.as_str()))
             .map(|l| l.account.to_string())
@@ -110,24 +142,32 @@ impl LockedLedger {
         if !unknown.is_empty() {
             return Err(ItemError::UnknownAccounts(unknown));
         }
-        let account = |leg: &Leg| &self.accounts[leg.account.as_str()];
-        let currency = check_shape(item, &account)?;
+        let currency = check_shape(item, &|leg: &Leg| self.account(leg))?;
         if let Requested::Pending { expires_at } = item.status
             && expires_at <= now
         {
             let error = FieldError::new("/expires_at", "range", "must be in the future");
             return Err(ItemError::Invalid(vec![error]));
         }
-        if item.status == Requested::Voided {
-            // A record that nothing moved: no refusal applies, no balance changes.
-            return Ok(Decision::Record { currency });
-        }
+        Ok(currency)
+    }
 
-        // Refusals, in a fixed order: closed (any leg), frozen (debits), the reversal's
-        // remainder, funds.
+    /// The locked account of a leg; every leg's account is known once `check_request` passed.
+    fn account(&self, leg: &Leg) -> &LockedAccount {
+        &self.accounts[leg.account.as_str()]
+    }
+
+    /// A closed account on any leg, or a frozen one on a debit (a provider's refund is not
+    /// stopped by a freeze).
+    fn status_refusal(
+        &self,
+        item: &NewTransaction,
+        currency: Currency,
+    ) -> Result<Option<Decision>, ItemError> {
+        let legs = item.journal.legs();
         if let Some(leg) = legs
             .iter()
-            .find(|l| account(l).status == AccountStatus::Closed)
+            .find(|l| self.account(l).status == AccountStatus::Closed)
         {
             // A provider's refund is money already paid out: a stored refusal would be a
             // record nobody reads. It is answered as not storable, so the caller (the stream
@@ -139,104 +179,134 @@ impl LockedLedger {
                     format!("account {} is closed", leg.account),
                 )]));
             }
-            return Ok(refuse(
+            return Ok(Some(refuse(
                 currency,
                 RefusalCode::AccountClosed,
                 format!("account {} is closed", leg.account),
-            ));
+            )));
         }
-        if let Some(leg) = legs.iter().find(|l| {
+        let frozen_debit = legs.iter().find(|l| {
             l.amount.is_negative()
-                && account(l).status == AccountStatus::Frozen
+                && self.account(l).status == AccountStatus::Frozen
                 && !item.provider_initiated
-        }) {
-            return Ok(refuse(
+        });
+        Ok(frozen_debit.map(|leg| {
+            refuse(
                 currency,
                 RefusalCode::AccountFrozen,
                 format!("account {} is frozen: it cannot be debited", leg.account),
-            ));
-        }
-        if let Some(r) = item.reversal {
-            let already = self.reversed.get(&r.original).copied().unwrap_or(0);
-            if already + r.amount > r.original_amount {
-                let detail = format!(
-                    "{} of {} is already reversed; {} more would exceed the original",
-                    currency.format(already),
-                    currency.format(r.original_amount),
-                    currency.format(r.amount)
-                );
-                return Ok(refuse(
-                    currency,
-                    RefusalCode::ReversalExceedsOriginal,
-                    detail,
-                ));
-            }
-        }
+            )
+        }))
+    }
 
-        if let Some(error) = self.range_errors(item) {
-            return Err(ItemError::Invalid(vec![error]));
-        }
-        // Every debit, held or posted, must leave `available` (posted − pending_out) within
-        // the overdraft limit; a debit past the safe range is past any limit.
-        let checked_debits = legs
+    /// A reversal that, with those of its original already posted or decided, would give back
+    /// more than the original.
+    fn reversal_refusal(&self, item: &NewTransaction, currency: Currency) -> Option<Decision> {
+        let r = item.reversal?;
+        let already = self.reversed.get(&r.original).copied().unwrap_or_default();
+        // Past the range is past any original, which is within it.
+        let exceeds = already
+            .checked_add(r.amount)
+            .is_none_or(|total| total > r.original_amount);
+        exceeds.then(|| {
+            let detail = format!(
+                "{} of {} is already reversed; {} more would exceed the original",
+                currency.format_amount(already),
+                currency.format_amount(r.original_amount),
+                currency.format_amount(r.amount)
+            );
+            refuse(currency, RefusalCode::ReversalExceedsOriginal, detail)
+        })
+    }
+
+    /// Every debit, held or posted, must leave `available` (posted − pending_out) within
+    /// the overdraft limit; a debit past the safe range is past any limit.
+    fn funds_refusal(&self, item: &NewTransaction, currency: Currency) -> Option<Decision> {
+        let checked_debits = item
+            .journal
+            .legs()
             .iter()
             .filter(|l| l.amount.is_negative() && !item.provider_initiated);
         for leg in checked_debits {
-            let a = account(leg);
+            let a = self.account(leg);
             let Some(state) = self.wallets.get(a.id.as_str()) else {
                 continue;
             };
-            let available = state.chain.balance - state.pending_out;
+            let available = state
+                .chain
+                .balance
+                .checked_sub(state.pending_out)
+                .expect("bounds.rs keeps a wallet's available within the range");
             let covered = available
-                .checked_add(leg.amount.minor_units())
-                .is_some_and(|left| left >= -a.overdraft_limit);
+                .checked_add(leg.amount)
+                .is_some_and(|left| left >= a.overdraft_limit.negate());
             if !covered {
                 let detail = format!(
                     "account {} has {} {currency} available (overdraft limit {}); the debit is {}",
                     a.id,
-                    currency.format(available),
-                    currency.format(a.overdraft_limit),
-                    currency.format(-leg.amount.minor_units()),
+                    currency.format_amount(available),
+                    currency.format_amount(a.overdraft_limit),
+                    currency.format_amount(leg.amount.negate()),
                 );
-                return Ok(refuse(currency, RefusalCode::InsufficientFunds, detail));
+                return Some(refuse(currency, RefusalCode::InsufficientFunds, detail));
             }
         }
+        None
+    }
 
-        self.apply_to_systems(item);
-        if let Requested::Pending { expires_at } = item.status {
-            for leg in legs {
-                if let Some(state) = self.wallets.get_mut(leg.account.as_str()) {
-                    let amount = leg.amount.minor_units();
-                    if amount < 0 {
-                        state.pending_out -= amount;
-                    } else {
-                        state.pending_in += amount;
-                    }
-                }
+    /// A hold: its wallets' reservations grow, and one open hold per leg is written.
+    fn hold(
+        &mut self,
+        item: &NewTransaction,
+        currency: Currency,
+        expires_at: DateTime<Utc>,
+    ) -> Decision {
+        let legs = item.journal.legs();
+        for leg in legs {
+            if let Some(state) = self.wallets.get_mut(leg.account.as_str()) {
+                // `range_errors` refused any hold taking these past the range.
+                let (total, amount) = if leg.amount.is_negative() {
+                    (&mut state.pending_out, leg.amount.negate())
+                } else {
+                    (&mut state.pending_in, leg.amount)
+                };
+                *total = total
+                    .checked_add(amount)
+                    .expect("range_errors bounds the holds of a wallet");
             }
-            let holds = legs
-                .iter()
-                .map(|l| holds::OpenHold {
-                    transaction_id: item.id,
-                    account: l.account.to_string(),
-                    amount: l.amount.minor_units(),
-                    expires_at,
-                })
-                .collect();
-            return Ok(Decision::Hold {
-                currency,
-                holds,
+        }
+        let holds = legs
+            .iter()
+            .map(|l| holds::OpenHold {
+                transaction_id: item.id,
+                account: l.account.to_string(),
+                amount: l.amount.minor_units(),
                 expires_at,
-            });
+            })
+            .collect();
+        Decision::Hold {
+            currency,
+            holds,
+            expires_at,
         }
+    }
 
+    /// A posting: each wallet's chain continues, at one ledger time for the whole
+    /// transaction; a reversal adds to what its original has given back.
+    fn post(
+        &mut self,
+        item: &NewTransaction,
+        currency: Currency,
+        now: DateTime<Utc>,
+    ) -> Result<Decision, ItemError> {
+        let legs = item.journal.legs();
         let heads = legs
             .iter()
             .filter_map(|l| self.wallets.get(l.account.as_str()));
         let ledger_time = chain::ledger_time(heads.map(|s| &s.chain), now);
         let mut entries = Vec::with_capacity(legs.len());
         for leg in legs {
-            let (account, amount) = (leg.account.to_string(), leg.amount.minor_units());
+            let (account, amount) = (leg.account.to_string(), leg.amount);
             let entry = match self.wallets.get_mut(leg.account.as_str()) {
                 None => NewEntry::unchained(account, amount),
                 Some(state) => state
@@ -255,7 +325,10 @@ impl LockedLedger {
             entries.push(entry);
         }
         if let Some(r) = item.reversal {
-            *self.reversed.entry(r.original).or_default() += r.amount;
+            let total = self.reversed.entry(r.original).or_default();
+            *total = total
+                .checked_add(r.amount)
+                .expect("reversal_refusal checked it against the original");
         }
         Ok(Decision::Post {
             currency,
@@ -271,16 +344,12 @@ impl LockedLedger {
 /// refund has no funds check, so the range alone stops it.
 fn wallet_breach(
     wallet: &WalletState,
-    posted: i64,
-    held: i64,
+    posted: Amount,
+    held: Amount,
     leg: &Leg,
     item: &NewTransaction,
 ) -> Option<Breach> {
-    let state = SystemState {
-        posted: wallet.chain.balance,
-        held_in: wallet.pending_in,
-        held_out: wallet.pending_out,
-    };
+    let state = SystemState::new(wallet.chain.balance, wallet.pending_in, wallet.pending_out);
     let funds_checked = leg.amount.is_negative() && !item.provider_initiated;
     state
         .breach(posted, held)
@@ -343,6 +412,15 @@ fn check_shape<'a>(
     match currency {
         Some(c) if errors.is_empty() => Ok(c),
         _ => Err(ItemError::Invalid(errors)),
+    }
+}
+
+/// A leg's amount as (posted, held): held when the item is a hold, posted otherwise.
+fn split(pending: bool, amount: Amount) -> (Amount, Amount) {
+    if pending {
+        (Amount::ZERO, amount)
+    } else {
+        (amount, Amount::ZERO)
     }
 }
 

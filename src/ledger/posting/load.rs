@@ -8,7 +8,7 @@ use crate::db::StoreError;
 use crate::ledger::accounts::{AccountStatus, AccountType};
 use crate::ledger::bounds::SystemState;
 use crate::ledger::ids::AccountId;
-use crate::ledger::money::Currency;
+use crate::ledger::money::{Amount, Currency};
 use crate::ledger::store::{Db, locks, reads};
 use crate::ledger::transactions::{NewTransaction, WriteError};
 use serde_json::Value;
@@ -46,7 +46,7 @@ pub(crate) struct LockedAccount {
     pub currency: String,
     pub kind: AccountType,
     pub status: AccountStatus,
-    pub overdraft_limit: i64,
+    pub overdraft_limit: Amount,
 }
 
 /// A wallet's running state while a batch is decided: where its chain continues and what
@@ -54,8 +54,8 @@ pub(crate) struct LockedAccount {
 #[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct WalletState {
     pub chain: ChainHead,
-    pub pending_out: i64,
-    pub pending_in: i64,
+    pub pending_out: Amount,
+    pub pending_in: Amount,
 }
 
 /// How system accounts are locked: shared, so that they never serialize writers, or
@@ -139,7 +139,7 @@ impl LockedLedger {
                         currency: currency.code().to_owned(),
                         kind: AccountType::System,
                         status: AccountStatus::Active,
-                        overdraft_limit: 0,
+                        overdraft_limit: Amount::ZERO,
                     },
                 );
             }
@@ -174,8 +174,8 @@ impl LockedLedger {
 fn system_movement(
     items: &[&NewTransaction],
     accounts: &BTreeMap<String, LockedAccount>,
-) -> HashMap<String, i64> {
-    let mut movement: HashMap<String, i64> = HashMap::new();
+) -> HashMap<String, Amount> {
+    let mut movement: HashMap<String, Amount> = HashMap::new();
     for leg in items.iter().flat_map(|i| i.journal.legs()) {
         let id = leg.account.as_str();
         if accounts
@@ -183,7 +183,7 @@ fn system_movement(
             .is_some_and(|a| a.kind == AccountType::System)
         {
             let moved = movement.entry(id.to_owned()).or_default();
-            *moved = moved.saturating_add(leg.amount.minor_units().abs());
+            *moved = moved.saturating_add(leg.amount.abs());
         }
     }
     movement

@@ -48,6 +48,7 @@ use super::store::{Db, Store, inserts, reads};
 use super::transactions::{ItemError, NewTransaction, WriteError};
 use super::{Created, accounts, now_micros};
 use crate::db::StoreError;
+use chrono::{DateTime, Utc};
 use decide::LockedLedger;
 use sqlx::PgConnection;
 use std::collections::HashMap;
@@ -339,14 +340,6 @@ async fn attempt(
     if let Some(read_back) = read_back {
         read_back.extend(stored.iter().map(|(id, s)| (*id, s.clone())));
     }
-    let replay = |item: &NewTransaction, s: &StoredCreation| {
-        Ok(Created::replay_or_mismatch(
-            &s.request,
-            &item.request,
-            s.status,
-            s.body.clone(),
-        ))
-    };
     let undecided: Vec<&NewTransaction> = items
         .iter()
         .filter(|i| !stored.contains_key(&i.id))
@@ -354,11 +347,7 @@ async fn attempt(
     if undecided.is_empty() {
         // Every id is stored: a retried batch, answered without taking a lock.
         let outcomes: Vec<ItemOutcome> = items.iter().map(|i| replay(i, &stored[&i.id])).collect();
-        let failure = if mode == Mode::Atomic {
-            outcomes.iter().position(fails)
-        } else {
-            None
-        };
+        let failure = failing_item(mode, &outcomes);
         return Ok(Pass::Done(finish(outcomes, failure)));
     }
 
@@ -370,11 +359,65 @@ async fn attempt(
         tx.rollback().await?;
         return Ok(Pass::Exclusive);
     }
-    let now = now_micros();
-    let mut outcomes: Vec<ItemOutcome> = Vec::with_capacity(items.len());
-    let mut rows: Vec<Rendered> = Vec::new();
-    // The audit row of each stored row: its resource and who asked for it.
-    let mut audited: Vec<(Option<Actor>, String)> = Vec::new();
+    let decided = decide_all(&mut ledger, items, &stored, authors, now_micros());
+    let failure = failing_item(mode, &decided.outcomes);
+    let callers = match write {
+        Write::Commit(callers) if failure.is_none() => callers,
+        _ => {
+            tx.rollback().await?;
+            return Ok(Pass::Done(finish(decided.outcomes, failure)));
+        }
+    };
+    if !write_decided(&mut Db::new(&mut tx, engine), systems, &ledger, &decided).await? {
+        tx.rollback().await?;
+        return Ok(Pass::Again);
+    }
+    match caller::commit(tx, &callers.to_vec()).await? {
+        caller::Gate::Committed => Ok(Pass::Done(finish(decided.outcomes, None))),
+        caller::Gate::Abandoned => Err(WriteError::CallerGone),
+    }
+}
+
+/// The answer to an item whose id is stored: a replay, or a mismatch.
+fn replay(item: &NewTransaction, stored: &StoredCreation) -> ItemOutcome {
+    Ok(Created::replay_or_mismatch(
+        &stored.request,
+        &item.request,
+        stored.status,
+        stored.body.clone(),
+    ))
+}
+
+/// The item that fails an atomic batch, if any; a batch of independent items never fails.
+fn failing_item(mode: Mode, outcomes: &[ItemOutcome]) -> Option<usize> {
+    if mode == Mode::Atomic {
+        outcomes.iter().position(fails)
+    } else {
+        None
+    }
+}
+
+/// What a pass decided: an answer per item, the rows to store, and the audit row of each.
+struct Decided {
+    outcomes: Vec<ItemOutcome>,
+    rows: Vec<Rendered>,
+    /// The audit row of each stored row: its resource and who asked for it.
+    audited: Vec<(Option<Actor>, String)>,
+}
+
+/// Decides every item in order against the locked ledger (in memory, nothing written).
+fn decide_all(
+    ledger: &mut LockedLedger,
+    items: &[NewTransaction],
+    stored: &HashMap<Uuid, StoredCreation>,
+    authors: Authors<'_>,
+    now: DateTime<Utc>,
+) -> Decided {
+    let mut decided = Decided {
+        outcomes: Vec::with_capacity(items.len()),
+        rows: Vec::new(),
+        audited: Vec::new(),
+    };
     // Which item stores each id. An item that stores nothing (unknown account, invalid)
     // leaves its id free, so a later item with that id is decided afresh, as a later single
     // call would be.
@@ -383,35 +426,36 @@ async fn attempt(
         let outcome = if let Some(s) = stored.get(&item.id) {
             replay(item, s)
         } else if let Some(&first) = stored_by.get(&item.id) {
-            same_id_as(&items[first], &outcomes[first], item)
+            same_id_as(&items[first], &decided.outcomes[first], item)
         } else {
             ledger.decide(item, now).map(|decision| {
                 let row = render::render(item, &decision, now);
                 let outcome = row.outcome();
                 stored_by.insert(item.id, index);
-                audited.push((authors.of(index), item.id.to_string()));
-                rows.push(row);
+                decided
+                    .audited
+                    .push((authors.of(index), item.id.to_string()));
+                decided.rows.push(row);
                 outcome
             })
         };
-        outcomes.push(outcome);
+        decided.outcomes.push(outcome);
     }
-    let failure = if mode == Mode::Atomic {
-        outcomes.iter().position(fails)
-    } else {
-        None
-    };
-    let callers = match write {
-        Write::Commit(callers) if failure.is_none() => callers,
-        _ => {
-            tx.rollback().await?;
-            return Ok(Pass::Done(finish(outcomes, failure)));
-        }
-    };
-    let rows: Vec<&Rendered> = rows.iter().collect();
-    if !inserts::insert_transactions(&mut Db::new(&mut tx, engine), &rows).await? {
-        tx.rollback().await?;
-        return Ok(Pass::Again);
+    decided
+}
+
+/// Writes what was decided, every row of a kind in one statement. `false` when a concurrent
+/// request took one of the ids, or created one of the clearing accounts and wrote to it: the
+/// caller rolls back and decides again.
+async fn write_decided(
+    db: &mut Db<'_>,
+    systems: SystemLocks,
+    ledger: &LockedLedger,
+    decided: &Decided,
+) -> Result<bool, WriteError> {
+    let rows: Vec<&Rendered> = decided.rows.iter().collect();
+    if !inserts::insert_transactions(db, &rows).await? {
+        return Ok(false);
     }
     let created = ledger.clearing_accounts_to_create(&rows);
     for (clearing, currency) in &created {
@@ -419,28 +463,22 @@ async fn attempt(
         let creator = rows
             .iter()
             .position(|r| r.moves_money() && r.account_ids.iter().any(|a| a == clearing.as_str()))
-            .and_then(|i| audited[i].0.clone());
-        let create = accounts::ensure_system_account(&mut tx, clearing, *currency);
+            .and_then(|i| decided.audited[i].0.clone());
+        let create = accounts::ensure_system_account(db.conn(), clearing, *currency);
         match creator {
             Some(actor) => audit::scope(actor, create).await?,
             None => create.await?,
         }
     }
-    if !created.is_empty()
-        && !load::still_empty(&mut Db::new(&mut tx, engine), &created, systems).await?
-    {
-        tx.rollback().await?;
-        return Ok(Pass::Again);
+    if !created.is_empty() && !load::still_empty(db, &created, systems).await? {
+        return Ok(false);
     }
-    apply::insert_entries(&mut Db::new(&mut tx, engine), &rows).await?;
+    apply::insert_entries(db, &rows).await?;
     let open_holds: Vec<&holds::OpenHold> = rows.iter().flat_map(|r| r.holds.iter()).collect();
-    holds::insert_open_holds(&mut tx, &open_holds).await?;
-    apply::record_events(&mut tx, &rows).await?;
-    audit::record_each(&mut tx, "transaction.create", &audited).await?;
-    match caller::commit(tx, &callers.to_vec()).await? {
-        caller::Gate::Committed => Ok(Pass::Done(finish(outcomes, None))),
-        caller::Gate::Abandoned => Err(WriteError::CallerGone),
-    }
+    holds::insert_open_holds(db.conn(), &open_holds).await?;
+    apply::record_events(db.conn(), &rows).await?;
+    audit::record_each(db.conn(), "transaction.create", &decided.audited).await?;
+    Ok(true)
 }
 
 /// An item whose id an earlier item of the same batch stored: it is answered as a retry of

@@ -136,7 +136,7 @@ pub(super) fn render(item: &NewTransaction, decision: &Decision, now: DateTime<U
         creation_status,
         body,
         reverses: item.reversal.map(|r| r.original),
-        reversed_amount: item.reversal.map(|r| r.amount),
+        reversed_amount: item.reversal.map(|r| r.amount.minor_units()),
         entries,
         holds,
     }

@@ -4,6 +4,7 @@
 
 use super::Db;
 use crate::db::Engine;
+use crate::ledger::money::Amount;
 use crate::ledger::posting::cross_shard;
 use crate::ledger::posting::{NewEntry, Rendered};
 use chrono::{DateTime, Utc};
@@ -216,9 +217,12 @@ pub(crate) async fn insert_entry_rows(
     let currencies: Vec<&str> = entries.iter().map(|e| e.1).collect();
     let times: Vec<DateTime<Utc>> = entries.iter().map(|e| e.2).collect();
     let accounts: Vec<&str> = entries.iter().map(|e| e.3.account.as_str()).collect();
-    let amounts: Vec<i64> = entries.iter().map(|e| e.3.amount).collect();
+    let amounts: Vec<i64> = entries.iter().map(|e| e.3.amount.minor_units()).collect();
     let sequences: Vec<Option<i64>> = entries.iter().map(|e| e.3.sequence).collect();
-    let balances: Vec<Option<i64>> = entries.iter().map(|e| e.3.balance_after).collect();
+    let balances: Vec<Option<i64>> = entries
+        .iter()
+        .map(|e| e.3.balance_after.map(Amount::minor_units))
+        .collect();
     sqlx::query!(
         r#"insert into entries (transaction_id, account_id, currency, amount, sequence,
                                 balance_after, ledger_time)

@@ -5,6 +5,7 @@
 use super::Db;
 use crate::db::{Engine, StoreError};
 use crate::ledger::accounts::{AccountStatus, AccountType};
+use crate::ledger::money::Amount;
 use crate::ledger::posting::{LockedAccount, SystemLocks};
 use serde_json::Value;
 use sqlx::PgConnection;
@@ -190,12 +191,16 @@ impl TryFrom<LockedRow> for LockedAccount {
                 format!("unknown status {:?}", row.status),
             )
         })?;
+        let overdraft_limit = Amount::new(row.overdraft_limit).ok_or_else(|| {
+            let what = format!("overdraft limit {} out of range", row.overdraft_limit);
+            crate::db::corrupt("accounts", &row.id, what)
+        })?;
         Ok(LockedAccount {
             id: row.id,
             currency: row.currency,
             kind,
             status,
-            overdraft_limit: row.overdraft_limit,
+            overdraft_limit,
         })
     }
 }
@@ -309,7 +314,7 @@ async fn held_elsewhere_citus(
 pub(crate) async fn lock_originals(
     db: &mut Db<'_>,
     sorted: &[Uuid],
-) -> Result<HashMap<Uuid, i64>, sqlx::Error> {
+) -> Result<HashMap<Uuid, Amount>, sqlx::Error> {
     match db.engine() {
         Engine::Plain => {
             sqlx::query!(
@@ -335,5 +340,7 @@ pub(crate) async fn lock_originals(
     )
     .fetch_all(db.conn())
     .await?;
-    Ok(sums.into_iter().map(|r| (r.original, r.reversed)).collect())
+    sums.into_iter()
+        .map(|r| Ok((r.original, Amount::stored(r.reversed)?)))
+        .collect()
 }

@@ -6,6 +6,7 @@ use super::Db;
 use crate::db::Engine;
 use crate::db::StoreError;
 use crate::ledger::bounds::{SATURATED, SystemState, SystemStates};
+use crate::ledger::money::Amount;
 use crate::ledger::posting::{ChainHead, StoredCreation, WalletState};
 use crate::ledger::transactions::{StoredTransaction, TransactionFilter, TransactionStatus, page};
 use crate::ledger::views::TransactionView;
@@ -105,21 +106,21 @@ async fn wallet_states_plain(
     )
     .fetch_all(&mut *conn)
     .await?;
-    Ok(states
+    states
         .into_iter()
         .map(|r| {
             let state = WalletState {
                 chain: ChainHead {
                     sequence: r.sequence.unwrap_or(0),
-                    balance: r.balance_after.unwrap_or(0),
+                    balance: Amount::stored(r.balance_after.unwrap_or(0))?,
                     ledger_time: r.ledger_time,
                 },
-                pending_out: r.pending_out,
-                pending_in: r.pending_in,
+                pending_out: Amount::stored(r.pending_out)?,
+                pending_in: Amount::stored(r.pending_in)?,
             };
-            (r.id, state)
+            Ok((r.id, state))
         })
-        .collect())
+        .collect()
 }
 
 /// [`wallet_states`] on Citus, which cannot push down the laterals over `unnest`: one
@@ -152,11 +153,11 @@ async fn wallet_states_citus(
         let state = WalletState {
             chain: ChainHead {
                 sequence: r.sequence.unwrap_or(0),
-                balance: r.balance_after.unwrap_or(0),
+                balance: Amount::stored(r.balance_after.unwrap_or(0))?,
                 ledger_time: r.ledger_time,
             },
-            pending_out: r.pending_out,
-            pending_in: r.pending_in,
+            pending_out: Amount::stored(r.pending_out)?,
+            pending_in: Amount::stored(r.pending_in)?,
         };
         states.insert(wallet.clone(), state);
     }
@@ -286,11 +287,7 @@ async fn system_states_plain(
     let states = rows
         .into_iter()
         .map(|r| {
-            let state = SystemState {
-                posted: r.posted,
-                held_in: r.held_in,
-                held_out: r.held_out,
-            };
+            let state = SystemState::saturated(r.posted, r.held_in, r.held_out);
             (r.id, state)
         })
         .collect();
@@ -337,11 +334,7 @@ async fn system_states_citus(
         .fetch_optional(&mut *conn)
         .await?;
         if let Some(r) = r {
-            let state = SystemState {
-                posted: r.posted,
-                held_in: r.held_in,
-                held_out: r.held_out,
-            };
+            let state = SystemState::saturated(r.posted, r.held_in, r.held_out);
             states.insert(account.clone(), state);
         }
     }

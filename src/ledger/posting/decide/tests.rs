@@ -15,8 +15,13 @@ fn account(id: &str, kind: AccountType, status: AccountStatus, overdraft: i64) -
         currency: "EUR".to_owned(),
         kind,
         status,
-        overdraft_limit: overdraft,
+        overdraft_limit: a(overdraft),
     }
+}
+
+/// An amount of a test's literal, in range.
+fn a(minor_units: i64) -> Amount {
+    Amount::new(minor_units).expect("an amount in range")
 }
 
 fn wallet(id: &str, overdraft: i64) -> LockedAccount {
@@ -47,7 +52,7 @@ fn ledger(accounts: Vec<LockedAccount>) -> LockedLedger {
 impl LockedLedger {
     fn fund(mut self, id: &str, balance: i64, sequence: i64) -> LockedLedger {
         let chain = &mut self.wallets.get_mut(id).expect("a wallet").chain;
-        chain.balance = balance;
+        chain.balance = a(balance);
         chain.sequence = sequence;
         self
     }
@@ -168,13 +173,13 @@ fn refusals_come_in_their_fixed_order() {
             account("to", AccountType::Wallet, credited, 0),
         ])
         .fund("from", 10, 1);
-        ledger.reversed.insert(original, already);
+        ledger.reversed.insert(original, a(already));
         let item = NewTransaction {
             kind: Kind::Reversal,
             reversal: Some(Reversal {
                 original,
-                amount: 50,
-                original_amount: 100,
+                amount: a(50),
+                original_amount: a(100),
             }),
             ..transfer("from", "to", 50)
         };
@@ -183,7 +188,7 @@ fn refusals_come_in_their_fixed_order() {
             ledger.head("from"),
             ChainHead {
                 sequence: 1,
-                balance: 10,
+                balance: a(10),
                 ledger_time: None
             }
         );
@@ -198,7 +203,7 @@ fn a_frozen_account_may_still_be_credited() {
     ])
     .fund("from", 10, 1);
     let (entries, _) = posted(ledger.decide(&transfer("from", "to", 10), Utc::now()));
-    assert_eq!(entries[1].balance_after, Some(10));
+    assert_eq!(entries[1].balance_after, Some(a(10)));
 }
 
 #[test]
@@ -208,13 +213,13 @@ fn funds_are_checked_against_the_overdraft_limit() {
     let code = refusal(plain.decide(&transfer("from", "to", 101), now));
     assert_eq!(code, RefusalCode::InsufficientFunds);
     let (entries, _) = posted(plain.decide(&transfer("from", "to", 100), now));
-    assert_eq!(entries[0].balance_after, Some(0));
+    assert_eq!(entries[0].balance_after, Some(a(0)));
 
     let mut overdraft = ledger(vec![wallet("from", 50), wallet("to", 0)]).fund("from", 100, 1);
     let code = refusal(overdraft.decide(&transfer("from", "to", 151), now));
     assert_eq!(code, RefusalCode::InsufficientFunds);
     let (entries, _) = posted(overdraft.decide(&transfer("from", "to", 150), now));
-    assert_eq!(entries[0].balance_after, Some(-50));
+    assert_eq!(entries[0].balance_after, Some(a(-50)));
 }
 
 #[test]
@@ -223,7 +228,7 @@ fn a_provider_refund_bypasses_frozen_and_funds_but_not_closed() {
     let frozen = account("w", AccountType::Wallet, AccountStatus::Frozen, 0);
     let mut ledger_ = ledger(vec![frozen, system("psp")]).fund("w", 5, 3);
     let (entries, _) = posted(ledger_.decide(&refund("w", "psp", 500), now));
-    assert_eq!(entries[0].balance_after, Some(-495));
+    assert_eq!(entries[0].balance_after, Some(a(-495)));
     assert_eq!(entries[0].sequence, Some(4));
     assert_eq!(
         (entries[1].sequence, entries[1].balance_after),
@@ -290,8 +295,8 @@ fn holds_reduce_what_is_available() {
     }
     // Held, not posted: the chain did not move.
     assert_eq!(ledger.head("from").sequence, 1);
-    assert_eq!(ledger.wallets["from"].pending_out, 80);
-    assert_eq!(ledger.wallets["to"].pending_in, 80);
+    assert_eq!(ledger.wallets["from"].pending_out, a(80));
+    assert_eq!(ledger.wallets["to"].pending_in, a(80));
     let code = refusal(ledger.decide(&transfer("from", "to", 21), now));
     assert_eq!(code, RefusalCode::InsufficientFunds);
     let code = refusal(ledger.decide(&hold("from", "to", 21, later), now));
@@ -307,7 +312,7 @@ fn a_hold_that_expires_in_the_past_is_invalid() {
         let codes = invalid_codes(ledger.decide(&hold("from", "to", 10, expires_at), now));
         assert_eq!(codes, ["range"]);
     }
-    assert_eq!(ledger.wallets["from"].pending_out, 0);
+    assert_eq!(ledger.wallets["from"].pending_out, a(0));
 }
 
 #[test]
@@ -321,7 +326,7 @@ fn a_voided_record_moves_nothing_and_is_not_refused() {
         Ok(Decision::Record { .. })
     ));
     assert_eq!(ledger.head("from"), ChainHead::default());
-    assert_eq!(ledger.wallets["from"].pending_out, 0);
+    assert_eq!(ledger.wallets["from"].pending_out, a(0));
 }
 
 #[test]
@@ -355,22 +360,22 @@ fn each_item_sees_the_items_before_it() {
     let (third, _) = posted(ledger.decide(&transfer("b", "a", 5), now));
     // Sequences continue gap-free, the refusal took none.
     let chain = |entries: [&NewEntry; 3]| entries.map(|e| (e.sequence, e.balance_after));
-    let a = chain([&first[0], &second[0], &third[1]]);
+    let chain_a = chain([&first[0], &second[0], &third[1]]);
     assert_eq!(
-        a,
+        chain_a,
         [
-            (Some(42), Some(30)),
-            (Some(43), Some(0)),
-            (Some(44), Some(5))
+            (Some(42), Some(a(30))),
+            (Some(43), Some(a(0))),
+            (Some(44), Some(a(5)))
         ]
     );
-    let b = chain([&first[1], &second[1], &third[0]]);
+    let chain_b = chain([&first[1], &second[1], &third[0]]);
     assert_eq!(
-        b,
+        chain_b,
         [
-            (Some(1), Some(70)),
-            (Some(2), Some(100)),
-            (Some(3), Some(95))
+            (Some(1), Some(a(70))),
+            (Some(2), Some(a(100))),
+            (Some(3), Some(a(95)))
         ]
     );
 }
@@ -458,7 +463,7 @@ proptest! {
             };
             match ledger.decide(&item, now) {
                 Ok(Decision::Post { entries, .. }) => {
-                    prop_assert_eq!(entries.iter().map(|e| e.amount).sum::<i64>(), 0);
+                    prop_assert_eq!(entries.iter().map(|e| e.amount.minor_units()).sum::<i64>(), 0);
                     for entry in &entries {
                         let Some(w) = WALLETS.iter().position(|w| *w == entry.account) else {
                             prop_assert_eq!((entry.sequence, entry.balance_after), (None, None));
@@ -467,9 +472,9 @@ proptest! {
                         let m = &mut model[w];
                         prop_assert_eq!(entry.sequence, Some(m.sequence + 1));
                         m.sequence += 1;
-                        m.posted += entry.amount;
-                        prop_assert_eq!(entry.balance_after, Some(m.posted));
-                        if entry.amount < 0 && !item.provider_initiated {
+                        m.posted += entry.amount.minor_units();
+                        prop_assert_eq!(entry.balance_after, Some(a(m.posted)));
+                        if entry.amount.is_negative() && !item.provider_initiated {
                             prop_assert!(
                                 m.posted - m.pending_out >= -overdrafts[w],
                                 "{} overdrawn: {:?}", entry.account, m
@@ -494,9 +499,9 @@ proptest! {
         }
         for (w, id) in WALLETS.iter().enumerate() {
             let head = ledger.head(id);
-            prop_assert_eq!(head.balance, model[w].posted);
+            prop_assert_eq!(head.balance, a(model[w].posted));
             prop_assert_eq!(head.sequence, model[w].sequence);
-            prop_assert_eq!(ledger.wallets[*id].pending_out, model[w].pending_out);
+            prop_assert_eq!(ledger.wallets[*id].pending_out, a(model[w].pending_out));
         }
     }
 }
