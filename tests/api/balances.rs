@@ -43,29 +43,23 @@ async fn bulk_payments(app: &TestApp, n: i64) {
 /// cluster-wide: any older transaction still running anywhere on the server (another test's
 /// bulk insert) holds checkpoints back, never makes them wrong; so wait, up to a minute.
 async fn checkpoint_covering(app: &TestApp, account: &str, entries: i64) {
-    let mut covered: i64 = 0;
-    for _ in 0..1200 {
+    let what = format!("a checkpoint of {account} covering its {entries} entries");
+    super::common::poll_until(std::time::Duration::from_secs(60), what, || async {
         checkpoints::advance(&mut crate::backend::db(
             &mut app.pool.acquire().await.unwrap(),
         ))
         .await
         .unwrap();
-        covered = sqlx::query_scalar(
+        let covered: i64 = sqlx::query_scalar(
             "select coalesce(max(entry_count), 0) from account_checkpoints where account_id = $1",
         )
         .bind(account)
         .fetch_one(&app.pool)
         .await
         .unwrap();
-        if covered == entries {
-            return;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    }
-    assert_eq!(
-        covered, entries,
-        "a checkpoint of {account} covers every entry once its writers are done"
-    );
+        (covered == entries).then_some(())
+    })
+    .await
 }
 
 /// Rows of `entries` that this session's current transaction has read so far, by any path.

@@ -24,14 +24,6 @@ async fn batch(app: &TestApp, mode: &str, items: &[Value]) -> TestResponse {
         .await
 }
 
-async fn balances(app: &TestApp, wallets: &[&str]) -> Vec<i64> {
-    let mut out = Vec::new();
-    for w in wallets {
-        out.push(app.posted_balance(w).await);
-    }
-    out
-}
-
 /// Sends an atomic batch that must fail at `index` with the item problem `code`, and checks
 /// that nothing at all was written: no row anywhere, no balance moved, and none of
 /// `absent` (ids not stored before) readable.
@@ -45,7 +37,7 @@ async fn assert_atomic_fails(
 ) -> TestResponse {
     let wallets = ["w1", "w2", "w3"];
     let counts = app.row_counts().await;
-    let before = balances(app, &wallets).await;
+    let before = app.posted_balances(&wallets).await;
     let r = batch(app, "atomic", items).await;
     assert_eq!(
         r.status,
@@ -71,7 +63,7 @@ async fn assert_atomic_fails(
         counts,
         "{case}: an atomic batch that fails writes nothing (not even a refusal)"
     );
-    assert_eq!(balances(app, &wallets).await, before, "{case}");
+    assert_eq!(app.posted_balances(&wallets).await, before, "{case}");
     r
 }
 
@@ -109,7 +101,10 @@ async fn an_atomic_batch_with_one_bad_item_writes_nothing() {
         assert_eq!(g.status, StatusCode::OK, "{}", g.text);
         assert_eq!(g.body["status"], "posted");
     }
-    assert_eq!(balances(&app, &["a1", "a2", "a3"]).await, [40, 0, 60]);
+    assert_eq!(
+        app.posted_balances(&["a1", "a2", "a3"]).await,
+        BTreeMap::from([("a1".into(), 40), ("a2".into(), 0), ("a3".into(), 60)])
+    );
     let after = app.row_counts().await;
     assert_eq!((after.1 - counts.1, after.2 - counts.2), (3, 6));
 
@@ -131,7 +126,10 @@ async fn an_atomic_batch_with_one_bad_item_writes_nothing() {
         assert_eq!(a["body"], b["body"], "item {i}: the creation answer again");
     }
     assert_eq!(app.row_counts().await, after);
-    assert_eq!(balances(&app, &["a1", "a2", "a3"]).await, [40, 0, 60]);
+    assert_eq!(
+        app.posted_balances(&["a1", "a2", "a3"]).await,
+        BTreeMap::from([("a1".into(), 40), ("a2".into(), 0), ("a3".into(), 60)])
+    );
 
     // 1. One item overdraws: its refusal is not stored either.
     let ids: Vec<Uuid> = (0..3).map(|_| Uuid::new_v4()).collect();

@@ -8,8 +8,9 @@ use axum::http::{HeaderMap, Method, Request, StatusCode};
 use http_body_util::BodyExt;
 use serde_json::{Value, json};
 use sqlx::postgres::{PgPool, PgPoolOptions};
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use tower::ServiceExt;
 use uuid::Uuid;
 use wallet_ledger::api_keys::Scope;
@@ -32,6 +33,8 @@ pub struct TestApp {
     pub database_url: String,
     /// An admin API key of the owner `default`, sent with every request that names none.
     pub token: String,
+    /// Whether `finish` drops the database: not one [`TestApp::attach`] was given.
+    owned: bool,
 }
 
 pub struct TestResponse {
@@ -88,6 +91,29 @@ impl TestApp {
             database,
             database_url,
             token,
+            owned: true,
+        }
+    }
+
+    /// The same helpers over a migrated database that is not the test's own (a private
+    /// PostgreSQL a test starts and stops): a small pool, the default settings, and `finish`
+    /// only closes the pool.
+    pub async fn attach(database_url: &str) -> TestApp {
+        let pool = PgPoolOptions::new()
+            .max_connections(2)
+            .acquire_timeout(Duration::from_secs(10))
+            .connect(database_url)
+            .await
+            .expect("the database to attach to is reachable");
+        let token = api_key(&pool, "default", Scope::Admin).await;
+        let store = crate::backend::store(&pool);
+        TestApp {
+            router: app(AppState::new(store, HttpSettings::default())),
+            pool,
+            database: String::new(),
+            database_url: database_url.to_owned(),
+            token,
+            owned: false,
         }
     }
 
@@ -95,6 +121,10 @@ impl TestApp {
     /// both workers), then drops it (a failed test leaves its database for inspection; the
     /// next run sweeps it).
     pub async fn finish(self) {
+        if !self.owned {
+            self.pool.close().await;
+            return;
+        }
         crate::backend::finished(&self.pool).await;
         self.pool.close().await;
         crate::backend::drop_database(&self.database).await;
@@ -211,9 +241,39 @@ impl TestApp {
     }
 
     pub async fn posted_balance(&self, account: &str) -> i64 {
+        self.balances(account).await.posted
+    }
+
+    /// The four balances of `account` as `GET /v1/accounts/{id}` shows them.
+    pub async fn balances(&self, account: &str) -> Balances {
         let r = self.get(&format!("/v1/accounts/{account}")).await;
-        assert_eq!(r.status, StatusCode::OK, "{}", r.text);
-        r.body["balances"]["posted"].as_i64().unwrap()
+        assert_eq!(
+            r.status,
+            StatusCode::OK,
+            "GET account {account}: {}",
+            r.text
+        );
+        let field = |name: &str| {
+            r.body["balances"][name]
+                .as_i64()
+                .unwrap_or_else(|| panic!("balances.{name} of {account}: {}", r.text))
+        };
+        Balances {
+            posted: field("posted"),
+            pending_in: field("pending_in"),
+            pending_out: field("pending_out"),
+            available: field("available"),
+        }
+    }
+
+    /// The posted balance of each of `accounts`, by account id.
+    pub async fn posted_balances<S: AsRef<str>>(&self, accounts: &[S]) -> BTreeMap<String, i64> {
+        let mut balances = BTreeMap::new();
+        for account in accounts {
+            let account = account.as_ref();
+            balances.insert(account.to_owned(), self.posted_balance(account).await);
+        }
+        balances
     }
 
     /// How many entries transaction `id` wrote (0 for a hold, a refusal or a void).
@@ -235,6 +295,74 @@ impl TestApp {
         .unwrap();
         row
     }
+}
+
+/// An account's balances as the API reports them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Balances {
+    pub posted: i64,
+    pub pending_in: i64,
+    pub pending_out: i64,
+    pub available: i64,
+}
+
+/// How often [`poll`] asks again: often enough that a test waits little past the event, rarely
+/// enough that the asking does not load the machine it waits on.
+pub const POLL_EVERY: Duration = Duration::from_millis(20);
+
+/// The one way these tests wait for something to have happened: asks `probe` every
+/// [`POLL_EVERY`] until it answers `Some` (returned) or `within` has passed (`None`), so a
+/// slow machine only makes a test slower, never wrong, and a fast one never waits a fixed time.
+pub async fn poll<T, F, Fut>(within: Duration, mut probe: F) -> Option<T>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = Instant::now() + within;
+    loop {
+        if let Some(value) = probe().await {
+            return Some(value);
+        }
+        if Instant::now() >= deadline {
+            return None;
+        }
+        tokio::time::sleep(POLL_EVERY).await;
+    }
+}
+
+/// [`poll`] for an event the test cannot go on without: panics naming `what` at the deadline.
+#[track_caller]
+pub fn poll_until<T, F, Fut>(
+    within: Duration,
+    what: impl std::fmt::Display,
+    probe: F,
+) -> impl std::future::Future<Output = T>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let caller = std::panic::Location::caller();
+    async move {
+        match poll(within, probe).await {
+            Some(value) => value,
+            None => panic!("{caller}: {what} did not happen within {within:?}"),
+        }
+    }
+}
+
+/// [`poll`] for a condition whose failure the caller reports itself (with the state it then
+/// reads): whether `check` held before `within` passed.
+pub async fn eventually<F, Fut>(within: Duration, mut check: F) -> bool
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    poll(within, || {
+        let held = check();
+        async move { held.await.then_some(()) }
+    })
+    .await
+    .is_some()
 }
 
 /// Drops test databases left by earlier runs whose process is gone (a failed test keeps its
@@ -354,4 +482,14 @@ pub async fn lock_waiters(app: &TestApp) -> i64 {
     .await
     .unwrap();
     here + on_workers
+}
+
+/// Waits until at least `n` sessions of the test's database wait for a lock (see
+/// [`lock_waiters`]): the event a test that shuts a [`Gate`] waits on before going on.
+pub async fn wait_for_lock_waiters(app: &TestApp, n: i64) {
+    let what = format!("{n} session(s) waiting for a lock");
+    poll_until(Duration::from_secs(10), what, || async {
+        (lock_waiters(app).await >= n).then_some(())
+    })
+    .await
 }

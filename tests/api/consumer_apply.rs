@@ -5,14 +5,13 @@
 //! invariants afterwards. Each test checks both what the applier answers and what a user then
 //! reads through the API.
 
-use super::common::{Gate, TestApp, lock_waiters};
-use super::stream_support::eventually;
+use super::common::{Balances, Gate, TestApp, poll_until, wait_for_lock_waiters};
 use axum::http::StatusCode;
 use chrono::TimeDelta;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use uuid::Uuid;
 use wallet_ledger::consumer::apply::{
     ApplySettings, Effect, Message, Outcome, Reason, apply_batch,
@@ -181,14 +180,6 @@ fn assert_retry(outcome: &Outcome, want: Reason, detail_has: &str) {
 // ---------------------------------------------------------------------------------------------
 // What a user reads through the API
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Balances {
-    posted: i64,
-    pending_in: i64,
-    pending_out: i64,
-    available: i64,
-}
-
 /// The balances of a wallet that only ever received money: nothing pending out.
 fn credited(posted: i64, pending_in: i64) -> Balances {
     Balances {
@@ -196,28 +187,6 @@ fn credited(posted: i64, pending_in: i64) -> Balances {
         pending_in,
         pending_out: 0,
         available: posted,
-    }
-}
-
-async fn balances(app: &TestApp, account: &str) -> Balances {
-    let r = app.get(&format!("/v1/accounts/{account}")).await;
-    assert_eq!(
-        r.status,
-        StatusCode::OK,
-        "GET account {account}: {}",
-        r.text
-    );
-    let b = &r.body["balances"];
-    let field = |name: &str| {
-        b[name]
-            .as_i64()
-            .unwrap_or_else(|| panic!("balances.{name} of {account}: {}", r.text))
-    };
-    Balances {
-        posted: field("posted"),
-        pending_in: field("pending_in"),
-        pending_out: field("pending_out"),
-        available: field("available"),
     }
 }
 
@@ -245,17 +214,12 @@ async fn captured_amount_of(app: &TestApp, id: Uuid) -> Option<i64> {
 
 /// Polls the API until the payment reads `status` (a hold expiring): no fixed sleep.
 async fn wait_for_status(app: &TestApp, id: Uuid, status: &str) {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        if status_of(app, id).await.as_deref() == Some(status) {
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "payment {id} never became {status}"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    poll_until(
+        Duration::from_secs(20),
+        format!("payment {id} reading {status}"),
+        || async { (status_of(app, id).await.as_deref() == Some(status)).then_some(()) },
+    )
+    .await
 }
 
 async fn freeze(app: &TestApp, wallet: &str) {
@@ -288,9 +252,9 @@ async fn assert_ledger_consistent(app: &TestApp) {
 async fn assert_clearing_mirrors(app: &TestApp, clearing: &str, wallets: &[String]) {
     let mut total = 0;
     for w in wallets {
-        total += balances(app, w).await.posted;
+        total += app.balances(w).await.posted;
     }
-    assert_eq!(balances(app, clearing).await.posted, -total, "{clearing}");
+    assert_eq!(app.balances(clearing).await.posted, -total, "{clearing}");
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -495,7 +459,7 @@ async fn check_cell(app: &TestApp, c: &Cell, p: &Prepared, outcome: &Outcome) {
         "{name}: the payment's status"
     );
     assert_eq!(
-        balances(app, &p.wallet).await,
+        app.balances(&p.wallet).await,
         credited(c.posted, c.pending_in),
         "{name}: the wallet's balances"
     );
@@ -559,7 +523,7 @@ async fn every_cell_of_the_event_state_table_in_one_batch() {
             );
         }
         assert_eq!(
-            balances(&app, &p.wallet).await,
+            app.balances(&p.wallet).await,
             credited(c.posted, c.pending_in),
             "{:?} × {} again",
             c.state,
@@ -598,7 +562,7 @@ async fn conflicting_state_dead_letters_say_which_event_met_which_state() {
         Reason::ConflictingState,
         "payment.succeeded cannot apply to a payment that is voided",
     );
-    assert_eq!(balances(&app, "w6").await, credited(AMOUNT, 0));
+    assert_eq!(app.balances("w6").await, credited(AMOUNT, 0));
     app.finish().await;
 }
 
@@ -612,7 +576,7 @@ async fn a_partial_capture_posts_less_and_releases_the_rest() {
         apply_one(&app, &authorized).await,
         Outcome::Applied(Effect::Held)
     );
-    assert_eq!(balances(&app, "w6").await, credited(0, AMOUNT));
+    assert_eq!(app.balances("w6").await, credited(0, AMOUNT));
 
     // More than was authorized can never be captured.
     let too_much = Event::new(CAPTURED, payment, "w6", 6_000);
@@ -623,7 +587,7 @@ async fn a_partial_capture_posts_less_and_releases_the_rest() {
     );
     assert_eq!(fields, ["amount"]);
     assert_eq!(status_of(&app, payment).await.as_deref(), Some("pending"));
-    assert_eq!(balances(&app, "w6").await, credited(0, AMOUNT));
+    assert_eq!(app.balances("w6").await, credited(0, AMOUNT));
 
     let captured = Event::new(CAPTURED, payment, "w6", 3_000);
     assert_eq!(
@@ -634,8 +598,8 @@ async fn a_partial_capture_posts_less_and_releases_the_rest() {
     assert_eq!(t["status"], "posted");
     assert_eq!(t["captured_amount"], 3_000);
     assert_eq!(t["captured_amount_decimal"], "30.00");
-    assert_eq!(balances(&app, "w6").await, credited(3_000, 0));
-    assert_eq!(balances(&app, "clearing:default:SAR").await.posted, -3_000);
+    assert_eq!(app.balances("w6").await, credited(3_000, 0));
+    assert_eq!(app.balances("clearing:default:SAR").await.posted, -3_000);
 
     // The same capture resent, the late `succeeded` of the authorized amount: no-ops.
     assert_eq!(apply_one(&app, &captured).await, Outcome::Duplicate);
@@ -650,7 +614,7 @@ async fn a_partial_capture_posts_less_and_releases_the_rest() {
         "amount: payment has 30.00, event has 40.00",
     );
     assert_eq!(fields, ["amount"]);
-    assert_eq!(balances(&app, "w6").await, credited(3_000, 0));
+    assert_eq!(app.balances("w6").await, credited(3_000, 0));
     assert_ledger_consistent(&app).await;
     app.finish().await;
 }
@@ -679,7 +643,7 @@ async fn a_partial_capture_of_a_voided_payment_is_a_conflicting_state() {
         Reason::ConflictingState,
         "cannot apply to a payment that is voided",
     );
-    assert_eq!(balances(&app, "w1").await, credited(0, 0));
+    assert_eq!(app.balances("w1").await, credited(0, 0));
     app.finish().await;
 }
 
@@ -699,10 +663,10 @@ async fn an_expired_authorization_cannot_be_captured_later() {
     )
     .await;
     assert_eq!(outcomes, [Outcome::Applied(Effect::Held)]);
-    assert_eq!(balances(&app, "w1").await, credited(0, AMOUNT));
+    assert_eq!(app.balances("w1").await, credited(0, AMOUNT));
     wait_for_status(&app, payment, "expired").await;
     // The expired hold no longer counts as money on its way in.
-    assert_eq!(balances(&app, "w1").await, credited(0, 0));
+    assert_eq!(app.balances("w1").await, credited(0, 0));
 
     for kind in [SUCCEEDED, CAPTURED] {
         let outcome = apply_one(&app, &Event::new(kind, payment, "w1", AMOUNT)).await;
@@ -721,7 +685,7 @@ async fn an_expired_authorization_cannot_be_captured_later() {
         Outcome::Duplicate
     );
     assert_eq!(status_of(&app, payment).await.as_deref(), Some("expired"));
-    assert_eq!(balances(&app, "w1").await, credited(0, 0));
+    assert_eq!(app.balances("w1").await, credited(0, 0));
     assert_eq!(app.entries_of(payment).await, 0);
     app.finish().await;
 }
@@ -764,7 +728,7 @@ async fn a_payment_to_a_closed_wallet_is_rejected_and_stays_rejected() {
     // The resend meets the stored refusal: never a late success.
     assert_eq!(apply_one(&app, &succeeded).await, Outcome::Duplicate);
     assert_eq!(status_of(&app, paid).await.as_deref(), Some("rejected"));
-    assert_eq!(balances(&app, "w1").await, credited(0, 0));
+    assert_eq!(app.balances("w1").await, credited(0, 0));
     assert_ledger_consistent(&app).await;
     app.finish().await;
 }
@@ -848,7 +812,7 @@ async fn events_out_of_order_end_in_the_right_state_across_batches_and_within_on
                 Some(pair.status),
                 "{name}"
             );
-            assert_eq!(balances(&app, &wallet).await, pair.balances, "{name}");
+            assert_eq!(app.balances(&wallet).await, pair.balances, "{name}");
         }
     }
     assert_clearing_mirrors(&app, "clearing:default:SAR", &wallets).await;
@@ -881,7 +845,7 @@ async fn a_refund_before_its_payment_is_retried_then_applies() {
         assert_retry(&outcomes[0], Reason::UnknownPayment, &payment.to_string());
         assert_eq!(outcomes[1], Outcome::Applied(Effect::Posted));
         assert_eq!(transaction(&app, refund_id).await, None);
-        assert_eq!(balances(&app, &wallet).await, credited(AMOUNT, 0));
+        assert_eq!(app.balances(&wallet).await, credited(AMOUNT, 0));
 
         // The same refund message, redelivered after the payment: it applies, once.
         assert_eq!(
@@ -890,7 +854,7 @@ async fn a_refund_before_its_payment_is_retried_then_applies() {
         );
         assert_eq!(apply_one(&app, &refund).await, Outcome::Duplicate);
         assert_eq!(status_of(&app, refund_id).await.as_deref(), Some("posted"));
-        assert_eq!(balances(&app, &wallet).await, credited(AMOUNT - 2_000, 0));
+        assert_eq!(app.balances(&wallet).await, credited(AMOUNT - 2_000, 0));
     }
     assert_ledger_consistent(&app).await;
     app.finish().await;
@@ -919,7 +883,7 @@ async fn a_refund_of_an_uncaptured_payment_waits_for_the_capture() {
         apply_one(&app, &refund).await,
         Outcome::Applied(Effect::Refunded { negative: false })
     );
-    assert_eq!(balances(&app, "w6").await, credited(3_000, 0));
+    assert_eq!(app.balances("w6").await, credited(3_000, 0));
     app.finish().await;
 }
 
@@ -967,15 +931,15 @@ async fn one_batch_mixing_payments_applies_each_payments_events_in_order() {
         "payment.succeeded cannot apply to a payment that is voided",
     );
 
-    assert_eq!(balances(&app, "wa").await, credited(3_000, 0));
+    assert_eq!(app.balances("wa").await, credited(3_000, 0));
     assert_eq!(captured_amount_of(&app, a).await, Some(3_000));
-    assert_eq!(balances(&app, "wb").await, credited(4_000, 0));
-    assert_eq!(balances(&app, "wc").await, credited(AMOUNT, 0));
+    assert_eq!(app.balances("wb").await, credited(4_000, 0));
+    assert_eq!(app.balances("wc").await, credited(AMOUNT, 0));
     assert_eq!(transaction(&app, c_refund).await, None);
-    assert_eq!(balances(&app, "wd").await, credited(0, 0));
+    assert_eq!(app.balances("wd").await, credited(0, 0));
     assert_eq!(status_of(&app, d).await.as_deref(), Some("voided"));
     assert_eq!(
-        balances(&app, "clearing:default:SAR").await.posted,
+        app.balances("clearing:default:SAR").await.posted,
         -(3_000 + 4_000 + AMOUNT)
     );
     assert_ledger_consistent(&app).await;
@@ -1004,14 +968,14 @@ async fn the_same_event_twice_applies_once() {
             Outcome::Duplicate,
         ]
     );
-    assert_eq!(balances(&app, "w6").await, credited(AMOUNT, 700));
+    assert_eq!(app.balances("w6").await, credited(AMOUNT, 700));
 
     // Again in a later batch.
     assert_eq!(
         apply(&app, &[&held, &paid]).await,
         [Outcome::Duplicate, Outcome::Duplicate]
     );
-    assert_eq!(balances(&app, "w6").await, credited(AMOUNT, 700));
+    assert_eq!(app.balances("w6").await, credited(AMOUNT, 700));
 
     // A refund twice in one batch, then again later.
     let refund = Event::refund(payment, refund_id, "w6", 1_500);
@@ -1023,7 +987,7 @@ async fn the_same_event_twice_applies_once() {
         ]
     );
     assert_eq!(apply_one(&app, &refund).await, Outcome::Duplicate);
-    assert_eq!(balances(&app, "w6").await, credited(AMOUNT - 1_500, 700));
+    assert_eq!(app.balances("w6").await, credited(AMOUNT - 1_500, 700));
     assert_eq!(app.entries_of(refund_id).await, 2);
     assert_ledger_consistent(&app).await;
     app.finish().await;
@@ -1111,10 +1075,10 @@ async fn a_resend_with_other_values_is_dead_lettered_with_the_differing_fields()
 
     // Nothing of the mismatches moved money.
     assert_eq!(
-        balances(&app, "w6").await,
+        app.balances("w6").await,
         credited(AMOUNT + 1_000 - 1_000, 0)
     );
-    assert_eq!(balances(&app, "w2").await, credited(0, 0));
+    assert_eq!(app.balances("w2").await, credited(0, 0));
     assert_eq!(app.entries_of(refund_id).await, 2);
     assert_ledger_consistent(&app).await;
     app.finish().await;
@@ -1152,8 +1116,8 @@ async fn the_stream_meets_what_the_api_created_under_the_same_id() {
     assert_eq!(r.status, StatusCode::CREATED, "{}", r.text);
     let outcome = apply_one(&app, &Event::new(SUCCEEDED, transfer, "w6", 1_000)).await;
     assert_dead(&outcome, Reason::ConflictingState, "not a payment");
-    assert_eq!(balances(&app, "w1").await, credited(4_000, 0));
-    assert_eq!(balances(&app, "w6").await, credited(1_000, 0));
+    assert_eq!(app.balances("w1").await, credited(4_000, 0));
+    assert_eq!(app.balances("w6").await, credited(1_000, 0));
     app.finish().await;
 }
 
@@ -1210,7 +1174,7 @@ async fn malformed_events_are_dead_lettered_naming_the_field_and_do_not_stop_the
     for outcome in &outcomes[1..outcomes.len() - 1] {
         assert_outcome(outcome, Expect::Dead(Reason::MalformedEvent));
     }
-    assert_eq!(balances(&app, "w6").await, credited(2_000, 0));
+    assert_eq!(app.balances("w6").await, credited(2_000, 0));
     let after = app.row_counts().await;
     assert_eq!(after.1, before.1 + 2, "two payments stored");
 
@@ -1220,7 +1184,7 @@ async fn malformed_events_are_dead_lettered_naming_the_field_and_do_not_stop_the
         apply_one(&app, &odd).await,
         Outcome::Applied(Effect::Posted)
     );
-    assert_eq!(balances(&app, "w6").await, credited(3_000, 0));
+    assert_eq!(app.balances("w6").await, credited(3_000, 0));
     app.finish().await;
 }
 
@@ -1242,7 +1206,7 @@ async fn an_event_in_another_currency_than_its_wallet_is_dead_lettered() {
         app.get("/v1/accounts/clearing:default:USD").await.status,
         StatusCode::NOT_FOUND
     );
-    assert_eq!(balances(&app, "w1").await, credited(0, 0));
+    assert_eq!(app.balances("w1").await, credited(0, 0));
     app.finish().await;
 }
 
@@ -1267,7 +1231,7 @@ async fn an_unknown_wallet_is_retried_with_nothing_written_until_it_exists() {
     let outcomes = apply(&app, &[&to_missing, &to_known]).await;
     assert_retry(&outcomes[0], Reason::UnknownAccount, "w-new");
     assert_eq!(outcomes[1], Outcome::Applied(Effect::Posted));
-    assert_eq!(balances(&app, "w1").await, credited(1_000, 0));
+    assert_eq!(app.balances("w1").await, credited(1_000, 0));
     assert_eq!(transaction(&app, payment).await, None);
 
     // Authorized and failed events of an unknown wallet wait too.
@@ -1284,7 +1248,7 @@ async fn an_unknown_wallet_is_retried_with_nothing_written_until_it_exists() {
         apply_one(&app, &to_missing).await,
         Outcome::Applied(Effect::Posted)
     );
-    assert_eq!(balances(&app, "w-new").await, credited(AMOUNT, 0));
+    assert_eq!(app.balances("w-new").await, credited(AMOUNT, 0));
     app.finish().await;
 }
 
@@ -1299,7 +1263,7 @@ async fn a_refund_of_an_unknown_payment_is_retried_with_nothing_written() {
     assert_retry(&outcome, Reason::UnknownPayment, &payment.to_string());
     assert_eq!(app.row_counts().await, before);
     assert_eq!(transaction(&app, refund_id).await, None);
-    assert_eq!(balances(&app, "w1").await, credited(0, 0));
+    assert_eq!(app.balances("w1").await, credited(0, 0));
     app.finish().await;
 }
 
@@ -1316,7 +1280,7 @@ async fn a_refund_that_overdraws_the_wallet_is_applied_and_says_so() {
     // The wallet spends most of it meanwhile.
     let r = app.transfer(Uuid::new_v4(), "w1", "w6", 4_000).await;
     assert_eq!(r.status, StatusCode::CREATED, "{}", r.text);
-    assert_eq!(balances(&app, "w1").await, credited(1_000, 0));
+    assert_eq!(app.balances("w1").await, credited(1_000, 0));
 
     let refund_id = Uuid::new_v4();
     let refund = Event::refund(payment, refund_id, "w1", AMOUNT);
@@ -1324,14 +1288,14 @@ async fn a_refund_that_overdraws_the_wallet_is_applied_and_says_so() {
         apply_one(&app, &refund).await,
         Outcome::Applied(Effect::Refunded { negative: true })
     );
-    assert_eq!(balances(&app, "w1").await, credited(-4_000, 0));
+    assert_eq!(app.balances("w1").await, credited(-4_000, 0));
     let t = transaction(&app, refund_id).await.unwrap();
     assert_eq!(t["status"], "posted");
     assert_eq!(t["reverses"], json!(payment));
-    assert_eq!(balances(&app, "clearing:default:SAR").await.posted, 0);
+    assert_eq!(app.balances("clearing:default:SAR").await.posted, 0);
     // Redelivered: a duplicate, not a second debit.
     assert_eq!(apply_one(&app, &refund).await, Outcome::Duplicate);
-    assert_eq!(balances(&app, "w1").await, credited(-4_000, 0));
+    assert_eq!(app.balances("w1").await, credited(-4_000, 0));
 
     // A refund that leaves exactly zero does not overdraw.
     app.create_wallet("w3").await;
@@ -1341,7 +1305,7 @@ async fn a_refund_that_overdraws_the_wallet_is_applied_and_says_so() {
         apply_one(&app, &Event::refund(p3, Uuid::new_v4(), "w3", AMOUNT)).await,
         Outcome::Applied(Effect::Refunded { negative: false })
     );
-    assert_eq!(balances(&app, "w3").await, credited(0, 0));
+    assert_eq!(app.balances("w3").await, credited(0, 0));
     assert_ledger_consistent(&app).await;
     app.finish().await;
 }
@@ -1364,19 +1328,19 @@ async fn a_refund_of_a_frozen_wallet_is_applied() {
         Outcome::Applied(Effect::Refunded { negative: false })
     );
     assert_eq!(status_of(&app, refund_id).await.as_deref(), Some("posted"));
-    assert_eq!(balances(&app, "w6").await, credited(3_000, 0));
+    assert_eq!(app.balances("w6").await, credited(3_000, 0));
     // A frozen wallet may still receive a payment (freezing stops debits only).
     assert_eq!(
         apply_one(&app, &Event::new(SUCCEEDED, Uuid::new_v4(), "w6", 500)).await,
         Outcome::Applied(Effect::Posted)
     );
-    assert_eq!(balances(&app, "w6").await, credited(3_500, 0));
+    assert_eq!(app.balances("w6").await, credited(3_500, 0));
     // The rest of the payment, refunded while still frozen.
     assert_eq!(
         apply_one(&app, &Event::refund(payment, Uuid::new_v4(), "w6", 3_000)).await,
         Outcome::Applied(Effect::Refunded { negative: false })
     );
-    assert_eq!(balances(&app, "w6").await, credited(500, 0));
+    assert_eq!(app.balances("w6").await, credited(500, 0));
     assert_ledger_consistent(&app).await;
     app.finish().await;
 }
@@ -1393,7 +1357,7 @@ async fn refunds_beyond_the_payment_are_refused() {
     let outcome = apply_one(&app, &Event::refund(payment, too_big, "w6", 6_000)).await;
     assert_dead(&outcome, Reason::ConflictingState, "exceeds the original");
     assert_eq!(transaction(&app, too_big).await, None);
-    assert_eq!(balances(&app, "w6").await, credited(AMOUNT, 0));
+    assert_eq!(app.balances("w6").await, credited(AMOUNT, 0));
 
     // Refunds adding up past the payment: the one that would exceed it is the provider
     // disagreeing with the ledger, dead-lettered (visible to an operator) with nothing stored,
@@ -1420,7 +1384,7 @@ async fn refunds_beyond_the_payment_are_refused() {
         apply_one(&app, &Event::refund(payment, r3, "w6", 2_000)).await,
         Outcome::Applied(Effect::Refunded { negative: false })
     );
-    assert_eq!(balances(&app, "w6").await, credited(0, 0));
+    assert_eq!(app.balances("w6").await, credited(0, 0));
 
     // A partly captured payment can be refunded only up to what was captured.
     let held = Uuid::new_v4();
@@ -1432,7 +1396,7 @@ async fn refunds_beyond_the_payment_are_refused() {
         ],
     )
     .await;
-    assert_eq!(balances(&app, "w6").await, credited(2_000, 0));
+    assert_eq!(app.balances("w6").await, credited(2_000, 0));
     let over = Uuid::new_v4();
     assert_dead(
         &apply_one(&app, &Event::refund(held, over, "w6", 2_500)).await,
@@ -1444,7 +1408,7 @@ async fn refunds_beyond_the_payment_are_refused() {
         apply_one(&app, &Event::refund(held, Uuid::new_v4(), "w6", 2_000)).await,
         Outcome::Applied(Effect::Refunded { negative: false })
     );
-    assert_eq!(balances(&app, "w6").await, credited(0, 0));
+    assert_eq!(app.balances("w6").await, credited(0, 0));
     assert_ledger_consistent(&app).await;
     app.finish().await;
 }
@@ -1517,7 +1481,7 @@ async fn the_seed_articles_producer_format_credits_the_wallet_through_the_defaul
     // The whole lab redelivered: all duplicates.
     let again = apply(&app, &events.iter().collect::<Vec<_>>()).await;
     assert!(again.iter().all(|o| *o == Outcome::Duplicate), "{again:?}");
-    assert_eq!(balances(&app, "w6").await, credited(25_000, 0));
+    assert_eq!(app.balances("w6").await, credited(25_000, 0));
     app.finish().await;
 }
 
@@ -1537,8 +1501,8 @@ async fn the_currency_defaults_to_the_wallets_and_the_provider_names_the_clearin
         Outcome::Applied(Effect::Posted)
     );
     assert_eq!(transaction(&app, usd).await.unwrap()["currency"], "USD");
-    assert_eq!(balances(&app, "wu").await, credited(1_234, 0));
-    assert_eq!(balances(&app, "clearing:default:USD").await.posted, -1_234);
+    assert_eq!(app.balances("wu").await, credited(1_234, 0));
+    assert_eq!(app.balances("clearing:default:USD").await.posted, -1_234);
 
     let stripe = Uuid::new_v4();
     let event = Event::raw(&[
@@ -1552,7 +1516,7 @@ async fn the_currency_defaults_to_the_wallets_and_the_provider_names_the_clearin
         apply_one(&app, &event).await,
         Outcome::Applied(Effect::Posted)
     );
-    assert_eq!(balances(&app, "clearing:stripe:SAR").await.posted, -700);
+    assert_eq!(app.balances("clearing:stripe:SAR").await.posted, -700);
     assert_eq!(
         app.get("/v1/accounts/clearing:default:SAR").await.status,
         StatusCode::NOT_FOUND
@@ -1600,15 +1564,15 @@ async fn a_batch_of_500_payments_to_50_wallets_applies_with_exact_balances() {
             .find(|o| **o != Outcome::Applied(Effect::Posted))
     );
     for (w, want) in wallets.iter().zip(&expected) {
-        assert_eq!(balances(&app, w).await, credited(*want, 0), "{w}");
+        assert_eq!(app.balances(w).await, credited(*want, 0), "{w}");
     }
     let total: i64 = expected.iter().sum();
-    assert_eq!(balances(&app, "clearing:default:SAR").await.posted, -total);
+    assert_eq!(app.balances("clearing:default:SAR").await.posted, -total);
     // Redelivered whole: 500 duplicates, not a minor unit more.
     let again = apply(&app, &refs).await;
     assert!(again.iter().all(|o| *o == Outcome::Duplicate));
     for (w, want) in wallets.iter().zip(&expected) {
-        assert_eq!(balances(&app, w).await.posted, *want, "{w}");
+        assert_eq!(app.balances(w).await.posted, *want, "{w}");
     }
     assert_ledger_consistent(&app).await;
     app.finish().await;
@@ -1655,7 +1619,7 @@ async fn concurrent_batches_with_the_same_events_apply_each_once() {
     }
     for (k, w) in wallets.iter().enumerate() {
         let want: i64 = (0..40).filter(|i| i % 5 == k).map(|i| 100 + i as i64).sum();
-        assert_eq!(balances(&app, w).await, credited(want, 0), "{w}");
+        assert_eq!(app.balances(w).await, credited(want, 0), "{w}");
     }
     assert_ledger_consistent(&app).await;
     app.finish().await;
@@ -1698,9 +1662,9 @@ async fn after_a_mixed_run_the_verify_command_finds_the_ledger_consistent() {
         apply_one(&app, &Event::refund(p1, Uuid::new_v4(), "m1", 1_000)).await,
         Outcome::Applied(Effect::Refunded { negative: true })
     );
-    assert_eq!(balances(&app, "m1").await, credited(-500, 0));
-    assert_eq!(balances(&app, "m2").await, credited(11_000, 0));
-    assert_eq!(balances(&app, "m3").await, credited(0, 600));
+    assert_eq!(app.balances("m1").await, credited(-500, 0));
+    assert_eq!(app.balances("m2").await, credited(11_000, 0));
+    assert_eq!(app.balances("m3").await, credited(0, 600));
     assert_ledger_consistent(&app).await;
 
     let out = tokio::process::Command::new(BIN)
@@ -1735,21 +1699,11 @@ async fn race(app: &TestApp, wallet: &str, first: &Event, second: &Event) -> (Ou
         })
     };
     let a = spawn(first);
-    assert!(
-        eventually(Duration::from_secs(10), || async {
-            lock_waiters(app).await >= 1
-        })
-        .await,
-        "the first batch waits for the wallet"
-    );
+    // The first batch waits for the wallet.
+    wait_for_lock_waiters(app, 1).await;
     let b = spawn(second);
-    assert!(
-        eventually(Duration::from_secs(10), || async {
-            lock_waiters(app).await >= 2
-        })
-        .await,
-        "the second batch waits for the wallet"
-    );
+    // The second batch waits for the wallet.
+    wait_for_lock_waiters(app, 2).await;
     gate.open().await;
     let a = a.await.unwrap().expect("the first batch applies").remove(0);
     let b = b
@@ -1866,7 +1820,7 @@ async fn two_workers_that_both_found_a_payment_absent_still_follow_the_table() {
         posted += gained;
         pending += held;
         assert_eq!(
-            balances(&app, "race").await,
+            app.balances("race").await,
             credited(posted, pending),
             "{what}"
         );
@@ -1884,7 +1838,7 @@ async fn two_workers_that_both_found_a_payment_absent_still_follow_the_table() {
     assert_eq!(captured, Outcome::Applied(Effect::Posted));
     assert_eq!(authorized, Outcome::Duplicate);
     posted += 3_000;
-    assert_eq!(balances(&app, "race").await, credited(posted, pending));
+    assert_eq!(app.balances("race").await, credited(posted, pending));
     // ...but one for less than was captured is not the same payment.
     let smaller = apply_one(&app, &Event::new(AUTHORIZED, payment, "race", 2_999)).await;
     assert_dead(&smaller, Reason::IdempotencyMismatch, "captured 30.00");
@@ -1916,7 +1870,7 @@ async fn a_refund_to_a_closed_wallet_is_dead_lettered_with_nothing_stored() {
     let r = app.transfer(Uuid::new_v4(), "w1", "w6", AMOUNT).await;
     assert_eq!(r.status, StatusCode::CREATED, "{}", r.text);
     close(&app, "w1").await;
-    let clearing_before = balances(&app, "clearing:default:SAR").await;
+    let clearing_before = app.balances("clearing:default:SAR").await;
     let refund_id = Uuid::new_v4();
     let refund = Event::refund(payment, refund_id, "w1", 1_000);
     for _ in 0..2 {
@@ -1924,11 +1878,8 @@ async fn a_refund_to_a_closed_wallet_is_dead_lettered_with_nothing_stored() {
         assert_dead(&outcome, Reason::AccountClosed, "account w1 is closed");
         assert_eq!(transaction(&app, refund_id).await, None, "nothing stored");
     }
-    assert_eq!(
-        balances(&app, "clearing:default:SAR").await,
-        clearing_before
-    );
-    assert_eq!(balances(&app, "w1").await, credited(0, 0));
+    assert_eq!(app.balances("clearing:default:SAR").await, clearing_before);
+    assert_eq!(app.balances("w1").await, credited(0, 0));
     assert_ledger_consistent(&app).await;
     app.finish().await;
 }
@@ -1979,7 +1930,7 @@ async fn a_refund_that_would_take_available_out_of_range_is_dead_lettered() {
         {"account": "deep", "amount": -(AMOUNT + 10)}, {"account": "drain", "amount": AMOUNT + 10}]});
     let r = app.post("/v1/transactions", &hold).await;
     assert_eq!(r.status, StatusCode::CREATED, "{}", r.text);
-    let before = balances(&app, "deep").await;
+    let before = app.balances("deep").await;
     assert_eq!(before.available, -M);
     assert_eq!(before.posted, AMOUNT + 10 - M);
 
@@ -1988,7 +1939,7 @@ async fn a_refund_that_would_take_available_out_of_range_is_dead_lettered() {
     let outcome = apply_one(&app, &Event::refund(payment, refund_id, "deep", 20)).await;
     assert_dead(&outcome, Reason::MalformedEvent, "range");
     assert_eq!(transaction(&app, refund_id).await, None);
-    assert_eq!(balances(&app, "deep").await, before);
+    assert_eq!(app.balances("deep").await, before);
     assert_ledger_consistent(&app).await;
     app.finish().await;
 }

@@ -8,25 +8,15 @@ use super::stream_support::{
     BIN, GROUP, PrivatePostgres, consumer_command, dead_letters, eventually, free_port, http_get,
     pending, redis_at, run_to_end, shared_redis_url, terminate, unique_stream,
 };
-use axum::Router;
-use axum::body::Body;
-use axum::http::{Method, Request, StatusCode};
-use http_body_util::BodyExt;
 use redis::AsyncCommands;
 use redis::aio::MultiplexedConnection;
-use serde_json::{Value, json};
-use sqlx::postgres::{PgPool, PgPoolOptions};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 use tokio::process::{Child, Command};
-use tower::ServiceExt;
 use uuid::Uuid;
-use wallet_ledger::api_keys::Scope;
 use wallet_ledger::consumer::producer::publish_raw;
-use wallet_ledger::http::HttpSettings;
-use wallet_ledger::http::{AppState, app};
 
 /// One distinct payment as published: what its wallet must gain, once.
 #[derive(Debug, Clone)]
@@ -458,86 +448,6 @@ async fn consumers_sigkilled_at_random_moments_lose_and_double_nothing() {
 
 const OUTAGE_SEED: u64 = 0x0D7A_6E00_2026_0002;
 
-/// The ledger's API in-process against any database (the private server's).
-struct Ledger {
-    pool: PgPool,
-    router: Router,
-    token: String,
-}
-
-impl Ledger {
-    async fn connect(url: &str) -> Ledger {
-        let pool = PgPoolOptions::new()
-            .max_connections(2)
-            .acquire_timeout(Duration::from_secs(10))
-            .connect(url)
-            .await
-            .expect("the private PostgreSQL is reachable");
-        let router = app(AppState::new(
-            wallet_ledger::ledger::store::Store::new(
-                pool.clone(),
-                wallet_ledger::db::Engine::Plain,
-            ),
-            HttpSettings::default(),
-        ));
-        let token = super::common::api_key(&pool, "default", Scope::Admin).await;
-        Ledger {
-            pool,
-            router,
-            token,
-        }
-    }
-
-    async fn call(&self, method: Method, path: &str, body: Option<Value>) -> (StatusCode, Value) {
-        let mut request = Request::builder()
-            .method(method)
-            .uri(path)
-            .header("authorization", format!("Bearer {}", self.token));
-        let body = match body {
-            Some(json) => {
-                request = request.header("content-type", "application/json");
-                Body::from(json.to_string())
-            }
-            None => Body::empty(),
-        };
-        let response = self
-            .router
-            .clone()
-            .oneshot(request.body(body).unwrap())
-            .await
-            .unwrap();
-        let status = response.status();
-        let bytes = response.into_body().collect().await.unwrap().to_bytes();
-        (
-            status,
-            serde_json::from_slice(&bytes).unwrap_or(Value::Null),
-        )
-    }
-
-    async fn create_wallet(&self, id: &str) {
-        let (status, body) = self
-            .call(
-                Method::POST,
-                "/v1/accounts",
-                Some(json!({"id": id, "currency": "SAR", "type": "wallet"})),
-            )
-            .await;
-        assert_eq!(status, StatusCode::CREATED, "create wallet {id}: {body}");
-    }
-
-    async fn posted_balance(&self, id: &str) -> i64 {
-        let (status, body) = self
-            .call(Method::GET, &format!("/v1/accounts/{id}"), None)
-            .await;
-        assert_eq!(status, StatusCode::OK, "{body}");
-        body["balances"]["posted"].as_i64().unwrap()
-    }
-
-    async fn close(self) {
-        self.pool.close().await;
-    }
-}
-
 async fn readyz(addr: &str) -> Option<u16> {
     http_get(addr, "/readyz").await.map(|(status, _)| status)
 }
@@ -644,7 +554,7 @@ impl Outage<'_> {
             "{when}: the consumer exited:\n{}",
             tail(self.log, 30)
         );
-        let ledger = Ledger::connect(self.database_url).await;
+        let ledger = TestApp::attach(self.database_url).await;
         for (wallet, want) in expected_balances(&self.payments, self.wallets) {
             assert_eq!(
                 ledger.posted_balance(&wallet).await,
@@ -662,7 +572,7 @@ impl Outage<'_> {
             self.payments.len(),
             "payments stored {when}"
         );
-        ledger.close().await;
+        ledger.finish().await;
         let dead = dead_letters(&mut self.conn, self.stream).await;
         assert!(
             dead.is_empty(),
@@ -812,11 +722,11 @@ async fn a_database_outage_holds_events_pending_and_the_consumer_recovers_withou
     let test_started = Instant::now();
     let (mut postgres, database_url) = migrated_private_database("wallet_ledger_outage").await;
     let wallets: Vec<String> = (1..=4).map(|i| format!("outage-w{i}")).collect();
-    let ledger = Ledger::connect(&database_url).await;
+    let ledger = TestApp::attach(&database_url).await;
     for wallet in &wallets {
         ledger.create_wallet(wallet).await;
     }
-    ledger.close().await;
+    ledger.finish().await;
 
     let redis_url = shared_redis_url();
     let stream = unique_stream("outage");
@@ -908,9 +818,9 @@ async fn a_database_outage_holds_events_pending_and_the_consumer_recovers_withou
 #[tokio::test]
 async fn a_batch_retried_through_an_outage_is_never_reclaimed_by_another_consumer() {
     let (mut postgres, database_url) = migrated_private_database("wallet_ledger_reclaim").await;
-    let ledger = Ledger::connect(&database_url).await;
+    let ledger = TestApp::attach(&database_url).await;
     ledger.create_wallet("held").await;
-    ledger.close().await;
+    ledger.finish().await;
 
     let redis_url = shared_redis_url();
     let stream = unique_stream("reclaim");
@@ -983,13 +893,13 @@ async fn a_batch_retried_through_an_outage_is_never_reclaimed_by_another_consume
     })
     .await;
     assert!(drained, "{}", tail(&log, 30));
-    let ledger = Ledger::connect(&database_url).await;
+    let ledger = TestApp::attach(&database_url).await;
     assert_eq!(
         ledger.posted_balance("held").await,
         5_000,
         "each payment once"
     );
-    ledger.close().await;
+    ledger.finish().await;
     assert!(dead_letters(&mut conn, &stream).await.is_empty());
     for mut consumer in consumers {
         let _ = consumer.start_kill();

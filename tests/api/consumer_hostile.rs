@@ -16,10 +16,6 @@ use uuid::Uuid;
 /// The longest any one process of these tests may run.
 const LIMIT: Duration = Duration::from_secs(30);
 
-async fn posted(app: &TestApp, wallet: &str) -> i64 {
-    app.posted_balance(wallet).await
-}
-
 /// Drains `stream` as `name`, reclaiming what failed after a second and dead-lettering a
 /// message at its first failure (a budget of one).
 async fn drain_failing_once(app: &TestApp, stream: &str, name: &str) -> std::process::Output {
@@ -88,7 +84,11 @@ async fn a_field_name_that_is_not_utf8_is_a_dead_letter_and_the_rest_of_the_batc
     }
     let output = run_to_end(consume(&app, &stream, "c1", &["--drain"]), LIMIT).await;
     assert_eq!(output.status.code(), Some(0), "{}", describe(&output));
-    assert_eq!(posted(&app, "w").await, 300, "the valid payments applied");
+    assert_eq!(
+        app.posted_balance("w").await,
+        300,
+        "the valid payments applied"
+    );
     assert_eq!(pending(&mut redis, &stream).await, 0);
     // The dead letter keeps the original bytes, the bad field name included.
     let dead = raw_dead_letters(&mut redis, &stream).await;
@@ -148,7 +148,7 @@ async fn a_broken_key_stops_the_worker(break_key: impl Fn(&str) -> String, walle
         "nothing was acknowledged"
     );
     assert_eq!(
-        posted(&app, "w").await,
+        app.posted_balance("w").await,
         500,
         "the valid payment was committed once"
     );
@@ -157,7 +157,11 @@ async fn a_broken_key_stops_the_worker(break_key: impl Fn(&str) -> String, walle
     let output = drain_failing_once(&app, &stream, "c2").await;
     assert_eq!(output.status.code(), Some(0), "{}", describe(&output));
     assert_eq!(pending(&mut redis, &stream).await, 0);
-    assert_eq!(posted(&app, "w").await, 500, "redelivered as a duplicate");
+    assert_eq!(
+        app.posted_balance("w").await,
+        500,
+        "redelivered as a duplicate"
+    );
     let dead = dead_letters(&mut redis, &stream).await;
     assert_eq!(dead.len(), 1, "the dead letter was written once: {dead:?}");
     forget(&mut redis, &stream, GROUP).await;
@@ -180,7 +184,7 @@ async fn a_hand_edited_payment_row_dead_letters_its_refund_and_the_rest_applies(
     xadd(&mut redis, &stream, &payment(paid, "w1", "5000")).await;
     let output = run_to_end(consume(&app, &stream, "c1", &["--drain"]), LIMIT).await;
     assert_eq!(output.status.code(), Some(0), "{}", describe(&output));
-    assert_eq!(posted(&app, "w1").await, 5_000);
+    assert_eq!(app.posted_balance("w1").await, 5_000);
 
     // An operator "fixes" the row by hand, past the immutability trigger.
     let mut conn = app.pool.acquire().await.unwrap();
@@ -233,8 +237,16 @@ async fn a_hand_edited_payment_row_dead_letters_its_refund_and_the_rest_applies(
         !stderr.contains("database seems unreachable"),
         "a corrupt row is not an outage: {stderr}"
     );
-    assert_eq!(posted(&app, "w2").await, 700, "the event after it applied");
-    assert_eq!(posted(&app, "w1").await, 5_000, "nothing of the refund");
+    assert_eq!(
+        app.posted_balance("w2").await,
+        700,
+        "the event after it applied"
+    );
+    assert_eq!(
+        app.posted_balance("w1").await,
+        5_000,
+        "nothing of the refund"
+    );
     assert_eq!(pending(&mut redis, &stream).await, 0);
     let dead = dead_letters(&mut redis, &stream).await;
     assert_eq!(dead.len(), 1, "{dead:?}");
@@ -284,11 +296,15 @@ async fn a_payment_the_database_refuses_is_dead_lettered_at_its_budget() {
         "a refusal is not an outage: {stderr}"
     );
     assert_eq!(
-        posted(&app, "w2").await,
+        app.posted_balance("w2").await,
         700,
         "the payment beside it applied"
     );
-    assert_eq!(posted(&app, "w1").await, 0, "nothing of the refused one");
+    assert_eq!(
+        app.posted_balance("w1").await,
+        0,
+        "nothing of the refused one"
+    );
     assert_eq!(pending(&mut redis, &stream).await, 0);
     let dead = dead_letters(&mut redis, &stream).await;
     assert_eq!(dead.len(), 1, "{dead:?}");
@@ -396,17 +412,17 @@ async fn a_batch_slower_than_its_deadline_is_split_and_the_rest_applies_meanwhil
     let c1 = spawn(consume(&app, &stream, "c1", &flags));
     let c2 = spawn(consume(&app, &stream, "c2", &flags));
     let free_applied = eventually(Duration::from_secs(15), || async {
-        posted(&app, "free").await == 2_000
+        app.posted_balance("free").await == 2_000
     })
     .await;
     assert!(
         free_applied,
         "the free wallet's payments applied while the other was locked"
     );
-    assert_eq!(posted(&app, "locked").await, 0);
+    assert_eq!(app.posted_balance("locked").await, 0);
     gate.open().await;
     let locked_applied = eventually(Duration::from_secs(15), || async {
-        posted(&app, "locked").await == 2_000
+        app.posted_balance("locked").await == 2_000
     })
     .await;
     assert!(
@@ -433,8 +449,16 @@ async fn a_batch_slower_than_its_deadline_is_split_and_the_rest_applies_meanwhil
         "a slow batch is no outage: {logs}"
     );
     assert_eq!(dead_letters(&mut redis, &stream).await.len(), 0);
-    assert_eq!(posted(&app, "locked").await, 2_000, "nothing applied twice");
-    assert_eq!(posted(&app, "free").await, 2_000, "nothing applied twice");
+    assert_eq!(
+        app.posted_balance("locked").await,
+        2_000,
+        "nothing applied twice"
+    );
+    assert_eq!(
+        app.posted_balance("free").await,
+        2_000,
+        "nothing applied twice"
+    );
     forget(&mut redis, &stream, GROUP).await;
     app.finish().await;
 }
@@ -495,7 +519,7 @@ async fn a_batch_too_big_for_its_deadline_is_halved_until_it_applies() {
         describe(&output)
     );
     assert_eq!(
-        posted(&app, "big").await,
+        app.posted_balance("big").await,
         600 * 60,
         "every capture posted once"
     );

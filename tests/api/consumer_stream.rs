@@ -4,7 +4,7 @@
 //! every wallet still gains exactly the sum of its distinct payments, nothing stays pending,
 //! and only the messages that can never apply end up in `<stream>.dlq`.
 
-use super::common::{TestApp, lock_waiters};
+use super::common::{TestApp, lock_waiters, poll_until};
 use super::stream_support::{
     BIN, GROUP, PrivateRedis, assert_exit_0, consume, consumer_command_with, dead_letters,
     describe, dlq, event, eventually, forget, free_port, http_get, metric, payment, pending,
@@ -41,21 +41,13 @@ fn totals(published: &[Published]) -> BTreeMap<String, i64> {
     totals
 }
 
-async fn balances(app: &TestApp, wallets: &[String]) -> BTreeMap<String, i64> {
-    let mut balances = BTreeMap::new();
-    for w in wallets {
-        balances.insert(w.clone(), app.posted_balance(w).await);
-    }
-    balances
-}
-
 /// Every wallet of `wallets` at `expected` (0 when absent from it).
 async fn assert_balances(app: &TestApp, wallets: &[String], expected: &BTreeMap<String, i64>) {
     let expected: BTreeMap<String, i64> = wallets
         .iter()
         .map(|w| (w.clone(), expected.get(w).copied().unwrap_or(0)))
         .collect();
-    assert_eq!(balances(app, wallets).await, expected);
+    assert_eq!(app.posted_balances(wallets).await, expected);
 }
 
 fn stream_order(id: &str) -> (u64, u64) {
@@ -894,6 +886,9 @@ async fn the_metrics_endpoint_counts_what_the_consumer_did() {
 
 // 9. -----------------------------------------------------------------------------------------
 
+/// A consumer group of the test's own, which only moves when the test moves it.
+const HOLDER: &str = "trim-holder";
+
 #[tokio::test]
 async fn the_stream_is_trimmed_but_never_past_an_unacknowledged_payment() {
     let app = TestApp::new().await;
@@ -903,6 +898,10 @@ async fn the_stream_is_trimmed_but_never_past_an_unacknowledged_payment() {
     for _ in 0..10 {
         xadd(&mut redis, &stream, &payment(Uuid::new_v4(), "w1", "100")).await;
     }
+    // A second group that has read nothing holds every trim back until the test moves it:
+    // then a trim has something to remove, so the test sees it happen (XLEN falls) instead of
+    // hoping one ran in some window.
+    let _: () = redis.xgroup_create(&stream, HOLDER, "0").await.unwrap();
     // c1 dies after committing its second batch: entries 6-10 stay pending with it.
     let mut c1 = consume(&app, &stream, "c1", &["--drain", "--batch-size", "5"]);
     c1.env(FAILPOINT, "consumer.after_commit@2");
@@ -920,8 +919,7 @@ async fn the_stream_is_trimmed_but_never_past_an_unacknowledged_payment() {
         .collect();
     assert_eq!(stuck.len(), 5);
 
-    // c2 trims every 100 ms but does not reclaim (a long claim idle time): the stream loses
-    // what was acknowledged before the stuck entries and keeps them and everything after.
+    // c2 trims every 100 ms but does not reclaim (a long claim idle time).
     let c2 = spawn(consume(
         &app,
         &stream,
@@ -931,29 +929,36 @@ async fn the_stream_is_trimmed_but_never_past_an_unacknowledged_payment() {
     for _ in 0..10 {
         xadd(&mut redis, &stream, &payment(Uuid::new_v4(), "w1", "100")).await;
     }
-    let trimmed = eventually(LIMIT, || async {
-        let length: usize = redis_at(&shared_redis_url())
-            .await
-            .xlen(&stream)
-            .await
-            .unwrap();
-        length == 15 && app.posted_balance("w1").await == 2_000
+    poll_until(LIMIT, "c2 applying the 10 new payments", || async {
+        (app.posted_balance("w1").await == 2_000).then_some(())
     })
     .await;
     let length: usize = redis.xlen(&stream).await.unwrap();
-    assert!(
-        trimmed,
-        "XLEN {length}, expected the 5 stuck entries and the 10 after them"
+    assert_eq!(length, 20, "the holding group kept every entry");
+    // The holder reads everything: now only the stuck entries bound the trim. Once a trim
+    // has run (XLEN falls), the stream has lost what was acknowledged before the stuck
+    // entries and kept them and everything after.
+    let _: () = redis::cmd("XGROUP")
+        .arg("SETID")
+        .arg(&stream)
+        .arg(HOLDER)
+        .arg("$")
+        .query_async(&mut redis)
+        .await
+        .unwrap();
+    let length = poll_until(LIMIT, "a trim after the holder moved", || async {
+        let mut conn = redis_at(&shared_redis_url()).await;
+        let length: usize = conn.xlen(&stream).await.unwrap();
+        (length < 20).then_some(length)
+    })
+    .await;
+    assert_eq!(
+        length, 15,
+        "expected the 5 stuck entries and the 10 after them"
     );
-    // Several more trims: the stuck entries stay readable.
-    let until = Instant::now() + Duration::from_millis(500);
-    while Instant::now() < until {
-        for id in &stuck {
-            let found: redis::streams::StreamRangeReply =
-                redis.xrange(&stream, id, id).await.unwrap();
-            assert_eq!(found.ids.len(), 1, "pending entry {id} was trimmed");
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
+    for id in &stuck {
+        let found: redis::streams::StreamRangeReply = redis.xrange(&stream, id, id).await.unwrap();
+        assert_eq!(found.ids.len(), 1, "pending entry {id} was trimmed");
     }
     let (output, _) = stop(c2, Duration::from_secs(5)).await;
     assert_exit_0(&output, "c2");
@@ -1014,7 +1019,7 @@ async fn a_broker_restart_mid_run_loses_and_doubles_nothing() {
     );
     let expected = totals(&published);
     let caught_up = eventually(LIMIT, || async {
-        balances(&app, &wallets).await == expected
+        app.posted_balances(&wallets).await == expected
             && pending(&mut redis_at(&url).await, &stream).await == 0
     })
     .await;
@@ -1022,7 +1027,7 @@ async fn a_broker_restart_mid_run_loses_and_doubles_nothing() {
         let (output, _) = stop(c1, Duration::from_secs(5)).await;
         panic!(
             "balances {:?}, expected {expected:?}; {}",
-            balances(&app, &wallets).await,
+            app.posted_balances(&wallets).await,
             describe(&output)
         );
     }
@@ -1048,7 +1053,7 @@ async fn a_broker_restart_mid_run_loses_and_doubles_nothing() {
     );
     let expected = totals(&published);
     let caught_up = eventually(LIMIT, || async {
-        balances(&app, &wallets).await == expected
+        app.posted_balances(&wallets).await == expected
             && pending(&mut redis_at(&url).await, &stream).await == 0
     })
     .await;
@@ -1066,7 +1071,7 @@ async fn a_broker_restart_mid_run_loses_and_doubles_nothing() {
     assert!(
         caught_up,
         "balances {:?}, expected {expected:?}; {}",
-        balances(&app, &wallets).await,
+        app.posted_balances(&wallets).await,
         describe(&output)
     );
     assert_exit_0(&output, "consume after SIGTERM");

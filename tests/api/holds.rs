@@ -1,9 +1,10 @@
 //! Holds: reserve, capture (fully or partly), release, expire; every race decided once.
 
-use super::common::{TestApp, TestResponse};
+use super::common::{TestApp, TestResponse, poll_until};
 use axum::http::StatusCode;
 use serde_json::{Value, json};
 use std::sync::Arc;
+use std::time::Duration;
 use uuid::Uuid;
 use wallet_ledger::ledger::holds;
 
@@ -33,10 +34,6 @@ async fn void_hold(app: &TestApp, id: Uuid) -> TestResponse {
     app.post_empty(&format!("/v1/transactions/{id}/void")).await
 }
 
-async fn balances(app: &TestApp, account: &str) -> Value {
-    app.get(&format!("/v1/accounts/{account}")).await.body["balances"].clone()
-}
-
 /// Moves a hold's expiry into the past, as time passing would (no sleeping in tests).
 async fn let_expire(app: &TestApp, id: Uuid) {
     for table in ["transactions", "open_holds"] {
@@ -63,12 +60,9 @@ async fn a_hold_reserves_funds_and_a_capture_posts_them_once() {
     app.fund("w1", 1_000).await;
 
     let id = hold(&app, "w1", "w6", 600).await;
-    let b = balances(&app, "w1").await;
-    assert_eq!(
-        (&b["posted"], &b["pending_out"], &b["available"]),
-        (&json!(1_000), &json!(600), &json!(400))
-    );
-    assert_eq!(balances(&app, "w6").await["pending_in"], 600);
+    let b = app.balances("w1").await;
+    assert_eq!((b.posted, b.pending_out, b.available), (1_000, 600, 400));
+    assert_eq!(app.balances("w6").await.pending_in, 600);
     let listed = app.get("/v1/accounts/w1/holds").await;
     assert_eq!(listed.body["data"][0]["id"], id.to_string());
     assert_eq!(listed.body["balances"]["available"], 400);
@@ -98,11 +92,8 @@ async fn a_hold_reserves_funds_and_a_capture_posts_them_once() {
     );
     assert!(!captured.replayed());
     assert_eq!(app.entries_of(id).await, 2);
-    let b = balances(&app, "w1").await;
-    assert_eq!(
-        (&b["posted"], &b["pending_out"], &b["available"]),
-        (&json!(0), &json!(0), &json!(0))
-    );
+    let b = app.balances("w1").await;
+    assert_eq!((b.posted, b.pending_out, b.available), (0, 0, 0));
     assert_eq!(app.posted_balance("w6").await, 1_000);
     assert!(
         app.get("/v1/accounts/w1/holds").await.body["data"]
@@ -154,11 +145,8 @@ async fn a_partial_capture_posts_part_and_releases_the_rest() {
         ),
         (&json!(250), &json!("2.50"))
     );
-    let b = balances(&app, "w1").await;
-    assert_eq!(
-        (&b["posted"], &b["pending_out"], &b["available"]),
-        (&json!(750), &json!(0), &json!(750))
-    );
+    let b = app.balances("w1").await;
+    assert_eq!((b.posted, b.pending_out, b.available), (750, 0, 750));
     assert_eq!(app.posted_balance("w6").await, 250);
 
     // A multi-leg hold is captured whole.
@@ -198,7 +186,7 @@ async fn void_releases_and_nothing_leaves_a_terminal_state() {
         (voided.status, &voided.body["status"]),
         (StatusCode::OK, &json!("voided"))
     );
-    assert_eq!(balances(&app, "w1").await["available"], 1_000);
+    assert_eq!(app.balances("w1").await.available, 1_000);
     let again = void_hold(&app, id).await;
     assert_eq!(
         (again.status, again.replayed(), &again.text),
@@ -243,7 +231,7 @@ async fn a_capture_after_expiry_is_refused_even_before_the_sweeper_runs() {
     let_expire(&app, id).await;
 
     // Already released for every reader, and shown as expired.
-    assert_eq!(balances(&app, "w1").await["available"], 1_000);
+    assert_eq!(app.balances("w1").await.available, 1_000);
     assert_eq!(
         app.get(&format!("/v1/transactions/{id}")).await.body["status"],
         "expired"
@@ -308,11 +296,8 @@ async fn the_sweeper_expires_overdue_holds_and_releases_them() {
     .await
     .unwrap();
     assert_eq!(rows, [("expired".to_owned(), 0), ("pending".to_owned(), 2)]);
-    let b = balances(&app, "w1").await;
-    assert_eq!(
-        (&b["pending_out"], &b["available"]),
-        (&json!(200), &json!(800))
-    );
+    let b = app.balances("w1").await;
+    assert_eq!((b.pending_out, b.available), (200, 800));
     assert_eq!(
         app.get("/v1/transactions?status=expired").await.body["data"][0]["id"],
         overdue.to_string()
@@ -418,11 +403,7 @@ async fn a_retried_hold_with_the_default_expiry_replays() {
         (again.status, again.replayed(), &again.text),
         (StatusCode::OK, true, &first.text)
     );
-    assert_eq!(
-        balances(&app, "w1").await["pending_out"],
-        5,
-        "reserved once"
-    );
+    assert_eq!(app.balances("w1").await.pending_out, 5, "reserved once");
     app.finish().await;
 }
 
@@ -436,7 +417,19 @@ async fn a_hold_retried_after_its_own_expiry_still_replays() {
     let body = json!({"id": Uuid::new_v4(), "from": "w1", "to": "w6", "amount": 5, "status": "pending", "expires_at": soon});
     let first = app.post("/v1/transfers", &body).await;
     assert_eq!(first.status, StatusCode::CREATED, "{}", first.text);
-    tokio::time::sleep(std::time::Duration::from_millis(400)).await;
+    // Real time passes (no `let_expire`): the retry must meet a hold expired by the clock.
+    let id = &body["id"];
+    poll_until(
+        Duration::from_secs(10),
+        "the hold reading expired",
+        || async {
+            let r = app
+                .get(&format!("/v1/transactions/{}", id.as_str().unwrap()))
+                .await;
+            (r.body["status"] == "expired").then_some(())
+        },
+    )
+    .await;
     let again = app.post("/v1/transfers", &body).await;
     assert_eq!(
         (again.status, again.replayed(), &again.text),

@@ -125,9 +125,7 @@ async fn an_as_of_answer_does_not_change_when_a_slow_writer_commits() {
         let app = app.clone();
         tokio::spawn(async move { app.fund("w", 7).await })
     };
-    while super::common::lock_waiters(&app).await == 0 {
-        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
-    }
+    super::common::wait_for_lock_waiters(&app, 1).await;
     let t = chrono::Utc::now();
     let at = |t: &str| format!("/v1/accounts/w?as_of={}", t.replace('+', "%2B"));
     let first = app.get(&at(&t.to_rfc3339())).await;

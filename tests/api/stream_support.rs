@@ -3,6 +3,7 @@
 //! binary, and reads of what the ledger and the broker hold afterwards.
 
 use super::common::TestApp;
+pub use super::common::eventually;
 use redis::AsyncCommands;
 use redis::aio::{ConnectionLike, MultiplexedConnection};
 use std::collections::BTreeMap;
@@ -182,22 +183,6 @@ pub fn free_port() -> u16 {
         .local_addr()
         .unwrap()
         .port()
-}
-
-/// Polls `check` every 20 ms until it is true or `limit` passes.
-pub async fn eventually<F, Fut>(limit: Duration, mut check: F) -> bool
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    let until = Instant::now() + limit;
-    while Instant::now() < until {
-        if check().await {
-            return true;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    false
 }
 
 /// A `redis-server` of the test's own, on a free port, with an append-only file so that its

@@ -4,7 +4,7 @@
 //! bodies are bounded in size before reading and in time (408), SIGTERM ends by a deadline,
 //! and HTTP/2 is served with its limits.
 
-use super::common::{TestApp, api_key};
+use super::common::{TestApp, api_key, poll_until};
 use super::stream_support::{Server, eventually, http_get, serve, terminate};
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -13,6 +13,58 @@ use wallet_ledger::api_keys::Scope;
 
 async fn connect(server: &Server) -> TcpStream {
     TcpStream::connect(&server.addr).await.unwrap()
+}
+
+/// The server's side of its sockets as the kernel shows them (/proc/net/tcp), so a test waits
+/// for the state it needs instead of sleeping: whether it listens, how many connections wait
+/// for its `accept`, and for each connection it holds open (established, or closed by the
+/// client and not yet by it) the bytes it has not read yet.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct ServerSockets {
+    listening: bool,
+    not_accepted: u32,
+    unread: Vec<u32>,
+}
+
+const TCP_ESTABLISHED: &str = "01";
+const TCP_CLOSE_WAIT: &str = "08";
+const TCP_LISTEN: &str = "0A";
+
+fn server_sockets(server: &Server) -> ServerSockets {
+    let port: u16 = server.addr.rsplit_once(':').unwrap().1.parse().unwrap();
+    let port = format!(":{port:04X}");
+    let table = std::fs::read_to_string("/proc/net/tcp").unwrap();
+    let mut sockets = ServerSockets::default();
+    for line in table.lines().skip(1) {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        let (local, state, queues) = (fields[1], fields[3], fields[4]);
+        if !local.ends_with(&port) {
+            continue;
+        }
+        // For a listening socket the receive queue is its accept backlog.
+        let rx = u32::from_str_radix(queues.split_once(':').unwrap().1, 16).unwrap();
+        match state {
+            TCP_LISTEN => (sockets.listening, sockets.not_accepted) = (true, rx),
+            TCP_ESTABLISHED | TCP_CLOSE_WAIT => sockets.unread.push(rx),
+            _ => {}
+        }
+    }
+    sockets
+}
+
+/// Waits until the server has accepted every connection made to it, holds `open` of them,
+/// and has read all that was sent on them.
+async fn wait_for_connections(server: &Server, open: usize) {
+    let settled = ServerSockets {
+        listening: true,
+        not_accepted: 0,
+        unread: vec![0; open],
+    };
+    let what = format!("the server holding {open} connections, all read");
+    poll_until(Duration::from_secs(5), what, || async {
+        (server_sockets(server) == settled).then_some(())
+    })
+    .await
 }
 
 /// Reads until the server closes the connection (or resets it); `None` if it has not within
@@ -166,12 +218,12 @@ async fn above_the_connection_cap_health_is_answered_and_other_requests_are_503(
     .await;
     // The start-up health polls have closed; their connections must be gone before the cap
     // is filled.
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    wait_for_connections(&server, 0).await;
     let mut held = Vec::new();
     for _ in 0..3 {
         held.push(connect(&server).await);
     }
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    wait_for_connections(&server, 3).await;
     let mut over = connect(&server).await;
     over.write_all(b"GET /v1/accounts/a HTTP/1.1\r\nhost: x\r\n\r\n")
         .await
@@ -230,10 +282,16 @@ async fn sigterm_lets_a_request_finish_and_cuts_a_held_connection_at_the_deadlin
         .write_all(b"GET /healthz HTTP/1.1\r\nhost: x\r\n")
         .await
         .unwrap();
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    wait_for_connections(&server, 2).await;
     let asked = Instant::now();
     terminate(&server.child);
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // The request is finished only once the server has stopped accepting (its listener gone).
+    poll_until(
+        Duration::from_secs(5),
+        "the server to stop listening",
+        || async { (!server_sockets(&server).listening).then_some(()) },
+    )
+    .await;
     finishing.write_all(b"\r\n").await.unwrap();
     let answered = closed_within(&mut finishing, Duration::from_secs(5))
         .await

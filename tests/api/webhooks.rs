@@ -4,7 +4,7 @@
 //! deleted and rotated through `/v1/webhooks`, and fan-out turns each event into one delivery
 //! per matching active subscription, visible through `/v1/deliveries`.
 
-use super::common::{TestApp, TestResponse};
+use super::common::{TestApp, TestResponse, assert_problem, poll_until};
 use axum::body::Body;
 use axum::http::{Method, StatusCode};
 use chrono::{DateTime, TimeDelta, Utc};
@@ -182,24 +182,21 @@ async fn hold(app: &TestApp, from: &str, to: &str, amount: i64, expires_at: Opti
 
 /// Waits (polling) until the database clock is past the hold's expiry.
 async fn wait_until_expired(app: &TestApp, id: Uuid) {
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    loop {
-        let past: bool = sqlx::query_scalar(
-            "select expires_at <= clock_timestamp() from transactions where id = $1",
-        )
-        .bind(id)
-        .fetch_one(&app.pool)
-        .await
-        .unwrap();
-        if past {
-            return;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "hold {id} never expired"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    poll_until(
+        Duration::from_secs(10),
+        format!("the expiry of hold {id}"),
+        || async {
+            let past: bool = sqlx::query_scalar(
+                "select expires_at <= clock_timestamp() from transactions where id = $1",
+            )
+            .bind(id)
+            .fetch_one(&app.pool)
+            .await
+            .unwrap();
+            past.then_some(())
+        },
+    )
+    .await
 }
 
 async fn delete(app: &TestApp, path: &str) -> TestResponse {
@@ -658,7 +655,7 @@ async fn freezing_and_closing_write_account_events_once_per_change() {
     // Closing: refused while money is there (no event), done once when empty.
     let count = event_count(&app).await;
     let r = app.post_empty("/v1/accounts/w1/close").await;
-    assert!(r.status.is_client_error(), "{}", r.text);
+    assert_problem(&r, 409, "account_not_empty", "closing a wallet with money");
     assert_eq!(
         event_count(&app).await,
         count,

@@ -52,13 +52,16 @@ where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = std::collections::BTreeMap<String, i64>>,
 {
-    let until = std::time::Instant::now() + std::time::Duration::from_secs(120);
-    let mut actual = read().await;
-    while actual != *expected && std::time::Instant::now() < until {
-        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
-        actual = read().await;
+    let within = std::time::Duration::from_secs(120);
+    let settled = common::poll(within, || {
+        let reading = read();
+        async move { Some(reading.await).filter(|actual| actual == expected) }
+    })
+    .await;
+    match settled {
+        Some(actual) => actual,
+        None => read().await,
     }
-    actual
 }
 
 /// A producer that must not lose a payment: payments of `amount` to `wallets` in turn,

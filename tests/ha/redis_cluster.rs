@@ -63,14 +63,6 @@ fn consume(
     command
 }
 
-async fn balances(app: &TestApp, wallets: &[String]) -> BTreeMap<String, i64> {
-    let mut balances = BTreeMap::new();
-    for wallet in wallets {
-        balances.insert(wallet.clone(), app.posted_balance(wallet).await);
-    }
-    balances
-}
-
 /// The ids of the payments in the ledger, each with how many transactions carry it (the id is
 /// the primary key, so more than one is impossible; the count says so anyway).
 async fn applied_payments(app: &TestApp) -> BTreeMap<Uuid, i64> {
@@ -158,7 +150,7 @@ async fn two_consumers_share_eight_partitions_on_a_cluster_and_apply_each_paymen
     let by_c2 = stopped_total(&text(&c2.stderr), "applied");
     let applied = by_c1 + by_c2;
 
-    assert_eq!(balances(&app, &wallets).await, expected);
+    assert_eq!(app.posted_balances(&wallets).await, expected);
     let in_ledger = applied_payments(&app).await;
     assert_eq!(in_ledger.len(), 2000, "each payment in the ledger");
     assert!(in_ledger.values().all(|&n| n == 1));
@@ -410,7 +402,7 @@ async fn killing_masters_and_consumers_while_events_flow_loses_and_doubles_nothi
         .expect("the producer ran");
 
     let expected = crate::expected_balances(&payments, AMOUNT);
-    let actual = crate::settled_balances(&expected, || balances(&app, &wallets)).await;
+    let actual = crate::settled_balances(&expected, || app.posted_balances(&wallets)).await;
     let mut redis = wallet_ledger::broker::connect(&cluster.url).await.unwrap();
     let mut left = usize::MAX;
     let until = Instant::now() + Duration::from_secs(30);
@@ -423,7 +415,7 @@ async fn killing_masters_and_consumers_while_events_flow_loses_and_doubles_nothi
     }
     // A late duplicate would show as a balance that goes on growing.
     tokio::time::sleep(Duration::from_secs(2)).await;
-    let later = balances(&app, &wallets).await;
+    let later = app.posted_balances(&wallets).await;
     let mut logs = String::new();
     let mut applied_by_survivors = 0;
     for consumer in consumers {
