@@ -1,7 +1,7 @@
 //! The binary itself: `migrate` creates the database, `serve` answers and stops cleanly on
 //! SIGTERM, and an unreachable database is a clear message with exit code 2.
 
-use super::common::server_url;
+use super::common::{poll_until, server_url};
 use std::process::Stdio;
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -72,15 +72,10 @@ async fn migrate_creates_the_database_and_serve_stops_cleanly_on_sigterm() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let mut ready = None;
-    for _ in 0..100 {
-        if let Some(r) = http_get(&addr, "/readyz").await {
-            ready = Some(r);
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    let ready = ready.expect("serve answered within 10 s");
+    let ready = poll_until(Duration::from_secs(10), "serve answering", || {
+        http_get(&addr, "/readyz")
+    })
+    .await;
     assert!(ready.starts_with("HTTP/1.1 200"), "{ready}");
 
     let pid = server.id().unwrap().to_string();
@@ -256,17 +251,16 @@ async fn first_scrape(
         .kill_on_drop(true)
         .spawn()
         .unwrap();
-    for _ in 0..300 {
-        if let Some(r) = http_get(addr, "/readyz").await
-            && r.starts_with("HTTP/1.1 200")
-        {
-            let scrape = http_get(addr, metrics_path).await.expect("a scrape");
-            let body = r.split_once("\r\n\r\n").map_or("", |(_, b)| b).to_owned();
-            return (child, scrape, body);
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    panic!("{args:?} was not ready within 30 s");
+    let what = format!("{args:?} answering ready");
+    let r = poll_until(Duration::from_secs(30), what, || async {
+        http_get(addr, "/readyz")
+            .await
+            .filter(|r| r.starts_with("HTTP/1.1 200"))
+    })
+    .await;
+    let scrape = http_get(addr, metrics_path).await.expect("a scrape");
+    let body = r.split_once("\r\n\r\n").map_or("", |(_, b)| b).to_owned();
+    (child, scrape, body)
 }
 
 fn free_addr() -> String {

@@ -4,7 +4,7 @@
 //! every wallet still gains exactly the sum of its distinct payments, nothing stays pending,
 //! and only the messages that can never apply end up in `<stream>.dlq`.
 
-use super::common::{TestApp, lock_waiters, poll_until};
+use super::common::{TestApp, lock_waiters, poll, poll_until};
 use super::stream_support::{
     BIN, GROUP, PrivateRedis, assert_exit_0, consume, consumer_command_with, dead_letters,
     describe, dlq, event, eventually, forget, free_port, http_get, metric, payment, pending,
@@ -837,22 +837,24 @@ async fn the_metrics_endpoint_counts_what_the_consumer_did() {
             1.0,
         ),
     ];
-    let mut scraped = String::new();
-    let deadline = Instant::now() + LIMIT;
-    let mut counted = false;
-    while !counted && Instant::now() < deadline {
-        if let Some((200, body)) = http_get(&addr, "/metrics").await {
-            scraped = body;
-            // The counters exist from the start (at 0): wait for their final values.
-            counted = series
-                .iter()
-                .all(|(name, expected)| metric(&scraped, name) == Some(*expected));
+    // The counters exist from the start (at 0): wait for their final values.
+    let scraped = poll(LIMIT, || async {
+        let Some((200, scraped)) = http_get(&addr, "/metrics").await else {
+            return None;
+        };
+        let counted = series
+            .iter()
+            .all(|(name, expected)| metric(&scraped, name) == Some(*expected));
+        counted.then_some(scraped)
+    })
+    .await;
+    let scraped = match scraped {
+        Some(scraped) => scraped,
+        None => {
+            let last = http_get(&addr, "/metrics").await;
+            panic!("the counters never all appeared:\n{last:?}")
         }
-        if !counted {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    }
-    assert!(counted, "the counters never all appeared:\n{scraped}");
+    };
     assert_eq!(app.posted_balance("w1").await, 2_000);
     assert_eq!(pending(&mut redis, &stream).await, 0);
     // Exact, not at least: each message counted once.

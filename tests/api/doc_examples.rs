@@ -193,18 +193,16 @@ impl Server {
             .spawn()
             .unwrap();
         let url = format!("http://127.0.0.1:{port}/readyz");
-        for _ in 0..100 {
+        super::common::poll_until(Duration::from_secs(10), "serve ready", || async {
             let ready = Command::new("curl")
                 .args(["-s", "-o", "/dev/null", "-w", "%{http_code}", &url])
                 .output()
                 .await
                 .unwrap();
-            if ready.stdout == b"200" {
-                return Server { child, port };
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-        panic!("serve did not become ready within 10 s");
+            (ready.stdout == b"200").then_some(())
+        })
+        .await;
+        Server { child, port }
     }
 }
 

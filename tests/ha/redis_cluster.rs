@@ -6,7 +6,7 @@
 //! replica confirmed is applied.
 
 use crate::cluster_topology::{RedisCluster, masters_of};
-use crate::common::TestApp;
+use crate::common::{TestApp, poll, poll_until};
 use crate::stream_support::{
     BIN, GROUP, assert_exit_0, consumer_command, dead_letters, describe, payment, pending,
     run_to_end, spawn, stop, stopped_total, text, unique_stream, xadd,
@@ -304,11 +304,11 @@ async fn wait_counts_the_replicas_of_the_master_that_took_the_entries() {
     let (_, other_streams) = by_master.next().unwrap();
     let replica = cluster.replica_of(lonely).await;
     cluster.kill(replica);
-    let until = Instant::now() + Duration::from_secs(10);
-    while cluster.connected_replicas(lonely).await != Some(0) {
-        assert!(Instant::now() < until, "{lonely} still sees its replica");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let what = format!("{lonely} no longer seeing its replica");
+    poll_until(Duration::from_secs(10), what, || async {
+        (cluster.connected_replicas(lonely).await == Some(0)).then_some(())
+    })
+    .await;
     let once = Confirmation {
         replicas: 1,
         retry_for: Duration::ZERO,
@@ -403,16 +403,24 @@ async fn killing_masters_and_consumers_while_events_flow_loses_and_doubles_nothi
 
     let expected = crate::expected_balances(&payments, AMOUNT);
     let actual = crate::settled_balances(&expected, || app.posted_balances(&wallets)).await;
-    let mut redis = wallet_ledger::broker::connect(&cluster.url).await.unwrap();
-    let mut left = usize::MAX;
-    let until = Instant::now() + Duration::from_secs(30);
-    while left > 0 && Instant::now() < until {
-        left = 0;
+    let left_pending = || async {
+        let mut redis = wallet_ledger::broker::connect(&cluster.url).await.unwrap();
+        let mut left = 0;
         for stream in &streams {
             left += pending(&mut redis, stream).await;
         }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+        left
+    };
+    let drained = poll(Duration::from_secs(30), || async {
+        (left_pending().await == 0).then_some(())
+    })
+    .await;
+    let left = if drained.is_some() {
+        0
+    } else {
+        left_pending().await
+    };
+    let mut redis = wallet_ledger::broker::connect(&cluster.url).await.unwrap();
     // A late duplicate would show as a balance that goes on growing.
     tokio::time::sleep(Duration::from_secs(2)).await;
     let later = app.posted_balances(&wallets).await;

@@ -164,12 +164,19 @@ async fn payments_through_a_failover(
     let expected = crate::expected_balances(&payments, AMOUNT);
     let actual = crate::settled_balances(&expected, || balances(&api, &wallets)).await;
     let mut redis = wallet_ledger::broker::connect(&ha.redis_url).await.unwrap();
-    let until = Instant::now() + Duration::from_secs(30);
-    let mut pending = crate::stream_support::pending(&mut redis, &stream).await;
-    while pending > 0 && Instant::now() < until {
-        tokio::time::sleep(Duration::from_millis(200)).await;
-        pending = crate::stream_support::pending(&mut redis, &stream).await;
-    }
+    let left_pending = || async {
+        let mut redis = wallet_ledger::broker::connect(&ha.redis_url).await.unwrap();
+        crate::stream_support::pending(&mut redis, &stream).await
+    };
+    let drained = crate::common::poll(Duration::from_secs(30), || async {
+        (left_pending().await == 0).then_some(())
+    })
+    .await;
+    let pending = if drained.is_some() {
+        0
+    } else {
+        left_pending().await
+    };
     tokio::time::sleep(Duration::from_secs(2)).await;
     let later = balances(&api, &wallets).await;
     let (output, _) = stop(consumer, Duration::from_secs(30)).await;
