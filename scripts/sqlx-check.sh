@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Checks that .sqlx/ holds exactly the query metadata the code needs: what
 # `cargo sqlx prepare --check -- --all-targets` checks, without sqlx-cli. Installing sqlx-cli
-# compiles it from source, minutes of CI on a clean machine (see docs/testing.md); the
+# compiles it from source, 2 min of CI on a clean 2-core machine (docs/testing.md); the
 # query macros themselves write the same files, so this asks them:
 #
 #  1. a scratch database with migrations/*.sql applied;
