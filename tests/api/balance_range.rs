@@ -151,6 +151,7 @@ async fn racing_postings_never_take_a_system_account_past_the_range() {
         .filter(|r| r.status == StatusCode::CREATED)
         .count();
     for r in answers.iter().filter(|r| r.status != StatusCode::CREATED) {
+        assert_problem(r, 422, "validation_failed", "a fourth third");
         assert_eq!(field_codes(r), ["balance_overflow"], "{}", r.text);
     }
     assert_eq!(created, 3, "three thirds of M fit, a fourth does not");
