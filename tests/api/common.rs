@@ -241,7 +241,9 @@ impl TestApp {
     }
 
     pub async fn posted_balance(&self, account: &str) -> i64 {
-        self.balances(account).await.posted
+        let r = self.get(&format!("/v1/accounts/{account}")).await;
+        assert_eq!(r.status, StatusCode::OK, "{}", r.text);
+        r.body["balances"]["posted"].as_i64().unwrap()
     }
 
     /// The four balances of `account` as `GET /v1/accounts/{id}` shows them.

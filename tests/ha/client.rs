@@ -169,4 +169,16 @@ impl Api {
         assert_eq!(r.status, 200, "{wallet}: {}", r.body);
         r.body["balances"]["posted"].as_i64().unwrap()
     }
+
+    /// The posted balance of each of `wallets`, by id (as `TestApp::posted_balances`).
+    pub async fn posted_balances(
+        &self,
+        wallets: &[String],
+    ) -> std::collections::BTreeMap<String, i64> {
+        let mut balances = std::collections::BTreeMap::new();
+        for wallet in wallets {
+            balances.insert(wallet.clone(), self.posted_balance(wallet).await);
+        }
+        balances
+    }
 }

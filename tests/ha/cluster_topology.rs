@@ -7,7 +7,7 @@ use crate::topology::run_script;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::Stdio;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use uuid::Uuid;
 
 const SCRIPT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/redis-cluster.sh");
@@ -129,22 +129,19 @@ impl RedisCluster {
     /// Waits until a master other than `old` serves `key`'s slot and takes a write there;
     /// returns its port.
     pub async fn wait_new_master(&self, key: &str, old: u16) -> u16 {
-        let until = Instant::now() + Duration::from_secs(60);
-        loop {
-            if let Some(port) = self.master_of(key).await
-                && port != old
-                && node_command(port, &["SET", &format!("{key}.probe"), "1"])
-                    .await
-                    .is_some()
-            {
-                return port;
-            }
-            assert!(
-                Instant::now() < until,
+        let replaced = crate::common::poll(Duration::from_secs(60), || async {
+            let port = self.master_of(key).await.filter(|port| *port != old)?;
+            node_command(port, &["SET", &format!("{key}.probe"), "1"])
+                .await
+                .map(|_| port)
+        })
+        .await;
+        match replaced {
+            Some(port) => port,
+            None => panic!(
                 "no master replaced {old} for {key} in 60 s: {:?}",
                 self.nodes().await
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
+            ),
         }
     }
 

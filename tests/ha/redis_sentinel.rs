@@ -131,9 +131,9 @@ async fn payments_through_a_failover(
         // The producer's events reach the new master (unconfirmed: it has no replica while
         // the old master is frozen, so they are sent again later) and the consumer, which
         // followed it, applies them: money moves before the old master thaws.
-        let at_promotion = total(&balances(&api, &wallets).await);
+        let at_promotion = total(&api.posted_balances(&wallets).await);
         let moved = eventually(Duration::from_secs(20), || async {
-            total(&balances(&api, &wallets).await) > at_promotion
+            total(&api.posted_balances(&wallets).await) > at_promotion
         })
         .await;
         applied_while_frozen = Some(killed_at.elapsed());
@@ -162,7 +162,7 @@ async fn payments_through_a_failover(
     // Every payment applied exactly once: each wallet holds exactly its share, and goes on
     // holding it (a late duplicate would add to it).
     let expected = crate::expected_balances(&payments, AMOUNT);
-    let actual = crate::settled_balances(&expected, || balances(&api, &wallets)).await;
+    let actual = crate::settled_balances(&expected, || api.posted_balances(&wallets)).await;
     let mut redis = wallet_ledger::broker::connect(&ha.redis_url).await.unwrap();
     let left_pending = || async {
         let mut redis = wallet_ledger::broker::connect(&ha.redis_url).await.unwrap();
@@ -178,7 +178,7 @@ async fn payments_through_a_failover(
         left_pending().await
     };
     tokio::time::sleep(Duration::from_secs(2)).await;
-    let later = balances(&api, &wallets).await;
+    let later = api.posted_balances(&wallets).await;
     let (output, _) = stop(consumer, Duration::from_secs(30)).await;
     let log = text(&output.stderr);
     assert_eq!(actual, expected, "every payment applied\n{}", tail(&log));
@@ -223,14 +223,6 @@ async fn payments_through_a_failover(
 
 fn total(balances: &BTreeMap<String, i64>) -> i64 {
     balances.values().sum()
-}
-
-async fn balances(api: &Api, wallets: &[String]) -> BTreeMap<String, i64> {
-    let mut balances = BTreeMap::new();
-    for wallet in wallets {
-        balances.insert(wallet.clone(), api.posted_balance(wallet).await);
-    }
-    balances
 }
 
 fn tail(log: &str) -> String {
