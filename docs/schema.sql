@@ -70,6 +70,17 @@ end $$;
 
 
 --
+-- Name: hold_status_at(text, timestamp with time zone, timestamp with time zone); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.hold_status_at(status text, expires_at timestamp with time zone, at timestamp with time zone) RETURNS text
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    AS $$
+    select case when status = 'pending' and expires_at <= at then 'expired' else status end
+$$;
+
+
+--
 -- Name: refuse_account_creation_change(); Type: FUNCTION; Schema: public; Owner: -
 --
 

@@ -196,7 +196,7 @@ pub async fn resolve_on(
     // The row lock serializes every post, void and expiry of this hold.
     let Some(hold) = sqlx::query_as!(
         HoldRow,
-        r#"select status, coalesce(expires_at <= clock_timestamp(), false) as "expired!", currency, legs,
+        r#"select status, hold_status_at(status, expires_at, clock_timestamp()) = 'expired' as "expired!", currency, legs,
                   resolution_request, resolution_response
            from transactions where id = $1 for update"#,
         id
@@ -427,7 +427,7 @@ async fn capture_entries(
     let shared = posting::SystemLocks::Shared;
     let locked = locks::lock_accounts(&mut Db::new(conn, engine), &ids, shared).await?;
     let expired = sqlx::query_scalar!(
-        r#"select coalesce(expires_at <= clock_timestamp(), false) as "expired!" from transactions where id = $1"#,
+        r#"select hold_status_at(status, expires_at, clock_timestamp()) = 'expired' as "expired!" from transactions where id = $1"#,
         id
     )
     .fetch_one(&mut *conn)
@@ -481,9 +481,9 @@ async fn resolved_view(
 }
 
 /// Marks one overdue hold expired and releases what it reserved. Both callers hold the hold's
-/// row lock and have just read it pending and past its expiry (by `clock_timestamp()`), and
-/// an expiry never un-passes, so the update needs no clock of its own (Citus refuses a
-/// volatile function in an UPDATE of a distributed table).
+/// row lock and have just read it pending and past its expiry (`hold_status_at` at
+/// `clock_timestamp()`), and an expiry never un-passes, so the update needs no clock of its
+/// own (Citus refuses a volatile function in an UPDATE of a distributed table).
 async fn expire(conn: &mut PgConnection, engine: Engine, id: Uuid) -> Result<(), StoreError> {
     let expired = sqlx::query!(
         "update transactions set status = 'expired', updated_at = now()

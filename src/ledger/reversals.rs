@@ -37,8 +37,7 @@ pub async fn plan(
     metadata: Map<String, Value>,
 ) -> Result<Plan, StoreError> {
     let Some(row) = sqlx::query!(
-        r#"select (case when status = 'pending' and expires_at <= now() then 'expired'
-                        else status end) as "status!",
+        r#"select hold_status_at(status, expires_at, now()) as "status!",
                   legs, captured_amount
            from transactions where id = $1"#,
         original

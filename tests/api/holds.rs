@@ -444,3 +444,48 @@ async fn a_hold_retried_after_its_own_expiry_still_replays() {
     );
     app.finish().await;
 }
+
+/// The one definition of a status as read (`hold_status_at`, migrations/…_effective_status.sql)
+/// at the expiry boundary: a pending hold is expired from its `expires_at` on, exactly as the
+/// write path refuses a new hold whose expiry is not in the future (`expires_at <= now`).
+#[tokio::test]
+async fn a_hold_reads_expired_from_its_expiry_instant_on() {
+    let app = TestApp::new().await;
+    let status_at = |status: &'static str, offset_micros: i64| {
+        let pool = app.pool.clone();
+        async move {
+            sqlx::query_scalar::<_, String>(
+                "select hold_status_at($1, timestamptz '2026-12-05 12:00:00+00',
+                        timestamptz '2026-12-05 12:00:00+00' + $2 * interval '1 microsecond')",
+            )
+            .bind(status)
+            .bind(offset_micros)
+            .fetch_one(&pool)
+            .await
+            .expect("hold_status_at answers")
+        }
+    };
+    assert_eq!(
+        status_at("pending", -1).await,
+        "pending",
+        "1 µs before the expiry"
+    );
+    assert_eq!(
+        status_at("pending", 0).await,
+        "expired",
+        "at the expiry instant"
+    );
+    assert_eq!(
+        status_at("pending", 1).await,
+        "expired",
+        "1 µs after the expiry"
+    );
+    for settled in ["posted", "voided", "rejected", "expired"] {
+        assert_eq!(
+            status_at(settled, 1).await,
+            settled,
+            "a settled status stays"
+        );
+    }
+    app.finish().await;
+}

@@ -38,28 +38,30 @@ pub async fn payments(
         }
     }
     let rows = match db.engine() {
-        Engine::Plain => sqlx::query_as!(
-            LockedPayment,
-        r#"select id, kind,
-                  (case when status = 'pending' and expires_at <= clock_timestamp() then 'expired'
-                        else status end) as "status!",
+        Engine::Plain => {
+            sqlx::query_as!(
+                LockedPayment,
+                r#"select id, kind,
+                  hold_status_at(status, expires_at, clock_timestamp()) as "status!",
                   currency, legs, captured_amount, expires_at is not null as "from_hold!"
            from transactions where id = any($1) order by id for update"#,
-            sorted_ids
-        )
-        .fetch_all(db.conn())
-        .await?,
-        Engine::Citus => sqlx::query_as!(
-            LockedPayment,
-            r#"select id, kind,
-                      (case when status = 'pending' and expires_at <= clock_timestamp() then 'expired'
-                            else status end) as "status!",
+                sorted_ids
+            )
+            .fetch_all(db.conn())
+            .await?
+        }
+        Engine::Citus => {
+            sqlx::query_as!(
+                LockedPayment,
+                r#"select id, kind,
+                      hold_status_at(status, expires_at, clock_timestamp()) as "status!",
                       currency, legs, captured_amount, expires_at is not null as "from_hold!"
                from transactions where id = any($1)"#,
-            sorted_ids
-        )
-        .fetch_all(db.conn())
-        .await?,
+                sorted_ids
+            )
+            .fetch_all(db.conn())
+            .await?
+        }
     };
     Ok(rows)
 }

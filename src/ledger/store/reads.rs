@@ -390,8 +390,7 @@ async fn find_many_plain(
     let rows = sqlx::query_as!(
         StoredTransaction,
         r#"select t.id as "id!", t.seq as "seq!", t.kind as "kind!",
-                  (case when t.status = 'pending' and t.expires_at <= now() then 'expired'
-                        else t.status end) as "status!",
+                  hold_status_at(t.status, t.expires_at, now()) as "status!",
                   t.currency as "currency!", t.legs as "legs!", t.external_ref,
                   t.metadata as "metadata!", t.refusal_code, t.refusal_detail,
                   t.created_at as "created_at!", t.posted_at, t.expires_at, t.reverses,
@@ -425,8 +424,7 @@ async fn find_many_citus(
                                 order by id) as posted_entries
                from entries where transaction_id = any($1) group by transaction_id)
            select t.id as "id!", t.seq as "seq!", t.kind as "kind!",
-                  (case when t.status = 'pending' and t.expires_at <= now() then 'expired'
-                        else t.status end) as "status!",
+                  hold_status_at(t.status, t.expires_at, now()) as "status!",
                   t.currency as "currency!", t.legs as "legs!", t.external_ref,
                   t.metadata as "metadata!", t.refusal_code, t.refusal_detail,
                   t.created_at as "created_at!", t.posted_at, t.expires_at, t.reverses,
@@ -460,8 +458,7 @@ async fn list_plain(
     let rows = sqlx::query_as!(
         StoredTransaction,
         r#"select id, seq, kind,
-                  (case when status = 'pending' and expires_at <= now() then 'expired'
-                        else status end) as "status!",
+                  hold_status_at(status, expires_at, now()) as "status!",
                   currency, legs, external_ref, metadata, refusal_code, refusal_detail,
                   created_at, posted_at, expires_at, reverses, captured_amount,
                   (select jsonb_agg(jsonb_build_object('account', e.account_id, 'amount', e.amount)
@@ -470,8 +467,7 @@ async fn list_plain(
            from transactions
            where ($1::text is null or account_ids @> array[$1::text])
              and ($2::text is null
-                  or (case when status = 'pending' and expires_at <= now() then 'expired'
-                           else status end) = $2)
+                  or hold_status_at(status, expires_at, now()) = $2)
              and ($3::text is null or external_ref = $3)
              and ($4::bigint is null or seq < $4)
            order by seq desc
@@ -500,8 +496,7 @@ async fn list_citus(
                select * from transactions
                where ($1::text is null or account_ids @> array[$1::text])
                  and ($2::text is null
-                      or (case when status = 'pending' and expires_at <= now() then 'expired'
-                               else status end) = $2)
+                      or hold_status_at(status, expires_at, now()) = $2)
                  and ($3::text is null or external_ref = $3)
                  and ($4::bigint is null or seq < $4)
                order by seq desc
@@ -513,8 +508,7 @@ async fn list_citus(
                from entries where transaction_id in (select id from page)
                group by transaction_id)
            select p.id as "id!", p.seq as "seq!", p.kind as "kind!",
-                  (case when p.status = 'pending' and p.expires_at <= now() then 'expired'
-                        else p.status end) as "status!",
+                  hold_status_at(p.status, p.expires_at, now()) as "status!",
                   p.currency as "currency!", p.legs as "legs!", p.external_ref,
                   p.metadata as "metadata!", p.refusal_code, p.refusal_detail,
                   p.created_at as "created_at!", p.posted_at, p.expires_at, p.reverses,
