@@ -180,14 +180,16 @@ async fn hold(app: &TestApp, from: &str, to: &str, amount: i64, expires_at: Opti
     id
 }
 
-/// Waits (polling) until the database clock is past the hold's expiry.
+/// Waits (polling) until the hold reads as expired by the ledger's own rule
+/// (`hold_status_at`) at the database clock a capture judges it by.
 async fn wait_until_expired(app: &TestApp, id: Uuid) {
     poll_until(
         Duration::from_secs(10),
         format!("the expiry of hold {id}"),
         || async {
             let past: bool = sqlx::query_scalar(
-                "select expires_at <= clock_timestamp() from transactions where id = $1",
+                "select hold_status_at(status, expires_at, clock_timestamp()) = 'expired'
+                 from transactions where id = $1",
             )
             .bind(id)
             .fetch_one(&app.pool)
