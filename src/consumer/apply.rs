@@ -17,7 +17,7 @@ use crate::failpoint;
 use crate::ledger::holds::{self, Action, Resolution};
 use crate::ledger::ids::AccountId;
 use crate::ledger::journal::{Journal, Leg};
-use crate::ledger::money::Currency;
+use crate::ledger::money::{Amount, Currency};
 use crate::ledger::posting::{self, BatchResult, Mode};
 use crate::ledger::reversals::{self, Plan};
 use crate::ledger::store::{self, Db, Store};
@@ -204,7 +204,7 @@ struct Payment {
 /// What one event needs, decided against its payment's state.
 enum Step {
     Create(Box<NewTransaction>),
-    Resolve(Action, Option<i64>),
+    Resolve(Action, Option<Amount>),
     Refund,
     Done(Outcome),
 }
@@ -318,7 +318,7 @@ struct BatchState {
 }
 
 /// The holds a wave resolves: message index, event, action and the amount to capture.
-type Resolutions<'e> = Vec<(usize, &'e PaymentEvent, Action, Option<i64>)>;
+type Resolutions<'e> = Vec<(usize, &'e PaymentEvent, Action, Option<Amount>)>;
 
 async fn apply_events(
     db: &mut Db<'_>,
@@ -546,7 +546,7 @@ fn decide(
     let step = match (event.kind, payment.status) {
         (Authorized, _) => Step::Done(Outcome::Duplicate),
         (Succeeded, Pending) => Step::Resolve(Action::Post, None),
-        (Captured, Pending) => Step::Resolve(Action::Post, Some(event.amount.minor_units())),
+        (Captured, Pending) => Step::Resolve(Action::Post, Some(event.amount)),
         (Succeeded | Captured, Voided | Expired) => conflict(),
         (Succeeded | Captured, Posted | Rejected) => Step::Done(Outcome::Duplicate),
         (Failed, Pending) => Step::Resolve(Action::Void, None),

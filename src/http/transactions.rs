@@ -105,7 +105,8 @@ pub async fn post(
     PathParam(id): PathParam,
     OptionalJsonBody(req): OptionalJsonBody<PostRequest>,
 ) -> Result<Response> {
-    resolve(&state, &id, Action::Post, req.amount).await
+    // `positive_amount` validated the range.
+    resolve(&state, &id, Action::Post, req.amount.and_then(Amount::new)).await
 }
 
 #[utoipa::path(post, path = "/v1/transactions/{id}/void", tag = "holds", params(("id" = Uuid, Path)),
@@ -127,7 +128,7 @@ async fn resolve(
     state: &AppState,
     id: &str,
     action: Action,
-    amount: Option<i64>,
+    amount: Option<Amount>,
 ) -> Result<Response> {
     let not_found = || ApiError::NotFound(format!("transaction {id}"));
     let uuid = Uuid::parse_str(id).map_err(|_| not_found())?;

@@ -304,6 +304,8 @@ fn holds_reduce_what_is_available() {
     posted(ledger.decide(&transfer("from", "to", 20), now));
 }
 
+/// The boundary is the one `hold_status_at` reads by (`expires_at <= at` is expired): a hold
+/// expiring at `now` would already read as expired, one expiring a microsecond later is held.
 #[test]
 fn a_hold_that_expires_in_the_past_is_invalid() {
     let now = Utc::now();
@@ -313,6 +315,12 @@ fn a_hold_that_expires_in_the_past_is_invalid() {
         assert_eq!(codes, ["range"]);
     }
     assert_eq!(ledger.wallets["from"].pending_out, a(0));
+    let just_after = now + TimeDelta::microseconds(1);
+    let decision = ledger.decide(&hold("from", "to", 10, just_after), now);
+    assert!(
+        matches!(decision, Ok(Decision::Hold { .. })),
+        "{decision:?}"
+    );
 }
 
 #[test]
