@@ -358,81 +358,22 @@ pub fn body(delivery: &Claimed) -> Vec<u8> {
 }
 
 async fn send(client: &reqwest::Client, settings: &Settings, delivery: &Claimed) -> Attempt {
+    // Checked at each send: the allow-list may have changed since the subscription was made.
     if let Err(refused) = settings.policy.check(&delivery.url) {
         return Attempt::Dead {
             status: None,
             error: format!("the URL is refused: {}", refused.message),
         };
     }
-    let body = body(delivery);
-    let id = delivery.event_id.to_string();
-    let timestamp = Utc::now().timestamp();
-    let signature = signing::signature_header(&delivery.secrets, &id, timestamp, &body);
-    let request = client
-        .post(&delivery.url)
-        .header("content-type", "application/json")
-        .header("webhook-id", &id)
-        .header("webhook-timestamp", timestamp.to_string())
-        .header("webhook-signature", signature)
-        .header("idempotency-key", &id)
-        .body(body);
-    // Checked: a receiver's `Retry-After` or a configured backoff past the calendar's end
-    // retries at the latest time that can be stored, never panics.
-    let retry_at = |after: Duration| {
-        let now = Utc::now();
-        chrono::TimeDelta::from_std(after)
-            .ok()
-            .and_then(|after| now.checked_add_signed(after))
-            .unwrap_or(chrono::DateTime::<Utc>::MAX_UTC)
-    };
-    let give_up = delivery.attempts >= settings.max_attempts;
-    match request.send().await {
+    match signed_request(client, delivery).send().await {
         Ok(response) => {
-            let status = response.status();
-            let code = status.as_u16();
-            if status.is_success() {
-                return Attempt::Delivered { status: code };
-            }
-            let retryable = status.is_server_error() || code == 408 || code == 429;
-            let error = format!("the receiver answered {status}");
-            if !retryable {
-                let why = if status.is_redirection() {
-                    " (redirects are not followed)"
-                } else {
-                    " (final)"
-                };
-                return Attempt::Dead {
-                    status: Some(code),
-                    error: format!("{error}{why}"),
-                };
-            }
-            if give_up {
-                return budget_spent(Some(code), error, settings);
-            }
-            let asked = response
-                .headers()
-                .get("retry-after")
-                .and_then(|v| v.to_str().ok())
-                .and_then(|v| v.trim().parse::<u64>().ok())
-                .map(|s| Duration::from_secs(s).min(settings.backoff_max));
-            let delay = asked.unwrap_or_else(|| settings.delay_after(delivery.attempts));
-            Attempt::Retry {
-                status: Some(code),
-                error,
-                at: retry_at(delay),
-            }
+            let retry_after = response.headers().get("retry-after");
+            let retry_after = retry_after.and_then(|v| v.to_str().ok());
+            answered(response.status(), retry_after, settings, delivery.attempts)
         }
         Err(e) => {
-            let error = if e.is_timeout() {
-                format!("no answer within {:?}", settings.timeout)
-            } else if let Some(refused) = not_public(&e) {
-                format!("refused: {refused}")
-            } else if e.is_connect() {
-                "the receiver could not be reached".to_owned()
-            } else {
-                format!("the request failed: {}", e.without_url())
-            };
-            if give_up {
+            let error = request_error(e, settings);
+            if delivery.attempts >= settings.max_attempts {
                 return budget_spent(None, error, settings);
             }
             Attempt::Retry {
@@ -442,6 +383,87 @@ async fn send(client: &reqwest::Client, settings: &Settings, delivery: &Claimed)
             }
         }
     }
+}
+
+/// The POST of one delivery with the Standard Webhooks headers, signed now with every secret
+/// of its subscription (a rotation signs with the old and the new), and the event id as
+/// `Idempotency-Key` so a receiver can drop a delivery it has already taken.
+fn signed_request(client: &reqwest::Client, delivery: &Claimed) -> reqwest::RequestBuilder {
+    let body = body(delivery);
+    let id = delivery.event_id.to_string();
+    let timestamp = Utc::now().timestamp();
+    let signature = signing::signature_header(&delivery.secrets, &id, timestamp, &body);
+    client
+        .post(&delivery.url)
+        .header("content-type", "application/json")
+        .header("webhook-id", &id)
+        .header("webhook-timestamp", timestamp.to_string())
+        .header("webhook-signature", signature)
+        .header("idempotency-key", &id)
+        .body(body)
+}
+
+/// How a receiver's answer ends attempt number `attempts`: a 2xx is delivered; a 5xx, 408 or
+/// 429 is retried (after the receiver's `Retry-After` in seconds, capped at the longest
+/// backoff, else after the backoff) until the budget is spent; anything else is final.
+fn answered(
+    status: reqwest::StatusCode,
+    retry_after: Option<&str>,
+    settings: &Settings,
+    attempts: i32,
+) -> Attempt {
+    let code = status.as_u16();
+    if status.is_success() {
+        return Attempt::Delivered { status: code };
+    }
+    let retryable = status.is_server_error() || code == 408 || code == 429;
+    let error = format!("the receiver answered {status}");
+    if !retryable {
+        let why = if status.is_redirection() {
+            " (redirects are not followed)"
+        } else {
+            " (final)"
+        };
+        return Attempt::Dead {
+            status: Some(code),
+            error: format!("{error}{why}"),
+        };
+    }
+    if attempts >= settings.max_attempts {
+        return budget_spent(Some(code), error, settings);
+    }
+    let asked = retry_after
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .map(|s| Duration::from_secs(s).min(settings.backoff_max));
+    let delay = asked.unwrap_or_else(|| settings.delay_after(attempts));
+    Attempt::Retry {
+        status: Some(code),
+        error,
+        at: retry_at(delay),
+    }
+}
+
+/// Why a request got no answer, as the delivery's last error says it.
+fn request_error(e: reqwest::Error, settings: &Settings) -> String {
+    if e.is_timeout() {
+        format!("no answer within {:?}", settings.timeout)
+    } else if let Some(refused) = not_public(&e) {
+        format!("refused: {refused}")
+    } else if e.is_connect() {
+        "the receiver could not be reached".to_owned()
+    } else {
+        format!("the request failed: {}", e.without_url())
+    }
+}
+
+/// `after` from now. Checked: a receiver's `Retry-After` or a configured backoff past the
+/// calendar's end retries at the latest time that can be stored, never panics.
+fn retry_at(after: Duration) -> chrono::DateTime<Utc> {
+    let now = Utc::now();
+    chrono::TimeDelta::from_std(after)
+        .ok()
+        .and_then(|after| now.checked_add_signed(after))
+        .unwrap_or(chrono::DateTime::<Utc>::MAX_UTC)
 }
 
 fn budget_spent(status: Option<u16>, error: String, settings: &Settings) -> Attempt {
@@ -457,6 +479,7 @@ fn budget_spent(status: Option<u16>, error: String, settings: &Settings) -> Atte
 #[cfg(test)]
 mod tests {
     use super::*;
+    use reqwest::StatusCode;
 
     fn settings() -> Settings {
         Settings {
@@ -471,6 +494,63 @@ mod tests {
             per_subscription: 2,
             events_stream: None,
         }
+    }
+
+    #[test]
+    fn a_2xx_is_delivered_and_other_answers_outside_408_429_and_5xx_are_final() {
+        let s = settings();
+        let answer = |code: u16| answered(StatusCode::from_u16(code).unwrap(), None, &s, 1);
+        assert_eq!(answer(204), Attempt::Delivered { status: 204 });
+        assert_eq!(
+            answer(404),
+            Attempt::Dead {
+                status: Some(404),
+                error: "the receiver answered 404 Not Found (final)".into()
+            }
+        );
+        assert_eq!(
+            answer(301),
+            Attempt::Dead {
+                status: Some(301),
+                error: "the receiver answered 301 Moved Permanently (redirects are not followed)"
+                    .into()
+            }
+        );
+    }
+
+    #[test]
+    fn a_retryable_answer_waits_as_asked_within_the_longest_backoff_until_the_budget() {
+        let s = settings();
+        for (code, retry_after, at_most) in [
+            (503, Some("0"), 0),
+            (429, Some(" 3600 "), 1_000),
+            (408, Some("soon"), 100),
+            (500, None, 100),
+        ] {
+            let before = Utc::now();
+            let attempt = answered(StatusCode::from_u16(code).unwrap(), retry_after, &s, 1);
+            let Attempt::Retry { status, error, at } = attempt else {
+                panic!("{code} {retry_after:?}: {attempt:?}");
+            };
+            assert_eq!(status, Some(code));
+            assert!(error.starts_with(&format!("the receiver answered {code} ")));
+            let waits = (at - before).num_milliseconds();
+            assert!((0..=at_most + 50).contains(&waits), "{code}: {waits} ms");
+        }
+        assert_eq!(
+            answered(StatusCode::BAD_GATEWAY, None, &s, s.max_attempts),
+            Attempt::Dead {
+                status: Some(502),
+                error: "the receiver answered 502 Bad Gateway; the retry budget (5 attempts) \
+                        is spent"
+                    .into()
+            }
+        );
+    }
+
+    #[test]
+    fn a_delay_past_the_calendar_retries_at_the_latest_storable_time() {
+        assert_eq!(retry_at(Duration::MAX), chrono::DateTime::<Utc>::MAX_UTC);
     }
 
     #[test]

@@ -521,76 +521,115 @@ pub fn overdue_before(now: DateTime<Utc>, grace: TimeDelta) -> Option<DateTime<U
 /// No hold stays pending past its expiry by more than `grace` (the sweeper is running), and
 /// no open-hold reservation outlives its hold.
 async fn overdue_holds(db: &mut Db<'_>, grace: TimeDelta) -> Result<Vec<Finding>, sqlx::Error> {
-    let (engine, conn) = (db.engine(), db.conn());
-    let now: DateTime<Utc> = sqlx::query_scalar!(r#"select now() as "now!""#)
-        .fetch_one(&mut *conn)
-        .await?;
-    let overdue = match overdue_before(now, grace) {
-        Some(cutoff) => {
-            sqlx::query!(
-                r#"select id, expires_at as "expires_at!" from transactions
-                   where status = 'pending' and expires_at < $1
-                   order by expires_at limit $2"#,
-                cutoff,
-                MAX_FINDINGS_PER_CHECK
-            )
-            .fetch_all(&mut *conn)
-            .await?
-        }
-        None => Vec::new(),
-    };
-    let stale: Vec<(Uuid, String, Option<String>)> = match engine {
-        Engine::Plain => sqlx::query!(
-            r#"select h.transaction_id, h.account_id, t.status
-               from open_holds h join transactions t on t.id = h.transaction_id
-               where t.status <> 'pending' order by h.transaction_id limit $1"#,
-            MAX_FINDINGS_PER_CHECK
-        )
-        .fetch_all(conn)
-        .await?
-        .into_iter()
-        .map(|r| (r.transaction_id, r.account_id, Some(r.status)))
-        .collect(),
-        // On Citus a hold has no foreign key to its transaction (not co-located): a hold
-        // whose transaction is missing is stale too.
-        Engine::Citus => sqlx::query!(
-            r#"with t as materialized (
-                   select id, status from transactions
-                   where id in (select transaction_id from open_holds))
-               select h.transaction_id, h.account_id, t.status as "status?"
-               from open_holds h left join t on t.id = h.transaction_id
-               where t.status is distinct from 'pending' order by h.transaction_id limit $1"#,
-            MAX_FINDINGS_PER_CHECK
-        )
-        .fetch_all(conn)
-        .await?
-        .into_iter()
-        .map(|r| (r.transaction_id, r.account_id, r.status))
-        .collect(),
-    };
-    let overdue = overdue.into_iter().map(|r| Finding {
-        check: "overdue_hold".into(),
-        account: None,
-        entry: None,
-        transaction: Some(r.id),
-        detail: format!(
-            "still pending, expired at {} (is the sweeper running?)",
-            r.expires_at.to_rfc3339()
-        ),
-    });
-    let stale = stale
-        .into_iter()
-        .map(|(transaction, account, status)| Finding {
-            check: "stale_open_hold".into(),
-            account: Some(account),
+    let overdue = overdue_pending(db.conn(), grace).await?;
+    let stale = stale_open_holds(db).await?;
+    let overdue = overdue.into_iter().map(OverdueHold::finding);
+    let stale = stale.into_iter().map(StaleHold::finding);
+    Ok(overdue.chain(stale).collect())
+}
+
+/// A hold still pending past its expiry (and the grace).
+struct OverdueHold {
+    id: Uuid,
+    expires_at: DateTime<Utc>,
+}
+
+impl OverdueHold {
+    fn finding(self) -> Finding {
+        Finding {
+            check: "overdue_hold".into(),
+            account: None,
             entry: None,
-            transaction: Some(transaction),
-            detail: match status {
+            transaction: Some(self.id),
+            detail: format!(
+                "still pending, expired at {} (is the sweeper running?)",
+                self.expires_at.to_rfc3339()
+            ),
+        }
+    }
+}
+
+/// An open-hold reservation whose transaction is no longer pending: its status, or `None`
+/// when the transaction does not exist.
+struct StaleHold {
+    transaction: Uuid,
+    account: String,
+    status: Option<String>,
+}
+
+impl StaleHold {
+    fn finding(self) -> Finding {
+        Finding {
+            check: "stale_open_hold".into(),
+            account: Some(self.account),
+            entry: None,
+            transaction: Some(self.transaction),
+            detail: match self.status {
                 Some(status) => format!("reserves money for a {status} transaction"),
                 None => "reserves money for a transaction that does not exist".to_owned(),
             },
-        });
-    Ok(overdue.chain(stale).collect())
+        }
+    }
+}
+
+/// The pending holds that expired more than `grace` before the database's `now()`, oldest
+/// first (none when the grace reaches before any storable time, see [`overdue_before`]).
+async fn overdue_pending(
+    conn: &mut PgConnection,
+    grace: TimeDelta,
+) -> Result<Vec<OverdueHold>, sqlx::Error> {
+    let now: DateTime<Utc> = sqlx::query_scalar!(r#"select now() as "now!""#)
+        .fetch_one(&mut *conn)
+        .await?;
+    let Some(cutoff) = overdue_before(now, grace) else {
+        return Ok(Vec::new());
+    };
+    sqlx::query_as!(
+        OverdueHold,
+        r#"select id, expires_at as "expires_at!" from transactions
+           where status = 'pending' and expires_at < $1
+           order by expires_at limit $2"#,
+        cutoff,
+        MAX_FINDINGS_PER_CHECK
+    )
+    .fetch_all(conn)
+    .await
+}
+
+/// The open-hold reservations whose transaction is not pending.
+async fn stale_open_holds(db: &mut Db<'_>) -> Result<Vec<StaleHold>, sqlx::Error> {
+    let (engine, conn) = (db.engine(), db.conn());
+    match engine {
+        Engine::Plain => {
+            sqlx::query_as!(
+                StaleHold,
+                r#"select h.transaction_id as transaction, h.account_id as account,
+                      t.status as "status?"
+               from open_holds h join transactions t on t.id = h.transaction_id
+               where t.status <> 'pending' order by h.transaction_id limit $1"#,
+                MAX_FINDINGS_PER_CHECK
+            )
+            .fetch_all(conn)
+            .await
+        }
+        // On Citus a hold has no foreign key to its transaction (not co-located): a hold
+        // whose transaction is missing is stale too.
+        Engine::Citus => {
+            sqlx::query_as!(
+                StaleHold,
+                r#"with t as materialized (
+                   select id, status from transactions
+                   where id in (select transaction_id from open_holds))
+               select h.transaction_id as transaction, h.account_id as account,
+                      t.status as "status?"
+               from open_holds h left join t on t.id = h.transaction_id
+               where t.status is distinct from 'pending' order by h.transaction_id limit $1"#,
+                MAX_FINDINGS_PER_CHECK
+            )
+            .fetch_all(conn)
+            .await
+        }
+    }
 }
 
 /// The reversals of a transaction never give back more than it moved.
@@ -656,5 +695,24 @@ mod tests {
         assert_eq!(overdue_before(now, hold_grace(u64::MAX)), None);
         assert_eq!(overdue_before(now, TimeDelta::days(366 * 7_000)), None);
         assert!(overdue_before(now, TimeDelta::days(365 * 6_000)).is_some());
+    }
+
+    #[test]
+    fn a_reservation_names_the_status_of_its_transaction_or_its_absence() {
+        let stale = |status: Option<&str>| StaleHold {
+            transaction: Uuid::nil(),
+            account: "w1".into(),
+            status: status.map(str::to_owned),
+        };
+        let posted = stale(Some("posted")).finding();
+        assert_eq!(
+            (posted.check.as_str(), posted.account.as_deref()),
+            ("stale_open_hold", Some("w1"))
+        );
+        assert_eq!(posted.detail, "reserves money for a posted transaction");
+        assert_eq!(
+            stale(None).finding().detail,
+            "reserves money for a transaction that does not exist"
+        );
     }
 }

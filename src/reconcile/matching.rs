@@ -128,18 +128,16 @@ pub async fn compare(
     max_listed: usize,
     sink: &mut ExceptionSink,
 ) -> anyhow::Result<Matching> {
-    let engine = db.engine();
-    let conn = db.conn();
     let mut out = Matching::default();
     // Streamed row by row (one per payment of the file), never collected: memory stays flat
     // however large the file.
-    let mut rows = key_rows(&mut *conn, engine, run_id, window);
+    let mut rows = key_rows(db, run_id, window);
     while let Some(r) = rows.try_next().await? {
         let found = judge(&r, window, max_listed, &mut out)?;
         push_exceptions(&r, &found, sink)?;
     }
     drop(rows);
-    missing_at_provider(&mut *conn, engine, run_id, window, sink).await?;
+    missing_at_provider(db, run_id, window, sink).await?;
     out.ledger_payments = sqlx::query_scalar!(
         r#"select count(*) as "count!" from transactions
            where kind = 'payment' and account_ids && $1::text[] and posted_at between $2 and $3"#,
@@ -147,7 +145,7 @@ pub async fn compare(
         window.from,
         window.to,
     )
-    .fetch_one(conn)
+    .fetch_one(db.conn())
     .await?;
     Ok(out)
 }
@@ -157,149 +155,27 @@ type Rows<'c, T> =
     std::pin::Pin<Box<dyn futures_util::Stream<Item = Result<T, sqlx::Error>> + Send + 'c>>;
 
 /// Each key of the file with what the ledger has for it, in the file's order.
-fn key_rows<'c>(
-    conn: &'c mut PgConnection,
-    engine: Engine,
-    run_id: Uuid,
-    window: &'c Window,
-) -> Rows<'c, KeyRow> {
-    match engine {
-        Engine::Plain => sqlx::query_as!(
+///
+/// The statement runs to sixty lines and has a Citus form, so both forms live side by side in
+/// `sql/key_rows.plain.sql` and `sql/key_rows.citus.sql` (checked at build time like any
+/// `query_as!`), with the comments on why they are shaped as they are.
+fn key_rows<'d>(db: &'d mut Db<'_>, run_id: Uuid, window: &'d Window) -> Rows<'d, KeyRow> {
+    let clearing = &window.clearing_accounts;
+    match db.engine() {
+        Engine::Plain => sqlx::query_file_as!(
             KeyRow,
-        r#"with per_key as (
-               -- The key sorts bytewise ("C"): a UUID or a reference needs no language rules,
-               -- and grouping a million lines under the locale's collation costs seconds.
-               select coalesce(payment_id::text, 'ref:' || external_ref) collate "C" as k,
-                      (array_agg(payment_id) filter (where payment_id is not null))[1] as payment_id,
-                      (array_agg(external_ref) filter (where external_ref is not null))[1] as external_ref,
-                      array_agg(currency) as currencies,
-                      -- A payment's amount per status is its first line's (the smallest
-                      -- [line, amount] pair); further lines with the same status are
-                      -- duplicates, reported as such, not added up. No ordered aggregate: in
-                      -- PostgreSQL 15 each one (and each `distinct`) sorts per group, a
-                      -- million small sorts; Rust sorts the few lines of a key instead.
-                      coalesce((min(array[line, amount]) filter (where status = 'settled'))[2], 0)
-                          as settled,
-                      coalesce((min(array[line, amount]) filter (where status = 'refunded'))[2], 0)
-                          as refunded,
-                      array_agg(line) filter (where status = 'settled') as settled_lines,
-                      array_agg(line) filter (where status = 'refunded') as refunded_lines,
-                      array_agg(line) filter (where status = 'failed') as failed_lines,
-                      min(line) as first_line
-               from settlement_lines where run_id = $1
-               group by 1)
-           select f.payment_id, f.external_ref, f.currencies as "currencies!", f.settled as "settled!",
-                  f.refunded as "refunded!", f.settled_lines, f.refunded_lines, f.failed_lines,
-                  f.first_line as "first_line!",
-                  l.id as "ledger_id?", l.currency as "ledger_currency?", l.status as "ledger_status?",
-                  l.gross as "ledger_gross?", l.reversed as "ledger_refunded?"
-           from per_key f
-           left join lateral (
-               -- What was posted, not what was asked: a posted payment's gross is the sum of
-               -- its credit entries (a partial capture posted less than it authorized); one
-               -- not posted has no entries, so its requested legs stand in. Refunds are the
-               -- credit entries of its posted reversals.
-               select t.id, t.currency, t.status,
-                      (case when t.status = 'posted'
-                            then (select coalesce(sum(e.amount), 0) from entries e
-                                  where e.transaction_id = t.id and e.amount > 0)
-                            else (select coalesce(sum((leg ->> 'amount')::bigint), 0)
-                                  from jsonb_array_elements(t.legs) leg
-                                  where (leg ->> 'amount')::bigint > 0)
-                       end)::bigint as gross,
-                      coalesce((select sum(e.amount) from transactions r
-                                join entries e on e.transaction_id = r.id
-                                where r.reverses = t.id and r.status = 'posted' and e.amount > 0),
-                               0)::bigint as reversed
-               from transactions t
-               -- One primary-key lookup per payment (its id, else the id its external_ref
-               -- names among this provider's payments: another provider may use the same
-               -- reference); the provider check is a filter on the rows of that reference,
-               -- kept out of the GIN index on purpose (through coalesce), which would match
-               -- every payment.
-               where t.id = coalesce(f.payment_id,
-                                     (select x.id from transactions x
-                                      where x.external_ref = f.external_ref and x.kind = 'payment'
-                                        and coalesce(x.account_ids && $2::text[], false)
-                                      order by x.seq limit 1))
-                 and t.kind = 'payment' and coalesce(t.account_ids && $2::text[], false)) l on true
-           order by f.first_line"#,
+            "src/reconcile/sql/key_rows.plain.sql",
             run_id,
-            &window.clearing_accounts,
+            clearing
         )
-        .fetch(conn),
-        Engine::Citus => sqlx::query_as!(
+        .fetch(db.conn()),
+        Engine::Citus => sqlx::query_file_as!(
             KeyRow,
-            r#"with per_key as materialized (
-               -- The key sorts bytewise ("C"): a UUID or a reference needs no language rules,
-               -- and grouping a million lines under the locale's collation costs seconds.
-               select coalesce(payment_id::text, 'ref:' || external_ref) collate "C" as k,
-                      (array_agg(payment_id) filter (where payment_id is not null))[1] as payment_id,
-                      (array_agg(external_ref) filter (where external_ref is not null))[1] as external_ref,
-                      array_agg(currency) as currencies,
-                      -- A payment's amount per status is its first line's (the smallest
-                      -- [line, amount] pair); further lines with the same status are
-                      -- duplicates, reported as such, not added up. No ordered aggregate: in
-                      -- PostgreSQL 15 each one (and each `distinct`) sorts per group, a
-                      -- million small sorts; Rust sorts the few lines of a key instead.
-                      coalesce((min(array[line, amount]) filter (where status = 'settled'))[2], 0)
-                          as settled,
-                      coalesce((min(array[line, amount]) filter (where status = 'refunded'))[2], 0)
-                          as refunded,
-                      array_agg(line) filter (where status = 'settled') as settled_lines,
-                      array_agg(line) filter (where status = 'refunded') as refunded_lines,
-                      array_agg(line) filter (where status = 'failed') as failed_lines,
-                      min(line) as first_line
-               from settlement_lines where run_id = $1
-               group by 1),
-               -- Citus cannot run the lateral join of the plain form (entries and
-               -- transactions are distributed by different columns): each step is its own
-               -- statement on the distributed tables, by id, its result joined on the
-               -- coordinator.
-               candidates as materialized (
-                   select x.external_ref, x.id, x.seq from transactions x
-                   where x.external_ref in (select external_ref from per_key where payment_id is null)
-                     and x.kind = 'payment' and coalesce(x.account_ids && $2::text[], false)),
-               by_ref as materialized (
-                   select distinct on (external_ref) external_ref, id from candidates
-                   order by external_ref, seq),
-               t as materialized (
-                   select t.id, t.currency, t.status, t.legs from transactions t
-                   where t.id in (select payment_id from per_key where payment_id is not null
-                                  union all select id from by_ref)
-                     and t.kind = 'payment' and coalesce(t.account_ids && $2::text[], false)),
-               gross as materialized (
-                   select transaction_id, sum(amount) as gross from entries
-                   where transaction_id in (select id from t where status = 'posted') and amount > 0
-                   group by transaction_id),
-               reversals as materialized (
-                   select r.id, r.reverses from transactions r
-                   where r.reverses in (select id from t) and r.status = 'posted'),
-               reversal_credits as materialized (
-                   select transaction_id, sum(amount) as credited from entries
-                   where transaction_id in (select id from reversals) and amount > 0
-                   group by transaction_id)
-           select f.payment_id, f.external_ref, f.currencies as "currencies!", f.settled as "settled!",
-                  f.refunded as "refunded!", f.settled_lines, f.refunded_lines, f.failed_lines,
-                  f.first_line as "first_line!",
-                  t.id as "ledger_id?", t.currency as "ledger_currency?", t.status as "ledger_status?",
-                  (case when t.status = 'posted' then coalesce(g.gross, 0)
-                        else (select coalesce(sum((leg ->> 'amount')::bigint), 0)
-                              from jsonb_array_elements(t.legs) leg
-                              where (leg ->> 'amount')::bigint > 0)
-                   end)::bigint as "ledger_gross?",
-                  (select coalesce(sum(c.credited), 0) from reversals v
-                   join reversal_credits c on c.transaction_id = v.id
-                   where v.reverses = t.id)::bigint as "ledger_refunded?"
-           from per_key f
-           left join by_ref b on f.payment_id is null and b.external_ref = f.external_ref
-           left join t on t.id = coalesce(f.payment_id, b.id)
-           left join gross g on g.transaction_id = t.id
-           order by f.first_line"#,
+            "src/reconcile/sql/key_rows.citus.sql",
             run_id,
-            &window.clearing_accounts,
+            clearing
         )
-        .fetch(conn),
+        .fetch(db.conn()),
     }
 }
 
@@ -529,8 +405,7 @@ fn push_exceptions(r: &KeyRow, found: &Found, sink: &mut ExceptionSink) -> anyho
 
 /// `missing_at_provider`: the payments of the window that no line names.
 async fn missing_at_provider(
-    conn: &mut PgConnection,
-    engine: Engine,
+    db: &mut Db<'_>,
     run_id: Uuid,
     window: &Window,
     sink: &mut ExceptionSink,
@@ -540,101 +415,60 @@ async fn missing_at_provider(
     // the lines once per payment. Fresh statistics pick the hash anyway; this keeps it when
     // they are stale.
     sqlx::query("select set_config('enable_nestloop', 'off', true)")
-        .execute(&mut *conn)
+        .execute(db.conn())
         .await?;
-    let mut missing = missing_rows(&mut *conn, engine, run_id, window);
+    let mut missing = missing_rows(db, run_id, window);
     while let Some(m) = missing.try_next().await? {
-        sink.push(Exception {
-            code: "missing_at_provider".to_owned(),
-            payment_id: Some(m.id),
-            external_ref: m.external_ref,
-            line: None,
-            reasons: vec![format!(
-                "payment: ledger posted {} {} at {}, the provider's file has no such payment",
-                format(&m.currency, m.gross),
-                m.currency,
-                m.posted_at.to_rfc3339()
-            )],
-        })?;
+        sink.push(m.exception())?;
     }
     drop(missing);
     sqlx::query("select set_config('enable_nestloop', 'on', true)")
-        .execute(&mut *conn)
+        .execute(db.conn())
         .await?;
     Ok(())
 }
 
+impl MissingRow {
+    /// The `missing_at_provider` exception of a payment no line names.
+    fn exception(self) -> Exception {
+        Exception {
+            code: "missing_at_provider".to_owned(),
+            payment_id: Some(self.id),
+            external_ref: self.external_ref,
+            line: None,
+            reasons: vec![format!(
+                "payment: ledger posted {} {} at {}, the provider's file has no such payment",
+                format(&self.currency, self.gross),
+                self.currency,
+                self.posted_at.to_rfc3339()
+            )],
+        }
+    }
+}
+
 /// The posted payments of the window that no line names (by id, or by reference as the
-/// matching takes it), oldest first.
-fn missing_rows<'c>(
-    conn: &'c mut PgConnection,
-    engine: Engine,
-    run_id: Uuid,
-    window: &'c Window,
-) -> Rows<'c, MissingRow> {
-    match engine {
-        Engine::Plain => sqlx::query_as!(
+/// matching takes it), oldest first. Both forms in `sql/missing_rows.{plain,citus}.sql`.
+fn missing_rows<'d>(db: &'d mut Db<'_>, run_id: Uuid, window: &'d Window) -> Rows<'d, MissingRow> {
+    let (clearing, from, to) = (&window.clearing_accounts, window.from, window.to);
+    match db.engine() {
+        Engine::Plain => sqlx::query_file_as!(
             MissingRow,
-        r#"with by_ref as materialized (
-               -- The payments that lines without a payment_id name: per reference, this
-               -- provider's oldest payment with it, exactly as the matching above takes it.
-               -- A second payment with the same reference is not named by that line.
-               select p.id
-               from (select distinct external_ref from settlement_lines
-                     where run_id = $1 and payment_id is null) s
-               cross join lateral (select x.id from transactions x
-                                   where x.external_ref = s.external_ref and x.kind = 'payment'
-                                     and coalesce(x.account_ids && $2::text[], false)
-                                   order by x.seq limit 1) p)
-           select t.id, t.external_ref, t.currency, t.posted_at as "posted_at!",
-                  (select coalesce(sum(e.amount), 0) from entries e
-                   where e.transaction_id = t.id and e.amount > 0)::bigint as "gross!"
-           from transactions t
-           where t.kind = 'payment' and t.status = 'posted' and t.account_ids && $2::text[]
-             and t.posted_at between $3 and $4
-             and not exists (select 1 from settlement_lines s where s.run_id = $1 and s.payment_id = t.id)
-             and not exists (select 1 from by_ref r where r.id = t.id)
-           order by t.posted_at"#,
+            "src/reconcile/sql/missing_rows.plain.sql",
             run_id,
-            &window.clearing_accounts,
-            window.from,
-            window.to,
+            clearing,
+            from,
+            to,
         )
-        .fetch(conn),
-        Engine::Citus => sqlx::query_as!(
+        .fetch(db.conn()),
+        Engine::Citus => sqlx::query_file_as!(
             MissingRow,
-            r#"with candidates as materialized (
-               -- The plain form's steps, each its own statement on the distributed tables
-               -- (Citus runs no correlated subquery across them), joined on the coordinator.
-               select x.external_ref, x.id, x.seq from transactions x
-               where x.external_ref in (select external_ref from settlement_lines
-                                        where run_id = $1 and payment_id is null)
-                 and x.kind = 'payment' and coalesce(x.account_ids && $2::text[], false)),
-           named as materialized (
-               select payment_id as id from settlement_lines
-               where run_id = $1 and payment_id is not null
-               union
-               select id from (select distinct on (external_ref) id from candidates
-                               order by external_ref, seq) r),
-           w as materialized (
-               select t.id, t.external_ref, t.currency, t.posted_at from transactions t
-               where t.kind = 'payment' and t.status = 'posted' and t.account_ids && $2::text[]
-                 and t.posted_at between $3 and $4),
-           gross as materialized (
-               select transaction_id, sum(amount) as gross from entries
-               where transaction_id in (select id from w) and amount > 0
-               group by transaction_id)
-           select w.id, w.external_ref, w.currency, w.posted_at as "posted_at!",
-                  coalesce(g.gross, 0)::bigint as "gross!"
-           from w left join gross g on g.transaction_id = w.id
-           where not exists (select 1 from named n where n.id = w.id)
-           order by w.posted_at"#,
+            "src/reconcile/sql/missing_rows.citus.sql",
             run_id,
-            &window.clearing_accounts,
-            window.from,
-            window.to,
+            clearing,
+            from,
+            to,
         )
-        .fetch(conn),
+        .fetch(db.conn()),
     }
 }
 
@@ -670,6 +504,34 @@ struct PayoutRow {
     ledger_gross: String,
 }
 
+impl PayoutRow {
+    /// The report's payout: the sums (exact, as text) read as `i128` and formatted in the
+    /// payout's currency; net is gross − refunds − fees.
+    fn payout(self) -> Result<Payout, sqlx::Error> {
+        let (gross, refunded, fee, ledger_gross) = (
+            wide(&self.gross)?,
+            wide(&self.refunded)?,
+            wide(&self.fee)?,
+            wide(&self.ledger_gross)?,
+        );
+        let f = |minor: i128| format_wide(&self.currency, minor);
+        Ok(Payout {
+            gross: f(gross),
+            fee: f(fee),
+            net: f(gross - refunded - fee),
+            ledger_gross: f(ledger_gross),
+            gross_minor: minor_sibling(gross),
+            fee_minor: minor_sibling(fee),
+            net_minor: minor_sibling(gross - refunded - fee),
+            ledger_gross_minor: minor_sibling(ledger_gross),
+            agrees: self.agrees,
+            lines: self.lines,
+            payout_ref: self.payout_ref,
+            currency: self.currency,
+        })
+    }
+}
+
 /// Lines sharing a `payout_ref` checked as one bank payout: its gross against the ledger's
 /// amounts (what was posted) for the same payments of this provider.
 /// Returns at most `max_listed` payouts, the disagreeing ones first, and how many there are.
@@ -679,114 +541,49 @@ pub async fn payouts(
     clearing_accounts: &[String],
     max_listed: i64,
 ) -> Result<(Vec<Payout>, i64), sqlx::Error> {
-    let engine = db.engine();
-    let conn = db.conn();
-    let rows = match engine {
-        Engine::Plain => {
-            sqlx::query_as!(
-                PayoutRow,
-        r#"select s.payout_ref as "payout_ref!", min(s.currency) as "currency!", count(*) as "lines!",
-                  count(*) over () as "total!",
-                  (coalesce(sum(s.amount) filter (where s.status = 'settled'), 0)
-                   = coalesce(sum(l.gross) filter (where s.status = 'settled'), 0)) as "agrees!",
-                  coalesce(sum(s.amount) filter (where s.status = 'settled'), 0)::text as "gross!",
-                  coalesce(sum(s.amount) filter (where s.status = 'refunded'), 0)::text as "refunded!",
-                  sum(s.fee)::text as "fee!",
-                  coalesce(sum(l.gross) filter (where s.status = 'settled'), 0)::text as "ledger_gross!"
-           from settlement_lines s
-           left join lateral (
-               select (select coalesce(sum(e.amount), 0) from entries e
-                       where e.transaction_id = t.id and e.amount > 0) as gross
-               from transactions t
-               where t.id = coalesce(s.payment_id,
-                                     (select x.id from transactions x
-                                      where x.external_ref = s.external_ref and x.kind = 'payment'
-                                        and coalesce(x.account_ids && $2::text[], false)
-                                      order by x.seq limit 1))
-                 and t.kind = 'payment' and coalesce(t.account_ids && $2::text[], false)) l on true
-           where s.run_id = $1 and s.payout_ref is not null
-           group by s.payout_ref order by 5, s.payout_ref limit $3"#,
-                run_id,
-                clearing_accounts,
-                max_listed,
-            )
-            .fetch_all(conn)
-            .await?
-        }
-        Engine::Citus => {
-            sqlx::query_as!(
-                PayoutRow,
-                r#"with s as materialized (
-               select payout_ref, currency, status, amount, fee, payment_id, external_ref
-               from settlement_lines where run_id = $1 and payout_ref is not null),
-           -- The plain form's lateral join as statements by id on the distributed tables,
-           -- joined on the coordinator (see `compare`).
-           candidates as materialized (
-               select x.external_ref, x.id, x.seq from transactions x
-               where x.external_ref in (select external_ref from s where payment_id is null)
-                 and x.kind = 'payment' and coalesce(x.account_ids && $2::text[], false)),
-           by_ref as materialized (
-               select distinct on (external_ref) external_ref, id from candidates
-               order by external_ref, seq),
-           t as materialized (
-               select t.id from transactions t
-               where t.id in (select payment_id from s where payment_id is not null
-                              union all select id from by_ref)
-                 and t.kind = 'payment' and coalesce(t.account_ids && $2::text[], false)),
-           gross as materialized (
-               select transaction_id, sum(amount) as gross from entries
-               where transaction_id in (select id from t) and amount > 0
-               group by transaction_id)
-           select s.payout_ref as "payout_ref!", min(s.currency) as "currency!", count(*) as "lines!",
-                  count(*) over () as "total!",
-                  (coalesce(sum(s.amount) filter (where s.status = 'settled'), 0)
-                   = coalesce(sum(l.gross) filter (where s.status = 'settled'), 0)) as "agrees!",
-                  coalesce(sum(s.amount) filter (where s.status = 'settled'), 0)::text as "gross!",
-                  coalesce(sum(s.amount) filter (where s.status = 'refunded'), 0)::text as "refunded!",
-                  sum(s.fee)::text as "fee!",
-                  coalesce(sum(l.gross) filter (where s.status = 'settled'), 0)::text as "ledger_gross!"
-           from s
-           left join by_ref b on s.payment_id is null and b.external_ref = s.external_ref
-           left join (select t.id, coalesce(g.gross, 0) as gross
-                      from t left join gross g on g.transaction_id = t.id) l
-             on l.id = coalesce(s.payment_id, b.id)
-           group by s.payout_ref order by 5, s.payout_ref limit $3"#,
-                run_id,
-                clearing_accounts,
-                max_listed,
-            )
-            .fetch_all(conn)
-            .await?
-        }
-    };
+    let rows = payout_rows(db, run_id, clearing_accounts, max_listed).await?;
+    // Every row carries the count of all payouts (a window function), listed or not.
     let total = rows.first().map_or(0, |r| r.total);
     let listed = rows
         .into_iter()
-        .map(|r| {
-            let f = |minor: i128| format_wide(&r.currency, minor);
-            let (gross, refunded, fee, ledger_gross) = (
-                wide(&r.gross)?,
-                wide(&r.refunded)?,
-                wide(&r.fee)?,
-                wide(&r.ledger_gross)?,
-            );
-            Ok(Payout {
-                payout_ref: r.payout_ref.clone(),
-                currency: r.currency.clone(),
-                lines: r.lines,
-                gross: f(gross),
-                fee: f(fee),
-                net: f(gross - refunded - fee),
-                ledger_gross: f(ledger_gross),
-                gross_minor: minor_sibling(gross),
-                fee_minor: minor_sibling(fee),
-                net_minor: minor_sibling(gross - refunded - fee),
-                ledger_gross_minor: minor_sibling(ledger_gross),
-                agrees: r.agrees,
-            })
-        })
+        .map(PayoutRow::payout)
         .collect::<Result<Vec<Payout>, sqlx::Error>>()?;
     Ok((listed, total))
+}
+
+/// The payouts' sums, both forms in `sql/payouts.{plain,citus}.sql`.
+async fn payout_rows(
+    db: &mut Db<'_>,
+    run_id: Uuid,
+    clearing_accounts: &[String],
+    max_listed: i64,
+) -> Result<Vec<PayoutRow>, sqlx::Error> {
+    let engine = db.engine();
+    let conn = db.conn();
+    match engine {
+        Engine::Plain => {
+            sqlx::query_file_as!(
+                PayoutRow,
+                "src/reconcile/sql/payouts.plain.sql",
+                run_id,
+                clearing_accounts,
+                max_listed,
+            )
+            .fetch_all(conn)
+            .await
+        }
+        Engine::Citus => {
+            sqlx::query_file_as!(
+                PayoutRow,
+                "src/reconcile/sql/payouts.citus.sql",
+                run_id,
+                clearing_accounts,
+                max_listed,
+            )
+            .fetch_all(conn)
+            .await
+        }
+    }
 }
 
 /// Gross (settled), fee and net (gross − refunds − fees) of the file, per currency, summed
@@ -908,6 +705,151 @@ mod tests {
                 );
             }
         }
+    }
+
+    fn window() -> Window {
+        Window {
+            clearing_accounts: vec!["clearing:acme:sar".into()],
+            from: DateTime::<Utc>::MIN_UTC,
+            to: DateTime::<Utc>::MAX_UTC,
+            amount_tolerance: Decimal::from_str("0.01").unwrap(),
+        }
+    }
+
+    /// A key of the file settled once at `settled` minor units in SAR (line 2), with the
+    /// ledger's payment `ledger` (status, gross, refunded) if it has one.
+    fn key(settled: i64, ledger: Option<(&str, i64, i64)>) -> KeyRow {
+        KeyRow {
+            payment_id: Some(Uuid::nil()),
+            external_ref: Some("ch_1".into()),
+            currencies: vec!["SAR".into()],
+            settled,
+            refunded: 0,
+            settled_lines: Some(vec![2]),
+            refunded_lines: None,
+            failed_lines: None,
+            first_line: 2,
+            ledger_id: ledger.map(|_| Uuid::nil()),
+            ledger_currency: ledger.map(|_| "SAR".into()),
+            ledger_status: ledger.map(|(status, _, _)| status.into()),
+            ledger_gross: ledger.map(|(_, gross, _)| gross),
+            ledger_refunded: ledger.map(|(_, _, refunded)| refunded),
+        }
+    }
+
+    fn judged(r: &KeyRow) -> (Vec<(&'static str, String)>, i64, usize) {
+        let mut out = Matching::default();
+        let found = judge(r, &window(), 1, &mut out).unwrap();
+        (found, out.matched_count, out.matched.len())
+    }
+
+    #[test]
+    fn a_settled_payment_the_ledger_posted_within_the_tolerance_matches() {
+        assert_eq!(
+            judged(&key(5000, Some(("posted", 5001, 0)))),
+            (vec![], 1, 1)
+        );
+    }
+
+    #[test]
+    fn amounts_beyond_the_tolerance_and_a_status_the_ledger_does_not_share_are_named() {
+        let (found, matched, _) = judged(&key(4500, Some(("posted", 5000, 0))));
+        assert_eq!(
+            (found, matched),
+            (
+                vec![(
+                    "amount_mismatch",
+                    "amount: ledger 50.00, provider 45.00".into()
+                )],
+                0
+            )
+        );
+        let (found, matched, _) = judged(&key(5000, Some(("pending", 5000, 0))));
+        assert_eq!(
+            (found, matched),
+            (
+                vec![(
+                    "status_mismatch",
+                    "status: ledger pending, provider settled".into()
+                )],
+                0
+            )
+        );
+    }
+
+    #[test]
+    fn a_payment_the_ledger_lacks_is_missing_unless_the_provider_says_it_failed() {
+        let (found, matched, _) = judged(&key(5000, None));
+        assert_eq!(
+            (found, matched),
+            (
+                vec![(
+                    "missing_in_ledger",
+                    "payment: provider settled 50.00 SAR (line 2), the ledger has no such \
+                     payment through this provider"
+                        .into()
+                )],
+                0
+            )
+        );
+        let mut failed = key(5000, None);
+        (failed.settled_lines, failed.failed_lines) = (None, Some(vec![2]));
+        assert_eq!(judged(&failed), (vec![], 1, 0), "counted, not listed");
+    }
+
+    #[test]
+    fn a_payment_no_line_names_reads_what_the_ledger_posted_and_when() {
+        let at = DateTime::parse_from_rfc3339("2026-11-30T03:55:12Z").unwrap();
+        let missing = MissingRow {
+            id: Uuid::nil(),
+            external_ref: None,
+            currency: "SAR".into(),
+            posted_at: at.with_timezone(&Utc),
+            gross: 3000,
+        };
+        let e = missing.exception();
+        assert_eq!((e.code.as_str(), e.line), ("missing_at_provider", None));
+        assert_eq!(
+            e.reasons,
+            [
+                "payment: ledger posted 30.00 SAR at 2026-11-30T03:55:12+00:00, the provider's \
+              file has no such payment"
+            ]
+        );
+    }
+
+    /// A payout of three SAR lines, its sums as PostgreSQL reads them out (text).
+    fn payout_row(gross: &str, refunded: &str, fee: &str, ledger_gross: &str) -> PayoutRow {
+        PayoutRow {
+            payout_ref: "po_1".into(),
+            currency: "SAR".into(),
+            lines: 3,
+            total: 1,
+            agrees: false,
+            gross: gross.into(),
+            refunded: refunded.into(),
+            fee: fee.into(),
+            ledger_gross: ledger_gross.into(),
+        }
+    }
+
+    #[test]
+    fn a_payouts_net_is_its_gross_less_refunds_and_fees_summed_exactly() {
+        let p = payout_row("10000", "2500", "150", "9000").payout().unwrap();
+        assert_eq!(
+            (
+                p.gross.as_str(),
+                p.fee.as_str(),
+                p.net.as_str(),
+                p.ledger_gross.as_str()
+            ),
+            ("100.00", "1.50", "73.50", "90.00")
+        );
+        assert_eq!((p.net_minor, p.agrees, p.lines), (Some(7350), false, 3));
+        assert!(
+            payout_row("1.5", "0", "0", "0").payout().is_err(),
+            "a sum that is not an integer does not decode"
+        );
     }
 
     #[test]

@@ -2,10 +2,10 @@
 //! reports. The same provider, file content and options make the same key; a second run of
 //! the same key answers the stored one unless `--force`.
 
-use super::exceptions::ExceptionSink;
-use super::invariants;
+use super::exceptions::{Collected, ExceptionSink};
+use super::invariants::{self, Finding};
 use super::matching::{self, Window};
-use super::model::{RunReport, Summary};
+use super::model::{CurrencyTotals, Payout, RunReport, Summary};
 use super::report;
 use super::settlement::{self, Columns};
 use crate::ledger::store::Store;
@@ -13,7 +13,7 @@ use anyhow::Context;
 use chrono::{DateTime, TimeDelta, Utc};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
-use sqlx::{PgConnection, PgPool};
+use sqlx::{PgConnection, PgPool, Postgres, Transaction};
 use std::io::{Read, Write};
 use std::time::Instant;
 use uuid::Uuid;
@@ -347,10 +347,31 @@ async fn reconcile(
     options: Value,
     key: String,
 ) -> anyhow::Result<(RunReport, Option<std::path::PathBuf>)> {
-    let pool = ledger.pool();
     let id = Uuid::new_v4();
-    // Every exception is counted and, for exceptions.csv, written as it is found; only the
-    // first of each code are kept in memory, for the stored run and the other reports.
+    let mut sink = exception_sink(args)?;
+    // The invariants read the whole ledger in their own snapshot, on their own connection,
+    // while the file is imported and matched on another: two PostgreSQL backends, so both
+    // cores work (each phase alone is one backend, one core).
+    let invariants = check_invariants(ledger, args.hold_grace_ms);
+    let compared = compare_file(ledger, args, id, settlement_file, columns, &mut sink);
+    let (invariants, (tx, compared)) = tokio::try_join!(invariants, compared)?;
+    let (collected, pending_csv) = sink.finish().context("writing exceptions.csv")?;
+    let head = RunHead {
+        id,
+        provider: args.provider.clone(),
+        key,
+        options,
+    };
+    let report = run_report(head, compared, collected, invariants);
+    finish(tx, &report, args.dry_run).await?;
+    let full_csv = pending_csv.publish().context("naming exceptions.csv")?;
+    Ok((report, full_csv))
+}
+
+/// Where the run's exceptions go. Every exception is counted and, for exceptions.csv, written
+/// as it is found; only the first of each code are kept in memory, for the stored run and the
+/// other reports.
+fn exception_sink(args: &ReconcileSettings) -> anyhow::Result<ExceptionSink> {
     let full_csv = args
         .format
         .contains(&report::Format::Csv)
@@ -359,86 +380,157 @@ async fn reconcile(
         std::fs::create_dir_all(&args.out)
             .with_context(|| format!("creating {}", args.out.display()))?;
     }
-    let mut sink = ExceptionSink::new(MAX_LISTED_EXCEPTIONS_PER_CODE, full_csv.as_deref())
-        .with_context(|| format!("writing exceptions.csv in {}", args.out.display()))?;
-    // The invariants read the whole ledger in their own snapshot, on their own connection,
-    // while the file is imported and matched on another: two PostgreSQL backends, so both
-    // cores work (each phase alone is one backend, one core).
-    let hold_grace = invariants::hold_grace(args.hold_grace_ms);
-    let invariants = async {
-        let started = Instant::now();
-        let mut conn = pool.acquire().await?;
-        let findings = invariants::check(&mut ledger.on(&mut conn), hold_grace).await?;
-        tracing::info!(
-            elapsed_ms = started.elapsed().as_millis() as u64,
-            findings = findings.len(),
-            "reconcile: ledger invariants checked"
-        );
-        Ok::<_, anyhow::Error>(findings)
-    };
-    let compared = async {
-        let sink = &mut sink;
-        let mut tx = pool.begin().await?;
-        crate::db::tune_for_batch_job(&mut tx).await?;
-        let started = Instant::now();
-        let imported = settlement::import(&mut tx, id, settlement_file, columns, sink).await?;
-        // The staging table was empty a moment ago: without fresh statistics the planner
-        // takes a million lines for a few and joins them row by row. Only the table's owner
-        // may analyze it; for another role PostgreSQL warns and the plans stay as they were.
-        sqlx::query("analyze settlement_lines")
-            .execute(&mut *tx)
-            .await?;
-        tracing::info!(
-            elapsed_ms = started.elapsed().as_millis() as u64,
-            rows = imported.rows,
-            "reconcile: file imported"
-        );
-        let (file_from, file_to) = matching::file_period(&mut tx, id).await?;
-        let now = Utc::now();
-        let from = args.from.or(file_from).unwrap_or(now);
-        let to = args.to.or(file_to).unwrap_or(now);
-        // A provider settles a payment `lag` after it was paid: the file's period, shifted
-        // back by the lag, is when the ledger took the payments it should list (widened at
-        // the start by the date tolerance, for payments that settle late).
-        let (window_from, window_to) = window_bounds(
-            from,
-            to,
-            args.settlement_lag_hours,
-            args.date_tolerance_hours,
-        )
-        .map_err(anyhow::Error::msg)?;
-        let window = Window {
-            clearing_accounts: clearing_accounts(&mut tx, &args.provider).await?,
-            from: window_from,
-            to: window_to,
-            amount_tolerance: args.amount_tolerance,
-        };
-        let started = Instant::now();
-        let mut db = ledger.on(&mut tx);
-        let matching = matching::compare(&mut db, id, &window, MAX_LISTED_MATCHES, sink).await?;
-        let clearing = &window.clearing_accounts;
-        let payouts = matching::payouts(&mut db, id, clearing, MAX_LISTED_PAYOUTS).await?;
-        let totals = matching::totals(&mut tx, id).await?;
-        tracing::info!(
-            elapsed_ms = started.elapsed().as_millis() as u64,
-            matched = matching.matched_count,
-            "reconcile: file matched with the ledger"
-        );
-        Ok::<_, anyhow::Error>((tx, now, window, imported, matching, payouts, totals))
-    };
-    let (invariants, (mut tx, now, window, imported, matching, payouts, totals)) =
-        tokio::try_join!(invariants, compared)?;
+    ExceptionSink::new(MAX_LISTED_EXCEPTIONS_PER_CODE, full_csv.as_deref())
+        .with_context(|| format!("writing exceptions.csv in {}", args.out.display()))
+}
 
-    let (payouts, payouts_total) = payouts;
-    let (collected, pending_csv) = sink.finish().context("writing exceptions.csv")?;
-    let report = RunReport {
-        id,
-        provider: args.provider.clone(),
-        key,
+/// The ledger's invariant findings, read on a connection of their own.
+async fn check_invariants(ledger: &Store, hold_grace_ms: u64) -> anyhow::Result<Vec<Finding>> {
+    let hold_grace = invariants::hold_grace(hold_grace_ms);
+    let started = Instant::now();
+    let mut conn = ledger.pool().acquire().await?;
+    let findings = invariants::check(&mut ledger.on(&mut conn), hold_grace).await?;
+    tracing::info!(
+        elapsed_ms = started.elapsed().as_millis() as u64,
+        findings = findings.len(),
+        "reconcile: ledger invariants checked"
+    );
+    Ok(findings)
+}
+
+/// What the file's side of a run found.
+struct Compared {
+    /// When the run started, as the run's `created_at`.
+    now: DateTime<Utc>,
+    window: Window,
+    imported: settlement::Imported,
+    matching: matching::Matching,
+    /// The listed payouts and how many there are.
+    payouts: (Vec<Payout>, i64),
+    totals: Vec<CurrencyTotals>,
+}
+
+/// Imports the file and compares it with the ledger, in a transaction that is handed back
+/// with what was found: the run is stored in it (the staged lines never outlive the run).
+async fn compare_file(
+    ledger: &Store,
+    args: &ReconcileSettings,
+    id: Uuid,
+    settlement_file: &std::path::Path,
+    columns: &Columns,
+    sink: &mut ExceptionSink,
+) -> anyhow::Result<(Transaction<'static, Postgres>, Compared)> {
+    let mut tx = ledger.pool().begin().await?;
+    crate::db::tune_for_batch_job(&mut tx).await?;
+    let imported = import(&mut tx, id, settlement_file, columns, sink).await?;
+    let (now, window) = window_of(&mut tx, args, id).await?;
+    let started = Instant::now();
+    let mut db = ledger.on(&mut tx);
+    let matching = matching::compare(&mut db, id, &window, MAX_LISTED_MATCHES, sink).await?;
+    let clearing = &window.clearing_accounts;
+    let payouts = matching::payouts(&mut db, id, clearing, MAX_LISTED_PAYOUTS).await?;
+    let totals = matching::totals(&mut tx, id).await?;
+    tracing::info!(
+        elapsed_ms = started.elapsed().as_millis() as u64,
+        matched = matching.matched_count,
+        "reconcile: file matched with the ledger"
+    );
+    let compared = Compared {
+        now,
+        window,
+        imported,
+        matching,
+        payouts,
+        totals,
+    };
+    Ok((tx, compared))
+}
+
+/// Stages the file's lines for run `id` and refreshes the staging table's statistics.
+async fn import(
+    tx: &mut PgConnection,
+    id: Uuid,
+    settlement_file: &std::path::Path,
+    columns: &Columns,
+    sink: &mut ExceptionSink,
+) -> anyhow::Result<settlement::Imported> {
+    let started = Instant::now();
+    let imported = settlement::import(&mut *tx, id, settlement_file, columns, sink).await?;
+    // The staging table was empty a moment ago: without fresh statistics the planner
+    // takes a million lines for a few and joins them row by row. Only the table's owner
+    // may analyze it; for another role PostgreSQL warns and the plans stay as they were.
+    sqlx::query("analyze settlement_lines")
+        .execute(&mut *tx)
+        .await?;
+    tracing::info!(
+        elapsed_ms = started.elapsed().as_millis() as u64,
+        rows = imported.rows,
+        "reconcile: file imported"
+    );
+    Ok(imported)
+}
+
+/// The run's instant and the ledger window its staged lines are compared over: the period
+/// of the flags, else of the file, else the current time.
+async fn window_of(
+    tx: &mut PgConnection,
+    args: &ReconcileSettings,
+    id: Uuid,
+) -> anyhow::Result<(DateTime<Utc>, Window)> {
+    let (file_from, file_to) = matching::file_period(&mut *tx, id).await?;
+    let now = Utc::now();
+    let from = args.from.or(file_from).unwrap_or(now);
+    let to = args.to.or(file_to).unwrap_or(now);
+    // A provider settles a payment `lag` after it was paid: the file's period, shifted
+    // back by the lag, is when the ledger took the payments it should list (widened at
+    // the start by the date tolerance, for payments that settle late).
+    let (window_from, window_to) = window_bounds(
+        from,
+        to,
+        args.settlement_lag_hours,
+        args.date_tolerance_hours,
+    )
+    .map_err(anyhow::Error::msg)?;
+    let window = Window {
+        clearing_accounts: clearing_accounts(tx, &args.provider).await?,
+        from: window_from,
+        to: window_to,
+        amount_tolerance: args.amount_tolerance,
+    };
+    Ok((now, window))
+}
+
+/// What names a run: its id, its provider, its key and the options in that key.
+struct RunHead {
+    id: Uuid,
+    provider: String,
+    key: String,
+    options: Value,
+}
+
+/// The run as every report shows it.
+fn run_report(
+    head: RunHead,
+    compared: Compared,
+    collected: Collected,
+    invariants: Vec<Finding>,
+) -> RunReport {
+    let Compared {
+        now,
+        window,
+        imported,
+        matching,
+        payouts: (payouts, payouts_total),
+        totals,
+    } = compared;
+    RunReport {
+        id: head.id,
+        provider: head.provider.clone(),
+        key: head.key,
         created_at: now,
-        options,
+        options: head.options,
         summary: Summary {
-            provider: args.provider.clone(),
+            provider: head.provider,
             period_from: Some(window.from),
             period_to: Some(window.to),
             file_rows: imported.rows,
@@ -455,18 +547,26 @@ async fn reconcile(
         matched: matching.matched,
         payouts,
         invariants,
-    };
-    sqlx::query!("delete from settlement_lines where run_id = $1", id)
+    }
+}
+
+/// Ends the run's transaction: the staged lines are deleted either way (they are scratch),
+/// and the run is stored, unless this is a dry run, whose transaction rolls back.
+async fn finish(
+    mut tx: Transaction<'static, Postgres>,
+    report: &RunReport,
+    dry_run: bool,
+) -> anyhow::Result<()> {
+    sqlx::query!("delete from settlement_lines where run_id = $1", report.id)
         .execute(&mut *tx)
         .await?;
-    if args.dry_run {
+    if dry_run {
         tx.rollback().await?;
     } else {
-        store(&mut tx, &report).await?;
+        store(&mut tx, report).await?;
         tx.commit().await?;
     }
-    let full_csv = pending_csv.publish().context("naming exceptions.csv")?;
-    Ok((report, full_csv))
+    Ok(())
 }
 
 async fn clearing_accounts(

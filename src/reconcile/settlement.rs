@@ -147,7 +147,8 @@ fn settled_at_in_range(t: &DateTime<Utc>) -> bool {
     (1..=9999).contains(&t.year())
 }
 
-/// Parses one record; `Err` holds the reasons it is unparsable.
+/// Parses one record; `Err` holds the reasons it is unparsable, every one found, in the order
+/// of the fields (so a line lists the same reasons in the same order on every run).
 fn parse_record(get: impl Fn(&str) -> Option<String>, line: u64) -> Result<Line, Vec<String>> {
     let mut reasons = Vec::new();
     let text = |field: &str| {
@@ -155,88 +156,24 @@ fn parse_record(get: impl Fn(&str) -> Option<String>, line: u64) -> Result<Line,
             .map(|v| v.trim().to_owned())
             .filter(|v| !v.is_empty())
     };
-    let payment_id = match text("payment_id") {
-        None => None,
-        Some(id) => match Uuid::parse_str(&id) {
-            Ok(id) => Some(id),
-            Err(_) => {
-                reasons.push(format!("payment_id: {id:?} is not a UUID"));
-                None
-            }
-        },
-    };
+    let payment_id = noted(payment_id_of(text("payment_id")), &mut reasons).flatten();
     let external_ref = text("external_ref");
+    // A payment_id that is not a UUID has said what is wrong with the key already.
     if payment_id.is_none() && external_ref.is_none() && reasons.is_empty() {
         reasons.push("payment_id: missing (and no external_ref)".to_owned());
     }
-    let currency = match text("currency") {
-        None => {
-            reasons.push("currency: missing".to_owned());
-            None
-        }
-        Some(code) => Currency::parse(&code).or_else(|| {
-            reasons.push(format!("currency: {code:?} is not an ISO 4217 code"));
-            None
-        }),
+    let currency = required("currency", text("currency")).and_then(|c| currency_of(&c));
+    let currency = noted(currency, &mut reasons);
+    let status = required("status", text("status")).and_then(|s| status_of(&s));
+    let status = noted(status, &mut reasons);
+    let settled_at = required("settled_at", text("settled_at")).and_then(|t| settled_at_of(&t));
+    let settled_at = noted(settled_at, &mut reasons);
+    // Amounts are exact in the currency's exponent: without a currency there is nothing to
+    // read them against (and its reason is given already).
+    let (amount, fee) = match currency {
+        Some(currency) => amounts_of(text("amount"), text("fee"), currency, &mut reasons),
+        None => (None, Some(0)),
     };
-    let status = match text("status").as_deref() {
-        Some(text) => ProviderStatus::parse(text).or_else(|| {
-            reasons.push(format!(
-                "status: {text:?} is not settled, refunded or failed"
-            ));
-            None
-        }),
-        None => {
-            reasons.push("status: missing".to_owned());
-            None
-        }
-    };
-    let settled_at = match text("settled_at") {
-        None => {
-            reasons.push("settled_at: missing".to_owned());
-            None
-        }
-        Some(t) => match DateTime::parse_from_rfc3339(&t).map(|t| t.with_timezone(&Utc)) {
-            Ok(at) if settled_at_in_range(&at) => Some(at),
-            Ok(_) => {
-                reasons.push(format!(
-                    "settled_at: {t:?} is out of range (years 0001 to 9999 in UTC)"
-                ));
-                None
-            }
-            Err(_) => {
-                reasons.push(format!("settled_at: {t:?} is not an RFC 3339 time"));
-                None
-            }
-        },
-    };
-    let (mut amount, mut fee) = (None, Some(0));
-    if let Some(currency) = currency {
-        amount = match text("amount") {
-            None => {
-                reasons.push("amount: missing".to_owned());
-                None
-            }
-            Some(a) => parse_amount(&a, currency, "amount")
-                .map_err(|r| reasons.push(r))
-                .ok(),
-        };
-        fee = match text("fee") {
-            None => Some(0),
-            Some(f) => parse_amount(&f, currency, "fee")
-                .map_err(|r| reasons.push(r))
-                .ok(),
-        };
-        if let (Some(a), Some(f)) = (amount, fee)
-            && f > a
-        {
-            reasons.push(format!(
-                "fee: {} exceeds the amount {}",
-                currency.format(f),
-                currency.format(a)
-            ));
-        }
-    }
     match (currency, status, settled_at, amount, fee) {
         (Some(currency), Some(status), Some(settled_at), Some(amount), Some(fee))
             if reasons.is_empty() =>
@@ -255,6 +192,65 @@ fn parse_record(get: impl Fn(&str) -> Option<String>, line: u64) -> Result<Line,
         }
         _ => Err(reasons),
     }
+}
+
+/// The value, or `None` with its reason noted: a record is read to its end, so that one
+/// exception lists everything wrong with the line.
+fn noted<T>(value: Result<T, String>, reasons: &mut Vec<String>) -> Option<T> {
+    value.map_err(|reason| reasons.push(reason)).ok()
+}
+
+/// A field every line must have.
+fn required(field: &str, value: Option<String>) -> Result<String, String> {
+    value.ok_or_else(|| format!("{field}: missing"))
+}
+
+fn payment_id_of(text: Option<String>) -> Result<Option<Uuid>, String> {
+    text.map(|id| Uuid::parse_str(&id).map_err(|_| format!("payment_id: {id:?} is not a UUID")))
+        .transpose()
+}
+
+fn currency_of(code: &str) -> Result<Currency, String> {
+    Currency::parse(code).ok_or_else(|| format!("currency: {code:?} is not an ISO 4217 code"))
+}
+
+fn status_of(text: &str) -> Result<ProviderStatus, String> {
+    ProviderStatus::parse(text)
+        .ok_or_else(|| format!("status: {text:?} is not settled, refunded or failed"))
+}
+
+fn settled_at_of(t: &str) -> Result<DateTime<Utc>, String> {
+    match DateTime::parse_from_rfc3339(t).map(|t| t.with_timezone(&Utc)) {
+        Ok(at) if settled_at_in_range(&at) => Ok(at),
+        Ok(_) => Err(format!(
+            "settled_at: {t:?} is out of range (years 0001 to 9999 in UTC)"
+        )),
+        Err(_) => Err(format!("settled_at: {t:?} is not an RFC 3339 time")),
+    }
+}
+
+/// `amount` (required) and `fee` (0 when absent) in minor units of `currency`, with their
+/// reasons noted; a fee larger than the amount would make the payout's net negative.
+fn amounts_of(
+    amount: Option<String>,
+    fee: Option<String>,
+    currency: Currency,
+    reasons: &mut Vec<String>,
+) -> (Option<i64>, Option<i64>) {
+    let amount = required("amount", amount).and_then(|a| parse_amount(&a, currency, "amount"));
+    let amount = noted(amount, reasons);
+    let fee = fee.map_or(Ok(0), |f| parse_amount(&f, currency, "fee"));
+    let fee = noted(fee, reasons);
+    if let (Some(a), Some(f)) = (amount, fee)
+        && f > a
+    {
+        reasons.push(format!(
+            "fee: {} exceeds the amount {}",
+            currency.format(f),
+            currency.format(a)
+        ));
+    }
+    (amount, fee)
 }
 
 /// Values no field can hold, one reason each: bytes that are not UTF-8 (two different
@@ -314,6 +310,11 @@ fn next_record<R: std::io::Read>(
     }
 }
 
+/// Where the parsed lines go, one CSV row each (see [`copy_row`]).
+const COPY_LINES: &str =
+    "copy settlement_lines (run_id, line, payment_id, external_ref, currency, status, amount, fee,
+                                    settled_at, payout_ref) from stdin (format csv)";
+
 /// Streams the file at `path` into `settlement_lines` for `run_id` with `COPY`.
 pub async fn import(
     conn: &mut PgConnection,
@@ -323,12 +324,57 @@ pub async fn import(
     sink: &mut ExceptionSink,
 ) -> anyhow::Result<Imported> {
     let mut reader = reader_of(std::fs::File::open(path)?);
+    // The header is checked before COPY starts: a file without the columns a line needs is
+    // refused whole, with nothing sent.
     let headers: Vec<Vec<u8>> = reader
         .byte_headers()?
         .iter()
         .map(|h| h.strip_suffix(b"\r").unwrap_or(h).to_vec())
         .collect();
-    let index: HashMap<&str, usize> = columns
+    let index = column_index(&headers, columns)?;
+    let mut copy = conn.copy_in_raw(COPY_LINES).await?;
+    let mut imported = Imported::default();
+    let mut buffer = csv::Writer::from_writer(Vec::with_capacity(COPY_CHUNK_BYTES));
+    let mut record = csv::ByteRecord::new();
+    while let Some(read) = next_record(&mut reader, &mut record) {
+        imported.rows += 1;
+        let line = match read {
+            Ok(line) => line,
+            // The file itself cannot be read further: no line is to blame.
+            Err((_, e)) if e.is_io_error() => return Err(e.into()),
+            Err((line, e)) => {
+                sink.push(unparsable(line, vec![format!("unreadable: {e}")]))?;
+                continue;
+            }
+        };
+        match read_line(&record, &index, line) {
+            Ok(parsed) => {
+                imported.parsed += 1;
+                buffer.write_record(copy_row(run_id, parsed))?;
+            }
+            Err(reasons) => sink.push(unparsable(line, reasons))?,
+        }
+        // Sent in chunks: memory stays flat however large the file.
+        if buffer.get_ref().len() >= COPY_CHUNK_BYTES {
+            let chunk = std::mem::replace(
+                &mut buffer,
+                csv::Writer::from_writer(Vec::with_capacity(COPY_CHUNK_BYTES)),
+            );
+            copy.send(chunk.into_inner()?).await?;
+        }
+    }
+    copy.send(buffer.into_inner()?).await?;
+    copy.finish().await?;
+    Ok(imported)
+}
+
+/// Each field's column in the file (by its header, as `columns` names it). Refused: a file
+/// without a column every line needs, or with no key to find its payment by.
+fn column_index(
+    headers: &[Vec<u8>],
+    columns: &Columns,
+) -> anyhow::Result<HashMap<&'static str, usize>> {
+    let index: HashMap<&'static str, usize> = columns
         .0
         .iter()
         .filter_map(|(field, header)| {
@@ -349,66 +395,43 @@ pub async fn import(
     if !index.contains_key("payment_id") && !index.contains_key("external_ref") {
         anyhow::bail!("the settlement file has neither a payment_id nor an external_ref column");
     }
+    Ok(index)
+}
 
-    let mut copy = conn
-        .copy_in_raw(
-            "copy settlement_lines (run_id, line, payment_id, external_ref, currency, status, amount, fee,
-                                    settled_at, payout_ref) from stdin (format csv)",
-        )
-        .await?;
-    let mut imported = Imported::default();
-    let mut buffer = csv::Writer::from_writer(Vec::with_capacity(COPY_CHUNK_BYTES));
-    let mut record = csv::ByteRecord::new();
-    while let Some(read) = next_record(&mut reader, &mut record) {
-        imported.rows += 1;
-        let line = match read {
-            Ok(line) => line,
-            // The file itself cannot be read further: no line is to blame.
-            Err((_, e)) if e.is_io_error() => return Err(e.into()),
-            Err((line, e)) => {
-                sink.push(unparsable(line, vec![format!("unreadable: {e}")]))?;
-                continue;
-            }
-        };
-        let bytes = |field: &str| -> Option<&[u8]> { record.get(*index.get(field)?) };
-        let unreadable = unreadable_values(bytes);
-        if !unreadable.is_empty() {
-            sink.push(unparsable(line, unreadable))?;
-            continue;
-        }
-        let get = |field: &str| -> Option<String> {
-            // Checked above: every value read is UTF-8.
-            std::str::from_utf8(bytes(field)?).ok().map(str::to_owned)
-        };
-        match parse_record(get, line) {
-            Ok(parsed) => {
-                imported.parsed += 1;
-                buffer.write_record([
-                    run_id.to_string(),
-                    parsed.line.to_string(),
-                    parsed.payment_id.map(|p| p.to_string()).unwrap_or_default(),
-                    parsed.external_ref.unwrap_or_default(),
-                    parsed.currency.code().to_owned(),
-                    parsed.status.as_str().to_owned(),
-                    parsed.amount.to_string(),
-                    parsed.fee.to_string(),
-                    parsed.settled_at.to_rfc3339(),
-                    parsed.payout_ref.unwrap_or_default(),
-                ])?;
-            }
-            Err(reasons) => sink.push(unparsable(line, reasons))?,
-        }
-        if buffer.get_ref().len() >= COPY_CHUNK_BYTES {
-            let chunk = std::mem::replace(
-                &mut buffer,
-                csv::Writer::from_writer(Vec::with_capacity(COPY_CHUNK_BYTES)),
-            );
-            copy.send(chunk.into_inner()?).await?;
-        }
+/// One record read as a line: values no field can hold first (then nothing else is read of
+/// it), else the parsed line or its reasons.
+fn read_line(
+    record: &csv::ByteRecord,
+    index: &HashMap<&str, usize>,
+    line: u64,
+) -> Result<Line, Vec<String>> {
+    let bytes = |field: &str| -> Option<&[u8]> { record.get(*index.get(field)?) };
+    let unreadable = unreadable_values(bytes);
+    if !unreadable.is_empty() {
+        return Err(unreadable);
     }
-    copy.send(buffer.into_inner()?).await?;
-    copy.finish().await?;
-    Ok(imported)
+    let get = |field: &str| -> Option<String> {
+        // Checked above: every value read is UTF-8.
+        std::str::from_utf8(bytes(field)?).ok().map(str::to_owned)
+    };
+    parse_record(get, line)
+}
+
+/// A parsed line as the CSV row of [`COPY_LINES`] (an absent value is an empty field, which
+/// `COPY ... (format csv)` reads as NULL).
+fn copy_row(run_id: Uuid, parsed: Line) -> [String; 10] {
+    [
+        run_id.to_string(),
+        parsed.line.to_string(),
+        parsed.payment_id.map(|p| p.to_string()).unwrap_or_default(),
+        parsed.external_ref.unwrap_or_default(),
+        parsed.currency.code().to_owned(),
+        parsed.status.as_str().to_owned(),
+        parsed.amount.to_string(),
+        parsed.fee.to_string(),
+        parsed.settled_at.to_rfc3339(),
+        parsed.payout_ref.unwrap_or_default(),
+    ]
 }
 
 fn unparsable(line: u64, reasons: Vec<String>) -> Exception {
@@ -527,6 +550,91 @@ mod tests {
         assert!(settled_at_in_range(&at("9999-12-31T23:59:59Z")));
         assert!(!settled_at_in_range(&at("0000-06-01T00:00:00Z")));
         assert!(!settled_at_in_range(&at("9999-12-31T23:00:00-05:00")));
+    }
+
+    /// `parse_record` of the `fields` given (the others absent), as line 7.
+    fn parse(fields: &[(&str, &str)]) -> Result<Line, Vec<String>> {
+        let get = |field: &str| {
+            let value = fields.iter().find(|(f, _)| *f == field);
+            value.map(|(_, v)| (*v).to_owned())
+        };
+        parse_record(get, 7)
+    }
+
+    #[test]
+    fn a_complete_record_parses_exactly_with_a_fee_of_zero_when_absent() {
+        let line = parse(&[
+            ("payment_id", " 00000000-0000-0000-0000-000000000001 "),
+            ("currency", "SAR"),
+            ("status", "settled"),
+            ("settled_at", "2026-11-30T10:00:00+03:00"),
+            ("amount", "50.00"),
+            ("payout_ref", ""),
+        ])
+        .unwrap();
+        assert_eq!(line.payment_id, Some(Uuid::from_u128(1)));
+        assert_eq!((line.line, line.amount, line.fee), (7, 5000, 0));
+        assert_eq!(line.settled_at.to_rfc3339(), "2026-11-30T07:00:00+00:00");
+        assert_eq!((line.external_ref, line.payout_ref), (None, None));
+    }
+
+    #[test]
+    fn a_bad_record_lists_every_reason_in_the_order_of_its_fields() {
+        assert_eq!(
+            parse(&[
+                ("payment_id", "p-1"),
+                ("currency", "SAR"),
+                ("status", "paid"),
+                ("amount", "1.005"),
+                ("fee", "x"),
+            ]),
+            Err(vec![
+                "payment_id: \"p-1\" is not a UUID".to_owned(),
+                "status: \"paid\" is not settled, refunded or failed".to_owned(),
+                "settled_at: missing".to_owned(),
+                "amount: 1.005 has more decimals than SAR allows (2)".to_owned(),
+                "fee: \"x\" is not a decimal number".to_owned(),
+            ])
+        );
+        assert_eq!(
+            parse(&[("currency", "XYZ"), ("status", "failed")]),
+            Err(vec![
+                "payment_id: missing (and no external_ref)".to_owned(),
+                "currency: \"XYZ\" is not an ISO 4217 code".to_owned(),
+                "settled_at: missing".to_owned(),
+            ]),
+            "no amount is read without a currency"
+        );
+        let no_amount = parse(&[
+            ("external_ref", "ch_1"),
+            ("currency", "SAR"),
+            ("status", "settled"),
+            ("settled_at", "10000-01-01T00:00:00Z"),
+            ("fee", "2"),
+        ]);
+        assert_eq!(
+            no_amount,
+            Err(vec![
+                "settled_at: \"10000-01-01T00:00:00Z\" is not an RFC 3339 time".to_owned(),
+                "amount: missing".to_owned(),
+            ])
+        );
+        let fee_over = parse(&[
+            ("external_ref", "ch_1"),
+            ("currency", "SAR"),
+            ("status", "settled"),
+            ("settled_at", "0000-06-01T00:00:00Z"),
+            ("amount", "1"),
+            ("fee", "2"),
+        ]);
+        assert_eq!(
+            fee_over,
+            Err(vec![
+                "settled_at: \"0000-06-01T00:00:00Z\" is out of range (years 0001 to 9999 in UTC)"
+                    .to_owned(),
+                "fee: 2.00 exceeds the amount 1.00".to_owned(),
+            ])
+        );
     }
 
     #[test]
