@@ -1,7 +1,7 @@
 //! Load: the hold's row under its lock, and for a capture its wallets under theirs, decoded
 //! into what [`super::decide`] needs (statuses as enums, amounts as [`Amount`]).
 
-use crate::db::{Engine, StoreError};
+use crate::db::StoreError;
 use crate::ledger::accounts::AccountType;
 use crate::ledger::money::{Amount, Currency};
 use crate::ledger::posting::{SystemLocks, WalletState};
@@ -116,20 +116,19 @@ pub(crate) enum LockedWallets {
 /// as expired (and spent what it reserved) held these locks first, so the capture must see
 /// the expiry too.
 pub(super) async fn lock_wallets(
-    conn: &mut PgConnection,
-    engine: Engine,
+    db: &mut Db<'_>,
     id: Uuid,
     legs: &[HeldLeg],
 ) -> Result<LockedWallets, StoreError> {
     let mut ids: Vec<String> = legs.iter().map(|l| l.account.clone()).collect();
     ids.sort();
     let shared = SystemLocks::Shared;
-    let locked = locks::lock_accounts(&mut Db::new(conn, engine), &ids, shared).await?;
+    let locked = locks::lock_accounts(db, &ids, shared).await?;
     let expired = sqlx::query_scalar!(
         r#"select hold_status_at(status, expires_at, clock_timestamp()) = 'expired' as "expired!" from transactions where id = $1"#,
         id
     )
-    .fetch_one(&mut *conn)
+    .fetch_one(db.conn())
     .await?;
     if expired {
         return Ok(LockedWallets::Expired);
@@ -139,6 +138,6 @@ pub(super) async fn lock_wallets(
         .filter(|a| a.kind == AccountType::Wallet)
         .map(|a| a.id.clone())
         .collect();
-    let states = reads::wallet_states(&mut Db::new(conn, engine), &wallets).await?;
+    let states = reads::wallet_states(db, &wallets).await?;
     Ok(LockedWallets::Ready(states))
 }

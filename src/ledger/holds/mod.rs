@@ -20,10 +20,10 @@ mod load;
 use super::events::{self, EventType};
 use super::money::Amount;
 use super::now_micros;
-use super::store::{Db, Store};
+use super::store::{Db, Store, locks};
 use super::transactions::{StoredTransaction, TransactionStatus};
 use super::views::TransactionView;
-use crate::db::{Engine, StoreError};
+use crate::db::StoreError;
 use crate::problem::FieldError;
 use chrono::{DateTime, Utc};
 use decide::{Capture, Decision, Entries};
@@ -227,8 +227,7 @@ async fn capture_hold(
     capture: &Capture,
     now: DateTime<Utc>,
 ) -> Result<Resolution, StoreError> {
-    let engine = db.engine();
-    let locked = load::lock_wallets(db.conn(), engine, id, &capture.legs).await?;
+    let locked = load::lock_wallets(db, id, &capture.legs).await?;
     let (entries, ledger_time) = match decide::entries(locked, &capture.legs, now) {
         Entries::Ready {
             entries,
@@ -255,62 +254,15 @@ async fn capture_hold(
 pub async fn sweep(db: &mut Db<'_>, limit: i64) -> Result<i64, StoreError> {
     let engine = db.engine();
     let mut tx = sqlx::Connection::begin(db.conn()).await?;
-    let expired = match engine {
-        Engine::Plain => sweep_claim(&mut tx, limit).await?,
-        Engine::Citus => sweep_claim_citus(&mut tx, limit).await?,
-    };
+    let mut in_tx = Db::new(&mut tx, engine);
+    let expired = locks::claim_overdue_holds(&mut in_tx, limit).await?;
     let events: Vec<(Uuid, EventType)> = expired
         .iter()
         .map(|id| (*id, EventType::TransactionExpired))
         .collect();
-    events::record_stored_transactions(&mut Db::new(&mut tx, engine), &events).await?;
+    events::record_stored_transactions(&mut in_tx, &events).await?;
     tx.commit().await?;
     Ok(expired.len() as i64)
-}
-
-async fn sweep_claim(conn: &mut PgConnection, limit: i64) -> Result<Vec<Uuid>, sqlx::Error> {
-    sqlx::query_scalar!(
-        r#"with due as (
-               select id from transactions
-               where status = 'pending' and expires_at <= now()
-               order by expires_at limit $1
-               for update skip locked),
-           expired as (
-               update transactions t set status = 'expired', updated_at = now()
-               from due where t.id = due.id
-               returning t.id),
-           released as (
-               delete from open_holds where transaction_id in (select id from expired)
-               returning 1)
-           select id as "id!" from expired"#,
-        limit
-    )
-    .fetch_all(conn)
-    .await
-}
-
-/// [`sweep_claim`] on Citus, where `skip locked` runs only on one shard: the candidates are
-/// read without a lock, and the update keeps its condition (pending and due), so a hold that a
-/// post or void resolved meanwhile (they lock its row) is left as they left it.
-async fn sweep_claim_citus(conn: &mut PgConnection, limit: i64) -> Result<Vec<Uuid>, sqlx::Error> {
-    sqlx::query_scalar!(
-        r#"with due as materialized (
-               select id from transactions
-               where status = 'pending' and expires_at <= now()
-               order by expires_at limit $1),
-           expired as (
-               update transactions t set status = 'expired', updated_at = now()
-               where t.id in (select id from due)
-                 and t.status = 'pending' and t.expires_at <= now()
-               returning t.id),
-           released as (
-               delete from open_holds where transaction_id in (select id from expired)
-               returning 1)
-           select id as "id!" from expired"#,
-        limit
-    )
-    .fetch_all(conn)
-    .await
 }
 
 /// The open, unexpired holds of an account, newest first. Call it inside the same

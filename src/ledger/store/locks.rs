@@ -346,3 +346,69 @@ pub(crate) async fn lock_originals(
         .map(|r| Ok((r.original, Amount::stored(r.reversed)?)))
         .collect()
 }
+
+/// Claims up to `limit` overdue holds for the sweeper (`holds::sweep`): marks them `expired`
+/// and deletes their `open_holds` rows, in one statement; rows being posted or voided right
+/// now are skipped (their own request decides). The predicate `status = 'pending' and
+/// expires_at <= now()` is `hold_status_at(status, expires_at, now()) = 'expired'` written so
+/// that the index on pending holds' expiry (`transactions_pending_expiry`) serves it.
+pub(crate) async fn claim_overdue_holds(
+    db: &mut Db<'_>,
+    limit: i64,
+) -> Result<Vec<Uuid>, sqlx::Error> {
+    match db.engine() {
+        Engine::Plain => claim_overdue_plain(db.conn(), limit).await,
+        Engine::Citus => claim_overdue_citus(db.conn(), limit).await,
+    }
+}
+
+async fn claim_overdue_plain(
+    conn: &mut PgConnection,
+    limit: i64,
+) -> Result<Vec<Uuid>, sqlx::Error> {
+    sqlx::query_scalar!(
+        r#"with due as (
+               select id from transactions
+               where status = 'pending' and expires_at <= now()
+               order by expires_at limit $1
+               for update skip locked),
+           expired as (
+               update transactions t set status = 'expired', updated_at = now()
+               from due where t.id = due.id
+               returning t.id),
+           released as (
+               delete from open_holds where transaction_id in (select id from expired)
+               returning 1)
+           select id as "id!" from expired"#,
+        limit
+    )
+    .fetch_all(conn)
+    .await
+}
+
+/// [`claim_overdue_holds`] on Citus, where `skip locked` runs only on one shard: the candidates are
+/// read without a lock, and the update keeps its condition (pending and due), so a hold that a
+/// post or void resolved meanwhile (they lock its row) is left as they left it.
+async fn claim_overdue_citus(
+    conn: &mut PgConnection,
+    limit: i64,
+) -> Result<Vec<Uuid>, sqlx::Error> {
+    sqlx::query_scalar!(
+        r#"with due as materialized (
+               select id from transactions
+               where status = 'pending' and expires_at <= now()
+               order by expires_at limit $1),
+           expired as (
+               update transactions t set status = 'expired', updated_at = now()
+               where t.id in (select id from due)
+                 and t.status = 'pending' and t.expires_at <= now()
+               returning t.id),
+           released as (
+               delete from open_holds where transaction_id in (select id from expired)
+               returning 1)
+           select id as "id!" from expired"#,
+        limit
+    )
+    .fetch_all(conn)
+    .await
+}
