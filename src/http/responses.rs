@@ -1,7 +1,8 @@
 //! Turning ledger answers into HTTP responses: created, replayed, refused.
 
 use super::error::{ApiError, problem_response};
-use crate::ledger::Created;
+use crate::ledger::{Created, Outcome, Refusal};
+use crate::problem::Problem;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 
@@ -25,20 +26,16 @@ pub fn json<T: serde::Serialize>(status: StatusCode, value: &T) -> Result<Respon
     Ok(json_response(status, body))
 }
 
-/// 201 for a new resource, 422 for a stored refusal, the stored answer with
-/// `Idempotent-Replayed: true` for a replay, 422 `idempotency_mismatch` otherwise.
+/// 201 for a new resource, 422 for a refusal, the stored answer with
+/// `Idempotent-Replayed: true` for a replay (200 for a resource, the same 422 for a
+/// refusal), 422 `idempotency_mismatch` otherwise.
 pub fn created(outcome: Created) -> Result<Response, ApiError> {
     // After this request's own COMMIT answer was lost, the row the service's retry finds is
     // that COMMIT's: answered as the creation it is.
     Ok(match crate::ledger::caller::recognise(outcome) {
-        Created::New { body } => json_response(StatusCode::CREATED, body),
-        Created::Refused { body } => problem_response(422, body),
-        Created::Replayed { status, body } => {
-            let mut response = if status >= 400 {
-                problem_response(status, body)
-            } else {
-                json_response(StatusCode::from_u16(status).unwrap_or(StatusCode::OK), body)
-            };
+        Created::First(outcome) => answer(outcome, StatusCode::CREATED),
+        Created::Replayed(outcome) => {
+            let mut response = answer(outcome, StatusCode::OK);
             response
                 .headers_mut()
                 .insert(REPLAYED_HEADER, HeaderValue::from_static("true"));
@@ -48,4 +45,34 @@ pub fn created(outcome: Created) -> Result<Response, ApiError> {
             return Err(ApiError::IdempotencyMismatch(differing_fields));
         }
     })
+}
+
+/// A stored outcome as its response: the resource's body with `created` (201 the first
+/// time, 200 on a replay), or the refusal's 422 problem.
+fn answer(outcome: Outcome, created: StatusCode) -> Response {
+    match outcome {
+        Outcome::Created { body } => json_response(created, body),
+        Outcome::Refused(refusal) => problem_response(REFUSED.as_u16(), refusal_body(refusal)),
+    }
+}
+
+/// The status of a business refusal, first or replayed.
+pub const REFUSED: StatusCode = StatusCode::UNPROCESSABLE_ENTITY;
+
+/// The problem body of a stored refusal; a retry gets these exact bytes again: the answer a
+/// refusal stored before the outcome migration kept, else rendered from its code and detail
+/// as that answer was.
+pub fn refusal_body(refusal: Refusal) -> String {
+    if let Some(answer) = refusal.recorded_answer {
+        return answer;
+    }
+    let code = refusal.code;
+    let mut problem = Problem::new(
+        REFUSED.as_u16(),
+        code.as_str(),
+        code.title(),
+        refusal.detail,
+    );
+    problem.instance = Some(format!("/v1/transactions/{}", refusal.transaction));
+    serde_json::to_string(&problem).expect("a problem always serializes")
 }

@@ -391,6 +391,11 @@ impl RefusalCode {
         }
     }
 
+    /// A stored `refusal_code`; `None` for a word the code does not know (a corrupt row).
+    pub fn parse(stored: &str) -> Option<RefusalCode> {
+        RefusalCode::ALL.into_iter().find(|c| c.as_str() == stored)
+    }
+
     /// The problem body's `title`.
     pub fn title(self) -> &'static str {
         match self {
@@ -421,6 +426,10 @@ mod refusal_code_tests {
             assert_eq!(TransactionStatus::parse(status.as_str()), Some(status));
         }
         assert_eq!(TransactionStatus::parse("Posted"), None);
+        for code in RefusalCode::ALL {
+            assert_eq!(RefusalCode::parse(code.as_str()), Some(code));
+        }
+        assert_eq!(RefusalCode::parse("Insufficient funds"), None);
         assert_eq!(Kind::parse(""), None);
     }
 
