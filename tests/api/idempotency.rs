@@ -516,7 +516,7 @@ async fn insert_as_before(
         "insert into transactions (id, kind, status, currency, legs, account_ids, refusal_code,
                                    refusal_detail, creation_request, creation_status,
                                    creation_response, created_at, posted_at, updated_at)
-         values ($1, 'transaction', $2, 'SAR', $3, array['w1', 'w2'], $4, $5, $6, $7, $8, now(),
+         values ($1, 'transaction', $2, 'SAR', $3, array['w1', 'w6'], $4, $5, $6, $7, $8, now(),
                  case when $2 = 'posted' then now() end, now())",
     )
     .bind(id)
@@ -540,7 +540,7 @@ async fn insert_as_before(
 async fn refusals_stored_before_the_outcome_migration_replay_byte_for_byte() {
     let database = format!("wl_test_{}_outcome_migration", std::process::id());
     let pool = database_before_the_outcome_migration(&database).await;
-    let legs = json!([{"account": "w1", "amount": -500}, {"account": "w2", "amount": 500}]);
+    let legs = json!([{"account": "w1", "amount": -500}, {"account": "w6", "amount": 500}]);
     let (funds, frozen, created) = (Uuid::new_v4(), Uuid::new_v4(), Uuid::new_v4());
     let request = |id: Uuid| json!({"id": id, "entries": legs});
     // The answers as the code of that time rendered them, byte for byte.
@@ -645,7 +645,7 @@ async fn refusals_stored_before_the_outcome_migration_replay_byte_for_byte() {
     // A refusal stored now keeps its code and detail, and no answer: its replay is rendered
     // from them, the same bytes as its first answer.
     app.create_wallet("w1").await;
-    app.create_wallet("w2").await;
+    app.create_wallet("w6").await;
     let id = Uuid::new_v4();
     let first = app.post("/v1/transactions", &request(id)).await;
     assert_eq!(first.code(), "insufficient_funds", "{}", first.text);
