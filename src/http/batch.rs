@@ -5,12 +5,12 @@
 use super::AppState;
 use super::error::{ApiError, Result};
 use super::extract::{DEFAULT_OWNER, IdempotencyKey, JsonBody, parse_valid};
+use super::problem::Problem;
 use super::requests::CreateTransactionRequest;
 use super::responses::{REFUSED, json, refusal_body};
 use crate::ledger::posting::{self, BatchResult, ItemOutcome, Mode};
 use crate::ledger::transactions::NewTransaction;
 use crate::ledger::{Created, MAX_BATCH_ITEMS, Outcome};
-use crate::problem::Problem;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::Response;

@@ -1,8 +1,8 @@
 //! Turning ledger answers into HTTP responses: created, replayed, refused.
 
 use super::error::{ApiError, problem_response};
+use super::problem::Problem;
 use crate::ledger::{Created, Outcome, Refusal};
-use crate::problem::Problem;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 
