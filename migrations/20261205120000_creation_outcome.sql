@@ -10,7 +10,12 @@
 --
 -- One change a statement: Citus applies each of these to a distributed `transactions` as it
 -- is (a constant default makes the new column without rewriting the table; only the refused
--- rows are updated).
+-- rows are updated). On Citus, the function below is replaced on every node over the
+-- connections this transaction's other statements used, which Citus allows only when they
+-- ran one shard at a time: sequential mode, for this transaction only (plain PostgreSQL has
+-- no such setting and skips it).
+select set_config('citus.multi_shard_modify_mode', 'sequential', true)
+where exists (select 1 from pg_extension where extname = 'citus');
 alter table transactions add column creation_outcome text not null default 'created';
 update transactions set creation_outcome = 'refused' where creation_status = 422;
 -- Every insert says which outcome it stores.
