@@ -900,13 +900,10 @@ async fn lock_payments(
                 .find(|l| l.amount > 0)
                 .ok_or_else(|| corrupt("no leg credits anything".into()))?;
             let payment = Payment {
-                kind: Kind::parse(&r.kind)
-                    .ok_or_else(|| corrupt(format!("unknown kind {:?}", r.kind)))?,
-                status: TransactionStatus::parse(&r.status)
-                    .ok_or_else(|| corrupt(format!("unknown status {:?}", r.status)))?,
+                kind: r.kind,
+                status: r.status,
                 wallet: credit.account.clone(),
-                currency: Currency::parse(&r.currency)
-                    .ok_or_else(|| corrupt(format!("unknown currency {:?}", r.currency)))?,
+                currency: r.currency,
                 amount: credit.amount,
                 posted_amount: r.captured_amount.unwrap_or(credit.amount),
                 from_hold: r.from_hold,
