@@ -2,6 +2,7 @@
 
 use super::error::{ApiError, problem_response};
 use super::problem::Problem;
+use crate::ledger::transactions::RefusalCode;
 use crate::ledger::{Created, Outcome, Refusal};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -70,9 +71,55 @@ pub fn refusal_body(refusal: Refusal) -> String {
     let mut problem = Problem::new(
         REFUSED.as_u16(),
         code.as_str(),
-        code.title(),
+        refusal_title(code),
         refusal.detail,
     );
     problem.instance = Some(format!("/v1/transactions/{}", refusal.transaction));
     serde_json::to_string(&problem).expect("a problem always serializes")
+}
+
+/// The problem's `title` of each refusal.
+fn refusal_title(code: RefusalCode) -> &'static str {
+    match code {
+        RefusalCode::InsufficientFunds => "Insufficient funds",
+        RefusalCode::AccountFrozen => "Account frozen",
+        RefusalCode::AccountClosed => "Account closed",
+        RefusalCode::ReversalExceedsOriginal => "Reversal exceeds the original",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashSet;
+
+    #[test]
+    fn each_refusal_has_its_own_title() {
+        let titles: HashSet<&str> = RefusalCode::ALL.into_iter().map(refusal_title).collect();
+        assert_eq!(titles.len(), RefusalCode::ALL.len());
+        assert_eq!(
+            refusal_title(RefusalCode::ReversalExceedsOriginal),
+            "Reversal exceeds the original"
+        );
+    }
+
+    /// The bytes a refusal's answer had when the ledger stored them (before migration
+    /// 20261205120000), and that a refusal rendered now still has.
+    #[test]
+    fn a_refusal_renders_as_stored_refusals_were() {
+        let id = uuid::Uuid::nil();
+        let refusal = |recorded_answer| Refusal {
+            transaction: id,
+            code: RefusalCode::AccountFrozen,
+            detail: "account w1 is frozen".into(),
+            recorded_answer,
+        };
+        assert_eq!(
+            refusal_body(refusal(None)),
+            format!(
+                r#"{{"type":"/problems/account_frozen","title":"Account frozen","status":422,"detail":"account w1 is frozen","code":"account_frozen","instance":"/v1/transactions/{id}"}}"#
+            )
+        );
+        assert_eq!(refusal_body(refusal(Some("as stored".into()))), "as stored");
+    }
 }
