@@ -110,8 +110,10 @@ begin
        or new.legs <> old.legs or new.account_ids <> old.account_ids
        or new.created_at <> old.created_at
        or new.creation_request <> old.creation_request
-       or new.creation_response <> old.creation_response
-       or new.creation_status <> old.creation_status then
+       or new.creation_outcome <> old.creation_outcome
+       or new.creation_response is distinct from old.creation_response
+       or new.refusal_code is distinct from old.refusal_code
+       or new.refusal_detail is distinct from old.refusal_detail then
         raise exception 'the creation record of % is immutable', old.id
             using errcode = 'integrity_constraint_violation';
     end if;
@@ -472,8 +474,7 @@ CREATE TABLE public.transactions (
     refusal_code text,
     refusal_detail text,
     creation_request jsonb NOT NULL,
-    creation_status smallint NOT NULL,
-    creation_response text NOT NULL,
+    creation_response text,
     created_at timestamp with time zone NOT NULL,
     posted_at timestamp with time zone,
     updated_at timestamp with time zone NOT NULL,
@@ -483,11 +484,12 @@ CREATE TABLE public.transactions (
     captured_amount bigint,
     resolution_request jsonb,
     resolution_response text,
+    creation_outcome text NOT NULL,
     CONSTRAINT transactions_captured_amount_check CHECK (((captured_amount >= 1) AND (captured_amount <= '9007199254740991'::bigint))),
     CONSTRAINT transactions_check CHECK (((status = 'rejected'::text) = (refusal_code IS NOT NULL))),
-    CONSTRAINT transactions_check1 CHECK (((status = 'rejected'::text) = (creation_status = 422))),
     CONSTRAINT transactions_check2 CHECK (((status = 'posted'::text) = (posted_at IS NOT NULL))),
-    CONSTRAINT transactions_creation_status_check CHECK ((creation_status = ANY (ARRAY[201, 422]))),
+    CONSTRAINT transactions_created_has_answer CHECK (((creation_outcome = 'refused'::text) OR (creation_response IS NOT NULL))),
+    CONSTRAINT transactions_creation_outcome_check CHECK ((creation_outcome = ANY (ARRAY['created'::text, 'refused'::text]))),
     CONSTRAINT transactions_currency_check CHECK ((currency ~ '^[A-Z]{3}$'::text)),
     CONSTRAINT transactions_external_ref_check CHECK (((length(external_ref) >= 1) AND (length(external_ref) <= 255))),
     CONSTRAINT transactions_hold_expiry CHECK (((status = 'pending'::text) <= (expires_at IS NOT NULL))),
@@ -495,6 +497,7 @@ CREATE TABLE public.transactions (
     CONSTRAINT transactions_legs_check CHECK ((jsonb_typeof(legs) = 'array'::text)),
     CONSTRAINT transactions_metadata_check CHECK ((jsonb_typeof(metadata) = 'object'::text)),
     CONSTRAINT transactions_refusal_code_check CHECK ((refusal_code = ANY (ARRAY['insufficient_funds'::text, 'account_frozen'::text, 'account_closed'::text, 'reversal_exceeds_original'::text]))),
+    CONSTRAINT transactions_refused_is_rejected CHECK (((status = 'rejected'::text) = (creation_outcome = 'refused'::text))),
     CONSTRAINT transactions_reversal_link CHECK (((kind = 'reversal'::text) = ((reverses IS NOT NULL) AND (reversed_amount IS NOT NULL)))),
     CONSTRAINT transactions_reversed_amount_check CHECK (((reversed_amount >= 1) AND (reversed_amount <= '9007199254740991'::bigint))),
     CONSTRAINT transactions_status_check CHECK ((status = ANY (ARRAY['pending'::text, 'posted'::text, 'rejected'::text, 'voided'::text, 'expired'::text])))

@@ -25,7 +25,7 @@ pub mod ledger;
 pub mod metrics_catalog;
 /// Events written with ledger changes, sent to webhooks (and optionally a stream) by a dispatcher.
 pub mod outbox;
-/// The problem+json shape shared by API errors and stored refusals.
+/// One invalid field of a request, found by the API or by the ledger.
 pub mod problem;
 /// The ledger's invariant checks (`verify`) and reconciliation with providers.
 pub mod reconcile;

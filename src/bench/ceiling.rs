@@ -31,9 +31,9 @@ const CREATE_TABLES: [&str; 2] = [
 const INSERT: &str = r#"
 with t as (
     insert into bench_ceiling_transactions (id, kind, status, currency, legs, account_ids,
-                creation_request, creation_status, creation_response, created_at, posted_at,
+                creation_request, creation_outcome, creation_response, created_at, posted_at,
                 updated_at)
-    select id, 'transfer', 'posted', $6, legs, string_to_array(account_ids, ','), request, 201,
+    select id, 'transfer', 'posted', $6, legs, string_to_array(account_ids, ','), request, 'created',
            body, $7, $7, $7
       from unnest($1::uuid[], $2::jsonb[], $3::text[], $4::jsonb[], $5::text[])
            as r(id, legs, account_ids, request, body)

@@ -24,10 +24,10 @@ use crate::ledger::store::{self, Db, Store};
 use crate::ledger::transactions::{
     ItemError, Kind, NewTransaction, RefusalCode, Requested, TransactionStatus, WriteError,
 };
-use crate::ledger::{Created, now_micros};
+use crate::ledger::{self, Created, now_micros};
 use crate::problem::FieldError;
 use chrono::TimeDelta;
-use serde_json::{Map, Value, json};
+use serde_json::{Map, json};
 use sqlx::PgPool;
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
@@ -106,7 +106,7 @@ pub enum Effect {
     Refunded { negative: bool },
     /// The ledger refused it (a closed wallet, a refund beyond the payment) and stored the
     /// refusal under the id, as it would for an API request.
-    Rejected { code: String },
+    Rejected { code: RefusalCode },
 }
 
 impl fmt::Display for Effect {
@@ -119,7 +119,7 @@ impl fmt::Display for Effect {
             Effect::RecordedFailed => f.write_str("recorded as failed"),
             Effect::Refunded { negative: false } => f.write_str("refunded"),
             Effect::Refunded { negative: true } => f.write_str("refunded, wallet now negative"),
-            Effect::Rejected { code } => write!(f, "rejected: {code}"),
+            Effect::Rejected { code } => write!(f, "rejected: {}", code.as_str()),
         }
     }
 }
@@ -430,7 +430,7 @@ async fn create_wave<'e>(
     let mut contested: Vec<(usize, &PaymentEvent)> = Vec::new();
     for ((index, new, effect), result) in creates.into_iter().zip(results) {
         let refund = matches!(effect, Effect::Refunded { .. });
-        if refund && matches!(result, Ok(Created::New { .. })) {
+        if refund && matches!(result, Ok(Created::First(ledger::Outcome::Created { .. }))) {
             state.refunds_done.insert(new.id, index);
         }
         if !refund && stored_by_another(&result) {
@@ -800,24 +800,17 @@ pub fn wallet_of(message: &Message) -> &[u8] {
 /// Whether the write path found the id already stored by someone else (it answers such an
 /// item as a replay or a mismatch of the stored request).
 fn stored_by_another(result: &Result<Created, ItemError>) -> bool {
-    matches!(
-        result,
-        Ok(Created::Replayed { .. } | Created::Mismatch { .. })
-    )
+    matches!(result, Ok(Created::Replayed(_) | Created::Mismatch { .. }))
 }
 
 fn created_outcome(result: Result<Created, ItemError>, effect: Effect) -> Outcome {
     match result {
-        Ok(Created::New { .. }) => Outcome::Applied(effect),
-        Ok(Created::Refused { body }) => {
-            let code = serde_json::from_str::<Value>(&body)
-                .ok()
-                .and_then(|b| b.get("code").and_then(Value::as_str).map(str::to_owned))
-                .unwrap_or_else(|| "refused".to_owned());
-            Outcome::Applied(Effect::Rejected { code })
+        Ok(Created::First(ledger::Outcome::Created { .. })) => Outcome::Applied(effect),
+        Ok(Created::First(ledger::Outcome::Refused(refusal))) => {
+            Outcome::Applied(Effect::Rejected { code: refusal.code })
         }
         // Another writer (a concurrent consumer, the API) stored this id first.
-        Ok(Created::Replayed { .. }) => Outcome::Duplicate,
+        Ok(Created::Replayed(_)) => Outcome::Duplicate,
         Ok(Created::Mismatch { differing_fields }) => {
             let fields: Vec<String> = differing_fields
                 .iter()
@@ -907,13 +900,10 @@ async fn lock_payments(
                 .find(|l| l.amount > 0)
                 .ok_or_else(|| corrupt("no leg credits anything".into()))?;
             let payment = Payment {
-                kind: Kind::parse(&r.kind)
-                    .ok_or_else(|| corrupt(format!("unknown kind {:?}", r.kind)))?,
-                status: TransactionStatus::parse(&r.status)
-                    .ok_or_else(|| corrupt(format!("unknown status {:?}", r.status)))?,
+                kind: r.kind,
+                status: r.status,
                 wallet: credit.account.clone(),
-                currency: Currency::parse(&r.currency)
-                    .ok_or_else(|| corrupt(format!("unknown currency {:?}", r.currency)))?,
+                currency: r.currency,
                 amount: credit.amount,
                 posted_amount: r.captured_amount.unwrap_or(credit.amount),
                 from_hold: r.from_hold,

@@ -4,6 +4,7 @@
 use super::AppState;
 use super::error::{ApiError, Result};
 use super::extract::{IdempotencyKey, JsonBody, OptionalJsonBody, PathParam, QueryParams};
+use super::problem::Problem;
 use super::responses::{created, json};
 use super::validate;
 use crate::ledger::accounts::{self, Account, AccountType, Action, NewAccount, Transition};
@@ -12,7 +13,6 @@ use crate::ledger::money::Currency;
 use crate::ledger::store::Db;
 use crate::ledger::transactions;
 use crate::ledger::views::{AccountView, BalancesView, EntryView, HoldsPage, Page};
-use crate::problem::Problem;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::Response;

@@ -1,10 +1,11 @@
 //! The one error type at the HTTP edge, mapped to `application/problem+json` in one place.
 //! 5xx bodies say nothing of internals; their cause is logged once, here.
 
+use super::problem::Problem;
 use crate::db::StoreError;
 use crate::ledger::bounds::BalanceError;
 use crate::ledger::transactions::{ItemError, WriteError};
-use crate::problem::{FieldError, Problem};
+use crate::problem::FieldError;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 

@@ -2,10 +2,10 @@
 
 use super::AppState;
 use super::error::Result;
+use super::problem::Problem;
 use super::responses::json;
 use crate::db::primary::{self, SyncStandby};
 use crate::outbox::stream::Feed;
-use crate::problem::Problem;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::Response;

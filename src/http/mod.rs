@@ -13,6 +13,7 @@ pub mod health;
 pub mod key_lookups;
 pub mod metrics;
 pub mod openapi;
+pub mod problem;
 pub mod reconciliations;
 pub mod requests;
 pub mod responses;

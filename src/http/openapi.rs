@@ -34,7 +34,7 @@ use utoipa::{Modify, OpenApi};
         reconciliations::list, reconciliations::get, reconciliations::exceptions,
         health::healthz, health::readyz, health::openapi, metrics::metrics,
     ),
-    components(schemas(crate::problem::Problem, crate::problem::FieldError, transactions::StatusFilter)),
+    components(schemas(super::problem::Problem, crate::problem::FieldError, transactions::StatusFilter)),
     modifiers(&Common),
     tags(
         (name = "accounts", description = "wallets and system accounts, with derived balances"),

@@ -5,6 +5,7 @@ use super::AppState;
 use super::accounts::PageQuery;
 use super::error::{ApiError, Result};
 use super::extract::{IdempotencyKey, JsonBody, OptionalJsonBody, PathParam, QueryParams};
+use super::problem::Problem;
 use super::responses::{REPLAYED_HEADER, created, json};
 use crate::ledger::events::EventType;
 use crate::ledger::views::Page;
@@ -13,7 +14,7 @@ use crate::outbox::deliveries::{
 };
 use crate::outbox::signing;
 use crate::outbox::subscriptions::{self, NewSubscription, SubscriptionView};
-use crate::problem::{FieldError, Problem};
+use crate::problem::FieldError;
 use axum::extract::State;
 use axum::http::{HeaderValue, StatusCode};
 use axum::response::Response;

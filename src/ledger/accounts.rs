@@ -9,7 +9,7 @@ use super::ids::AccountId;
 use super::money::{Amount, Currency};
 use super::store::{Db, reads};
 use super::views::{AccountView, Balances, BalancesView};
-use super::{Created, now_micros};
+use super::{Created, Outcome, now_micros};
 use crate::db::StoreError;
 use chrono::{DateTime, Utc};
 use serde_json::{Map, Value, json};
@@ -237,7 +237,7 @@ pub async fn create(conn: &mut PgConnection, new: &NewAccount) -> Result<Created
     if inserted {
         audit::record(&mut tx, "account.create", &[account.id]).await?;
         super::caller::commit_in_request(tx).await?;
-        return Ok(Created::New { body });
+        return Ok(Created::First(Outcome::Created { body }));
     }
     tx.commit().await?;
     let stored = sqlx::query!(
@@ -249,8 +249,9 @@ pub async fn create(conn: &mut PgConnection, new: &NewAccount) -> Result<Created
     Ok(Created::replay_or_mismatch(
         &stored.creation_request,
         &request,
-        201,
-        stored.creation_response,
+        Outcome::Created {
+            body: stored.creation_response,
+        },
     ))
 }
 

@@ -207,8 +207,8 @@ pub fn current() -> Option<Caller> {
 }
 
 /// A create's answer as the current request should give it: a replay of a row that this very
-/// request's lost COMMIT may have written (the service's own retry found it) is its creation,
-/// answered 201 (or its stored refusal), not a client's retry.
+/// request's lost COMMIT may have written (the service's own retry found it) is its first
+/// answer (its creation, or its refusal), not a client's retry.
 pub fn recognise(created: Created) -> Created {
     let commit_unknown = current().is_some_and(|c| c.state().commit_unknown);
     own_creation(created, commit_unknown)
@@ -220,8 +220,7 @@ pub fn recognise(created: Created) -> Created {
 /// is answered as a creation too (both asked for exactly this).
 pub fn own_creation(created: Created, commit_unknown: bool) -> Created {
     match created {
-        Created::Replayed { status: 200, body } if commit_unknown => Created::New { body },
-        Created::Replayed { status: 422, body } if commit_unknown => Created::Refused { body },
+        Created::Replayed(outcome) if commit_unknown => Created::First(outcome),
         other => other,
     }
 }
@@ -300,6 +299,8 @@ fn lose_answer(callers: &[Caller]) -> Result<(), sqlx::Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ledger::transactions::RefusalCode;
+    use crate::ledger::{Outcome, Refusal};
 
     const WAITING: CallerState = CallerState::START;
 
@@ -373,20 +374,20 @@ mod tests {
 
     #[test]
     fn after_a_lost_commit_answer_a_found_row_is_the_request_own_creation() {
-        let replay = |status| Created::Replayed {
-            status,
-            body: "b".into(),
-        };
-        let body = || "b".to_owned();
-        assert_eq!(
-            own_creation(replay(200), true),
-            Created::New { body: body() }
-        );
-        assert_eq!(
-            own_creation(replay(422), true),
-            Created::Refused { body: body() }
-        );
-        assert_eq!(own_creation(replay(200), false), replay(200));
+        let created = Outcome::Created { body: "b".into() };
+        let refused = Outcome::Refused(Refusal {
+            transaction: uuid::Uuid::nil(),
+            code: RefusalCode::InsufficientFunds,
+            detail: "d".into(),
+            recorded_answer: None,
+        });
+        for outcome in [created.clone(), refused] {
+            let replay = Created::Replayed(outcome.clone());
+            assert_eq!(own_creation(replay.clone(), true), Created::First(outcome));
+            assert_eq!(own_creation(replay.clone(), false), replay);
+        }
+        let first = Created::First(created);
+        assert_eq!(own_creation(first.clone(), true), first);
         let mismatch = Created::Mismatch {
             differing_fields: vec!["amount".into()],
         };

@@ -21,42 +21,67 @@ pub mod transactions;
 pub mod views;
 
 use chrono::{DateTime, Utc};
+use serde_json::Value;
+use transactions::RefusalCode;
+use uuid::Uuid;
+
 /// Most creates one batch write takes: `POST /v1/transactions/batch`, one consumer batch.
 pub const MAX_BATCH_ITEMS: u64 = 1_000;
-use serde_json::Value;
+
+/// What a create decided, as its row keeps it: the ledger's own terms, not an HTTP answer
+/// (`http::responses` renders 201/200 for a creation and a 422 problem for a refusal).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// The resource was created; `body` is its view, serialized once, and every replay
+    /// answers these bytes.
+    Created { body: String },
+    /// A business refusal, stored under the id: every retry gets the same refusal.
+    Refused(Refusal),
+}
+
+/// A transaction refused for a business reason, as stored.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refusal {
+    pub transaction: Uuid,
+    pub code: RefusalCode,
+    pub detail: String,
+    /// The answer's exact bytes, kept by refusals stored before the outcome was (migration
+    /// 20261205140000): a replay sends them as they are. `None` for every later refusal,
+    /// whose answer is rendered from the code and the detail.
+    pub recorded_answer: Option<String>,
+}
 
 /// The answer to a naturally idempotent create.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Created {
-    /// First request with this id: 201 with `body`.
-    New { body: String },
-    /// First request with this id, refused for a business reason and stored: 422 with `body`.
-    Refused { body: String },
-    /// The id was seen before with the same request: the stored answer again.
-    Replayed { status: u16, body: String },
+    /// First request with this id: what it decided, now stored.
+    First(Outcome),
+    /// The id was seen before with the same request: the stored outcome again.
+    Replayed(Outcome),
     /// The id was seen before with a different request.
     Mismatch { differing_fields: Vec<String> },
 }
 
 impl Created {
-    /// `creation_status` is what the first request was answered (201, or a stored 422): a
-    /// replay of a 201 is a 200, a replay of a refusal is the same refusal.
-    pub fn replay_or_mismatch(
-        stored_request: &Value,
-        request: &Value,
-        creation_status: u16,
-        body: String,
-    ) -> Created {
+    /// A request whose id is stored with `stored` (the first request's outcome): the same
+    /// request replays it, a different one is a mismatch.
+    pub fn replay_or_mismatch(stored_request: &Value, request: &Value, stored: Outcome) -> Created {
         let differing_fields = compare::differing_fields(stored_request, request);
         if differing_fields.is_empty() {
-            let status = if creation_status == 201 {
-                200
-            } else {
-                creation_status
-            };
-            Created::Replayed { status, body }
+            Created::Replayed(stored)
         } else {
             Created::Mismatch { differing_fields }
+        }
+    }
+
+    /// Whether the id holds a created resource after this answer (a refusal or a mismatch
+    /// created nothing): what an atomic batch asks of each item.
+    pub fn is_created(&self) -> bool {
+        match self {
+            Created::First(outcome) | Created::Replayed(outcome) => {
+                matches!(outcome, Outcome::Created { .. })
+            }
+            Created::Mismatch { .. } => false,
         }
     }
 }

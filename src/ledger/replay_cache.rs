@@ -1,8 +1,8 @@
 //! Stored creation answers held in memory, so that a retried create is answered without a
 //! database round trip and without joining a group commit.
 //!
-//! Why this is exact, not a guess: a transaction's `creation_request`, `creation_status` and
-//! `creation_response` never change once committed (the schema's immutability trigger refuses
+//! Why this is exact, not a guess: a transaction's creation record (`creation_request`,
+//! `creation_outcome`, `creation_response` and the refusal's code and detail) never changes once committed (the schema's immutability trigger refuses
 //! it), so a copy read from a committed row stays true for as long as the row exists. The
 //! cache only ever holds what `posting` read back from such rows (never what a write was about
 //! to store), so a cached answer is byte for byte the answer the database path gives.
@@ -14,8 +14,8 @@
 //! cache (`quick_cache`, which evicts by recency and frequency) keeps the sum of the entries'
 //! estimated sizes under the bound.
 
-use super::Created;
 use super::posting::StoredCreation;
+use super::{Created, Outcome};
 use quick_cache::Weighter;
 use std::sync::Arc;
 use uuid::Uuid;
@@ -37,7 +37,13 @@ struct Entry {
 impl Entry {
     fn new(stored: StoredCreation) -> Entry {
         let request_text = serde_json::to_string(&stored.request).map_or(0, |t| t.len());
-        let bytes = ENTRY_OVERHEAD_BYTES + 2 * request_text as u64 + stored.body.len() as u64;
+        let answer = match &stored.outcome {
+            Outcome::Created { body } => body.len(),
+            Outcome::Refused(r) => {
+                r.detail.len() + r.recorded_answer.as_ref().map_or(0, String::len)
+            }
+        };
+        let bytes = ENTRY_OVERHEAD_BYTES + 2 * request_text as u64 + answer as u64;
         Entry {
             stored: Arc::new(stored),
             bytes,
@@ -101,8 +107,7 @@ impl ReplayCache {
         Some(Created::replay_or_mismatch(
             &stored.request,
             request,
-            stored.status,
-            stored.body.clone(),
+            stored.outcome.clone(),
         ))
     }
 
@@ -138,8 +143,9 @@ mod tests {
     fn stored(amount: i64) -> StoredCreation {
         StoredCreation {
             request: json!({"amount": amount}),
-            status: 201,
-            body: format!("{{\"amount\":{amount}}}"),
+            outcome: Outcome::Created {
+                body: format!("{{\"amount\":{amount}}}"),
+            },
         }
     }
 
@@ -148,8 +154,9 @@ mod tests {
         let metadata = "x".repeat(bytes);
         StoredCreation {
             request: json!({"amount": 1, "metadata": {"note": metadata}}),
-            status: 201,
-            body: format!("{{\"amount\":1,\"metadata\":{{\"note\":\"{metadata}\"}}}}"),
+            outcome: Outcome::Created {
+                body: format!("{{\"amount\":1,\"metadata\":{{\"note\":\"{metadata}\"}}}}"),
+            },
         }
     }
 
@@ -161,10 +168,9 @@ mod tests {
         cache.remember([(id, stored(5))]);
         assert_eq!(
             cache.answer(id, &json!({"amount": 5})),
-            Some(Created::Replayed {
-                status: 200,
+            Some(Created::Replayed(Outcome::Created {
                 body: "{\"amount\":5}".into()
-            })
+            }))
         );
         assert_eq!(
             cache.answer(id, &json!({"amount": 6})),

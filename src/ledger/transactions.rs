@@ -363,8 +363,8 @@ pub async fn entries(
     ))
 }
 
-/// Why a create was refused for a business reason: stored under its id, and answered 422
-/// with this code to every retry.
+/// Why a create was refused for a business reason: stored under its id, and every retry gets
+/// the same refusal.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RefusalCode {
     InsufficientFunds,
@@ -381,7 +381,8 @@ impl RefusalCode {
         RefusalCode::ReversalExceedsOriginal,
     ];
 
-    /// The stable `code` of the problem body (and of `refusal.code`).
+    /// The stable code: `refusal_code` as stored, `refusal.code` of the view, the problem's
+    /// `code` in the API.
     pub fn as_str(self) -> &'static str {
         match self {
             RefusalCode::InsufficientFunds => "insufficient_funds",
@@ -391,14 +392,9 @@ impl RefusalCode {
         }
     }
 
-    /// The problem body's `title`.
-    pub fn title(self) -> &'static str {
-        match self {
-            RefusalCode::InsufficientFunds => "Insufficient funds",
-            RefusalCode::AccountFrozen => "Account frozen",
-            RefusalCode::AccountClosed => "Account closed",
-            RefusalCode::ReversalExceedsOriginal => "Reversal exceeds the original",
-        }
+    /// A stored `refusal_code`; `None` for a word the code does not know (a corrupt row).
+    pub fn parse(stored: &str) -> Option<RefusalCode> {
+        RefusalCode::ALL.into_iter().find(|c| c.as_str() == stored)
     }
 }
 
@@ -421,18 +417,16 @@ mod refusal_code_tests {
             assert_eq!(TransactionStatus::parse(status.as_str()), Some(status));
         }
         assert_eq!(TransactionStatus::parse("Posted"), None);
+        for code in RefusalCode::ALL {
+            assert_eq!(RefusalCode::parse(code.as_str()), Some(code));
+        }
+        assert_eq!(RefusalCode::parse("Insufficient funds"), None);
         assert_eq!(Kind::parse(""), None);
     }
 
     #[test]
-    fn each_refusal_code_has_its_own_code_and_title() {
+    fn each_refusal_code_has_its_own_code() {
         let codes: HashSet<&str> = RefusalCode::ALL.iter().map(|c| c.as_str()).collect();
-        let titles: HashSet<&str> = RefusalCode::ALL.iter().map(|c| c.title()).collect();
         assert_eq!(codes.len(), RefusalCode::ALL.len());
-        assert_eq!(titles.len(), RefusalCode::ALL.len());
-        assert_eq!(
-            RefusalCode::ReversalExceedsOriginal.title(),
-            "Reversal exceeds the original"
-        );
     }
 }

@@ -8,7 +8,7 @@ use super::{address, signing};
 use crate::db::StoreError;
 use crate::ledger::events::EventType;
 use crate::ledger::now_micros;
-use crate::ledger::{Created, audit};
+use crate::ledger::{Created, Outcome, audit};
 use crate::problem::FieldError;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -330,7 +330,7 @@ pub async fn create(
     if inserted == 1 {
         audit::record(&mut tx, "webhook.create", &[new.id.to_string()]).await?;
         crate::ledger::caller::commit_in_request(tx).await?;
-        return Ok(Created::New { body });
+        return Ok(Created::First(Outcome::Created { body }));
     }
     tx.commit().await?;
     // A replay shows the secret it made only while that secret still signs: once rotated
@@ -349,8 +349,9 @@ pub async fn create(
     Ok(Created::replay_or_mismatch(
         &stored.creation_request,
         &new.request,
-        201,
-        stored.creation_response,
+        Outcome::Created {
+            body: stored.creation_response,
+        },
     ))
 }
 

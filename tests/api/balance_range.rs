@@ -165,9 +165,9 @@ async fn legacy_rows(app: &TestApp, from: &str, to: &str, count: i64, holds: boo
     let status = if holds { "pending" } else { "posted" };
     sqlx::query(
         r#"insert into transactions (id, kind, status, currency, legs, account_ids,
-                                     creation_request, creation_status, creation_response,
+                                     creation_request, creation_outcome, creation_response,
                                      created_at, posted_at, updated_at, expires_at)
-           select gen_random_uuid(), 'transaction', $4, 'SAR', '[]', array[$1, $2], '{}', 201,
+           select gen_random_uuid(), 'transaction', $4, 'SAR', '[]', array[$1, $2], '{}', 'created',
                   '{}', now(), case when $4 = 'posted' then now() end, now(),
                   case when $4 = 'pending' then now() + interval '1 day' end
            from generate_series(1, $3)"#,
@@ -312,9 +312,9 @@ async fn verify_reports_an_available_balance_out_of_range() {
     let hold = Uuid::new_v4();
     sqlx::query(
         r#"insert into transactions (id, kind, status, currency, legs, account_ids,
-                                     creation_request, creation_status, creation_response,
+                                     creation_request, creation_outcome, creation_response,
                                      created_at, updated_at, expires_at)
-           values ($1, 'transaction', 'pending', 'SAR', '[]', array['sysA', 'sysB'], '{}', 201,
+           values ($1, 'transaction', 'pending', 'SAR', '[]', array['sysA', 'sysB'], '{}', 'created',
                    '{}', now(), now(), now() + interval '1 day')"#,
     )
     .bind(hold)

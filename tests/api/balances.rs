@@ -14,9 +14,9 @@ use wallet_ledger::ledger::{accounts, checkpoints};
 async fn bulk_payments(app: &TestApp, n: i64) {
     sqlx::query(
         "insert into transactions (id, kind, status, currency, legs, account_ids, creation_request,
-                                   creation_status, creation_response, created_at, posted_at, updated_at)
+                                   creation_outcome, creation_response, created_at, posted_at, updated_at)
          select md5('bulk' || i)::uuid, 'payment', 'posted', 'SAR', '[]', array['clearing:bulk:SAR', 'w'],
-                '{}', 201, '{}', now(), now(), now()
+                '{}', 'created', '{}', now(), now(), now()
          from generate_series(1, $1) i",
     )
     .bind(n)

@@ -83,6 +83,17 @@ impl TestApp {
             .await
             .unwrap();
         crate::backend::migrate(&pool).await;
+        TestApp::adopt(pool, database, database_url, config).await
+    }
+
+    /// The helpers over a database the test created and migrated itself (e.g. from an older
+    /// schema): it is the test's own, so `finish` checks and drops it like any other.
+    pub async fn adopt(
+        pool: PgPool,
+        database: String,
+        database_url: String,
+        config: HttpSettings,
+    ) -> TestApp {
         let token = api_key(&pool, "default", Scope::Admin).await;
         let router = app(AppState::new(crate::backend::store(&pool), config));
         TestApp {

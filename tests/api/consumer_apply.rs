@@ -16,6 +16,7 @@ use uuid::Uuid;
 use wallet_ledger::consumer::apply::{
     ApplySettings, Effect, Message, Outcome, Reason, apply_batch,
 };
+use wallet_ledger::ledger::transactions::RefusalCode;
 use wallet_ledger::reconcile::invariants;
 
 const BIN: &str = env!("CARGO_BIN_EXE_wallet-ledger");
@@ -410,7 +411,7 @@ async fn prepare(app: &TestApp, cells: &[Cell]) -> Vec<Prepared> {
             State::Rejected => first.push((
                 setup(SUCCEEDED, p),
                 Expect::Applied(Effect::Rejected {
-                    code: "account_closed".into(),
+                    code: RefusalCode::AccountClosed,
                 }),
             )),
         }
@@ -707,7 +708,7 @@ async fn a_payment_to_a_closed_wallet_is_rejected_and_stays_rejected() {
     )
     .await;
     let rejected = Outcome::Applied(Effect::Rejected {
-        code: "account_closed".into(),
+        code: RefusalCode::AccountClosed,
     });
     assert_eq!(
         outcomes,

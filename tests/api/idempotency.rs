@@ -464,3 +464,194 @@ async fn accounts_are_naturally_idempotent() {
         .finish()
         .await;
 }
+
+/// The migration that stores a creation's outcome instead of its HTTP status.
+const OUTCOME_MIGRATION: i64 = 20261205140000;
+
+/// A database migrated to just before [`OUTCOME_MIGRATION`], as a service of that time left
+/// it; `upgrade` runs the rest (the real `migrate` of the backend).
+async fn database_before_the_outcome_migration(name: &str) -> sqlx::PgPool {
+    let url = crate::backend::create_database(name).await;
+    let pool = sqlx::postgres::PgPoolOptions::new()
+        .max_connections(10)
+        .connect(&url)
+        .await
+        .unwrap();
+    wallet_ledger::db::MIGRATOR
+        .run_to(OUTCOME_MIGRATION - 1, &pool)
+        .await
+        .unwrap();
+    pool
+}
+
+/// The canonical request `POST /v1/transactions` stores for `body`.
+fn canonical_request(body: &serde_json::Value) -> serde_json::Value {
+    use wallet_ledger::http::extract::{DEFAULT_OWNER, IdempotencyKey, parse_valid};
+    use wallet_ledger::http::requests::CreateTransactionRequest;
+    let key = IdempotencyKey {
+        key: None,
+        owner: DEFAULT_OWNER.to_owned(),
+    };
+    parse_valid::<CreateTransactionRequest>(body.to_string().as_bytes())
+        .unwrap()
+        .into_new(&key, chrono::TimeDelta::days(7))
+        .unwrap()
+        .request
+}
+
+/// A transaction row as the code before [`OUTCOME_MIGRATION`] wrote it: `creation_status`
+/// 201 or 422 and the answer's exact bytes in `creation_response`.
+async fn insert_as_before(
+    pool: &sqlx::PgPool,
+    id: Uuid,
+    body: &serde_json::Value,
+    refusal: Option<(&str, &str)>,
+    answer: &str,
+) {
+    let (status, creation_status) = match refusal {
+        Some(_) => ("rejected", 422_i16),
+        None => ("posted", 201),
+    };
+    sqlx::query(
+        "insert into transactions (id, kind, status, currency, legs, account_ids, refusal_code,
+                                   refusal_detail, creation_request, creation_status,
+                                   creation_response, created_at, posted_at, updated_at)
+         values ($1, 'transaction', $2, 'SAR', $3, array['w1', 'w6'], $4, $5, $6, $7, $8, now(),
+                 case when $2 = 'posted' then now() end, now())",
+    )
+    .bind(id)
+    .bind(status)
+    .bind(&body["entries"])
+    .bind(refusal.map(|(code, _)| code))
+    .bind(refusal.map(|(_, detail)| detail))
+    .bind(canonical_request(body))
+    .bind(creation_status)
+    .bind(answer)
+    .execute(pool)
+    .await
+    .unwrap();
+}
+
+/// Refusals stored before the outcome migration (`creation_status` 422 and their answer's
+/// bytes) replay those exact bytes after it, through a single call and a batch; a creation
+/// stored then replays 200; a refusal stored after it keeps no answer and replays the same
+/// bytes as its first answer.
+#[tokio::test]
+async fn refusals_stored_before_the_outcome_migration_replay_byte_for_byte() {
+    let database = format!("wl_test_{}_outcome_migration", std::process::id());
+    let pool = database_before_the_outcome_migration(&database).await;
+    let legs = json!([{"account": "w1", "amount": -500}, {"account": "w6", "amount": 500}]);
+    let (funds, frozen, created) = (Uuid::new_v4(), Uuid::new_v4(), Uuid::new_v4());
+    let request = |id: Uuid| json!({"id": id, "entries": legs});
+    // The answers as the code of that time rendered them, byte for byte.
+    let funds_answer = format!(
+        r#"{{"type":"/problems/insufficient_funds","title":"Insufficient funds","status":422,"detail":"w1 has 0 available, 500 needed","code":"insufficient_funds","instance":"/v1/transactions/{funds}"}}"#
+    );
+    let frozen_answer = format!(
+        r#"{{"type":"/problems/account_frozen","title":"Account frozen","status":422,"detail":"account w1 is frozen","code":"account_frozen","instance":"/v1/transactions/{frozen}"}}"#
+    );
+    let created_answer = format!(r#"{{"id":"{created}","status":"posted","note":"as stored"}}"#);
+    let refused = [
+        (
+            funds,
+            ("insufficient_funds", "w1 has 0 available, 500 needed"),
+            &funds_answer,
+        ),
+        (
+            frozen,
+            ("account_frozen", "account w1 is frozen"),
+            &frozen_answer,
+        ),
+    ];
+    for (id, refusal, answer) in &refused {
+        insert_as_before(&pool, *id, &request(*id), Some(*refusal), answer).await;
+    }
+    insert_as_before(&pool, created, &request(created), None, &created_answer).await;
+
+    crate::backend::migrate(&pool).await;
+    let settings = wallet_ledger::http::HttpSettings::default();
+    let app = TestApp::adopt(pool, database, String::new(), settings).await;
+    let outcomes: Vec<(String, Option<String>)> = sqlx::query_as(
+        "select creation_outcome, creation_response from transactions
+         where id = any($1) order by array_position($1, id)",
+    )
+    .bind([funds, frozen, created])
+    .fetch_all(&app.pool)
+    .await
+    .unwrap();
+    assert_eq!(
+        outcomes,
+        [
+            ("refused".to_owned(), Some(funds_answer.clone())),
+            ("refused".to_owned(), Some(frozen_answer.clone())),
+            ("created".to_owned(), Some(created_answer.clone())),
+        ],
+        "the migration says what each stored, and keeps every answer"
+    );
+
+    for (id, _, answer) in &refused {
+        let again = app.post("/v1/transactions", &request(*id)).await;
+        assert_eq!(
+            (again.status, again.replayed(), again.content_type()),
+            (
+                StatusCode::UNPROCESSABLE_ENTITY,
+                true,
+                "application/problem+json"
+            )
+        );
+        assert_eq!(&again.text, *answer, "the stored refusal, byte for byte");
+    }
+    let again = app.post("/v1/transactions", &request(created)).await;
+    assert_eq!((again.status, again.replayed()), (StatusCode::OK, true));
+    assert_eq!(again.text, created_answer);
+
+    // A batch retrying them answers each item with the same bytes.
+    let items: Vec<serde_json::Value> = [funds, frozen, created].map(request).to_vec();
+    let batch = app
+        .post(
+            "/v1/transactions/batch",
+            &json!({"mode": "independent", "items": items}),
+        )
+        .await;
+    assert_eq!(batch.status, StatusCode::OK, "{}", batch.text);
+    let results = &batch.body["results"];
+    for (i, (status, answer)) in [
+        (422, &funds_answer),
+        (422, &frozen_answer),
+        (200, &created_answer),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        assert_eq!(
+            (&results[i]["status"], &results[i]["replayed"]),
+            (&json!(status), &json!(true))
+        );
+        // The items' bodies are passed on as stored, not parsed and rendered again.
+        let raw = format!(r#""body":{answer}}}"#);
+        assert!(batch.text.contains(&raw), "item {i}: {}", batch.text);
+    }
+
+    // A refusal stored now keeps its code and detail, and no answer: its replay is rendered
+    // from them, the same bytes as its first answer.
+    app.create_wallet("w1").await;
+    app.create_wallet("w6").await;
+    let id = Uuid::new_v4();
+    let first = app.post("/v1/transactions", &request(id)).await;
+    assert_eq!(first.code(), "insufficient_funds", "{}", first.text);
+    let stored: (String, Option<String>) = sqlx::query_as(
+        "select creation_outcome, creation_response from transactions where id = $1",
+    )
+    .bind(id)
+    .fetch_one(&app.pool)
+    .await
+    .unwrap();
+    assert_eq!(stored, ("refused".to_owned(), None));
+    let again = app.post("/v1/transactions", &request(id)).await;
+    assert_eq!(
+        (again.status, again.replayed()),
+        (StatusCode::UNPROCESSABLE_ENTITY, true)
+    );
+    assert_eq!(again.text, first.text);
+    app.finish().await;
+}

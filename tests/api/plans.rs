@@ -53,9 +53,9 @@ fn transfer_between_unknown_accounts() -> NewTransaction {
 async fn grow_the_ledger(conn: &mut PgConnection) {
     sqlx::query(
         "insert into transactions (id, kind, status, currency, legs, account_ids,
-                                   creation_request, creation_status, creation_response,
+                                   creation_request, creation_outcome, creation_response,
                                    created_at, posted_at, updated_at)
-         select gen_random_uuid(), 'transfer', 'posted', 'SAR', '[]', '{}', '{}', 201, '{}',
+         select gen_random_uuid(), 'transfer', 'posted', 'SAR', '[]', '{}', '{}', 'created', '{}',
                 now(), now(), now()
          from generate_series(1, $1)",
     )

@@ -70,8 +70,8 @@ async fn insert_transaction<'e>(executor: impl PgExecutor<'e>) -> Uuid {
     let id = Uuid::new_v4();
     sqlx::query(
         "insert into transactions (id, kind, status, currency, legs, account_ids, creation_request,
-                                   creation_status, creation_response, created_at, posted_at, updated_at)
-         values ($1, 'transaction', 'posted', 'SAR', '[]', '{}', '{\"kind\": \"transaction\"}', 201,
+                                   creation_outcome, creation_response, created_at, posted_at, updated_at)
+         values ($1, 'transaction', 'posted', 'SAR', '[]', '{}', '{\"kind\": \"transaction\"}', 'created',
                  '{\"status\": \"posted\"}', now(), now(), now())",
     )
     .bind(id)
@@ -682,8 +682,13 @@ async fn a_transactions_creation_record_is_immutable() {
             "update transactions set creation_response = '{\"status\": \"rejected\"}' where id = $1",
         ),
         (
-            "creation_status",
-            "update transactions set creation_status = 422, status = 'rejected', refusal_code = 'insufficient_funds', posted_at = null where id = $1",
+            "creation_outcome",
+            "update transactions set creation_outcome = 'refused', status = 'rejected', refusal_code = 'insufficient_funds', posted_at = null where id = $1",
+        ),
+        (
+            // A refusal's answer is rendered from its code and detail: part of the record.
+            "refusal_detail",
+            "update transactions set refusal_detail = 'x' where id = $1",
         ),
         (
             "id",
@@ -765,8 +770,8 @@ async fn entries_fit_their_transaction_and_ledger_time_never_goes_back() {
     let rejected = Uuid::new_v4();
     sqlx::query(
         "insert into transactions (id, kind, status, currency, legs, account_ids, refusal_code,
-                                   creation_request, creation_status, creation_response, created_at, updated_at)
-         values ($1, 'transfer', 'rejected', 'SAR', '[]', '{}', 'insufficient_funds', '{}', 422, '{}', now(), now())",
+                                   creation_request, creation_outcome, created_at, updated_at)
+         values ($1, 'transfer', 'rejected', 'SAR', '[]', '{}', 'insufficient_funds', '{}', 'refused', now(), now())",
     )
     .bind(rejected)
     .execute(pool)

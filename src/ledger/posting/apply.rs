@@ -3,6 +3,7 @@
 
 use super::chain::NewEntry;
 use super::render::Rendered;
+use crate::ledger::Outcome;
 use crate::ledger::events::{self, EventType, NegativeBalance, TransactionEvent};
 use crate::ledger::store::{Db, inserts};
 use sqlx::PgConnection;
@@ -17,17 +18,16 @@ pub(super) async fn record_events(
         .iter()
         .filter_map(|r| {
             let event = EventType::of_new_transaction(r.status, r.reverses.is_some())?;
-            Some(if r.creation_status == 201 {
+            Some(match &r.outcome {
                 // The stored answer is the view already serialized.
-                TransactionEvent::from_answer(
+                Outcome::Created { body } => TransactionEvent::from_answer(
                     event,
                     r.item_id,
-                    &r.body,
+                    body,
                     &r.view.currency,
                     &r.entries,
-                )
-            } else {
-                TransactionEvent::new(event, &r.view, &r.entries)
+                ),
+                Outcome::Refused(_) => TransactionEvent::new(event, &r.view, &r.entries),
             })
         })
         .collect();

@@ -5,6 +5,7 @@ use super::chain::ChainHead;
 use super::decide::LockedLedger;
 use super::{LockWait, begin, is_lock_timeout};
 use crate::db::StoreError;
+use crate::ledger::Outcome;
 use crate::ledger::accounts::{AccountStatus, AccountType};
 use crate::ledger::bounds::SystemState;
 use crate::ledger::ids::AccountId;
@@ -35,8 +36,7 @@ pub(super) async fn still_empty(
 #[derive(Debug, Clone)]
 pub struct StoredCreation {
     pub request: Value,
-    pub status: u16,
-    pub body: String,
+    pub outcome: Outcome,
 }
 
 /// A locked account as decisions need it.

@@ -39,7 +39,6 @@ pub(crate) use chain::{ChainHead, NewEntry, ledger_time};
 pub use load::StoredCreation;
 pub(crate) use load::{LockedAccount, SystemLocks, WalletState, wait_for_rows};
 pub(crate) use render::Rendered;
-pub use render::refusal_body;
 
 use super::audit::{self, Actor};
 use super::caller::{self, Caller};
@@ -291,13 +290,10 @@ async fn begin(
     }
 }
 
-/// Whether an answer means "not created" for an atomic batch.
+/// Whether an answer means "not created" for an atomic batch: a refusal (first or
+/// replayed), a mismatch, an item error.
 fn fails(outcome: &ItemOutcome) -> bool {
-    match outcome {
-        Ok(Created::New { .. }) => false,
-        Ok(Created::Replayed { status, .. }) => *status >= 400,
-        _ => true,
-    }
+    !outcome.as_ref().is_ok_and(Created::is_created)
 }
 
 fn finish(outcomes: Vec<ItemOutcome>, failure: Option<usize>) -> BatchResult {
@@ -383,8 +379,7 @@ fn replay(item: &NewTransaction, stored: &StoredCreation) -> ItemOutcome {
     Ok(Created::replay_or_mismatch(
         &stored.request,
         &item.request,
-        stored.status,
-        stored.body.clone(),
+        stored.outcome.clone(),
     ))
 }
 
@@ -430,7 +425,7 @@ fn decide_all(
         } else {
             ledger.decide(item, now).map(|decision| {
                 let row = render::render(item, &decision, now);
-                let outcome = row.outcome();
+                let outcome = Created::First(row.outcome.clone());
                 stored_by.insert(item.id, index);
                 decided
                     .audited
@@ -488,15 +483,12 @@ fn same_id_as(
     first_outcome: &ItemOutcome,
     item: &NewTransaction,
 ) -> ItemOutcome {
-    let (status, body) = match first_outcome {
-        Ok(Created::New { body }) => (201, body.clone()),
-        Ok(Created::Refused { body }) => (422, body.clone()),
-        other => return other.clone(),
-    };
-    Ok(Created::replay_or_mismatch(
-        &first.request,
-        &item.request,
-        status,
-        body,
-    ))
+    match first_outcome {
+        Ok(Created::First(outcome)) => Ok(Created::replay_or_mismatch(
+            &first.request,
+            &item.request,
+            outcome.clone(),
+        )),
+        other => other.clone(),
+    }
 }

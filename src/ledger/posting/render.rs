@@ -3,11 +3,11 @@
 
 use super::chain::NewEntry;
 use super::decide::Decision;
-use crate::ledger::Created;
 use crate::ledger::holds;
+use crate::ledger::money::Currency;
 use crate::ledger::transactions::{Kind, NewTransaction, RefusalCode, TransactionStatus};
 use crate::ledger::views::{LegView, RefusalView, TransactionView};
-use crate::problem::Problem;
+use crate::ledger::{Outcome, Refusal};
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
@@ -21,9 +21,8 @@ pub(crate) struct Rendered {
     pub(crate) account_ids: Vec<String>,
     /// The canonical request as JSON text: what the insert sends (a tree would be copied).
     pub(crate) request: String,
-    pub(crate) refusal: Option<RefusalView>,
-    pub(crate) creation_status: i16,
-    pub(crate) body: String,
+    /// What the row stores as its creation's outcome, and every replay answers.
+    pub(crate) outcome: Outcome,
     pub(crate) reverses: Option<Uuid>,
     pub(crate) reversed_amount: Option<i64>,
     pub(crate) entries: Vec<NewEntry>,
@@ -41,55 +40,70 @@ impl Rendered {
         }
     }
 
-    pub(super) fn outcome(&self) -> Created {
-        if self.creation_status == 201 {
-            Created::New {
-                body: self.body.clone(),
-            }
-        } else {
-            Created::Refused {
-                body: self.body.clone(),
-            }
+    /// The refusal the row stores, if it is one.
+    pub(crate) fn refusal(&self) -> Option<&Refusal> {
+        match &self.outcome {
+            Outcome::Refused(refusal) => Some(refusal),
+            Outcome::Created { .. } => None,
         }
     }
 }
 
-pub(super) fn render(item: &NewTransaction, decision: &Decision, now: DateTime<Utc>) -> Rendered {
+/// What a decision makes of a row's state: its status and currency, when it posted or
+/// expires, and its refusal.
+struct Settled {
+    status: TransactionStatus,
+    currency: Currency,
+    posted_at: Option<DateTime<Utc>>,
+    expires_at: Option<DateTime<Utc>>,
+    refusal: Option<(RefusalCode, String)>,
+}
+
+fn settle(decision: &Decision) -> Settled {
     use TransactionStatus::{Pending, Posted, Rejected, Voided};
-    let (status, currency, posted_at, expires_at, refusal) = match decision {
+    let settled = |status, currency: &Currency| Settled {
+        status,
+        currency: *currency,
+        posted_at: None,
+        expires_at: None,
+        refusal: None,
+    };
+    match decision {
         Decision::Post {
             currency,
             ledger_time,
             ..
-        } => (Posted, *currency, Some(*ledger_time), None, None),
+        } => Settled {
+            posted_at: Some(*ledger_time),
+            ..settled(Posted, currency)
+        },
         Decision::Hold {
             currency,
             expires_at,
             ..
-        } => (Pending, *currency, None, Some(*expires_at), None),
+        } => Settled {
+            expires_at: Some(*expires_at),
+            ..settled(Pending, currency)
+        },
         Decision::Refuse {
             currency,
             code,
             detail,
-        } => (
-            Rejected,
-            *currency,
-            None,
-            None,
-            Some((
-                *code,
-                RefusalView {
-                    code: code.as_str().to_owned(),
-                    detail: detail.clone(),
-                },
-            )),
-        ),
-        Decision::Record { currency } => (Voided, *currency, None, None, None),
-    };
-    let view = TransactionView {
+        } => Settled {
+            refusal: Some((*code, detail.clone())),
+            ..settled(Rejected, currency)
+        },
+        Decision::Record { currency } => settled(Voided, currency),
+    }
+}
+
+/// The transaction as the API shows it, as it is created.
+fn view(item: &NewTransaction, s: &Settled, now: DateTime<Utc>) -> TransactionView {
+    let currency = s.currency;
+    TransactionView {
         id: item.id,
         kind: item.kind.as_str().to_owned(),
-        status: status.as_str().to_owned(),
+        status: s.status.as_str().to_owned(),
         currency: currency.code().to_owned(),
         entries: item
             .journal
@@ -103,22 +117,34 @@ pub(super) fn render(item: &NewTransaction, decision: &Decision, now: DateTime<U
             .collect(),
         external_ref: item.external_ref.clone(),
         metadata: item.metadata.clone(),
-        refusal: refusal.as_ref().map(|(_, view)| view.clone()),
+        refusal: s.refusal.as_ref().map(|(code, detail)| RefusalView {
+            code: code.as_str().to_owned(),
+            detail: detail.clone(),
+        }),
         created_at: now,
-        posted_at,
-        expires_at,
+        posted_at: s.posted_at,
+        expires_at: s.expires_at,
         reverses: item.reversal.map(|r| r.original),
         captured_amount: None,
         captured_amount_decimal: None,
         authorized_amount: None,
         authorized_amount_decimal: None,
-    };
-    let (creation_status, body) = match &refusal {
-        None => (
-            201,
-            serde_json::to_string(&view).expect("a transaction view always serializes"),
-        ),
-        Some((code, view)) => (422, refusal_body(item.id, *code, &view.detail)),
+    }
+}
+
+pub(super) fn render(item: &NewTransaction, decision: &Decision, now: DateTime<Utc>) -> Rendered {
+    let settled = settle(decision);
+    let view = view(item, &settled, now);
+    let outcome = match settled.refusal {
+        None => Outcome::Created {
+            body: serde_json::to_string(&view).expect("a transaction view always serializes"),
+        },
+        Some((code, detail)) => Outcome::Refused(Refusal {
+            transaction: item.id,
+            code,
+            detail,
+            recorded_answer: None,
+        }),
     };
     let (entries, holds) = match decision {
         Decision::Post { entries, .. } => (entries.clone(), Vec::new()),
@@ -128,23 +154,14 @@ pub(super) fn render(item: &NewTransaction, decision: &Decision, now: DateTime<U
     Rendered {
         item_id: item.id,
         kind: item.kind,
-        status,
+        status: settled.status,
         view,
         account_ids: item.journal.sorted_accounts(),
         request: item.request.to_string(),
-        refusal: refusal.map(|(_, view)| view),
-        creation_status,
-        body,
+        outcome,
         reverses: item.reversal.map(|r| r.original),
         reversed_amount: item.reversal.map(|r| r.amount.minor_units()),
         entries,
         holds,
     }
-}
-
-/// The problem body of a stored refusal; a retry gets these exact bytes again.
-pub fn refusal_body(id: Uuid, code: RefusalCode, detail: &str) -> String {
-    let mut problem = Problem::new(422, code.as_str(), code.title(), detail);
-    problem.instance = Some(format!("/v1/transactions/{id}"));
-    serde_json::to_string(&problem).expect("a problem always serializes")
 }

@@ -2,7 +2,7 @@
 //! PostgreSQL; on Citus one routed statement per row, and the journal rules that span shards
 //! checked before COMMIT.
 
-use super::Db;
+use super::{Db, outcome_column, response_column};
 use crate::db::Engine;
 use crate::ledger::money::Amount;
 use crate::ledger::posting::cross_shard;
@@ -35,18 +35,18 @@ async fn insert_transactions_plain(
     let inserted = sqlx::query_scalar!(
         r#"insert into transactions (id, kind, status, currency, legs, account_ids, external_ref,
                                      metadata, refusal_code, refusal_detail, creation_request,
-                                     creation_status, creation_response, created_at, posted_at,
+                                     creation_outcome, creation_response, created_at, posted_at,
                                      updated_at, expires_at, reverses, reversed_amount)
            select id, kind, status, currency, legs::jsonb, string_to_array(account_ids, ','),
                   external_ref, metadata::jsonb, refusal_code, refusal_detail, request::jsonb,
-                  creation_status, body,
+                  creation_outcome, body,
                   created_at, posted_at, created_at, expires_at, reverses, reversed_amount
            from unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[],
                        $7::text[], $8::text[], $9::text[], $10::text[], $11::text[],
-                       $12::int2[], $13::text[], $14::timestamptz[], $15::timestamptz[],
+                       $12::text[], $13::text[], $14::timestamptz[], $15::timestamptz[],
                        $16::timestamptz[], $17::uuid[], $18::bigint[])
                 as r(id, kind, status, currency, legs, account_ids, external_ref, metadata,
-                     refusal_code, refusal_detail, request, creation_status, body, created_at,
+                     refusal_code, refusal_detail, request, creation_outcome, body, created_at,
                      posted_at, expires_at, reverses, reversed_amount)
            order by id
            on conflict (id) do nothing
@@ -62,8 +62,8 @@ async fn insert_transactions_plain(
         &c.refusal_codes as &[Option<&str>],
         &c.refusal_details as &[Option<&str>],
         &c.requests as &[&str],
-        &c.creation_statuses,
-        &c.bodies as &[&str],
+        &c.creation_outcomes as &[&str],
+        &c.bodies as &[Option<&str>],
         &c.created,
         &c.posted as &[Option<DateTime<Utc>>],
         &c.expires as &[Option<DateTime<Utc>>],
@@ -89,8 +89,8 @@ struct TransactionColumns<'a> {
     refusal_codes: Vec<Option<&'a str>>,
     refusal_details: Vec<Option<&'a str>>,
     requests: Vec<&'a str>,
-    creation_statuses: Vec<i16>,
-    bodies: Vec<&'a str>,
+    creation_outcomes: Vec<&'static str>,
+    bodies: Vec<Option<&'a str>>,
     created: Vec<DateTime<Utc>>,
     posted: Vec<Option<DateTime<Utc>>>,
     expires: Vec<Option<DateTime<Utc>>>,
@@ -116,15 +116,16 @@ impl<'a> TransactionColumns<'a> {
         let metadata: Vec<String> = rows.iter().map(|r| json_text(&r.view.metadata)).collect();
         let refusal_codes: Vec<Option<&str>> = rows
             .iter()
-            .map(|r| r.refusal.as_ref().map(|x| x.code.as_str()))
+            .map(|r| r.refusal().map(|x| x.code.as_str()))
             .collect();
         let refusal_details: Vec<Option<&str>> = rows
             .iter()
-            .map(|r| r.refusal.as_ref().map(|x| x.detail.as_str()))
+            .map(|r| r.refusal().map(|x| x.detail.as_str()))
             .collect();
         let requests: Vec<&str> = rows.iter().map(|r| r.request.as_str()).collect();
-        let creation_statuses: Vec<i16> = rows.iter().map(|r| r.creation_status).collect();
-        let bodies: Vec<&str> = rows.iter().map(|r| r.body.as_str()).collect();
+        let creation_outcomes: Vec<&str> =
+            rows.iter().map(|r| outcome_column(&r.outcome)).collect();
+        let bodies: Vec<Option<&str>> = rows.iter().map(|r| response_column(&r.outcome)).collect();
         let created: Vec<DateTime<Utc>> = rows.iter().map(|r| r.view.created_at).collect();
         let posted: Vec<Option<DateTime<Utc>>> = rows.iter().map(|r| r.view.posted_at).collect();
         let expires: Vec<Option<DateTime<Utc>>> = rows.iter().map(|r| r.view.expires_at).collect();
@@ -142,7 +143,7 @@ impl<'a> TransactionColumns<'a> {
             refusal_codes,
             refusal_details,
             requests,
-            creation_statuses,
+            creation_outcomes,
             bodies,
             created,
             posted,
@@ -167,7 +168,7 @@ async fn insert_transactions_citus(
         let inserted = sqlx::query_scalar!(
             r#"insert into transactions (id, kind, status, currency, legs, account_ids,
                                          external_ref, metadata, refusal_code, refusal_detail,
-                                         creation_request, creation_status, creation_response,
+                                         creation_request, creation_outcome, creation_response,
                                          created_at, posted_at, updated_at, expires_at, reverses,
                                          reversed_amount)
                values ($1, $2, $3, $4, $5::text::jsonb, string_to_array($6, ','), $7,
@@ -183,11 +184,11 @@ async fn insert_transactions_citus(
             r.account_ids.join(","),
             r.view.external_ref.as_deref(),
             json_text(&r.view.metadata),
-            r.refusal.as_ref().map(|x| x.code.as_str()),
-            r.refusal.as_ref().map(|x| x.detail.as_str()),
+            r.refusal().map(|x| x.code.as_str()),
+            r.refusal().map(|x| x.detail.as_str()),
             r.request.as_str(),
-            r.creation_status,
-            r.body.as_str(),
+            outcome_column(&r.outcome),
+            response_column(&r.outcome),
             r.view.created_at,
             r.view.posted_at,
             r.view.expires_at,

@@ -5,23 +5,57 @@
 use super::Db;
 use crate::db::{Engine, StoreError};
 use crate::ledger::accounts::{AccountStatus, AccountType};
-use crate::ledger::money::Amount;
+use crate::ledger::money::{Amount, Currency};
 use crate::ledger::posting::{LockedAccount, SystemLocks};
+use crate::ledger::transactions::{Kind, TransactionStatus};
 use serde_json::Value;
 use sqlx::PgConnection;
 use std::collections::{BTreeMap, HashMap};
 use uuid::Uuid;
 
-/// A payment's row as the consumer reads it under its lock: status is the effective one (a
-/// pending hold past its expiry reads `expired`).
-pub struct LockedPayment {
+/// A payment's row as the consumer reads it under its lock, decoded: status is the effective
+/// one (a pending hold past its expiry reads `expired`).
+pub struct LockedTransaction {
     pub id: Uuid,
-    pub kind: String,
-    pub status: String,
-    pub currency: String,
+    pub kind: Kind,
+    pub status: TransactionStatus,
+    pub currency: Currency,
     pub legs: Value,
     pub captured_amount: Option<i64>,
     pub from_hold: bool,
+}
+
+/// [`LockedTransaction`] as the SQL reads it, before its kind, status and currency are decoded.
+struct LockedPayment {
+    id: Uuid,
+    kind: String,
+    status: String,
+    currency: String,
+    legs: Value,
+    captured_amount: Option<i64>,
+    from_hold: bool,
+}
+
+impl TryFrom<LockedPayment> for LockedTransaction {
+    type Error = StoreError;
+
+    /// A kind, status or currency the code does not know is a corrupt row, never "no payment
+    /// yet" (that would make the event create it again under the same id).
+    fn try_from(row: LockedPayment) -> Result<LockedTransaction, StoreError> {
+        let corrupt = |what: String| crate::db::corrupt("transactions", row.id, what);
+        Ok(LockedTransaction {
+            kind: Kind::parse(&row.kind)
+                .ok_or_else(|| corrupt(format!("unknown kind {:?}", row.kind)))?,
+            status: TransactionStatus::parse(&row.status)
+                .ok_or_else(|| corrupt(format!("unknown status {:?}", row.status)))?,
+            currency: Currency::parse(&row.currency)
+                .ok_or_else(|| corrupt(format!("unknown currency {:?}", row.currency)))?,
+            id: row.id,
+            legs: row.legs,
+            captured_amount: row.captured_amount,
+            from_hold: row.from_hold,
+        })
+    }
 }
 
 /// Locks the transaction rows `sorted_ids` (sorted: every locker takes them in one order) `FOR
@@ -29,7 +63,7 @@ pub struct LockedPayment {
 pub async fn payments(
     db: &mut Db<'_>,
     sorted_ids: &[Uuid],
-) -> Result<Vec<LockedPayment>, sqlx::Error> {
+) -> Result<Vec<LockedTransaction>, StoreError> {
     if db.engine() == Engine::Citus {
         for id in sorted_ids {
             sqlx::query!("select id from transactions where id = $1 for update", id)
@@ -63,7 +97,7 @@ pub async fn payments(
             .await?
         }
     };
-    Ok(rows)
+    rows.into_iter().map(LockedTransaction::try_from).collect()
 }
 
 /// Locks the accounts of a set of transactions in one statement: wallets exclusively, in

@@ -13,7 +13,30 @@ pub mod locks;
 pub mod reads;
 
 use crate::db::{Database, Engine};
+use crate::ledger::Outcome;
 use sqlx::{PgConnection, PgPool};
+
+/// `transactions.creation_outcome` of a created resource, and of a refusal: the words the
+/// schema's check allows, spelled once for the insert and the read.
+const CREATED: &str = "created";
+const REFUSED: &str = "refused";
+
+/// The `creation_outcome` an outcome is stored as.
+fn outcome_column(outcome: &Outcome) -> &'static str {
+    match outcome {
+        Outcome::Created { .. } => CREATED,
+        Outcome::Refused(_) => REFUSED,
+    }
+}
+
+/// The `creation_response` an outcome stores: a creation's body; a refusal's exact answer
+/// only if it was stored before the outcome was (its answer is rendered from the row since).
+fn response_column(outcome: &Outcome) -> Option<&str> {
+    match outcome {
+        Outcome::Created { body } => Some(body),
+        Outcome::Refused(refusal) => refusal.recorded_answer.as_deref(),
+    }
+}
 
 /// The pool and the engine it talks to, decided once when the pool opened. Cheap to clone.
 #[derive(Debug, Clone)]

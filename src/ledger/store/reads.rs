@@ -2,14 +2,17 @@
 //! how much of a payment is refunded): the same statement on both engines, kept here so that
 //! the ledger's tables are read from `ledger/` only.
 
-use super::Db;
+use super::{CREATED, Db, REFUSED};
 use crate::db::Engine;
 use crate::db::StoreError;
 use crate::ledger::bounds::{SATURATED, SystemState, SystemStates};
 use crate::ledger::money::Amount;
 use crate::ledger::posting::{ChainHead, StoredCreation, WalletState};
-use crate::ledger::transactions::{StoredTransaction, TransactionFilter, TransactionStatus, page};
+use crate::ledger::transactions::{
+    RefusalCode, StoredTransaction, TransactionFilter, TransactionStatus, page,
+};
 use crate::ledger::views::TransactionView;
+use crate::ledger::{Outcome, Refusal};
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 use sqlx::PgConnection;
@@ -187,17 +190,18 @@ async fn stored_creations_plain(
     let rows = sqlx::query_as!(
         CreationRow,
         r#"select t.id as "id!", t.creation_request as "creation_request!",
-                  t.creation_status as "creation_status!",
-                  t.creation_response as "creation_response!"
+                  t.creation_outcome as "creation_outcome!", t.creation_response,
+                  t.refusal_code, t.refusal_detail
            from unnest($1::uuid[]) as k(id)
            cross join lateral (
-               select id, creation_request, creation_status, creation_response
+               select id, creation_request, creation_outcome, creation_response, refusal_code,
+                      refusal_detail
                from transactions where id = k.id limit 1) t"#,
         ids
     )
     .fetch_all(conn)
     .await?;
-    Ok(rows.into_iter().map(CreationRow::stored).collect())
+    rows.into_iter().map(CreationRow::stored).collect()
 }
 
 /// [`stored_creations`] on Citus, which refuses the lateral `limit 1` over `unnest` (cannot
@@ -209,31 +213,54 @@ async fn stored_creations_citus(
 ) -> Result<HashMap<Uuid, StoredCreation>, sqlx::Error> {
     let rows = sqlx::query_as!(
         CreationRow,
-        r#"select id, creation_request, creation_status, creation_response
+        r#"select id, creation_request, creation_outcome, creation_response, refusal_code,
+                  refusal_detail
            from transactions where id = any($1)"#,
         ids
     )
     .fetch_all(conn)
     .await?;
-    Ok(rows.into_iter().map(CreationRow::stored).collect())
+    rows.into_iter().map(CreationRow::stored).collect()
 }
 
 /// A stored creation's row, as both forms of [`stored_creations`] read it.
 struct CreationRow {
     id: Uuid,
     creation_request: Value,
-    creation_status: i16,
-    creation_response: String,
+    creation_outcome: String,
+    creation_response: Option<String>,
+    refusal_code: Option<String>,
+    refusal_detail: Option<String>,
 }
 
 impl CreationRow {
-    fn stored(self) -> (Uuid, StoredCreation) {
+    /// The row decoded: a creation's body, or a refusal's code and detail (and the answer a
+    /// refusal stored before the outcome migration kept). Anything else the schema's checks
+    /// should have refused: reported as undecodable rather than answered.
+    fn stored(self) -> Result<(Uuid, StoredCreation), sqlx::Error> {
+        let corrupt = |what: String| {
+            let what = format!("transaction {}: {what}", self.id);
+            sqlx::Error::Decode(what.into())
+        };
+        let outcome = match (self.creation_outcome.as_str(), self.creation_response) {
+            (CREATED, Some(body)) => Outcome::Created { body },
+            (REFUSED, recorded_answer) => {
+                let code = self.refusal_code.as_deref().and_then(RefusalCode::parse);
+                Outcome::Refused(Refusal {
+                    transaction: self.id,
+                    code: code
+                        .ok_or_else(|| corrupt(format!("refusal code {:?}", self.refusal_code)))?,
+                    detail: self.refusal_detail.unwrap_or_default(),
+                    recorded_answer,
+                })
+            }
+            (other, _) => return Err(corrupt(format!("creation outcome {other:?}"))),
+        };
         let stored = StoredCreation {
             request: self.creation_request,
-            status: self.creation_status as u16,
-            body: self.creation_response,
+            outcome,
         };
-        (self.id, stored)
+        Ok((self.id, stored))
     }
 }
 
