@@ -7,10 +7,10 @@ use super::error::{ApiError, Result};
 use super::extract::{DEFAULT_OWNER, IdempotencyKey, JsonBody, parse_valid};
 use super::problem::Problem;
 use super::requests::CreateTransactionRequest;
-use super::responses::{REFUSED, json, refusal_body};
+use super::responses::{json, status_and_body};
 use crate::ledger::posting::{self, BatchResult, ItemOutcome, Mode};
 use crate::ledger::transactions::NewTransaction;
-use crate::ledger::{Created, MAX_BATCH_ITEMS, Outcome};
+use crate::ledger::{Created, MAX_BATCH_ITEMS};
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::Response;
@@ -185,12 +185,12 @@ fn item_answer(outcome: ItemOutcome) -> (u16, bool, Box<RawValue>) {
     let raw = |body: String| RawValue::from_string(body).unwrap_or_else(|_| null());
     match outcome {
         Ok(Created::First(outcome)) => {
-            let (status, body) = answer(outcome, StatusCode::CREATED);
-            (status, false, raw(body))
+            let (status, body) = status_and_body(outcome, StatusCode::CREATED);
+            (status.as_u16(), false, raw(body))
         }
         Ok(Created::Replayed(outcome)) => {
-            let (status, body) = answer(outcome, StatusCode::OK);
-            (status, true, raw(body))
+            let (status, body) = status_and_body(outcome, StatusCode::OK);
+            (status.as_u16(), true, raw(body))
         }
         Ok(Created::Mismatch { differing_fields }) => {
             let problem = ApiError::IdempotencyMismatch(differing_fields).problem();
@@ -200,13 +200,5 @@ fn item_answer(outcome: ItemOutcome) -> (u16, bool, Box<RawValue>) {
             let problem = ApiError::from(e).problem();
             (problem.status, false, problem_raw(&problem))
         }
-    }
-}
-
-/// A stored outcome's status and body, as its single call answers them (`responses::created`).
-fn answer(outcome: Outcome, created: StatusCode) -> (u16, String) {
-    match outcome {
-        Outcome::Created { body } => (created.as_u16(), body),
-        Outcome::Refused(refusal) => (REFUSED.as_u16(), refusal_body(refusal)),
     }
 }

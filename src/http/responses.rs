@@ -51,19 +51,31 @@ pub fn created(outcome: Created) -> Result<Response, ApiError> {
 /// A stored outcome as its response: the resource's body with `created` (201 the first
 /// time, 200 on a replay), or the refusal's 422 problem.
 fn answer(outcome: Outcome, created: StatusCode) -> Response {
+    let refused = matches!(outcome, Outcome::Refused(_));
+    let (status, body) = status_and_body(outcome, created);
+    if refused {
+        problem_response(status.as_u16(), body)
+    } else {
+        json_response(status, body)
+    }
+}
+
+/// A stored outcome's status and body: what a single call answers, and what a batch item
+/// carries (`batch::item_answer`).
+pub(super) fn status_and_body(outcome: Outcome, created: StatusCode) -> (StatusCode, String) {
     match outcome {
-        Outcome::Created { body } => json_response(created, body),
-        Outcome::Refused(refusal) => problem_response(REFUSED.as_u16(), refusal_body(refusal)),
+        Outcome::Created { body } => (created, body),
+        Outcome::Refused(refusal) => (REFUSED, refusal_body(refusal)),
     }
 }
 
 /// The status of a business refusal, first or replayed.
-pub const REFUSED: StatusCode = StatusCode::UNPROCESSABLE_ENTITY;
+const REFUSED: StatusCode = StatusCode::UNPROCESSABLE_ENTITY;
 
 /// The problem body of a stored refusal; a retry gets these exact bytes again: the answer a
 /// refusal stored before the outcome migration kept, else rendered from its code and detail
 /// as that answer was.
-pub fn refusal_body(refusal: Refusal) -> String {
+fn refusal_body(refusal: Refusal) -> String {
     if let Some(answer) = refusal.recorded_answer {
         return answer;
     }
