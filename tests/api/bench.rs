@@ -2,7 +2,7 @@
 //! own, each line parsed and checked; and the refusal of a database not named as disposable.
 
 use super::common::server_url;
-use super::stream_support::{BIN, shared_redis_url};
+use super::stream_support::{bin, shared_redis_url};
 use serde_json::Value;
 use sqlx::Connection;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -49,7 +49,7 @@ async fn every_scenario_runs_checks_itself_and_prints_one_json_line() {
     let dir = std::env::temp_dir().join(format!("wl-bench-test-{}", uuid::Uuid::new_v4().simple()));
     std::fs::create_dir_all(&dir).unwrap();
     let results = dir.join("results.jsonl");
-    let mut command = Command::new(BIN);
+    let mut command = Command::new(bin());
     command
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         .args(["bench", "--quick", "--bench-database-url", &url])
@@ -195,7 +195,7 @@ async fn a_database_not_named_as_disposable_is_refused_with_exit_code_2() {
     url.set_path("wallet_ledger");
     let dir = std::env::temp_dir().join(format!("wl-bench-test-{}", uuid::Uuid::new_v4().simple()));
     let results = dir.join("results.jsonl");
-    let output = Command::new(BIN)
+    let output = Command::new(bin())
         .args([
             "bench",
             "--quick",
@@ -223,7 +223,7 @@ async fn transfer_pairs_other_than_any_are_refused_without_citus_with_exit_code_
     let (name, url) = bench_database();
     let dir = std::env::temp_dir().join(format!("wl-bench-test-{}", uuid::Uuid::new_v4().simple()));
     let results = dir.join("results.jsonl");
-    let output = Command::new(BIN)
+    let output = Command::new(bin())
         .args([
             "bench",
             "--quick",

@@ -5,7 +5,7 @@
 
 use super::common::{Rng, TestApp};
 use super::stream_support::{
-    BIN, GROUP, PrivatePostgres, consumer_command, dead_letters, eventually, free_port, http_get,
+    GROUP, PrivatePostgres, bin, consumer_command, dead_letters, eventually, free_port, http_get,
     pending, redis_at, run_to_end, shared_redis_url, terminate, unique_stream,
 };
 use redis::AsyncCommands;
@@ -31,7 +31,7 @@ struct Payment {
 impl Payment {
     fn random(rng: &mut Rng, wallets: &[String]) -> Payment {
         Payment {
-            event_id: Uuid::from_u64_pair(rng.next(), rng.next()),
+            event_id: Uuid::from_u64_pair(rng.next_u64(), rng.next_u64()),
             wallet: rng.pick(wallets).clone(),
             // Varied amounts: a payment lost and another doubled cannot cancel out.
             amount: 1 + rng.below(99_999) as i64,
@@ -126,7 +126,7 @@ fn tail(path: &PathBuf, lines: usize) -> String {
 }
 
 async fn verify(database_url: &str) {
-    let output = Command::new(BIN)
+    let output = Command::new(bin())
         .args(["verify", "--database-url", database_url])
         .output()
         .await
@@ -706,7 +706,7 @@ impl Outage<'_> {
 async fn migrated_private_database(database: &str) -> (PrivatePostgres, String) {
     let postgres = PrivatePostgres::start().await;
     let database_url = postgres.url(database);
-    let mut migrate = Command::new(BIN);
+    let mut migrate = Command::new(bin());
     migrate.args(["migrate", "--database-url", &database_url]);
     let migrate = run_to_end(migrate, Duration::from_secs(60)).await;
     assert!(

@@ -4,7 +4,7 @@
 
 use super::common::TestApp;
 use super::stream_support::{
-    BIN, GROUP, assert_exit_0, consume, dead_letters, describe, dlq, forget, payment, pending,
+    GROUP, assert_exit_0, bin, consume, dead_letters, describe, dlq, forget, payment, pending,
     publish, redis_at, run_to_end, shared_redis_url, text, unique_stream, xadd,
 };
 use redis::AsyncCommands;
@@ -242,7 +242,7 @@ async fn partition_counts_outside_1_to_1024_are_refused() {
             ("dlq list", vec!["dlq", "--stream", &stream, "list"]),
         ];
         for (what, args) in commands {
-            let output = Command::new(BIN)
+            let output = Command::new(bin())
                 .args(&args)
                 .args(["--redis-url", &shared_redis_url(), "--partitions", bad])
                 .env("RUST_LOG", "warn")

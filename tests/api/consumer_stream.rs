@@ -6,7 +6,7 @@
 
 use super::common::{TestApp, lock_waiters, poll, poll_until};
 use super::stream_support::{
-    BIN, GROUP, PrivateRedis, assert_exit_0, consume, consumer_command_with, dead_letters,
+    GROUP, PrivateRedis, assert_exit_0, bin, consume, consumer_command_with, dead_letters,
     describe, dlq, event, eventually, forget, free_port, http_get, metric, payment, pending,
     redis_at, run_to_end, shared_redis_url, spawn, stop, stopped_total, text, unique_stream, xadd,
 };
@@ -624,7 +624,7 @@ async fn the_dlq_tools_take_their_flags_after_the_action_too() {
     ]);
     xadd(&mut redis, &format!("{stream}.dlq"), &letter).await;
 
-    let mut command = Command::new(BIN);
+    let mut command = Command::new(bin());
     command
         .args(["dlq", "replay", "--all", "--stream", &stream])
         .args(["--redis-url", &shared_redis_url()])
@@ -1171,7 +1171,7 @@ async fn a_broker_outage_between_commit_and_ack_is_waited_out_and_reported_by_re
 async fn the_demo(crash: Option<&str>) {
     let app = TestApp::new().await;
     let stream = unique_stream("demo");
-    let mut command = Command::new(BIN);
+    let mut command = Command::new(bin());
     command
         .args(["demo", "--database-url", &app.database_url])
         .args(["--redis-url", &shared_redis_url(), "--stream", &stream])
@@ -1214,7 +1214,7 @@ async fn the_demo_ends_at_250_with_c1_killed_before_its_commit() {
 #[tokio::test]
 async fn a_claim_idle_time_not_above_the_batch_time_is_refused_at_start() {
     // Nothing listens on port 1: the check comes before any connection.
-    let mut command = Command::new(BIN);
+    let mut command = Command::new(bin());
     command
         .args([
             "consume",

@@ -6,7 +6,7 @@
 
 use super::common::TestApp;
 use super::stream_support::{
-    BIN, PrivateRedis, eventually, free_port, http_get, redis_at, run_to_end, serve,
+    PrivateRedis, bin, eventually, free_port, http_get, redis_at, run_to_end, serve,
     shared_redis_url, terminate, unique_stream,
 };
 use axum::body::Body;
@@ -669,7 +669,7 @@ async fn retry_after_of_a_429_is_honoured_up_to_the_longest_backoff() {
 // ---------------------------------------------------------------------------------------------
 
 fn deliveries_cli(database_url: &str, args: &[&str]) -> Command {
-    let mut command = Command::new(BIN);
+    let mut command = Command::new(bin());
     command
         .args(["deliveries", "--database-url", database_url])
         .args(args)
@@ -834,7 +834,7 @@ async fn a_receiver_that_is_down_goes_dead_and_is_redelivered_by_the_api_and_the
 #[tokio::test]
 async fn the_deliveries_cli_takes_the_database_url_after_its_action() {
     let app = TestApp::new().await;
-    let mut redeliver = Command::new(BIN);
+    let mut redeliver = Command::new(bin());
     redeliver
         .args([
             "deliveries",
@@ -857,7 +857,7 @@ async fn the_deliveries_cli_takes_the_database_url_after_its_action() {
         "{}",
         stdout(&out)
     );
-    let mut list = Command::new(BIN);
+    let mut list = Command::new(bin());
     list.args([
         "deliveries",
         "list",
@@ -977,7 +977,7 @@ fn outbox_command(database_url: &str, port: u16, timeout_ms: u64, batch: u32) ->
 /// [`outbox_command`] allowing the receivers on `ports`.
 fn outbox_command_for(database_url: &str, ports: &[u16], timeout_ms: u64, batch: u32) -> Command {
     let allowed: Vec<String> = ports.iter().map(|p| format!("127.0.0.1:{p}")).collect();
-    let mut command = Command::new(BIN);
+    let mut command = Command::new(bin());
     command
         .args(["outbox", "--database-url", database_url])
         .args(["--webhook-allowed-hosts", &allowed.join(",")])
@@ -1759,7 +1759,7 @@ async fn the_events_feed_neither_blocks_start_nor_stays_down_after_its_redis_ret
 // ---------------------------------------------------------------------------------------------
 
 fn purge_command(database_url: &str, stream: &str, extra: &[&str]) -> Command {
-    let mut command = Command::new(BIN);
+    let mut command = Command::new(bin());
     command
         .args(["purge", "--database-url", database_url])
         .args(["--redis-url", &shared_redis_url(), "--stream", stream])

@@ -19,7 +19,7 @@
 
 use super::common::{Rng, TestApp};
 use super::stream_support::{
-    BIN, GROUP, PrivatePostgres, PrivateRedis, consumer_command_with, dead_letters, eventually,
+    GROUP, PrivatePostgres, PrivateRedis, bin, consumer_command_with, dead_letters, eventually,
     free_port, http_get, redis_at, run_to_end, shared_redis_url, unique_stream,
 };
 use redis::AsyncCommands;
@@ -93,7 +93,7 @@ async fn sigkill(child: &mut Child) {
 
 /// `wallet-ledger verify` must exit 0; returns its JSON report.
 async fn verify_clean(database_url: &str, redis_url: &str, stream: &str) -> Value {
-    let mut command = Command::new(BIN);
+    let mut command = Command::new(bin());
     command
         .args(["verify", "--json", "--database-url", database_url])
         .args(["--redis-url", redis_url, "--stream", stream])
@@ -113,7 +113,7 @@ async fn verify_clean(database_url: &str, redis_url: &str, stream: &str) -> Valu
 
 /// `wallet-ledger api-key create --scope admin`: the token it prints.
 async fn admin_token(database_url: &str) -> String {
-    let mut command = Command::new(BIN);
+    let mut command = Command::new(bin());
     command
         .args(["api-key", "create", "--owner", "faults", "--scope", "admin"])
         .args(["--database-url", database_url])
@@ -325,7 +325,7 @@ impl Served {
     }
 
     async fn spawn(&mut self) {
-        let child = Command::new(BIN)
+        let child = Command::new(bin())
             .args(["serve", "--database-url", &self.database_url])
             .args(["--listen-addr", &self.addr, "--no-outbox"])
             .args(["--application-name", &self.app_name])
@@ -448,7 +448,7 @@ struct Payment {
 impl Payment {
     fn random(rng: &mut Rng, wallets: &[String]) -> Payment {
         Payment {
-            event_id: Uuid::from_u64_pair(rng.next(), rng.next()),
+            event_id: Uuid::from_u64_pair(rng.next_u64(), rng.next_u64()),
             wallet: rng.pick(wallets).clone(),
             // Varied amounts: a payment lost and another doubled cannot cancel out.
             amount: 1 + rng.below(99_999) as i64,
@@ -484,7 +484,7 @@ struct Poison {
 }
 
 fn poisons(rng: &mut Rng, wallets: &[String], payments: &[Payment]) -> Vec<Poison> {
-    let mut fresh = || Uuid::from_u64_pair(rng.next(), rng.next()).to_string();
+    let mut fresh = || Uuid::from_u64_pair(rng.next_u64(), rng.next_u64()).to_string();
     let w0 = wallets[0].clone();
     let malformed = |tag: &'static str, pairs: Vec<(&str, String)>| Poison {
         tag,
@@ -1364,7 +1364,7 @@ async fn http_client(
     let mut rng = Rng(seed);
     let mut sent = Vec::with_capacity(count);
     for _ in 0..count {
-        let id = Uuid::from_u64_pair(rng.next(), rng.next());
+        let id = Uuid::from_u64_pair(rng.next_u64(), rng.next_u64());
         let from = rng.below(wallets.len() as u64) as usize;
         let to = (from + 1 + rng.below(wallets.len() as u64 - 1) as usize) % wallets.len();
         let amount = 1 + rng.below(30_000) as i64;
@@ -1670,7 +1670,7 @@ async fn outage_client(
     let mut transfers = Vec::new();
     let wallet = |i: usize| format!("outage-w{i}");
     while !stop.load(Ordering::Relaxed) {
-        let id = Uuid::from_u64_pair(rng.next(), rng.next());
+        let id = Uuid::from_u64_pair(rng.next_u64(), rng.next_u64());
         let from = rng.below(wallets as u64) as usize;
         let to = (from + 1 + rng.below(wallets as u64 - 1) as usize) % wallets;
         let amount = 1 + rng.below(100) as i64;
@@ -1730,7 +1730,7 @@ async fn http_503_while_the_database_is_down_and_recovery() {
     let seed = env_seed(OUTAGE_SEED);
     let mut postgres = PrivatePostgres::start().await;
     let database_url = postgres.url("wallet_ledger_faults");
-    let mut migrate = Command::new(BIN);
+    let mut migrate = Command::new(bin());
     migrate
         .args(["migrate", "--database-url", &database_url])
         .env("RUST_LOG", "warn");

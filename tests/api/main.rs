@@ -3,7 +3,7 @@
 
 mod backend;
 mod common;
-mod stream_support;
+use test_support::stream_support;
 
 mod accounts;
 mod bad_input;

@@ -7,7 +7,7 @@
 //! `wallet-ledger api-key` creates, lists and revokes keys.
 
 use super::common::{TestApp, TestResponse, assert_problem, poll_until};
-use super::stream_support::{BIN, eventually, free_port, serve};
+use super::stream_support::{bin, eventually, free_port, serve};
 use axum::body::Body;
 use axum::http::{Method, Request, StatusCode};
 use http_body_util::BodyExt;
@@ -1766,7 +1766,7 @@ fn dechunk(mut data: &[u8]) -> Vec<u8> {
 
 /// `wallet-ledger api-key ...` against `database_url`, to its end.
 async fn api_key_cli(database_url: &str, args: &[&str]) -> std::process::Output {
-    let mut command = Command::new(BIN);
+    let mut command = Command::new(bin());
     command
         .arg("api-key")
         .args(args)
@@ -1784,7 +1784,7 @@ async fn api_key_cli(database_url: &str, args: &[&str]) -> std::process::Output 
 #[tokio::test]
 async fn api_keys_made_and_revoked_from_the_cli_are_audited_under_the_os_user() {
     let app = TestApp::new().await;
-    let mut command = Command::new(BIN);
+    let mut command = Command::new(bin());
     command
         .args(["api-key", "create", "--owner", "ops", "--scope", "read"])
         .args(["--database-url", &app.database_url])

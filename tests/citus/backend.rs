@@ -12,6 +12,33 @@ use tokio::sync::OnceCell;
 use wallet_ledger::db::{DatabaseSettings, Engine};
 use wallet_ledger::ledger::store::{Db, Store};
 
+/// This binary's backend for the shared harness: the functions below.
+pub struct Citus;
+
+impl test_support::Backend for Citus {
+    const ENGINE: Engine = ENGINE;
+
+    async fn create_database(name: &str) -> String {
+        create_database(name).await
+    }
+
+    async fn migrate(pool: &PgPool) {
+        migrate(pool).await
+    }
+
+    async fn finished(pool: &PgPool) {
+        finished(pool).await
+    }
+
+    async fn drop_database(name: &str) {
+        drop_database(name).await
+    }
+
+    async fn test_databases() -> Vec<String> {
+        test_databases().await
+    }
+}
+
 pub const ENGINE: Engine = Engine::Citus;
 
 /// `conn` as the service sees it on this engine (what its `Store` hands the statements).

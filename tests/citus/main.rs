@@ -3,17 +3,22 @@
 //! `migrate`, which distributes the tables (backend.rs). `cargo test --test citus`.
 //!
 //! The tests of tests/api named below run here unchanged, so balances, holds, reversals,
-//! batches, `as_of` and `reconcile` answer as on one node (their `common.rs` creates its databases through
-//! this binary's `backend`, which also checks, as each finishes, that its wallets and the
-//! accounts it posted to sit on both workers), and `cluster.rs` adds what only a cluster
+//! batches, `as_of` and `reconcile` answer as on one node (their `TestApp` creates its databases
+//! through this binary's `backend`, which also checks, as each finishes, that its wallets and
+//! the accounts it posted to sit on both workers), and `cluster.rs` adds what only a cluster
 //! shows: wallets on both workers, a transfer between them, a retry that names a wallet on the
 //! other worker, `migrate` twice, and `verify` and the write path's cross-shard check finding
 //! what the per-shard trigger cannot see.
 
 mod backend;
-#[allow(dead_code)]
-#[path = "../api/common.rs"]
-mod common;
+
+/// The shared harness (tests/support) on the Citus cluster.
+mod common {
+    pub use test_support::common::*;
+
+    pub type TestApp = test_support::TestApp<crate::backend::Citus>;
+}
+use test_support::stream_support;
 
 mod cluster;
 
@@ -39,8 +44,5 @@ mod reconcile;
 mod reversals;
 #[path = "../api/snapshots.rs"]
 mod snapshots;
-#[allow(dead_code)]
-#[path = "../api/stream_support.rs"]
-mod stream_support;
 #[path = "../api/transactions.rs"]
 mod transactions;

@@ -1,7 +1,7 @@
 //! The API as a client sees it over HTTP: the real `serve` binary, one admin key, and the
 //! client's side of a failover (retry the same id after a 503 or a lost connection).
 
-use crate::stream_support::{BIN, Server, serve};
+use crate::stream_support::{Server, bin, serve};
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};
 use uuid::Uuid;
@@ -30,7 +30,7 @@ const GIVE_UP_AFTER: Duration = Duration::from_secs(120);
 
 /// Runs the binary to its end; its stdout. A failure fails the test with its stderr.
 fn run(args: &[&str]) -> String {
-    let output = std::process::Command::new(BIN)
+    let output = std::process::Command::new(bin())
         .args(args)
         .output()
         .expect("the binary runs");

@@ -6,15 +6,13 @@
 //! so the rest of the suite runs without these engines; the tests take turns, since each
 //! topology alone keeps two cores busy.
 
-#[allow(dead_code)]
-#[path = "../api/backend.rs"]
-mod backend;
-#[allow(dead_code)]
-#[path = "../api/common.rs"]
-mod common;
-#[allow(dead_code)]
-#[path = "../api/stream_support.rs"]
-mod stream_support;
+/// The shared harness (tests/support) on the databases the tests start themselves.
+mod common {
+    pub use test_support::common::*;
+
+    pub type TestApp = test_support::TestApp<test_support::Plain>;
+}
+use test_support::stream_support;
 
 mod client;
 mod cluster_topology;

@@ -4,7 +4,7 @@
 
 use crate::client::{Answer, Api};
 use crate::common::Rng;
-use crate::stream_support::BIN;
+use crate::stream_support::bin;
 use crate::topology::{Topology, one_at_a_time};
 use serde_json::json;
 use sqlx::{Connection, PgConnection};
@@ -174,7 +174,7 @@ async fn a_lost_primary_loses_no_acknowledged_transfer_and_rejoins_as_a_standby(
 
     let mut primary = assert_each_acknowledged_once(&ha, &api, &sent, &wallets, new_port).await;
 
-    let verify = std::process::Command::new(BIN)
+    let verify = std::process::Command::new(bin())
         .args(["verify", "--database-url", &ha.database_url])
         .output()
         .unwrap();

@@ -8,7 +8,7 @@
 use crate::cluster_topology::{RedisCluster, masters_of};
 use crate::common::{TestApp, poll, poll_until};
 use crate::stream_support::{
-    BIN, GROUP, assert_exit_0, consumer_command, dead_letters, describe, payment, pending,
+    GROUP, assert_exit_0, bin, consumer_command, dead_letters, describe, payment, pending,
     run_to_end, spawn, stop, stopped_total, text, unique_stream, xadd,
 };
 use crate::topology::one_at_a_time;
@@ -33,7 +33,7 @@ fn eight() -> Partitions {
 
 /// A tool of the real binary against the cluster.
 fn tool(cluster: &RedisCluster, args: &[&str]) -> Command {
-    let mut command = Command::new(BIN);
+    let mut command = Command::new(bin());
     command
         .args(args)
         .args(["--redis-url", &cluster.url])

@@ -2,19 +2,36 @@
 //! private `redis-server` for tests that kill the broker, consumer processes of the real
 //! binary, and reads of what the ledger and the broker hold afterwards.
 
-use super::common::TestApp;
-pub use super::common::eventually;
+use crate::backend::Backend;
+use crate::common::TestApp;
+pub use crate::common::eventually;
 use redis::AsyncCommands;
 use redis::aio::{ConnectionLike, MultiplexedConnection};
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Output, Stdio};
+use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 use tokio::process::{Child, Command};
 use uuid::Uuid;
 
-pub const BIN: &str = env!("CARGO_BIN_EXE_wallet-ledger");
+/// The service's binary, which `cargo test` builds beside the test binaries: `target/<profile>/
+/// wallet-ledger` for a test running from `target/<profile>/deps/`. (Cargo names it in
+/// `CARGO_BIN_EXE_wallet-ledger` only while compiling the test crates, not this library.)
+pub fn bin() -> &'static Path {
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    BIN.get_or_init(|| {
+        let test = std::env::current_exe().expect("the test binary's path");
+        let profile = test
+            .parent()
+            .and_then(Path::parent)
+            .expect("a test binary under target/<profile>/deps");
+        let bin = profile.join("wallet-ledger");
+        assert!(bin.exists(), "{} is built by cargo test", bin.display());
+        bin
+    })
+}
 /// The consumer group the tests' consumers use.
 pub const GROUP: &str = "wallet-ledger";
 
@@ -96,7 +113,7 @@ pub fn consumer_command(
     name: &str,
     extra: &[&str],
 ) -> Command {
-    let mut command = Command::new(BIN);
+    let mut command = Command::new(bin());
     command
         .args([
             "consume",
@@ -286,7 +303,7 @@ pub fn consumer_command_with(
         ("--outage-backoff-max-ms", "500"),
         ("--stats-interval-ms", "100"),
     ];
-    let mut command = Command::new(BIN);
+    let mut command = Command::new(bin());
     command
         .args([
             "consume",
@@ -581,13 +598,13 @@ impl PrivateRedis {
 // Running and reading the consumer and the dlq tools (shared by the consumer suites)
 
 /// A consumer of `stream` on the shared Redis, writing to the test's database.
-pub fn consume(app: &TestApp, stream: &str, name: &str, extra: &[&str]) -> Command {
+pub fn consume<B: Backend>(app: &TestApp<B>, stream: &str, name: &str, extra: &[&str]) -> Command {
     consumer_command_with(&app.database_url, &shared_redis_url(), stream, name, extra)
 }
 
 /// `wallet-ledger publish --redis-url .. --stream .. <extra...>`.
 pub fn publish(stream: &str, extra: &[&str]) -> Command {
-    let mut command = Command::new(BIN);
+    let mut command = Command::new(bin());
     command
         .args([
             "publish",
@@ -605,7 +622,7 @@ pub fn publish(stream: &str, extra: &[&str]) -> Command {
 
 /// `wallet-ledger dlq --redis-url .. --stream .. <action...>`.
 pub fn dlq(stream: &str, action: &[&str]) -> Command {
-    let mut command = Command::new(BIN);
+    let mut command = Command::new(bin());
     command
         .args([
             "dlq",
@@ -744,7 +761,7 @@ pub async fn serve(database_url: &str, extra_env: &[(&str, &str)], extra_args: &
     let addr = format!("127.0.0.1:{}", free_port());
     let log = std::env::temp_dir().join(format!("wl-security-{}.log", Uuid::new_v4().simple()));
     let file = std::fs::File::create(&log).unwrap();
-    let mut command = Command::new(BIN);
+    let mut command = Command::new(bin());
     command
         .args([
             "serve",
