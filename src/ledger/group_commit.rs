@@ -149,6 +149,12 @@ impl GroupCommit {
         }
     }
 
+    /// How many creates wait in the queue for the gatherer (not yet taken into a group). It
+    /// is what the queue's bounded channel reports, so it costs nothing to keep.
+    pub fn queued(&self) -> usize {
+        self.jobs.max_capacity() - self.jobs.capacity()
+    }
+
     /// Creates one transaction exactly once per id, together with whatever else is being
     /// created at the same moment; answered as a batch of one (`posting::create_many`) would be.
     pub async fn create(&self, item: NewTransaction) -> Result<Created, WriteError> {

@@ -23,11 +23,15 @@ use wallet_ledger::api_keys::Scope;
 use wallet_ledger::http::HttpSettings;
 use wallet_ledger::ledger::group_commit::GroupCommitSettings;
 
-/// How long queued requests get to reach the writer's queue while the gate is shut: each
-/// only authenticates (one query) and parses its body before it queues. A fixed wait, not an
-/// event: the queue's depth is not observable from outside `GroupCommit` (a `queued()` count
-/// or gauge there would let [`in_one_group`] wait for exactly its calls).
-const QUEUE_TIME: Duration = Duration::from_millis(300);
+/// Waits until `count` creates wait in the writer's queue (each first authenticates and
+/// parses its body), i.e. until the next group will find them all there.
+async fn wait_until_queued(app: &TestApp, count: usize) {
+    let what = format!("{count} creates queued for the writer");
+    poll_until(Duration::from_secs(10), what, || async {
+        (app.writer.queued() >= count).then_some(())
+    })
+    .await;
+}
 
 fn grouped(max_items: usize, max_wait_us: u64, max_in_flight: usize) -> HttpSettings {
     HttpSettings {
@@ -155,7 +159,7 @@ async fn in_one_group(app: &Arc<TestApp>, calls: &[Call]) -> Vec<TestResponse> {
     );
     wait_for_a_lock_waiter(app).await;
     let handles = fire(app, calls);
-    tokio::time::sleep(QUEUE_TIME).await;
+    wait_until_queued(app, calls.len()).await;
     gate.open().await;
     let blocker = answers(blocker).await;
     assert_eq!(
@@ -850,9 +854,9 @@ async fn a_clearing_account_created_in_a_group_is_audited_as_created_by_its_firs
     );
     wait_for_a_lock_waiter(&app).await;
     let carol = fire(&app, &calls[..1]);
-    tokio::time::sleep(QUEUE_TIME).await;
+    wait_until_queued(&app, 1).await;
     let others = fire(&app, &calls[1..]);
-    tokio::time::sleep(QUEUE_TIME).await;
+    wait_until_queued(&app, calls.len()).await;
     gate.open().await;
     answers(blocker).await;
     let mut got = answers(carol).await;
@@ -1129,7 +1133,7 @@ async fn a_group_whose_database_session_dies_answers_503_to_all_and_writes_nothi
     );
     wait_for_a_lock_waiter(&app).await;
     let handles = fire(&app, &calls);
-    tokio::time::sleep(QUEUE_TIME).await;
+    wait_until_queued(&app, calls.len()).await;
     gate.open().await;
     answers(blocker).await;
     wait_for_a_lock_waiter(&app).await;
@@ -1216,9 +1220,9 @@ async fn a_retried_create_is_answered_from_memory_exactly_as_from_its_row() {
             })
             .await;
         } else {
-            // Without a cache they wait for the stuck group: give them the time they would
-            // need to be answered, then see that none was.
-            tokio::time::sleep(QUEUE_TIME).await;
+            // Without a cache they wait for the stuck group: once both are queued behind it,
+            // none has been answered.
+            wait_until_queued(&app, 2).await;
             assert!(
                 !retries.iter().any(|h| h.is_finished()),
                 "without a cache, no retry is answered while a group is stuck"
