@@ -12,10 +12,15 @@ use super::views::{AccountView, Balances, BalancesView};
 use super::{Created, Outcome, now_micros};
 use crate::db::StoreError;
 use chrono::{DateTime, Utc};
+use serde::Serialize;
 use serde_json::{Map, Value, json};
 use sqlx::PgConnection;
+use utoipa::ToSchema;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// What an account is: `wallet` (a customer's balance, with its limits) or `system` (the
+/// ledger's own accounts, e.g. a provider's clearing account).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
 pub enum AccountType {
     Wallet,
     System,
@@ -39,7 +44,8 @@ impl AccountType {
 
 /// Where an account is in its lifecycle: `active`, then `frozen` (no debits) and back, or
 /// `closed` for good.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
 pub enum AccountStatus {
     Active,
     Frozen,
@@ -180,8 +186,8 @@ impl Account {
         AccountView {
             id: self.id.clone(),
             currency: self.currency.clone(),
-            kind: self.kind.as_str().to_owned(),
-            status: self.status.as_str().to_owned(),
+            kind: self.kind,
+            status: self.status,
             overdraft_limit: self.overdraft_limit,
             overdraft_limit_decimal: currency.format(self.overdraft_limit),
             metadata: match &self.metadata {

@@ -10,11 +10,15 @@ use super::views::{EntryView, RefusalView, TransactionView};
 use crate::db::StoreError;
 use crate::problem::FieldError;
 use chrono::{DateTime, Utc};
+use serde::Serialize;
 use serde_json::{Map, Value};
 use sqlx::PgConnection;
+use utoipa::ToSchema;
 use uuid::Uuid;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Which endpoint created a transaction: `transaction`, `transfer`, `payment` or `reversal`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
 pub enum Kind {
     Transaction,
     Transfer,
@@ -45,9 +49,11 @@ impl Kind {
     }
 }
 
-/// A transaction's status as a reader sees it: the stored one, with a pending hold past its
-/// expiry read as `expired` before the sweeper marks it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// A transaction's status as a reader sees it: `pending` (a hold), `posted`, `rejected`,
+/// `voided` or `expired`; a pending hold past its expiry reads as `expired` before the sweeper
+/// marks it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
 pub enum TransactionStatus {
     Pending,
     Posted,
@@ -213,8 +219,8 @@ struct PostedEntry {
 }
 
 impl StoredTransaction {
-    /// The transaction as the API shows it; a kind or status the code does not know is a
-    /// corrupt row, never passed on.
+    /// The transaction as the API shows it; a kind, status or refusal code the code does not
+    /// know is a corrupt row, never passed on.
     pub(crate) fn view(self) -> Result<TransactionView, StoreError> {
         let kind = Kind::parse(&self.kind).ok_or_else(|| {
             crate::db::corrupt(
@@ -227,6 +233,13 @@ impl StoredTransaction {
             let what = format!("unknown status {:?}", self.status);
             crate::db::corrupt("transactions", self.id, what)
         })?;
+        let refusal_code = match self.refusal_code.as_deref() {
+            None => None,
+            Some(code) => Some(RefusalCode::parse(code).ok_or_else(|| {
+                let what = format!("unknown refusal code {code:?}");
+                crate::db::corrupt("transactions", self.id, what)
+            })?),
+        };
         let currency = Currency::parse(&self.currency);
         let legs: Vec<super::views::LegView> =
             serde_json::from_value(self.legs).unwrap_or_default();
@@ -249,8 +262,8 @@ impl StoredTransaction {
         };
         Ok(TransactionView {
             id: self.id,
-            kind: kind.as_str().to_owned(),
-            status: status.as_str().to_owned(),
+            kind,
+            status,
             currency: self.currency,
             entries,
             external_ref: self.external_ref,
@@ -258,7 +271,7 @@ impl StoredTransaction {
                 Value::Object(m) => m,
                 _ => Map::new(),
             },
-            refusal: self.refusal_code.map(|code| RefusalView {
+            refusal: refusal_code.map(|code| RefusalView {
                 code,
                 detail: self.refusal_detail.unwrap_or_default(),
             }),
@@ -365,7 +378,8 @@ pub async fn entries(
 
 /// Why a create was refused for a business reason: stored under its id, and every retry gets
 /// the same refusal.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
 pub enum RefusalCode {
     InsufficientFunds,
     AccountFrozen,

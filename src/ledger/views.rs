@@ -2,7 +2,9 @@
 //! answers, stored creation responses, later events). Every amount `x` has a sibling
 //! `x_decimal` formatted exactly from the currency's exponent.
 
+use super::accounts::{AccountStatus, AccountType};
 use super::money::{Amount, Currency};
+use super::transactions::{Kind, RefusalCode, TransactionStatus};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -80,11 +82,13 @@ impl BalancesView {
 pub struct AccountView {
     pub id: String,
     pub currency: String,
-    /// `wallet` or `system`.
+    // The enums' own docs describe these in the OpenAPI document (a field comment here would
+    // wrap the inlined enum in an `allOf`).
     #[serde(rename = "type")]
-    pub kind: String,
-    /// `active`, `frozen` or `closed`.
-    pub status: String,
+    #[schema(inline)]
+    pub kind: AccountType,
+    #[schema(inline)]
+    pub status: AccountStatus,
     pub overdraft_limit: i64,
     pub overdraft_limit_decimal: String,
     #[schema(value_type = Metadata)]
@@ -108,18 +112,18 @@ pub struct LegView {
 
 #[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct RefusalView {
-    /// `insufficient_funds`, `account_frozen`, `account_closed` or `reversal_exceeds_original`.
-    pub code: String,
+    #[schema(inline)]
+    pub code: RefusalCode,
     pub detail: String,
 }
 
 #[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct TransactionView {
     pub id: Uuid,
-    /// Which endpoint created it: `transaction`, `transfer`, `payment` or `reversal`.
-    pub kind: String,
-    /// `pending` (a hold), `posted`, `rejected`, `voided` or `expired`.
-    pub status: String,
+    #[schema(inline)]
+    pub kind: Kind,
+    #[schema(inline)]
+    pub status: TransactionStatus,
     pub currency: String,
     /// A posted transaction: the entries it posted (for a partly captured hold, the captured
     /// amount; see `authorized_amount` for what was held). Otherwise the legs as requested:

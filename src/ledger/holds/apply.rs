@@ -134,7 +134,7 @@ async fn resolved_view(
     let mut view = transactions::find(db, id)
         .await?
         .ok_or_else(|| StoreError::from(sqlx::Error::RowNotFound))?;
-    view.status = status.as_str().to_owned();
+    view.status = status;
     view.posted_at = posted_at;
     view.captured_amount = captured.map(Amount::minor_units);
     view.captured_amount_decimal = captured.map(|c| currency.format_amount(c));

@@ -102,8 +102,8 @@ fn view(item: &NewTransaction, s: &Settled, now: DateTime<Utc>) -> TransactionVi
     let currency = s.currency;
     TransactionView {
         id: item.id,
-        kind: item.kind.as_str().to_owned(),
-        status: s.status.as_str().to_owned(),
+        kind: item.kind,
+        status: s.status,
         currency: currency.code().to_owned(),
         entries: item
             .journal
@@ -118,7 +118,7 @@ fn view(item: &NewTransaction, s: &Settled, now: DateTime<Utc>) -> TransactionVi
         external_ref: item.external_ref.clone(),
         metadata: item.metadata.clone(),
         refusal: s.refusal.as_ref().map(|(code, detail)| RefusalView {
-            code: code.as_str().to_owned(),
+            code: *code,
             detail: detail.clone(),
         }),
         created_at: now,
