@@ -304,7 +304,7 @@ impl Ledger<'_> {
             amount: Currency::parse(self.currency)
                 .map_or_else(|| self.gross.to_string(), |c| c.format(self.gross)),
             amount_minor: minor_sibling(self.gross.into()),
-            status: status.as_str().to_owned(),
+            status,
         }
     }
 }

@@ -37,6 +37,42 @@ pub struct Exception {
 // stops being exact for JavaScript readers (a file's sums can get there), and in runs stored
 // before it existed.
 
+/// What the provider says became of a payment: paid out, given back, or never paid.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum ProviderStatus {
+    Settled,
+    Refunded,
+    Failed,
+}
+
+impl ProviderStatus {
+    pub const ALL: [ProviderStatus; 3] = [
+        ProviderStatus::Settled,
+        ProviderStatus::Refunded,
+        ProviderStatus::Failed,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ProviderStatus::Settled => "settled",
+            ProviderStatus::Refunded => "refunded",
+            ProviderStatus::Failed => "failed",
+        }
+    }
+
+    /// A file's `status` column; `None` for anything else.
+    pub fn parse(text: &str) -> Option<ProviderStatus> {
+        ProviderStatus::ALL.into_iter().find(|s| s.as_str() == text)
+    }
+}
+
+impl std::fmt::Display for ProviderStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// A payment found on both sides and agreeing.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct Matched {
@@ -48,7 +84,8 @@ pub struct Matched {
     /// `amount` in minor units.
     #[serde(default)]
     pub amount_minor: Option<i64>,
-    pub status: String,
+    #[schema(inline)]
+    pub status: ProviderStatus,
 }
 
 /// Lines of the file that share a `payout_ref`: one bank payout.

@@ -487,7 +487,9 @@ pub fn html(report: &RunReport) -> String {
 pub(crate) mod tests {
     use super::*;
     use crate::reconcile::invariants::Finding;
-    use crate::reconcile::model::{CurrencyTotals, Exception, Matched, Payout, Summary};
+    use crate::reconcile::model::{
+        CurrencyTotals, Exception, Matched, Payout, ProviderStatus, Summary,
+    };
     use chrono::TimeZone;
     use std::collections::BTreeMap;
     use uuid::Uuid;
@@ -639,7 +641,11 @@ pub(crate) mod tests {
                 currency: if i % 4 == 0 { "USD" } else { "EUR" }.into(),
                 amount: format!("{}.{:02}", 10 + i * 7 % 90, i * 13 % 100),
                 amount_minor: i64::try_from((10 + i * 7 % 90) * 100 + i * 13 % 100).ok(),
-                status: if i % 9 == 5 { "refunded" } else { "settled" }.into(),
+                status: if i % 9 == 5 {
+                    ProviderStatus::Refunded
+                } else {
+                    ProviderStatus::Settled
+                },
             })
             .collect()
     }

@@ -5,6 +5,7 @@
 
 use super::exceptions::ExceptionSink;
 use super::model::Exception;
+pub use super::model::ProviderStatus;
 use crate::ledger::money::{Currency, MAX_AMOUNT};
 use chrono::{DateTime, Datelike, Utc};
 use sqlx::PgConnection;
@@ -53,35 +54,6 @@ impl Columns {
 
     pub fn as_map(&self) -> std::collections::BTreeMap<&'static str, &str> {
         self.0.iter().map(|(k, v)| (*k, v.as_str())).collect()
-    }
-}
-
-/// What the provider says became of a payment: paid out, given back, or never paid.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ProviderStatus {
-    Settled,
-    Refunded,
-    Failed,
-}
-
-impl ProviderStatus {
-    pub const ALL: [ProviderStatus; 3] = [
-        ProviderStatus::Settled,
-        ProviderStatus::Refunded,
-        ProviderStatus::Failed,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ProviderStatus::Settled => "settled",
-            ProviderStatus::Refunded => "refunded",
-            ProviderStatus::Failed => "failed",
-        }
-    }
-
-    /// A file's `status` column; `None` for anything else.
-    pub fn parse(text: &str) -> Option<ProviderStatus> {
-        ProviderStatus::ALL.into_iter().find(|s| s.as_str() == text)
     }
 }
 
