@@ -10,7 +10,7 @@ use serde_json::json;
 use sqlx::{Connection, PgConnection};
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 use uuid::Uuid;
 
@@ -28,12 +28,13 @@ struct Sent {
 }
 
 /// One client: transfers of 1 to 100 between random wallets until `stop`, each sent until it
-/// gets a final answer, always under the same id.
+/// gets a final answer, always under the same id; `answered` counts the final answers.
 async fn client(
     api: Arc<Api>,
     wallets: Arc<Vec<String>>,
     seed: u64,
     stop: Arc<AtomicBool>,
+    answered: Arc<AtomicUsize>,
 ) -> Vec<Sent> {
     let mut rng = Rng(seed);
     let mut sent = Vec::new();
@@ -43,6 +44,7 @@ async fn client(
         let id = Uuid::new_v4();
         let body = json!({"id": id, "from": from, "to": to, "amount": amount});
         let answer = api.post("/v1/transfers", &body).await;
+        answered.fetch_add(1, Ordering::Relaxed);
         sent.push(Sent {
             id,
             from: from.to_owned(),
@@ -52,6 +54,19 @@ async fn client(
         });
     }
     sent
+}
+
+/// Waits until each client counted `more` final answers beyond what it had now.
+async fn every_client_answered_again(answered: &[Arc<AtomicUsize>], more: usize) {
+    let now: Vec<usize> = answered.iter().map(|a| a.load(Ordering::Relaxed)).collect();
+    let what = format!("every client answered {more} more times");
+    crate::common::poll_until(Duration::from_secs(60), what, || async {
+        let mut counts = answered.iter().zip(&now);
+        counts
+            .all(|(a, before)| a.load(Ordering::Relaxed) >= before + more)
+            .then_some(())
+    })
+    .await;
 }
 
 /// What the clients sent, once each ran to its end; every transfer was finally accepted, and
@@ -136,6 +151,7 @@ async fn a_lost_primary_loses_no_acknowledged_transfer_and_rejoins_as_a_standby(
 
     // 1. Clients under load; the primary's machine is lost a few seconds in.
     let stop = Arc::new(AtomicBool::new(false));
+    let answered: Vec<Arc<AtomicUsize>> = (0..CLIENTS).map(|_| Arc::default()).collect();
     let clients: Vec<_> = (0..CLIENTS)
         .map(|k| {
             tokio::spawn(client(
@@ -143,17 +159,19 @@ async fn a_lost_primary_loses_no_acknowledged_transfer_and_rejoins_as_a_standby(
                 wallets.clone(),
                 0x9e37_79b9 + k as u64,
                 stop.clone(),
+                answered[k].clone(),
             ))
         })
         .collect();
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    // Under load: every client has had answers from the primary.
+    every_client_answered_again(&answered, 3).await;
     let old = ha.kill_pg_primary().await;
     // From the moment the node is gone (the script returns once nothing of it runs).
     let killed_at = Instant::now();
     let (new, new_port) = ha.wait_pg_primary(&old).await;
     let promoted_after = killed_at.elapsed();
     // Traffic goes on until every client had a few answers from the new primary.
-    tokio::time::sleep(Duration::from_secs(5)).await;
+    every_client_answered_again(&answered, 3).await;
     stop.store(true, Ordering::Relaxed);
     let sent = all_accepted(clients).await;
     let retried = sent.iter().filter(|s| s.answer.retries > 0).count();
@@ -256,13 +274,21 @@ async fn a_frozen_primary_does_not_hold_writes_after_the_promotion() {
     }
     let wallets = Arc::new(wallets);
     let stop = Arc::new(AtomicBool::new(false));
+    let answered: Vec<Arc<AtomicUsize>> = (0..WRITERS).map(|_| Arc::default()).collect();
     let clients: Vec<_> = (0..WRITERS)
         .map(|k| {
             let seed = 0x7f4a_7c15 + k as u64;
-            tokio::spawn(client(api.clone(), wallets.clone(), seed, stop.clone()))
+            let count = answered[k].clone();
+            tokio::spawn(client(
+                api.clone(),
+                wallets.clone(),
+                seed,
+                stop.clone(),
+                count,
+            ))
         })
         .collect();
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    every_client_answered_again(&answered, 3).await;
     let mut frozen = ha.freeze_pg_primary().await;
     let frozen_at = Instant::now();
     let readiness = tokio::spawn(readiness_answers(api.clone(), stop.clone()));
