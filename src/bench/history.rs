@@ -339,12 +339,15 @@ pub async fn reconcile(bench: &Bench, pool: &PgPool) -> anyhow::Result<Measureme
         format!("no readable report.json in {}", out_dir.display())
     });
     if !summary.is_null() {
-        let expected = |code: &str| match code {
-            "missing_in_ledger" | "missing_at_provider" | "amount_mismatch" => DELIBERATE as i64,
+        use crate::reconcile::model::ExceptionCode;
+        let expected = |code: ExceptionCode| match code {
+            ExceptionCode::MissingInLedger
+            | ExceptionCode::MissingAtProvider
+            | ExceptionCode::AmountMismatch => DELIBERATE as i64,
             _ => 0,
         };
-        for code in crate::reconcile::model::EXCEPTION_CODES {
-            let found = summary["exceptions"][*code].as_i64();
+        for code in ExceptionCode::ALL {
+            let found = summary["exceptions"][code.as_str()].as_i64();
             m.check.expect(found == Some(expected(code)), || {
                 format!("{code}: {found:?}, expected {}", expected(code))
             });

@@ -7,7 +7,7 @@ use super::extract::{PathParam, QueryParams};
 use super::problem::Problem;
 use super::responses::json;
 use crate::ledger::transactions::paginate;
-use crate::reconcile::model::{EXCEPTION_CODES, Exception, RunReport, Summary};
+use crate::reconcile::model::{Exception, ExceptionCode, RunReport, Summary};
 use crate::reconcile::stored;
 use axum::extract::State;
 use axum::http::StatusCode;
@@ -111,18 +111,19 @@ pub async fn exceptions(
     };
     let list = format!("exceptions/{id}");
     let (limit, cursor) = (page.limit()?, page.cursor(&list)?);
-    if let Some(code) = &query.code
-        && !EXCEPTION_CODES.contains(&code.as_str())
-    {
-        return Err(ApiError::validation(
-            "/code",
-            "invalid_type",
-            format!("one of {}", EXCEPTION_CODES.join(", ")),
-        ));
-    }
+    let code = match query.code.as_deref() {
+        None => None,
+        Some(name) => Some(ExceptionCode::parse(name).ok_or_else(|| {
+            let names: Vec<&str> = ExceptionCode::ALL.iter().map(|c| c.as_str()).collect();
+            ApiError::validation(
+                "/code",
+                "invalid_type",
+                format!("one of {}", names.join(", ")),
+            )
+        })?),
+    };
     let not_found = || ApiError::NotFound(format!("reconciliation {id}"));
     let uuid = Uuid::parse_str(&id).map_err(|_| not_found())?;
-    let code = query.code.as_deref();
     let rows = stored::exceptions(&state.pool, uuid, cursor, code, limit + 1)
         .await?
         .ok_or_else(not_found)?;

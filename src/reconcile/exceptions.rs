@@ -3,7 +3,7 @@
 //! stored run and the HTML and JSON reports, and, when exceptions.csv is asked for, every one
 //! is written to it as it comes (through a temporary name, renamed when the run succeeds).
 
-use super::model::{EXCEPTION_CODES, Exception};
+use super::model::{Exception, ExceptionCode};
 use super::report;
 use std::collections::BTreeMap;
 use std::io::{BufWriter, Write};
@@ -11,9 +11,9 @@ use std::path::{Path, PathBuf};
 
 pub struct ExceptionSink {
     per_code_limit: usize,
-    counts: BTreeMap<String, i64>,
+    counts: BTreeMap<ExceptionCode, i64>,
     listed: Vec<Exception>,
-    listed_per_code: BTreeMap<String, usize>,
+    listed_per_code: BTreeMap<ExceptionCode, usize>,
     csv: Option<FullCsv>,
 }
 
@@ -35,7 +35,7 @@ impl Drop for FullCsv {
 #[derive(Debug, Default)]
 pub struct Collected {
     /// Every code (zeros included) with its exact count.
-    pub counts: BTreeMap<String, i64>,
+    pub counts: BTreeMap<ExceptionCode, i64>,
     /// The first `per_code_limit` of each code, in the order they were found.
     pub listed: Vec<Exception>,
 }
@@ -75,10 +75,7 @@ impl ExceptionSink {
         };
         Ok(ExceptionSink {
             per_code_limit,
-            counts: EXCEPTION_CODES
-                .iter()
-                .map(|c| ((*c).to_owned(), 0))
-                .collect(),
+            counts: ExceptionCode::ALL.into_iter().map(|c| (c, 0)).collect(),
             listed: Vec::new(),
             listed_per_code: BTreeMap::new(),
             csv,
@@ -86,15 +83,12 @@ impl ExceptionSink {
     }
 
     pub fn push(&mut self, exception: Exception) -> std::io::Result<()> {
-        *self.counts.entry(exception.code.clone()).or_default() += 1;
+        *self.counts.entry(exception.code).or_default() += 1;
         if let Some(csv) = &mut self.csv {
             csv.out
                 .write_all(report::exception_csv_row(&exception).as_bytes())?;
         }
-        let listed = self
-            .listed_per_code
-            .entry(exception.code.clone())
-            .or_default();
+        let listed = self.listed_per_code.entry(exception.code).or_default();
         if *listed < self.per_code_limit {
             *listed += 1;
             self.listed.push(exception);
@@ -126,9 +120,9 @@ impl ExceptionSink {
 mod tests {
     use super::*;
 
-    fn exception(code: &str, line: i64) -> Exception {
+    fn exception(code: ExceptionCode, line: i64) -> Exception {
         Exception {
-            code: code.into(),
+            code,
             payment_id: None,
             external_ref: Some(format!("ref_{line}")),
             line: Some(line),
@@ -143,9 +137,11 @@ mod tests {
         let path = dir.join("exceptions.csv");
         let mut sink = ExceptionSink::new(2, Some(&path)).unwrap();
         for line in 0..5 {
-            sink.push(exception("unparsable_row", line)).unwrap();
+            sink.push(exception(ExceptionCode::UnparsableRow, line))
+                .unwrap();
         }
-        sink.push(exception("amount_mismatch", 9)).unwrap();
+        sink.push(exception(ExceptionCode::AmountMismatch, 9))
+            .unwrap();
         assert_eq!(sink.total(), 6);
         assert!(
             !path.exists(),
@@ -154,9 +150,9 @@ mod tests {
         let (collected, pending) = sink.finish().unwrap();
         assert!(!path.exists(), "named only when published");
         let published = pending.publish().unwrap();
-        assert_eq!(collected.counts["unparsable_row"], 5);
-        assert_eq!(collected.counts["amount_mismatch"], 1);
-        assert_eq!(collected.counts["missing_in_ledger"], 0);
+        assert_eq!(collected.counts[&ExceptionCode::UnparsableRow], 5);
+        assert_eq!(collected.counts[&ExceptionCode::AmountMismatch], 1);
+        assert_eq!(collected.counts[&ExceptionCode::MissingInLedger], 0);
         let lines: Vec<Option<i64>> = collected.listed.iter().map(|e| e.line).collect();
         assert_eq!(lines, [Some(0), Some(1), Some(9)]);
         let csv = std::fs::read_to_string(&path).unwrap();
@@ -175,11 +171,13 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("wl-sink-{}", uuid::Uuid::new_v4()));
         std::fs::create_dir_all(&dir).unwrap();
         let mut sink = ExceptionSink::new(2, Some(&dir.join("exceptions.csv"))).unwrap();
-        sink.push(exception("unparsable_row", 1)).unwrap();
+        sink.push(exception(ExceptionCode::UnparsableRow, 1))
+            .unwrap();
         drop(sink);
         assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0);
         let mut sink = ExceptionSink::new(2, Some(&dir.join("exceptions.csv"))).unwrap();
-        sink.push(exception("unparsable_row", 1)).unwrap();
+        sink.push(exception(ExceptionCode::UnparsableRow, 1))
+            .unwrap();
         let (_, pending) = sink.finish().unwrap();
         drop(pending);
         assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0);

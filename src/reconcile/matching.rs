@@ -3,7 +3,7 @@
 //! reason per field.
 
 use super::exceptions::ExceptionSink;
-use super::model::{CurrencyTotals, Exception, Matched, Payout, minor_sibling};
+use super::model::{CurrencyTotals, Exception, ExceptionCode, Matched, Payout, minor_sibling};
 use super::settlement::ProviderStatus;
 use crate::db::Engine;
 use crate::ledger::money::{Currency, MAX_AMOUNT};
@@ -180,7 +180,7 @@ fn key_rows<'d>(db: &'d mut Db<'_>, run_id: Uuid, window: &'d Window) -> Rows<'d
 }
 
 /// A reason found for an exception: its code and the reason.
-type Found = Vec<(&'static str, String)>;
+type Found = Vec<(ExceptionCode, String)>;
 
 /// The file's side of one key: its lines per status (sorted) and its currencies.
 struct FileSide {
@@ -220,7 +220,10 @@ impl FileSide {
             (ProviderStatus::Failed, &self.failed_lines),
         ] {
             if at.len() > 1 {
-                found.push(("duplicate_in_file", duplicate_reason(status.as_str(), at)));
+                found.push((
+                    ExceptionCode::DuplicateInFile,
+                    duplicate_reason(status.as_str(), at),
+                ));
             }
         }
         found
@@ -281,7 +284,7 @@ fn judge(
                 out.matched_count += 1;
             }
         }
-        _ => found.push(("missing_in_ledger", missing_in_ledger(r, &side))),
+        _ => found.push((ExceptionCode::MissingInLedger, missing_in_ledger(r, &side))),
     }
     Ok(found)
 }
@@ -315,7 +318,7 @@ fn disagreements(r: &KeyRow, side: &FileSide, ledger: &Ledger, window: &Window) 
     let currency = ledger.currency;
     if side.currencies.len() > 1 || side.file_currency != currency {
         found.push((
-            "currency_mismatch",
+            ExceptionCode::CurrencyMismatch,
             format!(
                 "currency: ledger {currency}, provider {}",
                 side.currencies.join(" and ")
@@ -325,7 +328,7 @@ fn disagreements(r: &KeyRow, side: &FileSide, ledger: &Ledger, window: &Window) 
         let tol = tolerance(window, currency);
         if !side.settled_lines.is_empty() && (r.settled - ledger.gross).abs() > tol {
             found.push((
-                "amount_mismatch",
+                ExceptionCode::AmountMismatch,
                 format!(
                     "amount: ledger {}, provider {}",
                     format(currency, ledger.gross),
@@ -338,7 +341,7 @@ fn disagreements(r: &KeyRow, side: &FileSide, ledger: &Ledger, window: &Window) 
             && (r.refunded - ledger.refunded).abs() > tol
         {
             found.push((
-                "amount_mismatch",
+                ExceptionCode::AmountMismatch,
                 format!(
                     "refunded: ledger {}, provider {}",
                     format(currency, ledger.refunded),
@@ -356,7 +359,7 @@ fn disagreements(r: &KeyRow, side: &FileSide, ledger: &Ledger, window: &Window) 
             ledger.status.as_str()
         };
         found.push((
-            "status_mismatch",
+            ExceptionCode::StatusMismatch,
             format!(
                 "status: ledger {ledger_said}, provider {}",
                 provider_status.as_str()
@@ -384,11 +387,11 @@ fn missing_in_ledger(r: &KeyRow, side: &FileSide) -> String {
 
 /// One exception per payment and category, with every reason of that category.
 fn push_exceptions(r: &KeyRow, found: &Found, sink: &mut ExceptionSink) -> anyhow::Result<()> {
-    let mut codes: Vec<&'static str> = found.iter().map(|(c, _)| *c).collect();
+    let mut codes: Vec<ExceptionCode> = found.iter().map(|(c, _)| *c).collect();
     codes.dedup();
     for code in codes {
         sink.push(Exception {
-            code: code.to_owned(),
+            code,
             // A line without a payment_id that found its payment by reference names it.
             payment_id: r.payment_id.or(r.ledger_id),
             external_ref: r.external_ref.clone(),
@@ -432,7 +435,7 @@ impl MissingRow {
     /// The `missing_at_provider` exception of a payment no line names.
     fn exception(self) -> Exception {
         Exception {
-            code: "missing_at_provider".to_owned(),
+            code: ExceptionCode::MissingAtProvider,
             payment_id: Some(self.id),
             external_ref: self.external_ref,
             line: None,
@@ -737,7 +740,7 @@ mod tests {
         }
     }
 
-    fn judged(r: &KeyRow) -> (Vec<(&'static str, String)>, i64, usize) {
+    fn judged(r: &KeyRow) -> (Vec<(ExceptionCode, String)>, i64, usize) {
         let mut out = Matching::default();
         let found = judge(r, &window(), 1, &mut out).unwrap();
         (found, out.matched_count, out.matched.len())
@@ -758,7 +761,7 @@ mod tests {
             (found, matched),
             (
                 vec![(
-                    "amount_mismatch",
+                    ExceptionCode::AmountMismatch,
                     "amount: ledger 50.00, provider 45.00".into()
                 )],
                 0
@@ -769,7 +772,7 @@ mod tests {
             (found, matched),
             (
                 vec![(
-                    "status_mismatch",
+                    ExceptionCode::StatusMismatch,
                     "status: ledger pending, provider settled".into()
                 )],
                 0
@@ -784,7 +787,7 @@ mod tests {
             (found, matched),
             (
                 vec![(
-                    "missing_in_ledger",
+                    ExceptionCode::MissingInLedger,
                     "payment: provider settled 50.00 SAR (line 2), the ledger has no such \
                      payment through this provider"
                         .into()
@@ -808,7 +811,7 @@ mod tests {
             gross: 3000,
         };
         let e = missing.exception();
-        assert_eq!((e.code.as_str(), e.line), ("missing_at_provider", None));
+        assert_eq!((e.code, e.line), (ExceptionCode::MissingAtProvider, None));
         assert_eq!(
             e.reasons,
             [

@@ -8,22 +8,74 @@ use std::collections::BTreeMap;
 use utoipa::ToSchema;
 use uuid::Uuid;
 
-/// The exception codes, in the order reports list them (the contract's names).
-pub const EXCEPTION_CODES: &[&str] = &[
-    "missing_in_ledger",
-    "missing_at_provider",
-    "amount_mismatch",
-    "currency_mismatch",
-    "status_mismatch",
-    "duplicate_in_file",
-    "unparsable_row",
-];
+/// What an exception says is wrong: one of the contract's seven codes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ExceptionCode {
+    MissingInLedger,
+    MissingAtProvider,
+    AmountMismatch,
+    CurrencyMismatch,
+    StatusMismatch,
+    DuplicateInFile,
+    UnparsableRow,
+}
+
+impl ExceptionCode {
+    /// Every code, in the order reports list them.
+    pub const ALL: [ExceptionCode; 7] = [
+        ExceptionCode::MissingInLedger,
+        ExceptionCode::MissingAtProvider,
+        ExceptionCode::AmountMismatch,
+        ExceptionCode::CurrencyMismatch,
+        ExceptionCode::StatusMismatch,
+        ExceptionCode::DuplicateInFile,
+        ExceptionCode::UnparsableRow,
+    ];
+
+    /// The contract's name: the JSON and CSV `code`, the `?code=` filter.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ExceptionCode::MissingInLedger => "missing_in_ledger",
+            ExceptionCode::MissingAtProvider => "missing_at_provider",
+            ExceptionCode::AmountMismatch => "amount_mismatch",
+            ExceptionCode::CurrencyMismatch => "currency_mismatch",
+            ExceptionCode::StatusMismatch => "status_mismatch",
+            ExceptionCode::DuplicateInFile => "duplicate_in_file",
+            ExceptionCode::UnparsableRow => "unparsable_row",
+        }
+    }
+
+    pub fn parse(name: &str) -> Option<ExceptionCode> {
+        ExceptionCode::ALL.into_iter().find(|c| c.as_str() == name)
+    }
+
+    /// What the code means, in a few words (the HTML report's tooltips).
+    pub fn meaning(self) -> &'static str {
+        match self {
+            ExceptionCode::MissingInLedger => "in the settlement file, not in the ledger",
+            ExceptionCode::MissingAtProvider => "in the ledger, not in the settlement file",
+            ExceptionCode::AmountMismatch => "the amounts differ",
+            ExceptionCode::CurrencyMismatch => "the currencies differ",
+            ExceptionCode::StatusMismatch => "the statuses differ",
+            ExceptionCode::DuplicateInFile => "the same payment and status twice in the file",
+            ExceptionCode::UnparsableRow => "a line of the file that could not be read",
+        }
+    }
+}
+
+impl std::fmt::Display for ExceptionCode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
 
 /// One exception: one payment (or file line) and one category, with a reason per field,
 /// e.g. `"amount: ledger 50.00, provider 45.00"`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct Exception {
-    pub code: String,
+    #[schema(inline)]
+    pub code: ExceptionCode,
     pub payment_id: Option<Uuid>,
     pub external_ref: Option<String>,
     /// The settlement file's line (1 is the header), when the exception comes from the file.

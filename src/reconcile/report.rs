@@ -6,7 +6,7 @@
 //! entities), and every CSV field through `csv_field`, which also
 //! defuses spreadsheet formulas.
 
-use super::model::{EXCEPTION_CODES, RunReport};
+use super::model::{ExceptionCode, RunReport};
 use chrono::{DateTime, Utc};
 use std::path::{Path, PathBuf};
 
@@ -94,7 +94,7 @@ pub fn exceptions_csv(report: &RunReport) -> String {
 /// One exception as a row of exceptions.csv, newline-terminated.
 pub fn exception_csv_row(e: &super::model::Exception) -> String {
     let fields = [
-        e.code.clone(),
+        e.code.as_str().to_owned(),
         e.payment_id.map(|id| id.to_string()).unwrap_or_default(),
         e.external_ref.clone().unwrap_or_default(),
         e.line.map(|line| line.to_string()).unwrap_or_default(),
@@ -137,20 +137,6 @@ pub fn escape(text: &str) -> String {
     out
 }
 
-/// What an exception code means, for tooltips.
-fn describe(code: &str) -> &'static str {
-    match code {
-        "missing_in_ledger" => "in the settlement file, not in the ledger",
-        "missing_at_provider" => "in the ledger, not in the settlement file",
-        "amount_mismatch" => "the amounts differ",
-        "currency_mismatch" => "the currencies differ",
-        "status_mismatch" => "the statuses differ",
-        "duplicate_in_file" => "the same payment and status twice in the file",
-        "unparsable_row" => "a line of the file that could not be read",
-        _ => "an exception",
-    }
-}
-
 /// `1 exception`, `2 exceptions`.
 fn count(n: usize, singular: &str, plural: &str) -> String {
     format!("{n} {}", if n == 1 { singular } else { plural })
@@ -160,18 +146,18 @@ fn timestamp(at: &DateTime<Utc>) -> String {
     at.format("%Y-%m-%d %H:%M:%S UTC").to_string()
 }
 
-/// The exceptions of each code, in `EXCEPTION_CODES` order (from the list itself, so the chart,
-/// the total and the table always agree).
+/// The exceptions of each code, in `ExceptionCode::ALL` order (from the list itself, so the
+/// chart, the total and the table always agree).
 /// Each code's exact count (the summary's; the list may hold only the first of each code).
-fn exception_counts(report: &RunReport) -> Vec<(&'static str, usize)> {
-    EXCEPTION_CODES
-        .iter()
-        .map(|&code| {
+fn exception_counts(report: &RunReport) -> Vec<(ExceptionCode, usize)> {
+    ExceptionCode::ALL
+        .into_iter()
+        .map(|code| {
             let listed = report.exceptions.iter().filter(|e| e.code == code).count();
             let counted = report
                 .summary
                 .exceptions
-                .get(code)
+                .get(code.as_str())
                 .and_then(|n| usize::try_from(*n).ok())
                 .unwrap_or(0);
             (code, counted.max(listed))
@@ -281,13 +267,6 @@ struct Page<'a> {
     version: &'static str,
 }
 
-impl Page<'_> {
-    /// What an exception code means, for the table's tooltips.
-    fn describe(&self, code: &str) -> &'static str {
-        describe(code)
-    }
-}
-
 /// One of the headline figures.
 struct Figure {
     label: &'static str,
@@ -311,7 +290,7 @@ struct Chart {
 }
 
 struct Bar {
-    code: &'static str,
+    code: ExceptionCode,
     meaning: &'static str,
     n: usize,
     y: usize,
@@ -321,7 +300,7 @@ struct Bar {
 }
 
 impl Chart {
-    fn new(counts: &[(&'static str, usize)]) -> Chart {
+    fn new(counts: &[(ExceptionCode, usize)]) -> Chart {
         const LABEL_RIGHT: usize = 160;
         const TRACK_X: usize = 172;
         const TRACK_W: usize = 360;
@@ -342,7 +321,7 @@ impl Chart {
             };
             Bar {
                 code,
-                meaning: describe(code),
+                meaning: code.meaning(),
                 n,
                 y,
                 mid: y + BAR / 2,
@@ -502,14 +481,14 @@ pub(crate) mod tests {
     }
 
     fn exception(
-        code: &str,
+        code: ExceptionCode,
         payment: Option<u128>,
         external_ref: Option<&str>,
         line: Option<i64>,
         reasons: &[&str],
     ) -> Exception {
         Exception {
-            code: code.into(),
+            code,
             payment_id: payment.map(id),
             external_ref: external_ref.map(Into::into),
             line,
@@ -521,12 +500,12 @@ pub(crate) mod tests {
     /// that disagrees and an invariant finding.
     pub(crate) fn sample() -> RunReport {
         let exceptions = sample_exceptions();
-        let mut by_code: BTreeMap<String, i64> = EXCEPTION_CODES
+        let mut by_code: BTreeMap<String, i64> = ExceptionCode::ALL
             .iter()
-            .map(|c| ((*c).to_owned(), 0))
+            .map(|c| (c.as_str().to_owned(), 0))
             .collect();
         for e in &exceptions {
-            *by_code.entry(e.code.clone()).or_default() += 1;
+            *by_code.entry(e.code.as_str().to_owned()).or_default() += 1;
         }
         let matched = sample_matched();
         RunReport {
@@ -569,35 +548,35 @@ pub(crate) mod tests {
     fn sample_exceptions() -> Vec<Exception> {
         vec![
             exception(
-                "missing_in_ledger",
+                ExceptionCode::MissingInLedger,
                 Some(101),
                 Some("ch_3PqL8sAc91"),
                 Some(14),
                 &["not in the ledger: settled 120.00 EUR on 2025-03-03"],
             ),
             exception(
-                "missing_at_provider",
+                ExceptionCode::MissingAtProvider,
                 Some(102),
                 Some("ch_3PqM02Bd44"),
                 None,
                 &["not in the file: settled 75.00 EUR in the ledger on 2025-03-04"],
             ),
             exception(
-                "amount_mismatch",
+                ExceptionCode::AmountMismatch,
                 Some(103),
                 Some("ch_3PqN7fKe18"),
                 Some(9),
                 &["amount: ledger 50.00, provider 45.00"],
             ),
             exception(
-                "amount_mismatch",
+                ExceptionCode::AmountMismatch,
                 Some(104),
                 Some("ch_3PqP1xLm73"),
                 Some(17),
                 &["amount: ledger 19.99, provider 19.90"],
             ),
             exception(
-                "currency_mismatch",
+                ExceptionCode::CurrencyMismatch,
                 Some(105),
                 Some("ch_3PqQ5rTt02"),
                 Some(21),
@@ -607,21 +586,21 @@ pub(crate) mod tests {
                 ],
             ),
             exception(
-                "status_mismatch",
+                ExceptionCode::StatusMismatch,
                 Some(106),
                 Some("ch_3PqR9wVb57"),
                 Some(25),
                 &["status: ledger settled, provider refunded"],
             ),
             exception(
-                "duplicate_in_file",
+                ExceptionCode::DuplicateInFile,
                 Some(103),
                 Some("ch_3PqN7fKe18"),
                 Some(28),
                 &["settled twice: also on line 9"],
             ),
             exception(
-                "unparsable_row",
+                ExceptionCode::UnparsableRow,
                 None,
                 Some(HOSTILE_REF),
                 Some(31),
@@ -801,14 +780,14 @@ pub(crate) mod tests {
         assert!(svg.contains("<title"));
         assert_eq!(
             svg.matches(r#"class="bar-label""#).count(),
-            EXCEPTION_CODES.len()
+            ExceptionCode::ALL.len()
         );
         let mut last = 0;
-        for code in EXCEPTION_CODES {
+        for code in ExceptionCode::ALL {
             let at = svg
                 .find(&format!(">{code}</text>"))
                 .unwrap_or_else(|| panic!("no bar label for {code}"));
-            assert!(at > last, "bars in EXCEPTION_CODES order");
+            assert!(at > last, "bars in ExceptionCode::ALL order");
             last = at;
             assert!(
                 html.contains(&format!(">{code}</span>")),
@@ -876,7 +855,7 @@ pub(crate) mod tests {
         let svg = &html[html.find("<svg").unwrap()..html.find("</svg>").unwrap()];
         assert_eq!(
             svg.matches(r#"class="bar zero""#).count(),
-            EXCEPTION_CODES.len()
+            ExceptionCode::ALL.len()
         );
         assert!(!svg.contains(r#"class="fill""#));
     }
@@ -893,7 +872,7 @@ pub(crate) mod tests {
         );
         for (row, e) in rows[1..].iter().zip(&report.exceptions) {
             assert_eq!(row.len(), 5, "{row:?}");
-            assert_eq!(row[0], e.code);
+            assert_eq!(row[0], e.code.as_str());
             assert_eq!(
                 row[1],
                 e.payment_id.map(|i| i.to_string()).unwrap_or_default()

@@ -538,7 +538,11 @@ fn run_report(
             ledger_payments: matching.ledger_payments,
             matched: matching.matched_count,
             exceptions_listed: Some(collected.listed.len() as i64),
-            exceptions: collected.counts,
+            exceptions: collected
+                .counts
+                .into_iter()
+                .map(|(code, n)| (code.as_str().to_owned(), n))
+                .collect(),
             payouts_total: Some(payouts_total),
             totals,
             invariant_findings: invariants.len() as i64,

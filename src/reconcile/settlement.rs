@@ -4,8 +4,8 @@
 //! `COPY`, bad ones kept as exceptions with their line number.
 
 use super::exceptions::ExceptionSink;
-use super::model::Exception;
 pub use super::model::ProviderStatus;
+use super::model::{Exception, ExceptionCode};
 use crate::ledger::money::{Currency, MAX_AMOUNT};
 use chrono::{DateTime, Datelike, Utc};
 use sqlx::PgConnection;
@@ -408,7 +408,7 @@ fn copy_row(run_id: Uuid, parsed: Line) -> [String; 10] {
 
 fn unparsable(line: u64, reasons: Vec<String>) -> Exception {
     Exception {
-        code: "unparsable_row".to_owned(),
+        code: ExceptionCode::UnparsableRow,
         payment_id: None,
         external_ref: None,
         line: Some(i64::try_from(line).unwrap_or(i64::MAX)),

@@ -1,6 +1,7 @@
 //! The stored runs as the API reads them: listed a page at a time, one report whole, or a
 //! page of one report's exceptions.
 
+use super::model::ExceptionCode;
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 use sqlx::PgPool;
@@ -49,7 +50,7 @@ pub async fn exceptions(
     pool: &PgPool,
     id: Uuid,
     after: Option<i64>,
-    code: Option<&str>,
+    code: Option<ExceptionCode>,
     limit: i64,
 ) -> Result<Option<Vec<(i64, Value)>>, sqlx::Error> {
     let mut conn = pool.acquire().await?;
@@ -73,7 +74,7 @@ pub async fn exceptions(
            order by e.ord limit $4"#,
         id,
         after,
-        code,
+        code.map(ExceptionCode::as_str),
         limit
     )
     .fetch_all(&mut *conn)
