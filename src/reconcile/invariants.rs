@@ -14,10 +14,8 @@ use uuid::Uuid;
 /// One broken invariant, with the rows that show it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Finding {
-    /// A stable name: `unbalanced_transaction`, `trial_balance`, `wallet_chain`,
-    /// `checkpoint_mismatch`, `balance_range`, `posting_mismatch`, `overdue_hold`,
-    /// `stale_open_hold`, `over_reversed`, `entry_mismatch`.
-    pub check: String,
+    #[schema(inline)]
+    pub check: Check,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub account: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -27,19 +25,61 @@ pub struct Finding {
     pub detail: String,
 }
 
-/// The names of every check, in the order they run (the report lists each, found or not).
-pub const CHECKS: &[&str] = &[
-    "unbalanced_transaction",
-    "trial_balance",
-    "wallet_chain",
-    "checkpoint_mismatch",
-    "balance_range",
-    "posting_mismatch",
-    "overdue_hold",
-    "stale_open_hold",
-    "over_reversed",
-    "entry_mismatch",
-];
+/// Which invariant a finding breaks, by its stable name: `unbalanced_transaction`,
+/// `trial_balance`, `wallet_chain`, `checkpoint_mismatch`, `balance_range`, `posting_mismatch`,
+/// `overdue_hold`, `stale_open_hold`, `over_reversed`, `entry_mismatch`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Check {
+    UnbalancedTransaction,
+    TrialBalance,
+    WalletChain,
+    CheckpointMismatch,
+    BalanceRange,
+    PostingMismatch,
+    OverdueHold,
+    StaleOpenHold,
+    OverReversed,
+    EntryMismatch,
+}
+
+impl Check {
+    /// Every check, in the order they run (the report lists each, found or not).
+    pub const ALL: [Check; 10] = [
+        Check::UnbalancedTransaction,
+        Check::TrialBalance,
+        Check::WalletChain,
+        Check::CheckpointMismatch,
+        Check::BalanceRange,
+        Check::PostingMismatch,
+        Check::OverdueHold,
+        Check::StaleOpenHold,
+        Check::OverReversed,
+        Check::EntryMismatch,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Check::UnbalancedTransaction => "unbalanced_transaction",
+            Check::TrialBalance => "trial_balance",
+            Check::WalletChain => "wallet_chain",
+            Check::CheckpointMismatch => "checkpoint_mismatch",
+            Check::BalanceRange => "balance_range",
+            Check::PostingMismatch => "posting_mismatch",
+            Check::OverdueHold => "overdue_hold",
+            Check::StaleOpenHold => "stale_open_hold",
+            Check::OverReversed => "over_reversed",
+            Check::EntryMismatch => "entry_mismatch",
+        }
+    }
+}
+
+impl std::fmt::Display for Check {
+    /// Padded like a `str`, so that `verify`'s table lines up.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.pad(self.as_str())
+    }
+}
 
 /// A hold still pending this long after its expiry means the sweeper is not running.
 pub const DEFAULT_HOLD_GRACE_MS: u64 = 60_000;
@@ -102,7 +142,7 @@ async fn unbalanced_transactions(conn: &mut PgConnection) -> Result<Vec<Finding>
     Ok(rows
         .into_iter()
         .map(|r| Finding {
-            check: "unbalanced_transaction".into(),
+            check: Check::UnbalancedTransaction,
             account: None,
             entry: None,
             transaction: Some(r.transaction_id),
@@ -122,7 +162,7 @@ async fn trial_balance(conn: &mut PgConnection) -> Result<Vec<Finding>, sqlx::Er
     Ok(rows
         .into_iter()
         .map(|r| Finding {
-            check: "trial_balance".into(),
+            check: Check::TrialBalance,
             account: None,
             entry: None,
             transaction: None,
@@ -166,7 +206,7 @@ async fn wallet_chains(conn: &mut PgConnection) -> Result<Vec<Finding>, sqlx::Er
                 )
             };
             Finding {
-                check: "wallet_chain".into(),
+                check: Check::WalletChain,
                 account: Some(r.account_id),
                 entry: Some(r.id),
                 transaction: None,
@@ -194,7 +234,7 @@ async fn checkpoints(conn: &mut PgConnection) -> Result<Vec<Finding>, sqlx::Erro
     Ok(rows
         .into_iter()
         .map(|r| Finding {
-            check: "checkpoint_mismatch".into(),
+            check: Check::CheckpointMismatch,
             account: Some(r.account_id),
             entry: None,
             transaction: None,
@@ -241,7 +281,7 @@ async fn balances_out_of_range(conn: &mut PgConnection) -> Result<Vec<Finding>, 
     Ok(rows
         .into_iter()
         .map(|r| Finding {
-            check: "balance_range".into(),
+            check: Check::BalanceRange,
             account: Some(r.account_id),
             entry: None,
             transaction: None,
@@ -268,7 +308,7 @@ async fn posting_mismatches(db: &mut Db<'_>) -> Result<Vec<Finding>, sqlx::Error
     .fetch_all(&mut *conn)
     .await?;
     let split = split.into_iter().map(|id| Finding {
-        check: "posting_mismatch".into(),
+        check: Check::PostingMismatch,
         account: None,
         entry: None,
         transaction: Some(id),
@@ -305,7 +345,7 @@ async fn posting_mismatches(db: &mut Db<'_>) -> Result<Vec<Finding>, sqlx::Error
     };
     Ok(split
         .chain(rows.into_iter().map(|(id, status, has_entries)| Finding {
-            check: "posting_mismatch".into(),
+            check: Check::PostingMismatch,
             account: None,
             entry: None,
             transaction: Some(id),
@@ -361,7 +401,7 @@ async fn entry_currencies(db: &mut Db<'_>) -> Result<Vec<Finding>, sqlx::Error> 
     Ok(rows
         .into_iter()
         .map(|r| Finding {
-            check: "entry_mismatch".into(),
+            check: Check::EntryMismatch,
             account: Some(r.account_id),
             entry: Some(r.id),
             transaction: Some(r.transaction_id),
@@ -474,7 +514,7 @@ struct LegMismatch {
 impl LegMismatch {
     fn finding(self) -> Finding {
         Finding {
-            check: "entry_mismatch".into(),
+            check: Check::EntryMismatch,
             account: Some(self.account_id),
             entry: None,
             transaction: Some(self.transaction_id),
@@ -496,7 +536,7 @@ struct OverReversed {
 impl OverReversed {
     fn finding(self) -> Finding {
         Finding {
-            check: "over_reversed".into(),
+            check: Check::OverReversed,
             account: None,
             entry: None,
             transaction: Some(self.original),
@@ -537,7 +577,7 @@ struct OverdueHold {
 impl OverdueHold {
     fn finding(self) -> Finding {
         Finding {
-            check: "overdue_hold".into(),
+            check: Check::OverdueHold,
             account: None,
             entry: None,
             transaction: Some(self.id),
@@ -560,7 +600,7 @@ struct StaleHold {
 impl StaleHold {
     fn finding(self) -> Finding {
         Finding {
-            check: "stale_open_hold".into(),
+            check: Check::StaleOpenHold,
             account: Some(self.account),
             entry: None,
             transaction: Some(self.transaction),
@@ -706,8 +746,8 @@ mod tests {
         };
         let posted = stale(Some("posted")).finding();
         assert_eq!(
-            (posted.check.as_str(), posted.account.as_deref()),
-            ("stale_open_hold", Some("w1"))
+            (posted.check, posted.account.as_deref()),
+            (Check::StaleOpenHold, Some("w1"))
         );
         assert_eq!(posted.detail, "reserves money for a posted transaction");
         assert_eq!(

@@ -535,7 +535,7 @@ pub(crate) mod tests {
             matched,
             payouts: sample_payouts(),
             invariants: vec![Finding {
-                check: "wallet_chain".into(),
+                check: crate::reconcile::invariants::Check::WalletChain,
                 account: Some("wallet:cust_8841:EUR".into()),
                 entry: Some(48213),
                 transaction: None,

@@ -1,7 +1,7 @@
 //! `wallet-ledger verify`: runs the invariant checks and reports them, for people (text) or
 //! machines (JSON). Exit code 0 when every check passes, 1 when any finds something.
 
-use super::invariants::{self, CHECKS, Finding};
+use super::invariants::{self, Check, Finding};
 use crate::ledger::store::Store;
 use serde::Serialize;
 use serde_json::json;
@@ -100,15 +100,15 @@ async fn count_dead_letters(url: &str, stream: &str) -> Option<u64> {
 
 #[derive(Debug, Serialize)]
 pub struct CheckResult {
-    pub check: &'static str,
+    pub check: Check,
     pub findings: Vec<Finding>,
 }
 
 impl Report {
     pub fn new(findings: Vec<Finding>) -> Report {
-        let checks: Vec<CheckResult> = CHECKS
-            .iter()
-            .map(|&check| CheckResult {
+        let checks: Vec<CheckResult> = Check::ALL
+            .into_iter()
+            .map(|check| CheckResult {
                 check,
                 findings: findings
                     .iter()

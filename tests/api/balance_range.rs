@@ -274,7 +274,7 @@ async fn an_account_out_of_range_from_before_the_rule_is_answered_and_skipped() 
     .unwrap();
     let out: Vec<&str> = findings
         .iter()
-        .filter(|f| f.check == "balance_range")
+        .filter(|f| f.check.as_str() == "balance_range")
         .filter_map(|f| f.account.as_deref())
         .collect();
     assert_eq!(out, ["sysA", "sysB", "sysC", "sysD"], "{findings:?}");
@@ -337,7 +337,7 @@ async fn verify_reports_an_available_balance_out_of_range() {
     .unwrap();
     let out: Vec<(&str, &str)> = findings
         .iter()
-        .filter(|f| f.check == "balance_range")
+        .filter(|f| f.check.as_str() == "balance_range")
         .map(|f| (f.account.as_deref().unwrap_or(""), f.detail.as_str()))
         .collect();
     let detail = format!(

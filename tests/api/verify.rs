@@ -94,7 +94,7 @@ async fn a_clean_ledger_passes_every_check() {
     assert_eq!(report["clean"], true);
     assert_eq!(
         report["checks"].as_array().unwrap().len(),
-        invariants::CHECKS.len()
+        invariants::Check::ALL.len()
     );
     app.finish().await;
 }
@@ -128,7 +128,7 @@ async fn an_entry_altered_behind_the_guards_is_named_by_account_and_entry() {
     );
     let chain = found
         .iter()
-        .find(|f| f.check == "wallet_chain")
+        .find(|f| f.check.as_str() == "wallet_chain")
         .expect("the chain breaks");
     assert_eq!(
         (chain.account.as_deref(), chain.entry),
@@ -214,7 +214,7 @@ async fn gaps_checkpoints_holds_postings_and_reversals_are_each_found() {
     let about = |check: &str| {
         found
             .iter()
-            .filter(|f| f.check == check)
+            .filter(|f| f.check.as_str() == check)
             .cloned()
             .collect::<Vec<_>>()
     };
@@ -285,7 +285,7 @@ async fn an_entry_relabelled_or_moved_behind_the_guards_is_an_entry_mismatch() {
     let found = findings(&app).await;
     let mismatches: Vec<&Finding> = found
         .iter()
-        .filter(|f| f.check == "entry_mismatch")
+        .filter(|f| f.check.as_str() == "entry_mismatch")
         .collect();
     let relabel = mismatches
         .iter()

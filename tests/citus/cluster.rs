@@ -403,7 +403,7 @@ async fn verify_finds_entries_that_break_the_rules_across_shards() {
         findings
             .iter()
             .filter(|f| f.transaction == Some(t))
-            .map(|f| f.check.clone())
+            .map(|f| f.check.as_str().to_owned())
             .collect()
     };
     assert!(
