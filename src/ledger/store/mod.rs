@@ -6,8 +6,9 @@
 //! that needs another form on Citus is written once here, both forms side by side in one
 //! function (`match engine { Engine::Plain => .., Engine::Citus => .. }`), in the module of its
 //! concern: [`locks`] (row locks), [`inserts`] (the write path's inserts), [`reads`] (reads that
-//! answer a write's question).
+//! answer a write's question), [`checkpoints`] (system accounts' balance checkpoints).
 
+pub mod checkpoints;
 pub mod inserts;
 pub mod locks;
 pub mod reads;

@@ -1,0 +1,165 @@
+//! Taking checkpoints of system accounts (see `ledger::checkpoints` for what they are): one
+//! statement on one PostgreSQL, and on Citus a form that learns the horizon first and waits out
+//! transactions prepared on the workers.
+
+use super::Db;
+use crate::db::Engine;
+use sqlx::PgConnection;
+
+/// Takes a new checkpoint of every system account that has entries since its last one.
+/// Returns how many checkpoints were written. Safe to run concurrently with writers and
+/// with itself (a second run in the same snapshot horizon conflicts on the primary key and
+/// writes nothing for that account).
+///
+/// One account never stops the others: the sums are numeric, and an account whose balance
+/// would leave ±(2^53 − 1) (only possible for entries written before the write path bounded
+/// system accounts) gets no checkpoint; it is logged and counted in
+/// `wallet_ledger_checkpoint_failures_total`, and `verify` reports it (`balance_range`). Its
+/// reads answer 409 `balance_out_of_range` until an operator corrects it.
+pub async fn advance(db: &mut Db<'_>) -> Result<u64, sqlx::Error> {
+    match db.engine() {
+        Engine::Plain => advance_plain(db.conn()).await,
+        Engine::Citus => advance_citus(db.conn()).await,
+    }
+}
+
+/// [`advance`] on one PostgreSQL: the horizon, the sums and the inserts in one statement.
+async fn advance_plain(conn: &mut PgConnection) -> Result<u64, sqlx::Error> {
+    let result = sqlx::query!(
+        r#"with due as (
+               select a.id, s.horizon,
+                      coalesce(cp.posted, 0) + sum(e.amount) as posted,
+                      coalesce(cp.entry_count, 0) + count(*) as entry_count
+               from accounts a
+               cross join (select pg_snapshot_xmin(pg_current_snapshot()) as horizon) s
+               left join lateral (
+                   select posted, below_xid, entry_count from account_checkpoints c
+                   where c.account_id = a.id order by below_xid desc limit 1) cp on true
+               join entries e on e.account_id = a.id and e.sequence is null
+                             and e.xid >= coalesce(cp.below_xid, '0'::xid8) and e.xid < s.horizon
+               where a.type = 'system'
+               group by a.id, s.horizon, cp.posted, cp.entry_count),
+           written as (
+               insert into account_checkpoints (account_id, below_xid, posted, entry_count)
+               select id, horizon, posted::bigint, entry_count from due
+               where posted between -9007199254740991 and 9007199254740991
+               on conflict do nothing
+               returning 1)
+           select (select count(*) from written) as "written!",
+                  array(select id from due
+                        where posted not between -9007199254740991 and 9007199254740991
+                        order by id) as "out_of_range!""#
+    )
+    .fetch_one(conn)
+    .await?;
+    report_out_of_range(&result.out_of_range);
+    Ok(result.written as u64)
+}
+
+fn report_out_of_range(out_of_range: &[String]) {
+    for account in out_of_range {
+        tracing::error!(
+            account = %account,
+            "system account balance outside ±9007199254740991: no checkpoint; run `wallet-ledger verify`"
+        );
+    }
+    if !out_of_range.is_empty() {
+        metrics::counter!("wallet_ledger_checkpoint_failures_total")
+            .increment(out_of_range.len() as u64);
+    }
+}
+
+/// How long [`advance_citus`] waits for the workers' prepared transactions before it skips a
+/// round (one stuck prepared transaction, say of a coordinator that died mid-commit, waits
+/// for Citus's recovery; the next round tries again).
+const PREPARED_PATIENCE: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// [`advance`] on Citus, from the coordinator, which plans every write and so stamps every
+/// entry with its own xid. Two differences. The horizon is taken first, and the sums wait
+/// until every transaction that was prepared on a worker at that moment has finished: a
+/// transaction that wrote on two workers commits with two-phase commit, the workers' COMMIT
+/// PREPARED after the coordinator's own commit, so for a moment its xid is below the horizon
+/// while its entries are not yet visible, and a checkpoint taken then would miss them for
+/// good. And the latest checkpoint of each account is joined on the distribution column
+/// (Citus refuses the lateral of one node).
+async fn advance_citus(conn: &mut PgConnection) -> Result<u64, sqlx::Error> {
+    let horizon: String =
+        sqlx::query_scalar("select pg_snapshot_xmin(pg_current_snapshot())::text")
+            .fetch_one(&mut *conn)
+            .await?;
+    let prepared = prepared_on_workers(conn).await?;
+    let deadline = tokio::time::Instant::now() + PREPARED_PATIENCE;
+    while !prepared.is_empty() {
+        let now = prepared_on_workers(conn).await?;
+        if prepared.is_disjoint(&now) {
+            break;
+        }
+        if tokio::time::Instant::now() >= deadline {
+            tracing::warn!(
+                prepared = ?prepared.intersection(&now).collect::<Vec<_>>(),
+                "transactions prepared on Citus workers before the horizon are still prepared: no checkpoint this round"
+            );
+            return Ok(0);
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let result = sqlx::query!(
+        r#"with due as materialized (
+               select a.id, coalesce(cp.posted, 0) + sum(e.amount) as posted,
+                      coalesce(cp.entry_count, 0) + count(*) as entry_count
+               from accounts a
+               left join (select distinct on (account_id) account_id, posted, below_xid,
+                                 entry_count
+                          from account_checkpoints order by account_id, below_xid desc) cp
+                      on cp.account_id = a.id
+               join entries e on e.account_id = a.id and e.sequence is null
+                             and e.xid >= coalesce(cp.below_xid, '0'::xid8)
+                             and e.xid < $1::text::xid8
+               where a.type = 'system'
+               group by a.id, cp.posted, cp.entry_count),
+           written as (
+               insert into account_checkpoints (account_id, below_xid, posted, entry_count)
+               select id, $1::text::xid8, posted::bigint, entry_count from due
+               where posted between -9007199254740991 and 9007199254740991
+               on conflict do nothing
+               returning 1)
+           select (select count(*) from written) as "written!",
+                  array(select id from due
+                        where posted not between -9007199254740991 and 9007199254740991
+                        order by id) as "out_of_range!""#,
+        horizon
+    )
+    .fetch_one(conn)
+    .await?;
+    report_out_of_range(&result.out_of_range);
+    Ok(result.written as u64)
+}
+
+/// The global ids of the transactions prepared on the workers, in this database (any, not
+/// only Citus's own: waiting for one more is harmless).
+async fn prepared_on_workers(
+    conn: &mut PgConnection,
+) -> Result<std::collections::HashSet<String>, sqlx::Error> {
+    let results: Vec<(bool, String)> = sqlx::query_as(
+        "select success, result from run_command_on_workers(
+             $$select coalesce(string_agg(gid, ','), '') from pg_prepared_xacts
+               where database = current_database()$$)",
+    )
+    .fetch_all(conn)
+    .await?;
+    let mut gids = std::collections::HashSet::new();
+    for (success, result) in results {
+        if !success {
+            return Err(sqlx::Error::Protocol(format!(
+                "could not list the prepared transactions of a worker: {result}"
+            )));
+        }
+        gids.extend(
+            result
+                .split(',')
+                .filter(|g| !g.is_empty())
+                .map(str::to_owned),
+        );
+    }
+    Ok(gids)
+}
