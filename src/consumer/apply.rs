@@ -28,7 +28,6 @@ use crate::ledger::{self, Created, now_micros};
 use crate::problem::FieldError;
 use chrono::TimeDelta;
 use serde_json::{Map, json};
-use sqlx::PgPool;
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::sync::atomic::{AtomicI32, Ordering};
@@ -221,7 +220,7 @@ pub async fn apply_batch(
 }
 
 /// The database session a batch is being applied in, recorded as soon as it is known, so that
-/// a caller past its deadline can cancel the batch's statement (see [`cancel`]): until then the
+/// a caller past its deadline can cancel the batch's statement (see [`store::sessions::cancel`]): until then the
 /// abandoned transaction keeps its row locks, and the next attempt at the same wallets would
 /// wait for them and fail as "locked".
 #[derive(Debug, Default)]
@@ -258,27 +257,7 @@ pub async fn apply_batch_in(
     if !events.is_empty() {
         let mut conn = store.pool().acquire().await?;
         let mut tx = sqlx::Connection::begin(&mut *conn).await?;
-        let pid = match settings.statement_timeout {
-            Some(limit) => {
-                let statement = format!("{}ms", limit.as_millis().max(1));
-                let lock = format!("{}ms", (limit.as_millis() / 2).max(1));
-                sqlx::query!(
-                    r#"select set_config('statement_timeout', $1, true) as "statement!",
-                              set_config('lock_timeout', $2, true) as "lock!",
-                              pg_backend_pid() as "pid!""#,
-                    statement,
-                    lock
-                )
-                .fetch_one(&mut *tx)
-                .await?
-                .pid
-            }
-            None => {
-                sqlx::query_scalar!(r#"select pg_backend_pid() as "pid!""#)
-                    .fetch_one(&mut *tx)
-                    .await?
-            }
-        };
+        let pid = store::sessions::bound_and_identify(&mut tx, settings.statement_timeout).await?;
         session.set(pid);
         let applied = apply_events(&mut store.on(&mut tx), &events, settings, &mut outcomes).await;
         match applied {
@@ -298,13 +277,6 @@ pub async fn apply_batch_in(
         .into_iter()
         .map(|o| o.expect("every message gets an outcome"))
         .collect())
-}
-
-/// Cancels the statement the session `pid` is running (none if it is between statements).
-pub async fn cancel(pool: &PgPool, pid: i32) -> Result<bool, sqlx::Error> {
-    sqlx::query_scalar!(r#"select pg_cancel_backend($1) as "cancelled!""#, pid)
-        .fetch_one(pool)
-        .await
 }
 
 /// What a batch knows while its waves are applied: read once, then kept current as waves lock

@@ -9,7 +9,7 @@ use crate::db::StoreError;
 use crate::failpoint;
 use crate::ledger::accounts;
 use crate::ledger::audit::{self, Actor};
-use crate::ledger::store::Store;
+use crate::ledger::store::{self, Store};
 use crate::telemetry::Readiness;
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex};
@@ -485,7 +485,7 @@ impl Consumer {
             // A cancel that lands between two statements cancels nothing: sent again until
             // the batch ends.
             if let Some(pid) = session.pid()
-                && let Err(e) = apply::cancel(self.store.pool(), pid).await
+                && let Err(e) = store::sessions::cancel(self.store.pool(), pid).await
             {
                 tracing::warn!(error = %e, "could not cancel a batch past its deadline");
             }

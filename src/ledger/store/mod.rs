@@ -12,6 +12,7 @@ pub mod checkpoints;
 pub mod inserts;
 pub mod locks;
 pub mod reads;
+pub mod sessions;
 
 use crate::db::{Database, Engine};
 use crate::ledger::Outcome;
