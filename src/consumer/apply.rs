@@ -192,9 +192,9 @@ struct Payment {
     wallet: String,
     currency: Currency,
     /// What was authorized (or paid).
-    amount: i64,
+    amount: Amount,
     /// What was posted: a partial capture posts less than was authorized.
-    posted_amount: i64,
+    posted_amount: Amount,
     /// Created as a hold (and captured or voided since, or still pending), rather than
     /// posted or recorded straight away.
     from_hold: bool,
@@ -614,7 +614,7 @@ fn differences(event: &PaymentEvent, payment: &Payment) -> (Vec<String>, String)
             currency.code()
         ));
     }
-    let amount = event.amount.minor_units();
+    let amount = event.amount;
     let mismatch = match (event.kind, payment.status) {
         // A refund carries the refunded part; the write path checks it against the payment.
         (EventType::Refunded, _) => None,
@@ -633,7 +633,7 @@ fn differences(event: &PaymentEvent, payment: &Payment) -> (Vec<String>, String)
         _ => (amount != payment.amount).then_some(("payment has", payment.amount)),
     };
     if let Some((what, expected)) = mismatch {
-        let format = |a| payment.currency.format(a);
+        let format = |a| payment.currency.format_amount(a);
         fields.push("amount".to_owned());
         parts.push(format!(
             "amount: {what} {}, event has {}",
@@ -730,9 +730,9 @@ async fn refund(
             // a dead letter, not stored as a refusal that nobody reads. (A refund id already
             // stored goes on to the write path, which replays it or reports the mismatch.)
             let seen = store::reads::refund_progress(db, event.payment_id, event.refund_id).await?;
-            let original = new.reversal.map_or(0, |r| r.original_amount.minor_units());
-            let amount = event.amount.minor_units();
-            // An overflowing sum exceeds any payment.
+            let original = new.reversal.map_or(Amount::ZERO, |r| r.original_amount);
+            let amount = event.amount;
+            // A sum out of range exceeds any payment.
             let exceeds = seen
                 .refunded
                 .checked_add(amount)
@@ -871,13 +871,21 @@ async fn lock_payments(
                 .iter()
                 .find(|l| l.amount > 0)
                 .ok_or_else(|| corrupt("no leg credits anything".into()))?;
+            let in_range = |minor: i64, what: &str| {
+                Amount::new(minor).ok_or_else(|| corrupt(format!("{what} {minor} out of range")))
+            };
+            let amount = in_range(credit.amount, "amount")?;
+            let posted_amount = match r.captured_amount {
+                Some(captured) => in_range(captured, "captured amount")?,
+                None => amount,
+            };
             let payment = Payment {
                 kind: r.kind,
                 status: r.status,
                 wallet: credit.account.clone(),
                 currency: r.currency,
-                amount: credit.amount,
-                posted_amount: r.captured_amount.unwrap_or(credit.amount),
+                amount,
+                posted_amount,
                 from_hold: r.from_hold,
             };
             Ok((r.id, payment))

@@ -56,7 +56,7 @@ pub struct OpenHold {
     pub transaction_id: Uuid,
     pub account: String,
     /// Signed like an entry: negative reserves money going out of the account.
-    pub amount: i64,
+    pub amount: Amount,
     pub expires_at: DateTime<Utc>,
 }
 
@@ -69,7 +69,7 @@ pub async fn insert_open_holds(
     }
     let transactions: Vec<Uuid> = holds.iter().map(|h| h.transaction_id).collect();
     let accounts: Vec<&str> = holds.iter().map(|h| h.account.as_str()).collect();
-    let amounts: Vec<i64> = holds.iter().map(|h| h.amount).collect();
+    let amounts: Vec<i64> = holds.iter().map(|h| h.amount.minor_units()).collect();
     let expiries: Vec<DateTime<Utc>> = holds.iter().map(|h| h.expires_at).collect();
     sqlx::query!(
         r#"insert into open_holds (transaction_id, account_id, amount, expires_at)

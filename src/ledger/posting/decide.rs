@@ -280,7 +280,7 @@ impl LockedLedger {
             .map(|l| holds::OpenHold {
                 transaction_id: item.id,
                 account: l.account.to_string(),
-                amount: l.amount.minor_units(),
+                amount: l.amount,
                 expires_at,
             })
             .collect();

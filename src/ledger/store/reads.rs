@@ -34,7 +34,7 @@ pub async fn account_currencies(
 /// the sum of the payment's posted reversals.
 pub struct RefundProgress {
     pub stored: bool,
-    pub refunded: i64,
+    pub refunded: Amount,
 }
 
 pub async fn refund_progress(
@@ -54,7 +54,8 @@ pub async fn refund_progress(
     .await?;
     Ok(RefundProgress {
         stored: seen.stored,
-        refunded: seen.refunded,
+        // Posted reversals never give back more than their payment, which is in range.
+        refunded: Amount::stored(seen.refunded)?,
     })
 }
 

@@ -288,7 +288,7 @@ fn holds_reduce_what_is_available() {
     let mut ledger = ledger(vec![wallet("from", 0), wallet("to", 0)]).fund("from", 100, 1);
     match ledger.decide(&hold("from", "to", 80, later), now) {
         Ok(Decision::Hold { holds, .. }) => {
-            let amounts: Vec<i64> = holds.iter().map(|h| h.amount).collect();
+            let amounts: Vec<i64> = holds.iter().map(|h| h.amount.minor_units()).collect();
             assert_eq!(amounts, [-80, 80]);
         }
         other => panic!("expected a hold, got {other:?}"),
@@ -491,10 +491,10 @@ proptest! {
                     }
                 }
                 Ok(Decision::Hold { holds, .. }) => {
-                    prop_assert_eq!(holds.iter().map(|h| h.amount).sum::<i64>(), 0);
-                    for h in holds.iter().filter(|h| h.amount < 0) {
+                    prop_assert_eq!(holds.iter().map(|h| h.amount.minor_units()).sum::<i64>(), 0);
+                    for h in holds.iter().filter(|h| h.amount.is_negative()) {
                         let w = WALLETS.iter().position(|w| *w == h.account).unwrap();
-                        model[w].pending_out -= h.amount;
+                        model[w].pending_out -= h.amount.minor_units();
                         prop_assert!(model[w].posted - model[w].pending_out >= -overdrafts[w]);
                     }
                 }
