@@ -220,9 +220,9 @@ pub async fn apply_batch(
 }
 
 /// The database session a batch is being applied in, recorded as soon as it is known, so that
-/// a caller past its deadline can cancel the batch's statement (see [`store::sessions::cancel`]): until then the
-/// abandoned transaction keeps its row locks, and the next attempt at the same wallets would
-/// wait for them and fail as "locked".
+/// a caller past its deadline can cancel the batch's statement (`store::sessions::cancel`):
+/// until then the abandoned transaction keeps its row locks, and the next attempt at the same
+/// wallets would wait for them and fail as "locked".
 #[derive(Debug, Default)]
 pub struct BatchSession(AtomicI32);
 

@@ -4,7 +4,7 @@
 use super::chain::NewEntry;
 use super::decide::Decision;
 use crate::ledger::holds;
-use crate::ledger::money::Currency;
+use crate::ledger::money::{Amount, Currency};
 use crate::ledger::transactions::{Kind, NewTransaction, RefusalCode, TransactionStatus};
 use crate::ledger::views::{LegView, RefusalView, TransactionView};
 use crate::ledger::{Outcome, Refusal};
@@ -24,7 +24,7 @@ pub(crate) struct Rendered {
     /// What the row stores as its creation's outcome, and every replay answers.
     pub(crate) outcome: Outcome,
     pub(crate) reverses: Option<Uuid>,
-    pub(crate) reversed_amount: Option<i64>,
+    pub(crate) reversed_amount: Option<Amount>,
     pub(crate) entries: Vec<NewEntry>,
     pub(crate) holds: Vec<holds::OpenHold>,
 }
@@ -160,7 +160,7 @@ pub(super) fn render(item: &NewTransaction, decision: &Decision, now: DateTime<U
         request: item.request.to_string(),
         outcome,
         reverses: item.reversal.map(|r| r.original),
-        reversed_amount: item.reversal.map(|r| r.amount.minor_units()),
+        reversed_amount: item.reversal.map(|r| r.amount),
         entries,
         holds,
     }

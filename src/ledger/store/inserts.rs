@@ -130,7 +130,10 @@ impl<'a> TransactionColumns<'a> {
         let posted: Vec<Option<DateTime<Utc>>> = rows.iter().map(|r| r.view.posted_at).collect();
         let expires: Vec<Option<DateTime<Utc>>> = rows.iter().map(|r| r.view.expires_at).collect();
         let reverses: Vec<Option<Uuid>> = rows.iter().map(|r| r.reverses).collect();
-        let reversed: Vec<Option<i64>> = rows.iter().map(|r| r.reversed_amount).collect();
+        let reversed: Vec<Option<i64>> = rows
+            .iter()
+            .map(|r| r.reversed_amount.map(Amount::minor_units))
+            .collect();
         TransactionColumns {
             ids,
             kinds,
@@ -193,7 +196,7 @@ async fn insert_transactions_citus(
             r.view.posted_at,
             r.view.expires_at,
             r.reverses,
-            r.reversed_amount,
+            r.reversed_amount.map(Amount::minor_units),
         )
         .fetch_optional(&mut *conn)
         .await?;
