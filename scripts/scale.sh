@@ -4,6 +4,10 @@
 #
 #   scripts/scale.sh [--node-cpu 0.3] [--workers 1,2,4] [--requests 1500] [--connections 16]
 #                    [--accounts 1000] [--payments 3000] [--bin target/release/wallet-ledger]
+#                    [-- BENCH_ARGS...]
+#
+# BENCH_ARGS go to every `bench` run, e.g. `-- --redis-url redis+cluster://127.0.0.1:7000
+# --consumer-partitions 8` for the consumer on a Redis Cluster (scripts/redis-cluster.sh up).
 #
 # For the baseline and then each worker count, it starts a cluster with scripts/citus.sh in a
 # folder of its own, puts each node's postmaster and its processes in a cpu and a cpuacct cgroup
@@ -30,6 +34,7 @@ CONNECTIONS=16
 ACCOUNTS=1000
 PAYMENTS=3000
 BIN=$REPO/target/release/wallet-ledger
+BENCH_ARGS=()
 CPU_ROOT=/sys/fs/cgroup/cpu
 ACCT_ROOT=/sys/fs/cgroup/cpuacct
 PERIOD_US=100000
@@ -46,6 +51,7 @@ while [ $# -gt 0 ]; do
         --accounts) ACCOUNTS=$2; shift 2 ;;
         --payments) PAYMENTS=$2; shift 2 ;;
         --bin) BIN=$2; shift 2 ;;
+        --) shift; BENCH_ARGS=("$@"); break ;;
         *) die "unknown argument $1 (see the head of $0)" ;;
     esac
 done
@@ -95,7 +101,7 @@ measure() { # label scenario database_url citus_workers nodes...
     shift 4
     local args=(bench "$scenario" --bench-database-url "$url" --results /dev/null
         --requests "$REQUESTS" --connections "$CONNECTIONS" --accounts "$ACCOUNTS"
-        --consumer-payments "$PAYMENTS")
+        --consumer-payments "$PAYMENTS" "${BENCH_ARGS[@]}")
     [ -z "$workers" ] || args+=(--citus-workers "$workers")
     local out=$WORK/$label-$scenario.out log=$WORK/$label-$scenario.log bench
     "$BIN" "${args[@]}" >"$out" 2>"$log" &
