@@ -3,8 +3,9 @@
 //! reason per field.
 
 use super::exceptions::ExceptionSink;
-use super::model::{CurrencyTotals, Exception, ExceptionCode, Matched, Payout, minor_sibling};
-use super::settlement::ProviderStatus;
+use super::model::{
+    CurrencyTotals, Exception, ExceptionCode, Matched, Payout, ProviderStatus, minor_sibling,
+};
 use crate::db::Engine;
 use crate::ledger::money::{Currency, MAX_AMOUNT};
 use crate::ledger::store::Db;

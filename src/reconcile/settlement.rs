@@ -4,7 +4,7 @@
 //! `COPY`, bad ones kept as exceptions with their line number.
 
 use super::exceptions::ExceptionSink;
-pub use super::model::ProviderStatus;
+use super::model::ProviderStatus;
 use super::model::{Exception, ExceptionCode};
 use crate::ledger::money::{Currency, MAX_AMOUNT};
 use chrono::{DateTime, Datelike, Utc};

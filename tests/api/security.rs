@@ -10,7 +10,6 @@ use super::common::{TestApp, TestResponse, assert_problem, poll_until};
 use super::stream_support::{bin, eventually, free_port, serve};
 use axum::body::Body;
 use axum::http::{Method, Request, StatusCode};
-use http_body_util::BodyExt;
 use serde_json::{Value, json};
 use sqlx::postgres::PgPoolOptions;
 use std::collections::{BTreeMap, BTreeSet};
@@ -1559,20 +1558,6 @@ async fn each_key_has_its_own_rate_and_is_told_when_to_come_back() {
 // 6. Saturated pool.
 // ---------------------------------------------------------------------------------------------
 
-async fn into_test_response(response: axum::response::Response) -> TestResponse {
-    let status = response.status();
-    let headers = response.headers().clone();
-    let bytes = response.into_body().collect().await.unwrap().to_bytes();
-    let text = String::from_utf8(bytes.to_vec()).unwrap();
-    let body = serde_json::from_str(&text).unwrap_or(Value::Null);
-    TestResponse {
-        status,
-        headers,
-        text,
-        body,
-    }
-}
-
 #[tokio::test]
 async fn a_saturated_pool_answers_503_promptly_and_recovers_without_a_restart() {
     let app = TestApp::new().await;
@@ -1593,7 +1578,7 @@ async fn a_saturated_pool_answers_503_promptly_and_recovers_without_a_restart() 
         let router = router.clone();
         async move {
             let started = Instant::now();
-            let r = into_test_response(router.oneshot(req).await.unwrap()).await;
+            let r = TestResponse::read(router.oneshot(req).await.unwrap()).await;
             (r, started.elapsed())
         }
     };

@@ -53,6 +53,21 @@ pub struct TestResponse {
 }
 
 impl TestResponse {
+    /// A router's answer read whole: its status, headers, text and (when it is JSON) body.
+    pub async fn read(response: axum::response::Response) -> TestResponse {
+        let status = response.status();
+        let headers = response.headers().clone();
+        let bytes = response.into_body().collect().await.unwrap().to_bytes();
+        let text = String::from_utf8(bytes.to_vec()).unwrap();
+        let body = serde_json::from_str(&text).unwrap_or(Value::Null);
+        TestResponse {
+            status,
+            headers,
+            text,
+            body,
+        }
+    }
+
     pub fn code(&self) -> &str {
         self.body["code"].as_str().unwrap_or("")
     }
@@ -167,17 +182,7 @@ impl<B: Backend> TestApp<B> {
     /// Sends a request exactly as built: without an `Authorization` header unless it has one.
     pub async fn send_as_is(&self, request: Request<Body>) -> TestResponse {
         let response = self.router.clone().oneshot(request).await.unwrap();
-        let status = response.status();
-        let headers = response.headers().clone();
-        let bytes = response.into_body().collect().await.unwrap().to_bytes();
-        let text = String::from_utf8(bytes.to_vec()).unwrap();
-        let body = serde_json::from_str(&text).unwrap_or(Value::Null);
-        TestResponse {
-            status,
-            headers,
-            text,
-            body,
-        }
+        TestResponse::read(response).await
     }
 
     /// A raw request: any method, headers and body bytes.

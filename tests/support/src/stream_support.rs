@@ -438,17 +438,22 @@ impl PrivatePostgres {
         if !self.running {
             return;
         }
-        let output = self
-            .pg_ctl(&["stop", "-m", "fast", "-w", "-t", "30"])
-            .output()
-            .await
-            .expect("pg_ctl runs");
+        self.pg_ctl_succeeds(
+            self.pg_ctl(&["stop", "-m", "fast", "-w", "-t", "30"]),
+            "stop",
+        )
+        .await;
+        self.running = false;
+    }
+
+    /// Runs a `pg_ctl` command; its failure fails the test with the server's log.
+    async fn pg_ctl_succeeds(&self, mut command: Command, what: &str) {
+        let output = command.output().await.expect("pg_ctl runs");
         assert!(
             output.status.success(),
-            "pg_ctl stop failed: {}",
+            "pg_ctl {what} failed: {}",
             self.log_tail(&output)
         );
-        self.running = false;
     }
 
     /// Starts it (again, after `stop`) on the same port and data, and waits until it accepts
@@ -456,17 +461,9 @@ impl PrivatePostgres {
     pub async fn restart(&mut self) {
         self.stop().await;
         let log = self.root.join("postgres.log");
-        let output = self
-            .pg_ctl(&["start", "-w", "-t", "30", "-l"])
-            .arg(&log)
-            .output()
-            .await
-            .expect("pg_ctl runs");
-        assert!(
-            output.status.success(),
-            "pg_ctl start failed: {}",
-            self.log_tail(&output)
-        );
+        let mut start = self.pg_ctl(&["start", "-w", "-t", "30", "-l"]);
+        start.arg(&log);
+        self.pg_ctl_succeeds(start, "start").await;
         self.running = true;
         let url = self.url("postgres");
         let up = eventually(Duration::from_secs(30), || {
