@@ -4,7 +4,10 @@
 #
 #   scripts/scale.sh [--node-cpu 0.3] [--workers 1,2,4] [--requests 1500] [--connections 16]
 #                    [--accounts 1000] [--payments 3000] [--bin target/release/wallet-ledger]
-#                    [-- BENCH_ARGS...]
+#                    [--shard-count N] [-- BENCH_ARGS...]
+#
+# --shard-count sets citus.shard_count on each cluster's coordinator before `migrate`
+# distributes the ledger's tables (default: Citus's, 32); docs/scaling.md, "How many shards".
 #
 # BENCH_ARGS go to every `bench` run, e.g. `-- --redis-url redis+cluster://127.0.0.1:7000
 # --consumer-partitions 8` for the consumer on a Redis Cluster (scripts/redis-cluster.sh up).
@@ -34,6 +37,7 @@ CONNECTIONS=16
 ACCOUNTS=1000
 PAYMENTS=3000
 BIN=$REPO/target/release/wallet-ledger
+SHARD_COUNT=
 BENCH_ARGS=()
 CPU_ROOT=/sys/fs/cgroup/cpu
 ACCT_ROOT=/sys/fs/cgroup/cpuacct
@@ -51,6 +55,7 @@ while [ $# -gt 0 ]; do
         --accounts) ACCOUNTS=$2; shift 2 ;;
         --payments) PAYMENTS=$2; shift 2 ;;
         --bin) BIN=$2; shift 2 ;;
+        --shard-count) SHARD_COUNT=$2; shift 2 ;;
         --) shift; BENCH_ARGS=("$@"); break ;;
         *) die "unknown argument $1 (see the head of $0)" ;;
     esac
@@ -141,6 +146,10 @@ run_size() { # label workers plain
     printed=$(CITUS_DIR=$CLUSTER_DIR bash "$REPO/scripts/citus.sh" up --workers "$workers" 2>"$WORK/$label-up.log") ||
         die "citus.sh up --workers $workers failed: $(tail -n 5 "$WORK/$label-up.log")"
     coordinator=$(awk -F= '$1 == "COORDINATOR_PORT" { print $2 }' "$CLUSTER_DIR/ports")
+    if [ -n "$SHARD_COUNT" ]; then
+        psql -h 127.0.0.1 -p "$coordinator" -U postgres -d postgres -qX \
+            -c "alter system set citus.shard_count = $SHARD_COUNT" -c "select pg_reload_conf()" >/dev/null
+    fi
     local groups=() worker_list=""
     for node in coordinator $(seq -f 'worker%g' 1 "$workers"); do
         group="wl-scale-$$-$label-$node"
@@ -155,12 +164,14 @@ run_size() { # label workers plain
     transfers=$(measure "$label" api-transfers "$url" "$worker_list" "${groups[@]}")
     say "$label: consumer"
     messages=$(measure "$label" consumer "$url" "$worker_list" "${groups[@]}")
-    python3 - "$label" "$workers" "$plain" "$NODE_CPU" "$transfers" "$messages" <<'PY'
+    python3 - "$label" "$workers" "$plain" "$NODE_CPU" "$transfers" "$messages" "$SHARD_COUNT" <<'PY'
 import json, sys
 label, workers, plain, quota = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "yes", float(sys.argv[4])
+shards = None if plain else int(sys.argv[7] or 32)
 t, m = json.loads(sys.argv[5]), json.loads(sys.argv[6])
 print(json.dumps({
     "size": label, "engine": "postgres" if plain else "citus", "workers": 0 if plain else workers,
+    "shard_count": shards,
     "node_cpu_quota": quota, "transfers_per_s": t["per_second"], "messages_per_s": m["per_second"],
     "db_cpu_ms_per_transfer": t["db_cpu_ms_per_op"], "db_cpu_ms_per_message": m["db_cpu_ms_per_op"],
     "transfers": t, "messages": m,

@@ -1,6 +1,7 @@
 //! Row locks whose statement differs by engine: Citus takes a multi-row `FOR UPDATE` only
-//! when every row is on one shard, so there each row is locked by a statement of its own (in
-//! the same sorted order) and the rows are then read without a lock clause.
+//! when every row is on one shard, so there the rows are locked shard by shard (accounts: one
+//! statement per shard) or row by row (transactions), in one global order, and then read
+//! without a lock clause.
 
 use super::Db;
 use crate::db::{Engine, StoreError};
@@ -151,54 +152,18 @@ async fn lock_accounts_plain(
 }
 
 /// [`lock_accounts`] on Citus, which runs `FOR UPDATE`/`FOR SHARE` only in a statement that
-/// reaches one shard: one statement per account, in the same order (wallets sorted, then
-/// system accounts sorted). Which is which is read first without a lock: an account's type
-/// never changes (`accounts_creation_immutable`).
+/// reaches one shard: one PostgreSQL's statement once per shard, shards in ascending order
+/// (`shards::accounts_by_shard`). Every locker therefore takes its rows in one global order,
+/// by shard and then, within a shard, as on one node (wallets sorted, then system accounts
+/// sorted).
 async fn lock_accounts_citus(
     conn: &mut PgConnection,
     sorted_ids: &[String],
     systems: SystemLocks,
 ) -> Result<BTreeMap<String, LockedAccount>, StoreError> {
     let mut locked = BTreeMap::new();
-    if sorted_ids.is_empty() {
-        return Ok(locked);
-    }
-    let kinds = sqlx::query!(
-        r#"select id, type = 'wallet' as "wallet!" from accounts where id = any($1)"#,
-        sorted_ids
-    )
-    .fetch_all(&mut *conn)
-    .await?;
-    let wallet_of: HashMap<String, bool> = kinds.into_iter().map(|r| (r.id, r.wallet)).collect();
-    let mut order: Vec<(&String, bool)> = sorted_ids
-        .iter()
-        .filter_map(|id| wallet_of.get(id).map(|&wallet| (id, wallet)))
-        .collect();
-    // Wallets first (false sorts before true), each group in id order.
-    order.sort_by_key(|(id, wallet)| (!*wallet, (*id).clone()));
-    for (id, wallet) in order {
-        let exclusive = wallet || systems == SystemLocks::Exclusive;
-        let row = if exclusive {
-            sqlx::query_as!(
-                LockedRow,
-                r#"select id, currency, type as kind, status, overdraft_limit from accounts
-                   where id = $1 for update"#,
-                id
-            )
-            .fetch_one(&mut *conn)
-            .await?
-        } else {
-            sqlx::query_as!(
-                LockedRow,
-                r#"select id, currency, type as kind, status, overdraft_limit from accounts
-                   where id = $1 for share"#,
-                id
-            )
-            .fetch_one(&mut *conn)
-            .await?
-        };
-        let account = LockedAccount::try_from(row)?;
-        locked.insert(account.id.clone(), account);
+    for shard in super::shards::accounts_by_shard(&mut *conn, sorted_ids).await? {
+        locked.append(&mut lock_accounts_plain(&mut *conn, &shard, systems).await?);
     }
     Ok(locked)
 }

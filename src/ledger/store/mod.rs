@@ -13,6 +13,7 @@ pub mod inserts;
 pub mod locks;
 pub mod reads;
 pub mod sessions;
+pub mod shards;
 
 use crate::db::{Database, Engine};
 use crate::ledger::Outcome;

@@ -113,57 +113,63 @@ async fn wallet_states_plain(
     states
         .into_iter()
         .map(|r| {
-            let state = WalletState {
-                chain: ChainHead {
-                    sequence: r.sequence.unwrap_or(0),
-                    balance: Amount::stored(r.balance_after.unwrap_or(0))?,
-                    ledger_time: r.ledger_time,
-                },
-                pending_out: Amount::stored(r.pending_out)?,
-                pending_in: Amount::stored(r.pending_in)?,
-            };
-            Ok((r.id, state))
+            let head = (r.sequence, r.balance_after, r.ledger_time);
+            Ok((r.id, wallet_state(head, r.pending_out, r.pending_in)?))
         })
         .collect()
 }
 
-/// [`wallet_states`] on Citus, which cannot push down the laterals over `unnest`: one
-/// statement per wallet, each naming the wallet in every table so that it runs on the wallet's
-/// shard alone (accounts, entries and open_holds are co-located).
+/// A wallet's state from its stored head `(sequence, balance_after, ledger_time)` (all `None`
+/// before its first entry) and its holds' totals.
+fn wallet_state(
+    (sequence, balance_after, ledger_time): (Option<i64>, Option<i64>, Option<DateTime<Utc>>),
+    pending_out: i64,
+    pending_in: i64,
+) -> Result<WalletState, sqlx::Error> {
+    Ok(WalletState {
+        chain: ChainHead {
+            sequence: sequence.unwrap_or(0),
+            balance: Amount::stored(balance_after.unwrap_or(0))?,
+            ledger_time,
+        },
+        pending_out: Amount::stored(pending_out)?,
+        pending_in: Amount::stored(pending_in)?,
+    })
+}
+
+/// [`wallet_states`] on Citus, which pushes a lateral join down only when every table in it is
+/// pruned to one shard: one statement per shard (`shards::accounts_by_shard`), each naming its
+/// wallets in every table (accounts, entries and open_holds are co-located) so that it runs
+/// on that shard alone. The laterals over `unnest` of one node are not pushed down at all.
 async fn wallet_states_citus(
     conn: &mut PgConnection,
     wallets: &[String],
 ) -> Result<HashMap<String, WalletState>, sqlx::Error> {
     let mut states = HashMap::with_capacity(wallets.len());
-    for wallet in wallets {
-        let r = sqlx::query!(
-            r#"select h.sequence as "sequence?", h.balance_after as "balance_after?",
+    for shard in super::shards::accounts_by_shard(&mut *conn, wallets).await? {
+        let rows = sqlx::query!(
+            r#"select w.id, h.sequence as "sequence?", h.balance_after as "balance_after?",
                       h.ledger_time as "ledger_time?",
                       coalesce(p.pending_out, 0) as "pending_out!",
                       coalesce(p.pending_in, 0) as "pending_in!"
                from accounts w
                left join lateral (
                    select sequence, balance_after, ledger_time from entries
-                   where account_id = $1 and sequence is not null
+                   where account_id = w.id and account_id = any($1) and sequence is not null
                    order by sequence desc limit 1) h on true
                left join lateral (
-                   select pending_out, pending_in from open_hold_totals where account_id = $1
+                   select pending_out, pending_in from open_hold_totals
+                   where account_id = w.id and account_id = any($1)
                    offset 0) p on true
-               where w.id = $1"#,
-            wallet
+               where w.id = any($1)"#,
+            &shard
         )
-        .fetch_one(&mut *conn)
+        .fetch_all(&mut *conn)
         .await?;
-        let state = WalletState {
-            chain: ChainHead {
-                sequence: r.sequence.unwrap_or(0),
-                balance: Amount::stored(r.balance_after.unwrap_or(0))?,
-                ledger_time: r.ledger_time,
-            },
-            pending_out: Amount::stored(r.pending_out)?,
-            pending_in: Amount::stored(r.pending_in)?,
-        };
-        states.insert(wallet.clone(), state);
+        for r in rows {
+            let head = (r.sequence, r.balance_after, r.ledger_time);
+            states.insert(r.id, wallet_state(head, r.pending_out, r.pending_in)?);
+        }
     }
     Ok(states)
 }
@@ -322,9 +328,8 @@ async fn system_states_plain(
     Ok(SystemStates { states, writers })
 }
 
-/// [`system_states`] on Citus, which cannot push down the laterals over `unnest`: one
-/// statement per account, naming it in every table so that it runs on the account's shard
-/// alone. `writers` is read on the coordinator, which plans every write.
+/// [`system_states`] on Citus: one statement per shard, as [`wallet_states_citus`] explains.
+/// `writers` is read on the node the connection is on.
 async fn system_states_citus(
     conn: &mut PgConnection,
     accounts: &[String],
@@ -336,34 +341,36 @@ async fn system_states_citus(
     .fetch_one(&mut *conn)
     .await?;
     let mut states = HashMap::with_capacity(accounts.len());
-    for account in accounts {
-        let r = sqlx::query!(
-            r#"select least(greatest(coalesce(cp.posted, 0) + coalesce(e.total, 0), $2::bigint), $3::bigint)::bigint
+    for shard in super::shards::accounts_by_shard(&mut *conn, accounts).await? {
+        let rows = sqlx::query!(
+            r#"select s.id,
+                      least(greatest(coalesce(cp.posted, 0) + coalesce(e.total, 0), $2::bigint), $3::bigint)::bigint
                           as "posted!",
                       least(coalesce(h.held_in, 0), $3::bigint)::bigint as "held_in!",
                       least(coalesce(h.held_out, 0), $3::bigint)::bigint as "held_out!"
                from accounts s
                left join lateral (
                    select posted, below_xid from account_checkpoints
-                   where account_id = $1 order by below_xid desc limit 1) cp on true
+                   where account_id = s.id and account_id = any($1)
+                   order by below_xid desc limit 1) cp on true
                left join lateral (
                    select sum(amount) as total from entries
-                   where account_id = $1 and sequence is null
+                   where account_id = s.id and account_id = any($1) and sequence is null
                      and xid >= coalesce(cp.below_xid, '0'::xid8)) e on true
                left join lateral (
                    select sum(amount) filter (where amount > 0) as held_in,
                           sum(-amount) filter (where amount < 0) as held_out
-                   from open_holds where account_id = $1) h on true
-               where s.id = $1"#,
-            account,
+                   from open_holds where account_id = s.id and account_id = any($1)) h on true
+               where s.id = any($1)"#,
+            &shard,
             -SATURATED,
             SATURATED,
         )
-        .fetch_optional(&mut *conn)
+        .fetch_all(&mut *conn)
         .await?;
-        if let Some(r) = r {
+        for r in rows {
             let state = SystemState::saturated(r.posted, r.held_in, r.held_out);
-            states.insert(account.clone(), state);
+            states.insert(r.id, state);
         }
     }
     Ok(SystemStates { states, writers })
