@@ -65,40 +65,36 @@ pub async fn payments(
     db: &mut Db<'_>,
     sorted_ids: &[Uuid],
 ) -> Result<Vec<LockedTransaction>, StoreError> {
-    if db.engine() == Engine::Citus {
-        for id in sorted_ids {
-            sqlx::query!("select id from transactions where id = $1 for update", id)
-                .fetch_optional(db.conn())
-                .await?;
-        }
-    }
     let rows = match db.engine() {
-        Engine::Plain => {
-            sqlx::query_as!(
-                LockedPayment,
-                r#"select id, kind,
-                  hold_status_at(status, expires_at, clock_timestamp()) as "status!",
-                  currency, legs, captured_amount, expires_at is not null as "from_hold!"
-           from transactions where id = any($1) order by id for update"#,
-                sorted_ids
-            )
-            .fetch_all(db.conn())
-            .await?
-        }
+        Engine::Plain => locked_payments(db.conn(), sorted_ids).await?,
+        // Citus locks only in a statement that reaches one shard: the same statement per
+        // shard, shards ascending (one global order, as for accounts).
         Engine::Citus => {
-            sqlx::query_as!(
-                LockedPayment,
-                r#"select id, kind,
-                      hold_status_at(status, expires_at, clock_timestamp()) as "status!",
-                      currency, legs, captured_amount, expires_at is not null as "from_hold!"
-               from transactions where id = any($1)"#,
-                sorted_ids
-            )
-            .fetch_all(db.conn())
-            .await?
+            let mut rows = Vec::with_capacity(sorted_ids.len());
+            for shard in super::shards::transactions_by_shard(db.conn(), sorted_ids).await? {
+                rows.append(&mut locked_payments(db.conn(), &shard).await?);
+            }
+            rows
         }
     };
     rows.into_iter().map(LockedTransaction::try_from).collect()
+}
+
+/// Locks the transaction rows `sorted_ids` and reads them, in one statement.
+async fn locked_payments(
+    conn: &mut PgConnection,
+    sorted_ids: &[Uuid],
+) -> Result<Vec<LockedPayment>, sqlx::Error> {
+    sqlx::query_as!(
+        LockedPayment,
+        r#"select id, kind,
+                  hold_status_at(status, expires_at, clock_timestamp()) as "status!",
+                  currency, legs, captured_amount, expires_at is not null as "from_hold!"
+           from transactions where id = any($1) order by id for update"#,
+        sorted_ids
+    )
+    .fetch_all(conn)
+    .await
 }
 
 /// Locks the accounts of a set of transactions in one statement: wallets exclusively, in
@@ -325,12 +321,16 @@ pub(crate) async fn lock_originals(
             .fetch_all(db.conn())
             .await?;
         }
-        // Citus locks only in a statement that reaches one shard: one per original, sorted.
+        // Citus locks only in a statement that reaches one shard: the same statement per
+        // shard, shards ascending.
         Engine::Citus => {
-            for id in sorted {
-                sqlx::query!("select id from transactions where id = $1 for update", id)
-                    .fetch_optional(db.conn())
-                    .await?;
+            for shard in super::shards::transactions_by_shard(db.conn(), sorted).await? {
+                sqlx::query!(
+                    "select id from transactions where id = any($1) order by id for update",
+                    &shard
+                )
+                .fetch_all(db.conn())
+                .await?;
             }
         }
     }

@@ -10,6 +10,7 @@
 //! that is about 24 of each.
 
 use sqlx::PgConnection;
+use uuid::Uuid;
 
 /// The accounts `sorted_ids` split by the shard that holds each (and their rows of the
 /// co-located `entries`, `open_holds` and `account_checkpoints`), shards in ascending shard id, the ids of
@@ -35,10 +36,30 @@ pub async fn accounts_by_shard(
     Ok(group(sorted_ids, &shards))
 }
 
+/// The transactions `sorted_ids` split by the shard that holds each, as
+/// [`accounts_by_shard`] splits accounts (`transactions` is distributed by id in a co-location
+/// group of its own).
+pub async fn transactions_by_shard(
+    conn: &mut PgConnection,
+    sorted_ids: &[Uuid],
+) -> Result<Vec<Vec<Uuid>>, sqlx::Error> {
+    if sorted_ids.is_empty() {
+        return Ok(Vec::new());
+    }
+    let shards: Vec<i64> = sqlx::query_scalar(
+        "select get_shard_id_for_distribution_column('transactions', id)
+         from unnest($1::uuid[]) with ordinality as i(id, n) order by n",
+    )
+    .bind(sorted_ids)
+    .fetch_all(conn)
+    .await?;
+    Ok(group(sorted_ids, &shards))
+}
+
 /// The ids grouped by their shard (`shards[i]` holds `ids[i]`), groups in shard order, each
 /// keeping the ids' order.
-fn group(ids: &[String], shards: &[i64]) -> Vec<Vec<String>> {
-    let mut groups: std::collections::BTreeMap<i64, Vec<String>> = Default::default();
+fn group<T: Clone>(ids: &[T], shards: &[i64]) -> Vec<Vec<T>> {
+    let mut groups: std::collections::BTreeMap<i64, Vec<T>> = Default::default();
     for (id, shard) in ids.iter().zip(shards) {
         groups.entry(*shard).or_default().push(id.clone());
     }
@@ -58,6 +79,6 @@ mod tests {
 
     #[test]
     fn no_ids_no_groups() {
-        assert!(group(&[], &[]).is_empty());
+        assert!(group::<String>(&[], &[]).is_empty());
     }
 }
