@@ -13,27 +13,22 @@ use sqlx::PgConnection;
 use uuid::Uuid;
 
 /// The accounts `sorted_ids` split by the shard that holds each (and their rows of the
-/// co-located `entries`, `open_holds` and `account_checkpoints`), shards in ascending shard id, the ids of
-/// each in their given order. Every locker that locks through this takes its rows in one global
-/// order, (shard, then the caller's order within it), which is what keeps them free of
-/// deadlocks. Computed on the node the connection is on, from Citus's metadata, without
-/// reaching a worker.
-/// (Not a checked query: the function exists only where the extension does.)
+/// co-located `entries`, `open_holds` and `account_checkpoints`), shards in ascending shard
+/// id, the ids of each in their given order. Every locker that locks through this takes its
+/// rows in one global order (shard, then the caller's order within it), which is what keeps
+/// them free of deadlocks. Computed on the node the connection is on, from Citus's metadata,
+/// without reaching a worker. Not a checked query: the function exists only with Citus.
 pub async fn accounts_by_shard(
     conn: &mut PgConnection,
     sorted_ids: &[String],
 ) -> Result<Vec<Vec<String>>, sqlx::Error> {
-    if sorted_ids.is_empty() {
-        return Ok(Vec::new());
-    }
-    let shards: Vec<i64> = sqlx::query_scalar(
+    by_shard(
+        conn,
         "select get_shard_id_for_distribution_column('accounts', id)
          from unnest($1::text[]) with ordinality as i(id, n) order by n",
+        sorted_ids,
     )
-    .bind(sorted_ids)
-    .fetch_all(conn)
-    .await?;
-    Ok(group(sorted_ids, &shards))
+    .await
 }
 
 /// The transactions `sorted_ids` split by the shard that holds each, as
@@ -43,17 +38,33 @@ pub async fn transactions_by_shard(
     conn: &mut PgConnection,
     sorted_ids: &[Uuid],
 ) -> Result<Vec<Vec<Uuid>>, sqlx::Error> {
-    if sorted_ids.is_empty() {
-        return Ok(Vec::new());
-    }
-    let shards: Vec<i64> = sqlx::query_scalar(
+    by_shard(
+        conn,
         "select get_shard_id_for_distribution_column('transactions', id)
          from unnest($1::uuid[]) with ordinality as i(id, n) order by n",
+        sorted_ids,
     )
-    .bind(sorted_ids)
-    .fetch_all(conn)
-    .await?;
-    Ok(group(sorted_ids, &shards))
+    .await
+}
+
+/// `ids` grouped by the shard `shard_of_each` (one shard id per id, in order) names.
+async fn by_shard<T>(
+    conn: &mut PgConnection,
+    shard_of_each: &'static str,
+    ids: &[T],
+) -> Result<Vec<Vec<T>>, sqlx::Error>
+where
+    T: Clone + Send + Sync,
+    for<'q> &'q [T]: sqlx::Encode<'q, sqlx::Postgres> + sqlx::Type<sqlx::Postgres>,
+{
+    if ids.is_empty() {
+        return Ok(Vec::new());
+    }
+    let shards: Vec<i64> = sqlx::query_scalar(shard_of_each)
+        .bind(ids)
+        .fetch_all(conn)
+        .await?;
+    Ok(group(ids, &shards))
 }
 
 /// The ids grouped by their shard (`shards[i]` holds `ids[i]`), groups in shard order, each
