@@ -457,12 +457,8 @@ fn parse_moment(moment: &str) -> chrono::DateTime<chrono::Utc> {
 }
 
 impl<'a> Case<'a> {
-    /// `GET /v1/accounts/{id}?as_of={moment}`, asked again until the answer describes the
-    /// ledger at `needed` or later. An instant past the finality horizon is answered at the
-    /// horizon, as its `as_of` says (docs/api.md), and a long transaction anywhere on the
-    /// server holds the horizon back: on the shared Citus coordinator, another test's held it
-    /// 13 s behind once, and the balance then was rightly 0. Gives up after a minute and
-    /// returns the last answer.
+    /// `GET /v1/accounts/{id}?as_of={moment}` once the answer describes `needed` or later
+    /// (`TestApp::get_final`).
     async fn final_balance_at(
         &self,
         account: &str,
@@ -470,20 +466,7 @@ impl<'a> Case<'a> {
         needed: chrono::DateTime<chrono::Utc>,
     ) -> TestResponse {
         let path = format!("/v1/accounts/{account}?as_of={moment}");
-        let described = |r: &TestResponse| {
-            let at = r.body["as_of"].as_str();
-            let at = at.and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok());
-            r.status != StatusCode::OK || at.is_none_or(|at| at >= needed)
-        };
-        let within = std::time::Duration::from_secs(60);
-        let settled = crate::common::poll(within, || async {
-            Some(self.app.get(&path).await).filter(|r| described(r))
-        })
-        .await;
-        match settled {
-            Some(r) => r,
-            None => self.app.get(&path).await,
-        }
+        self.app.get_final(&path, needed).await
     }
 
     fn new(app: &'a TestApp) -> Case<'a> {

@@ -224,6 +224,31 @@ impl<B: Backend> TestApp<B> {
         self.raw(Method::POST, path, &[], Body::empty()).await
     }
 
+    /// `GET path`, an `as_of` read, asked again until its answer describes `needed` or later
+    /// (its `as_of` at or past it), for up to a minute; then the last answer. An instant past
+    /// the finality horizon is answered at the horizon, and any open writer of the database
+    /// holds the horizon back: on the Citus cluster the tests share, another test's
+    /// transaction has held it from a third of a second to 13 s behind an instant a test asked.
+    pub async fn get_final(
+        &self,
+        path: &str,
+        needed: chrono::DateTime<chrono::Utc>,
+    ) -> TestResponse {
+        let described = |r: &TestResponse| {
+            let at = r.body["as_of"].as_str();
+            let at = at.and_then(|t| t.parse::<chrono::DateTime<chrono::Utc>>().ok());
+            r.status != StatusCode::OK || at.is_some_and(|at| at >= needed)
+        };
+        let within = Duration::from_secs(60);
+        let settled = poll(within, || async {
+            Some(self.get(path).await).filter(|r| described(r))
+        });
+        match settled.await {
+            Some(r) => r,
+            None => self.get(path).await,
+        }
+    }
+
     pub async fn get(&self, path: &str) -> TestResponse {
         self.raw(Method::GET, path, &[], Body::empty()).await
     }
