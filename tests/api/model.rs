@@ -33,7 +33,6 @@ use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 use uuid::Uuid;
-use wallet_ledger::http::HttpSettings;
 use wallet_ledger::ledger::{checkpoints, holds};
 
 /// The documented namespace of ids derived from `Idempotency-Key` (docs/api.md).
@@ -2532,16 +2531,6 @@ fn env_or(name: &str, default: u32) -> u32 {
         .unwrap_or(default)
 }
 
-/// A TestApp whose rate limit never gets in the way of a fast sequential client.
-async fn unlimited_app() -> TestApp {
-    TestApp::with_config(HttpSettings {
-        rate_limit_per_second: 1_000_000,
-        rate_limit_burst: 1_000_000,
-        ..HttpSettings::default()
-    })
-    .await
-}
-
 /// Runs one sequence of operations as a fresh case against the app; the error carries the
 /// whole step log.
 fn run_case(rt: &tokio::runtime::Runtime, app: &TestApp, ops: &[Op]) -> Result<(), TestCaseError> {
@@ -2567,7 +2556,7 @@ fn the_ledger_behaves_like_its_model() {
         .enable_all()
         .build()
         .unwrap();
-    let app = rt.block_on(unlimited_app());
+    let app = rt.block_on(TestApp::unlimited());
     let config = ProptestConfig {
         cases: env_or("PROPTEST_CASES", crate::backend::MODEL_CASES),
         max_shrink_iters: env_or("PROPTEST_MAX_SHRINK_ITERS", 2_000),

@@ -67,7 +67,7 @@ async fn reader(app: Arc<TestApp>, running: Arc<AtomicBool>, path: &str) -> (usi
 }
 
 async fn no_read_mixes_snapshots(path: &'static str) {
-    let app = Arc::new(TestApp::new().await);
+    let app = Arc::new(TestApp::unlimited().await);
     app.create_wallet("w").await;
     app.create_wallet("payee").await;
     app.fund("w", 1_000_000_000).await;
@@ -111,7 +111,7 @@ async fn a_holds_page_is_one_snapshot_under_concurrent_captures() {
 /// the slow writer committed gives the same balances.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_as_of_answer_does_not_change_when_a_slow_writer_commits() {
-    let app = Arc::new(TestApp::new().await);
+    let app = Arc::new(TestApp::unlimited().await);
     app.create_wallet("w").await;
     app.fund("w", 100).await;
     // The slow writer: with `entries` locked by another session, a payment takes its ledger

@@ -91,6 +91,18 @@ impl<B: Backend> TestApp<B> {
         TestApp::with_config(HttpSettings::default()).await
     }
 
+    /// A TestApp whose per-key rate limit no test client can reach: for tests whose clients
+    /// run as fast as the machine lets them (a quiet machine once got 429 where a test
+    /// expected 200).
+    pub async fn unlimited() -> TestApp<B> {
+        TestApp::with_config(HttpSettings {
+            rate_limit_per_second: 1_000_000,
+            rate_limit_burst: 1_000_000,
+            ..HttpSettings::default()
+        })
+        .await
+    }
+
     pub async fn with_config(config: HttpSettings) -> TestApp<B> {
         sweep_abandoned_databases::<B>().await;
         let database = format!(
