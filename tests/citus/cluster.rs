@@ -174,6 +174,48 @@ async fn a_transfer_between_wallets_on_different_workers_posts() {
     app.finish().await;
 }
 
+/// The write path locks a group's accounts one statement per shard (store/shards.rs): a
+/// transfer whose payee another session holds `FOR UPDATE`, on the other worker, waits for it
+/// (Citus lists the wait in `citus_lock_waits`) and posts once it is let go. Were a shard's
+/// statement to lock nothing, the transfer would post while the row was held.
+#[tokio::test]
+async fn a_transfer_waits_for_a_wallet_held_on_the_other_worker() {
+    let app = Arc::new(TestApp::new().await);
+    let w = wallets_on_both_workers(&app, "l", 1).await;
+    let (a, b) = (w[0].clone(), w[1].clone());
+    app.fund(&a, 1_000).await;
+    let mut holder = app.pool.begin().await.unwrap();
+    sqlx::query("select id from accounts where id = $1 for update")
+        .bind(&b)
+        .fetch_one(&mut *holder)
+        .await
+        .unwrap();
+    let transfer = {
+        let (app, a, b) = (app.clone(), a.clone(), b.clone());
+        tokio::spawn(async move { app.transfer(Uuid::new_v4(), &a, &b, 400).await })
+    };
+    let pool = app.pool.clone();
+    super::common::poll_until(
+        std::time::Duration::from_secs(30),
+        "the transfer waiting on the held wallet",
+        || async {
+            let waits: i64 = sqlx::query_scalar("select count(*) from citus_lock_waits")
+                .fetch_one(&pool)
+                .await
+                .unwrap();
+            (waits > 0).then_some(())
+        },
+    )
+    .await;
+    assert!(!transfer.is_finished(), "posted while its payee was held");
+    assert_eq!(app.posted_balance(&b).await, 0);
+    holder.commit().await.unwrap();
+    let r = transfer.await.unwrap();
+    assert_eq!(r.status, StatusCode::CREATED, "{}", r.text);
+    assert_eq!(app.posted_balance(&b).await, 400);
+    Arc::into_inner(app).unwrap().finish().await;
+}
+
 #[tokio::test]
 async fn a_retry_that_names_a_wallet_on_the_other_worker_is_a_mismatch() {
     let app = TestApp::new().await;
