@@ -1,6 +1,6 @@
 //! The write path's inserts whose statement differs by engine: one set-based statement on
-//! PostgreSQL; on Citus one routed statement per row, and the journal rules that span shards
-//! checked before COMMIT.
+//! PostgreSQL; on Citus one multi-row `insert ... values` that Citus routes row by row, and
+//! the journal rules that span shards checked before COMMIT.
 
 use super::{Db, outcome_column, response_column};
 use crate::db::Engine;
@@ -157,66 +157,101 @@ impl<'a> TransactionColumns<'a> {
     }
 }
 
-/// [`insert_transactions`] on Citus: one `insert ... values` per row, in id order. Citus routes
-/// each to its shard; the one-statement `insert ... select from unnest ... on conflict` is not
-/// pushed down and goes through intermediate results on every shard it reaches, the costliest
-/// single statement of a group (docs/performance.md, "Where a transfer's time goes on Citus").
+/// [`insert_transactions`] on Citus: one multi-row `insert ... values`, rows in id order.
+/// Citus routes each row to its shard by the bound id and sends each shard its rows as one
+/// statement; the one-statement `insert ... select from unnest ... on conflict` of one
+/// PostgreSQL is not pushed down and goes through intermediate results on every shard it
+/// reaches, the costliest single statement of a group (docs/performance.md, "Where a
+/// transfer's time goes on Citus"). Shards on different workers are written in parallel, so
+/// two groups that share ids on two workers can wait on each other: Citus's deadlock
+/// detection cancels one (40P01), which the write path decides again, as after any deadlock.
 async fn insert_transactions_citus(
     conn: &mut PgConnection,
     rows: &[&Rendered],
 ) -> Result<bool, sqlx::Error> {
     let mut sorted = rows.to_vec();
     sorted.sort_by_key(|r| r.item_id);
-    for r in sorted {
-        let inserted = sqlx::query_scalar!(
-            r#"insert into transactions (id, kind, status, currency, legs, account_ids,
-                                         external_ref, metadata, refusal_code, refusal_detail,
-                                         creation_request, creation_outcome, creation_response,
-                                         created_at, posted_at, updated_at, expires_at, reverses,
-                                         reversed_amount)
-               values ($1, $2, $3, $4, $5::text::jsonb, string_to_array($6, ','), $7,
-                       $8::text::jsonb, $9, $10, $11::text::jsonb, $12, $13, $14, $15, $14, $16,
-                       $17, $18)
-               on conflict (id) do nothing
-               returning id"#,
-            r.item_id,
-            r.kind.as_str(),
-            r.status.as_str(),
-            r.view.currency.as_str(),
-            json_text(&r.view.entries),
-            r.account_ids.join(","),
-            r.view.external_ref.as_deref(),
-            json_text(&r.view.metadata),
-            r.refusal().map(|x| x.code.as_str()),
-            r.refusal().map(|x| x.detail.as_str()),
-            r.request.as_str(),
-            outcome_column(&r.outcome),
-            response_column(&r.outcome),
-            r.view.created_at,
-            r.view.posted_at,
-            r.view.expires_at,
-            r.reverses,
-            r.reversed_amount.map(Amount::minor_units),
-        )
-        .fetch_optional(&mut *conn)
-        .await?;
-        if inserted.is_none() {
-            return Ok(false);
-        }
+    let mut inserted = 0;
+    for chunk in sorted.chunks(ROWS_PER_STATEMENT) {
+        let mut insert = sqlx::QueryBuilder::new(
+            "insert into transactions (id, kind, status, currency, legs, account_ids,
+                                       external_ref, metadata, refusal_code, refusal_detail,
+                                       creation_request, creation_outcome, creation_response,
+                                       created_at, posted_at, updated_at, expires_at, reverses,
+                                       reversed_amount) ",
+        );
+        insert.push_values(chunk, |mut row, r| {
+            row.push_bind(r.item_id)
+                .push_bind(r.kind.as_str())
+                .push_bind(r.status.as_str())
+                .push_bind(r.view.currency.as_str())
+                .push_bind(json_text(&r.view.entries))
+                .push_unseparated("::text::jsonb")
+                .push_bind(r.account_ids.clone())
+                .push_bind(r.view.external_ref.as_deref())
+                .push_bind(json_text(&r.view.metadata))
+                .push_unseparated("::text::jsonb")
+                .push_bind(r.refusal().map(|x| x.code.as_str()))
+                .push_bind(r.refusal().map(|x| x.detail.as_str()))
+                .push_bind(r.request.as_str())
+                .push_unseparated("::text::jsonb")
+                .push_bind(outcome_column(&r.outcome))
+                .push_bind(response_column(&r.outcome))
+                .push_bind(r.view.created_at)
+                .push_bind(r.view.posted_at)
+                .push_bind(r.view.created_at)
+                .push_bind(r.view.expires_at)
+                .push_bind(r.reverses)
+                .push_bind(r.reversed_amount.map(Amount::minor_units));
+        });
+        insert.push(" on conflict (id) do nothing returning id");
+        // Not kept prepared: the text changes with the row count, and each would evict another.
+        inserted += insert
+            .build_query_scalar::<Uuid>()
+            .persistent(false)
+            .fetch_all(&mut *conn)
+            .await?
+            .len();
     }
-    Ok(true)
+    Ok(inserted == rows.len())
 }
 
-/// Inserts entries `(transaction, currency, ledger time, entry)` in one statement. On Citus
-/// the rules that span shards are checked right after, before the caller's COMMIT
-/// ([`cross_shard`]): every caller that writes entries goes through here.
+/// An entry row to insert: its transaction, currency, ledger time and the entry.
+pub(crate) type EntryRow<'a> = (Uuid, &'a str, DateTime<Utc>, &'a NewEntry);
+
+/// Inserts entries, those of one transaction always in one statement (the journal trigger
+/// checks them as a set). On Citus the rules that span shards are checked right after,
+/// before the caller's COMMIT ([`cross_shard`]): every caller that writes entries goes
+/// through here.
 pub(crate) async fn insert_entry_rows(
     db: &mut Db<'_>,
-    entries: &[(Uuid, &str, DateTime<Utc>, &NewEntry)],
+    entries: &[EntryRow<'_>],
 ) -> Result<(), sqlx::Error> {
     if entries.is_empty() {
         return Ok(());
     }
+    match db.engine() {
+        Engine::Plain => insert_entries_plain(db.conn(), entries).await,
+        Engine::Citus => {
+            for chunk in whole_transactions(entries, MAX_PARAMETERS / ENTRY_COLUMNS, |e| e.0) {
+                insert_entries_citus(db.conn(), chunk).await?;
+            }
+            let mut written: Vec<Uuid> = entries.iter().map(|e| e.0).collect();
+            written.sort();
+            written.dedup();
+            let mut touched: Vec<&str> = entries.iter().map(|e| e.3.account.as_str()).collect();
+            touched.sort();
+            touched.dedup();
+            cross_shard::check(db.conn(), &written, &touched).await
+        }
+    }
+}
+
+/// All entries in one statement, in their given order.
+async fn insert_entries_plain(
+    conn: &mut PgConnection,
+    entries: &[EntryRow<'_>],
+) -> Result<(), sqlx::Error> {
     let transactions: Vec<Uuid> = entries.iter().map(|e| e.0).collect();
     let currencies: Vec<&str> = entries.iter().map(|e| e.1).collect();
     let times: Vec<DateTime<Utc>> = entries.iter().map(|e| e.2).collect();
@@ -244,20 +279,107 @@ pub(crate) async fn insert_entry_rows(
         &balances as &[Option<i64>],
         &times,
     )
-    .execute(db.conn())
+    .execute(conn)
     .await?;
-    if db.engine() == Engine::Citus {
-        let mut written = transactions;
-        written.sort();
-        written.dedup();
-        let mut touched = accounts;
-        touched.sort();
-        touched.dedup();
-        cross_shard::check(db.conn(), &written, &touched).await?;
-    }
     Ok(())
+}
+
+/// Columns bound per entry by [`insert_entries_citus`].
+const ENTRY_COLUMNS: usize = 7;
+
+/// [`insert_entry_rows`] on Citus: one multi-row `insert ... values`. Citus routes each row
+/// by its bound account and sends each shard its rows as one statement (so a transaction's
+/// entries on one shard still arrive together, as the shard's trigger requires); the
+/// `insert ... select from unnest` of one PostgreSQL goes through intermediate results on
+/// every shard instead (docs/performance.md, "Where a transfer's time goes on Citus").
+async fn insert_entries_citus(
+    conn: &mut PgConnection,
+    entries: &[EntryRow<'_>],
+) -> Result<(), sqlx::Error> {
+    let mut insert = sqlx::QueryBuilder::new(
+        "insert into entries (transaction_id, account_id, currency, amount, sequence,
+                              balance_after, ledger_time) ",
+    );
+    insert.push_values(entries, |mut row, (transaction, currency, time, entry)| {
+        row.push_bind(*transaction)
+            .push_bind(entry.account.as_str())
+            .push_bind(*currency)
+            .push_bind(entry.amount.minor_units())
+            .push_bind(entry.sequence)
+            .push_bind(entry.balance_after.map(Amount::minor_units))
+            .push_bind(*time);
+    });
+    // Not kept prepared: the text changes with the row count, and each would evict another.
+    insert.build().persistent(false).execute(conn).await?;
+    Ok(())
+}
+
+/// Most parameters one statement binds (PostgreSQL's protocol allows 65,535).
+const MAX_PARAMETERS: usize = 60_000;
+
+/// Rows per statement of [`insert_transactions_citus`].
+const ROWS_PER_STATEMENT: usize = MAX_PARAMETERS / 19;
+
+/// `rows` cut into runs of at most `max_rows` (more only when one transaction alone has
+/// more), never between two consecutive rows of one transaction (`transaction_of`).
+fn whole_transactions<T>(
+    rows: &[T],
+    max_rows: usize,
+    transaction_of: impl Fn(&T) -> Uuid,
+) -> Vec<&[T]> {
+    let mut runs = Vec::new();
+    let (mut start, mut end) = (0, 0);
+    while end < rows.len() {
+        let mut next = end + 1;
+        while next < rows.len() && transaction_of(&rows[next]) == transaction_of(&rows[end]) {
+            next += 1;
+        }
+        if next - start > max_rows && end > start {
+            runs.push(&rows[start..end]);
+            start = end;
+        }
+        end = next;
+    }
+    if start < rows.len() {
+        runs.push(&rows[start..]);
+    }
+    runs
 }
 
 fn json_text(value: &impl serde::Serialize) -> String {
     serde_json::to_string(value).expect("a view always serializes")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::whole_transactions;
+    use uuid::Uuid;
+
+    fn ids(rows: &[(Uuid, u8)]) -> Vec<Vec<u8>> {
+        whole_transactions(rows, 4, |r| r.0)
+            .iter()
+            .map(|run| run.iter().map(|r| r.1).collect())
+            .collect()
+    }
+
+    #[test]
+    fn runs_end_only_between_transactions() {
+        let (a, b, c) = (Uuid::from_u128(1), Uuid::from_u128(2), Uuid::from_u128(3));
+        let rows = [(a, 1), (a, 2), (b, 3), (b, 4), (b, 5), (c, 6), (c, 7)];
+        assert_eq!(ids(&rows), vec![vec![1, 2], vec![3, 4, 5], vec![6, 7]]);
+    }
+
+    #[test]
+    fn a_transaction_larger_than_a_run_stays_whole() {
+        let (a, b) = (Uuid::from_u128(1), Uuid::from_u128(2));
+        let rows = [(a, 1), (b, 2), (b, 3), (b, 4), (b, 5), (b, 6), (a, 7)];
+        assert_eq!(ids(&rows), vec![vec![1], vec![2, 3, 4, 5, 6], vec![7]]);
+    }
+
+    #[test]
+    fn few_rows_one_run_no_rows_none() {
+        let a = Uuid::from_u128(1);
+        assert_eq!(ids(&[(a, 1), (a, 2)]), vec![vec![1, 2]]);
+        assert!(ids(&[]).is_empty());
+    }
 }
