@@ -5,7 +5,7 @@
 //! `entries` and sees only that shard (a wallet's chain, an entry against its co-located
 //! account; see migrations/citus/distribute.sql). A transaction's entries are spread over
 //! the shards of its accounts and its row lives on the shard of its id, so three rules are
-//! checked here, by one query on the coordinator, which sees this transaction's own writes:
+//! checked here, by reads planned on the coordinator, which see this transaction's own writes:
 //! the entries of each transaction sum to zero per currency; all of them were written by
 //! this database transaction (the write path writes a transaction's entries in one
 //! statement); each fits its transaction (exists, posted, same currency). A breach rolls the
@@ -18,44 +18,48 @@ use uuid::Uuid;
 /// Refuses the current transaction's entries of `transactions` when they break a rule
 /// that spans shards. Entries' `xid` is the coordinator's (its default is evaluated where the
 /// statement is planned), so "written by this transaction" compares it with the
-/// coordinator's `pg_current_xact_id()`, evaluated in the outer query, which runs there.
+/// coordinator's `pg_current_xact_id()`, read first (a statement on the coordinator alone).
 ///
 /// The entries are read on the accounts just written (`accounts`), which Citus prunes to
 /// their shards: read by `transaction_id` alone, the query reached all 32 shards of every
 /// group. The write path writes a transaction's entries only there (a new transaction row,
 /// or a pending hold's capture); entries of the same transaction elsewhere could only come
 /// from SQL written by hand on the cluster, which `verify` reports.
+///
+/// Two plain distributed reads, each pushed down to the shards and merged on the
+/// coordinator, and the verdict in [`breach`]: one query joining both tables (they are not
+/// co-located) made Citus run each side as a subplan through intermediate results, the
+/// costliest statement of a transfer group on the coordinator (docs/performance.md, "The
+/// cross-shard check in two reads").
 pub async fn check(
     conn: &mut PgConnection,
     transactions: &[Uuid],
     accounts: &[&str],
 ) -> Result<(), sqlx::Error> {
-    let broken = sqlx::query!(
-        r#"with e as materialized (
-               select transaction_id, currency, sum(amount) as total,
-                      min(xid) as first_xid, max(xid) as last_xid
-               from entries where account_id = any($2) and transaction_id = any($1)
-               group by transaction_id, currency),
-           t as materialized (
-               select id, currency, status from transactions where id = any($1))
-           select exists (select 1 from e where total <> 0) as "unbalanced!",
-                  exists (select 1 from e where first_xid <> pg_current_xact_id()
-                                             or last_xid <> pg_current_xact_id()) as "earlier!",
-                  exists (select 1 from e left join t on t.id = e.transaction_id
-                          where t.id is null or t.currency <> e.currency
-                             or t.status <> 'posted') as "misfit!""#,
+    let current: String = sqlx::query_scalar!(r#"select pg_current_xact_id()::text as "x!""#)
+        .fetch_one(&mut *conn)
+        .await?;
+    let sums = sqlx::query_as!(
+        EntrySums,
+        r#"select transaction_id as "transaction_id!", currency as "currency!",
+                  sum(amount) = 0 as "balanced!",
+                  bool_and(xid = $3::text::xid8) as "this_transaction!"
+           from entries where account_id = any($2) and transaction_id = any($1)
+           group by transaction_id, currency"#,
         transactions,
-        accounts as &[&str]
+        accounts as &[&str],
+        current
     )
-    .fetch_one(&mut *conn)
+    .fetch_all(&mut *conn)
     .await?;
-    let refusal = if broken.unbalanced {
-        "unbalanced transaction: entries must sum to zero per currency"
-    } else if broken.earlier {
-        "entries of a transaction must all be written in one statement"
-    } else if broken.misfit {
-        "entry does not fit its account or transaction (currency, status, wallet chain)"
-    } else {
+    let rows = sqlx::query_as!(
+        TransactionRow,
+        r#"select id, currency, status from transactions where id = any($1)"#,
+        transactions
+    )
+    .fetch_all(&mut *conn)
+    .await?;
+    let Some(refusal) = breach(&sums, &rows) else {
         return Ok(());
     };
     // Raised by the database, so that the error is the trigger's own: a check_violation
@@ -67,8 +71,85 @@ pub async fn check(
     unreachable_refusal(refusal)
 }
 
+/// A transaction's entries in one currency, summed over the shards.
+#[derive(Debug)]
+struct EntrySums {
+    transaction_id: Uuid,
+    currency: String,
+    balanced: bool,
+    /// Every one written by the current database transaction.
+    this_transaction: bool,
+}
+
+/// A transaction row as the entries must fit it.
+#[derive(Debug)]
+struct TransactionRow {
+    id: Uuid,
+    currency: String,
+    status: String,
+}
+
+/// The first rule the entries break, as the trigger words it on one node.
+fn breach(sums: &[EntrySums], transactions: &[TransactionRow]) -> Option<&'static str> {
+    let fits = |e: &EntrySums| {
+        transactions
+            .iter()
+            .any(|t| t.id == e.transaction_id && t.currency == e.currency && t.status == "posted")
+    };
+    if sums.iter().any(|e| !e.balanced) {
+        Some("unbalanced transaction: entries must sum to zero per currency")
+    } else if sums.iter().any(|e| !e.this_transaction) {
+        Some("entries of a transaction must all be written in one statement")
+    } else if !sums.iter().all(fits) {
+        Some("entry does not fit its account or transaction (currency, status, wallet chain)")
+    } else {
+        None
+    }
+}
+
 fn unreachable_refusal(refusal: &str) -> Result<(), sqlx::Error> {
     Err(sqlx::Error::Protocol(format!(
         "wallet_ledger_refuse did not raise: {refusal}"
     )))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{EntrySums, TransactionRow, breach};
+    use uuid::Uuid;
+
+    fn sums(balanced: bool, this_transaction: bool) -> EntrySums {
+        EntrySums {
+            transaction_id: Uuid::from_u128(1),
+            currency: "SAR".into(),
+            balanced,
+            this_transaction,
+        }
+    }
+
+    fn posted(currency: &str, status: &str) -> Vec<TransactionRow> {
+        vec![TransactionRow {
+            id: Uuid::from_u128(1),
+            currency: currency.into(),
+            status: status.into(),
+        }]
+    }
+
+    #[test]
+    fn balanced_entries_of_this_transaction_that_fit_pass() {
+        assert_eq!(breach(&[sums(true, true)], &posted("SAR", "posted")), None);
+        assert_eq!(breach(&[], &[]), None);
+    }
+
+    #[test]
+    fn each_rule_is_named_first_unbalanced_then_earlier_then_misfit() {
+        let unbalanced = breach(&[sums(false, false)], &[]).unwrap();
+        assert!(unbalanced.starts_with("unbalanced transaction"));
+        let earlier = breach(&[sums(true, false)], &[]).unwrap();
+        assert!(earlier.contains("written in one statement"));
+        for rows in [vec![], posted("USD", "posted"), posted("SAR", "pending")] {
+            let misfit = breach(&[sums(true, true)], &rows).unwrap();
+            assert!(misfit.starts_with("entry does not fit"), "{rows:?}");
+        }
+    }
 }
