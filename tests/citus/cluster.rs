@@ -308,7 +308,7 @@ async fn fifty_parallel_debits_across_workers_of_a_wallet_that_affords_ten() {
     Arc::into_inner(app).unwrap().finish().await;
 }
 
-async fn verify(app: &TestApp) -> Vec<invariants::Finding> {
+pub(crate) async fn verify(app: &TestApp) -> Vec<invariants::Finding> {
     let mut conn = app.pool.acquire().await.unwrap();
     invariants::check(
         &mut crate::backend::db(&mut conn),

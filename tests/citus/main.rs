@@ -8,7 +8,7 @@
 //! the accounts it posted to sit on both workers), and `cluster.rs` adds what only a cluster
 //! shows: wallets on both workers, a transfer between them, a retry that names a wallet on the
 //! other worker, `migrate` twice, and `verify` and the write path's cross-shard check finding
-//! what the per-shard trigger cannot see.
+//! what the per-shard trigger cannot see; `grow.rs` adds a worker and rebalances under load.
 
 mod backend;
 
@@ -21,6 +21,7 @@ mod common {
 use test_support::stream_support;
 
 mod cluster;
+mod grow;
 
 #[path = "../api/balance_range.rs"]
 mod balance_range;
