@@ -258,3 +258,83 @@ pub async fn test_databases() -> Vec<String> {
         .await
         .unwrap_or_default()
 }
+
+/// A cluster of one test's own (scripts/citus.sh in a folder of its own beside the shared
+/// one's), for a test that kills or restarts a node, which would break the other tests on the
+/// shared cluster. `up` gives its coordinator's `wallet_ledger` database with the workers
+/// registered, not yet migrated; dropping it takes the cluster down.
+pub struct PrivateCluster {
+    dir: String,
+    pub url: String,
+}
+
+impl PrivateCluster {
+    pub async fn up(name: &str) -> PrivateCluster {
+        let dir = format!("{}-{name}", citus_dir());
+        let out = Self::citus_sh(&dir, "up").await;
+        assert!(
+            out.status.success(),
+            "scripts/citus.sh up in {dir} failed:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let url = stdout
+            .lines()
+            .find_map(|l| l.strip_prefix("DATABASE_URL="))
+            .unwrap_or_else(|| panic!("no DATABASE_URL line from citus.sh up: {stdout}"))
+            .to_owned();
+        PrivateCluster { dir, url }
+    }
+
+    /// The postmaster's pid of `node` (`coordinator`, `worker1`, ...).
+    pub fn postmaster(&self, node: &str) -> u32 {
+        let pid = std::fs::read_to_string(format!("{}/{node}/postmaster.pid", self.dir)).unwrap();
+        pid.lines().next().unwrap().trim().parse().unwrap()
+    }
+
+    /// Starts again whatever node of the cluster is stopped.
+    pub async fn restart_stopped(&self) {
+        let out = Self::citus_sh(&self.dir, "up").await;
+        assert!(
+            out.status.success(),
+            "scripts/citus.sh up (again) failed:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    /// Every node's port, the coordinator's first.
+    pub fn node_ports(&self) -> Vec<u16> {
+        let ports = std::fs::read_to_string(format!("{}/ports", self.dir)).unwrap();
+        ports
+            .lines()
+            .filter(|l| l.contains("_PORT="))
+            .map(|l| l.split('=').nth(1).unwrap().parse().unwrap())
+            .collect()
+    }
+
+    async fn citus_sh(dir: &str, subcommand: &'static str) -> std::process::Output {
+        let dir = dir.to_owned();
+        tokio::task::spawn_blocking(move || {
+            let script = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/citus.sh");
+            Command::new("bash")
+                .arg(script)
+                .arg(subcommand)
+                .env("CITUS_DIR", dir)
+                .output()
+                .unwrap()
+        })
+        .await
+        .unwrap()
+    }
+}
+
+impl Drop for PrivateCluster {
+    fn drop(&mut self) {
+        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/citus.sh");
+        let _ = Command::new("bash")
+            .arg(script)
+            .arg("down")
+            .env("CITUS_DIR", &self.dir)
+            .output();
+    }
+}

@@ -22,6 +22,8 @@ use test_support::stream_support;
 
 mod cluster;
 mod grow;
+mod load;
+mod node_loss;
 
 #[path = "../api/balance_range.rs"]
 mod balance_range;

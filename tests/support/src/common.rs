@@ -86,6 +86,15 @@ impl TestResponse {
     }
 }
 
+/// The default settings with a per-key rate limit no test client can reach.
+pub fn unlimited_settings() -> HttpSettings {
+    HttpSettings {
+        rate_limit_per_second: 1_000_000,
+        rate_limit_burst: 1_000_000,
+        ..HttpSettings::default()
+    }
+}
+
 impl<B: Backend> TestApp<B> {
     pub async fn new() -> TestApp<B> {
         TestApp::with_config(HttpSettings::default()).await
@@ -95,12 +104,7 @@ impl<B: Backend> TestApp<B> {
     /// run as fast as the machine lets them (a quiet machine once got 429 where a test
     /// expected 200).
     pub async fn unlimited() -> TestApp<B> {
-        TestApp::with_config(HttpSettings {
-            rate_limit_per_second: 1_000_000,
-            rate_limit_burst: 1_000_000,
-            ..HttpSettings::default()
-        })
-        .await
+        TestApp::with_config(unlimited_settings()).await
     }
 
     pub async fn with_config(config: HttpSettings) -> TestApp<B> {
@@ -147,6 +151,12 @@ impl<B: Backend> TestApp<B> {
     /// PostgreSQL a test starts and stops): a small pool, the default settings, and `finish`
     /// only closes the pool.
     pub async fn attach(database_url: &str) -> TestApp<B> {
+        TestApp::attach_with_config(database_url, HttpSettings::default()).await
+    }
+
+    /// [`TestApp::attach`] with settings of the test's own (e.g. a rate limit no client
+    /// reaches, as [`TestApp::unlimited`] has).
+    pub async fn attach_with_config(database_url: &str, config: HttpSettings) -> TestApp<B> {
         let pool = PgPoolOptions::new()
             .max_connections(2)
             .acquire_timeout(Duration::from_secs(10))
@@ -154,7 +164,7 @@ impl<B: Backend> TestApp<B> {
             .await
             .expect("the database to attach to is reachable");
         let token = api_key(&pool, "default", Scope::Admin).await;
-        let state = AppState::new(B::store(&pool), HttpSettings::default());
+        let state = AppState::new(B::store(&pool), config);
         TestApp {
             writer: state.writer.clone(),
             router: app(state),
