@@ -18,7 +18,8 @@ const WALLETS: usize = 64;
 const FUNDING: i64 = 1_000_000;
 const CLIENTS: usize = 8;
 
-/// One create the load made: what it asked, and the first answer it got.
+/// One create the load made: what it asked, and its first answer (the immediate retry's, for
+/// one of every five whose first answer was not 201).
 #[derive(Debug, Clone)]
 struct Sent {
     id: Uuid,
@@ -161,7 +162,7 @@ async fn settle(app: &TestApp, wallets: &[String], s: &Sent) {
             other => panic!("retry of {}: {other} {}", s.id, r.text),
         }
     }
-    panic!("{} still unanswered after the rebalance", s.id);
+    panic!("{} still unanswered after the cluster changed", s.id);
 }
 
 fn expected_balances(wallets: &[String], sent: &[Sent]) -> BTreeMap<String, i64> {

@@ -12,6 +12,7 @@
 //! transaction back with the trigger's own error (SQLSTATE 23514 and message), so callers
 //! see what they see on one node. `verify` checks the same rules over the whole journal.
 
+use crate::ledger::transactions::TransactionStatus;
 use sqlx::PgConnection;
 use uuid::Uuid;
 
@@ -89,12 +90,19 @@ struct TransactionRow {
     status: String,
 }
 
+impl TransactionRow {
+    /// A status the code does not know is not posted: the entries do not fit it.
+    fn is_posted(&self) -> bool {
+        TransactionStatus::parse(&self.status) == Some(TransactionStatus::Posted)
+    }
+}
+
 /// The first rule the entries break, as the trigger words it on one node.
 fn breach(sums: &[EntrySums], transactions: &[TransactionRow]) -> Option<&'static str> {
     let fits = |e: &EntrySums| {
         transactions
             .iter()
-            .any(|t| t.id == e.transaction_id && t.currency == e.currency && t.status == "posted")
+            .any(|t| t.id == e.transaction_id && t.currency == e.currency && t.is_posted())
     };
     if sums.iter().any(|e| !e.balanced) {
         Some("unbalanced transaction: entries must sum to zero per currency")
