@@ -650,3 +650,83 @@ async fn checkpoints_wait_out_transactions_prepared_on_a_worker() {
     assert!(verify(&app).await.is_empty());
     app.finish().await;
 }
+
+/// `per_worker` fresh transaction ids whose rows sit on each of the two workers.
+async fn transaction_ids_on_both_workers(pool: &PgPool, per_worker: usize) -> Vec<Uuid> {
+    let mut by_worker: std::collections::BTreeMap<i32, Vec<Uuid>> = Default::default();
+    while by_worker.len() < 2 || by_worker.values().any(|ids| ids.len() < per_worker) {
+        let id = Uuid::new_v4();
+        let worker: i32 = sqlx::query_scalar(
+            "select n.nodeport from pg_dist_placement p join pg_dist_node n using (groupid)
+             where p.shardid = get_shard_id_for_distribution_column('transactions', $1::uuid)",
+        )
+        .bind(id)
+        .fetch_one(pool)
+        .await
+        .unwrap();
+        let ids = by_worker.entry(worker).or_default();
+        if ids.len() < per_worker {
+            ids.push(id);
+        }
+    }
+    by_worker.into_values().flatten().collect()
+}
+
+/// A batch's transaction rows go in one multi-row insert, whose shards on different workers
+/// Citus writes in parallel (store/inserts.rs): two batches sharing ids on both workers can
+/// each take one and wait for the other's, a deadlock across workers that Citus's detection
+/// breaks by cancelling one, which the write path decides again. Twenty identical batches at
+/// once: every transaction stored once, and every answer its stored one.
+#[tokio::test]
+async fn identical_batches_whose_ids_span_both_workers_make_each_once() {
+    let app = Arc::new(TestApp::unlimited().await);
+    let w = wallets_on_both_workers(&app, "s", 1).await;
+    app.fund(&w[0], 100_000).await;
+    let ids = transaction_ids_on_both_workers(&app.pool, 4).await;
+    let items: Vec<serde_json::Value> = ids
+        .iter()
+        .map(|id| {
+            serde_json::json!({"id": id, "entries": [
+                {"account": &w[0], "amount": -10},
+                {"account": &w[1], "amount": 10},
+            ]})
+        })
+        .collect();
+    let body = serde_json::json!({"mode": "independent", "items": items});
+    let tasks: Vec<_> = (0..20)
+        .map(|_| {
+            let (app, body) = (app.clone(), body.clone());
+            tokio::spawn(async move { app.post("/v1/transactions/batch", &body).await })
+        })
+        .collect();
+    let mut created = vec![0; ids.len()];
+    let mut answers: Vec<BTreeSet<String>> = vec![BTreeSet::new(); ids.len()];
+    for t in tasks {
+        let r = t.await.unwrap();
+        assert_eq!(r.status, StatusCode::OK, "{}", r.text);
+        for (i, result) in r.body["results"].as_array().unwrap().iter().enumerate() {
+            match result["status"].as_u64() {
+                Some(201) => created[i] += 1,
+                Some(200) => assert_eq!(result["replayed"], true, "item {i}: {result}"),
+                _ => panic!("item {i}: {result}"),
+            }
+            answers[i].insert(result["body"].to_string());
+        }
+    }
+    assert_eq!(
+        created,
+        vec![1; ids.len()],
+        "each item created by one batch"
+    );
+    assert!(
+        answers.iter().all(|a| a.len() == 1),
+        "every answer is the stored one: {answers:?}"
+    );
+    for id in &ids {
+        assert_eq!(app.entries_of(*id).await, 2);
+    }
+    assert_eq!(app.posted_balance(&w[1]).await, 10 * ids.len() as i64);
+    let findings = verify(&app).await;
+    assert!(findings.is_empty(), "{findings:?}");
+    Arc::into_inner(app).unwrap().finish().await;
+}
