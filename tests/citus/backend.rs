@@ -80,11 +80,16 @@ extern "C" fn take_down() {
 }
 
 fn citus_sh(subcommand: &str) -> std::process::Output {
+    citus_sh_in(&citus_dir(), subcommand)
+}
+
+/// scripts/citus.sh `subcommand` on the cluster of folder `dir`.
+fn citus_sh_in(dir: &str, subcommand: &str) -> std::process::Output {
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/citus.sh");
     Command::new("bash")
         .arg(script)
         .arg(subcommand)
-        .env("CITUS_DIR", citus_dir())
+        .env("CITUS_DIR", dir)
         .output()
         .unwrap_or_else(|e| panic!("running {script} {subcommand}: {e}"))
 }
@@ -314,27 +319,14 @@ impl PrivateCluster {
 
     async fn citus_sh(dir: &str, subcommand: &'static str) -> std::process::Output {
         let dir = dir.to_owned();
-        tokio::task::spawn_blocking(move || {
-            let script = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/citus.sh");
-            Command::new("bash")
-                .arg(script)
-                .arg(subcommand)
-                .env("CITUS_DIR", dir)
-                .output()
-                .unwrap()
-        })
-        .await
-        .unwrap()
+        tokio::task::spawn_blocking(move || citus_sh_in(&dir, subcommand))
+            .await
+            .unwrap()
     }
 }
 
 impl Drop for PrivateCluster {
     fn drop(&mut self) {
-        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/citus.sh");
-        let _ = Command::new("bash")
-            .arg(script)
-            .arg("down")
-            .env("CITUS_DIR", &self.dir)
-            .output();
+        let _ = citus_sh_in(&self.dir, "down");
     }
 }

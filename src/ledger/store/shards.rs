@@ -22,13 +22,7 @@ pub async fn accounts_by_shard(
     conn: &mut PgConnection,
     sorted_ids: &[String],
 ) -> Result<Vec<Vec<String>>, sqlx::Error> {
-    by_shard(
-        conn,
-        "select get_shard_id_for_distribution_column('accounts', id)
-         from unnest($1::text[]) with ordinality as i(id, n) order by n",
-        sorted_ids,
-    )
-    .await
+    by_shard(conn, "accounts", sorted_ids).await
 }
 
 /// The transactions `sorted_ids` split by the shard that holds each, as
@@ -38,19 +32,15 @@ pub async fn transactions_by_shard(
     conn: &mut PgConnection,
     sorted_ids: &[Uuid],
 ) -> Result<Vec<Vec<Uuid>>, sqlx::Error> {
-    by_shard(
-        conn,
-        "select get_shard_id_for_distribution_column('transactions', id)
-         from unnest($1::uuid[]) with ordinality as i(id, n) order by n",
-        sorted_ids,
-    )
-    .await
+    by_shard(conn, "transactions", sorted_ids).await
 }
 
-/// `ids` grouped by the shard `shard_of_each` (one shard id per id, in order) names.
+/// `ids` (of the distributed table `table`) grouped by the shard that holds each. The
+/// array's type travels with the bound parameter, so one statement serves text and uuid ids;
+/// not kept prepared, since a prepared statement keeps the type of its first call's array.
 async fn by_shard<T>(
     conn: &mut PgConnection,
-    shard_of_each: &'static str,
+    table: &'static str,
     ids: &[T],
 ) -> Result<Vec<Vec<T>>, sqlx::Error>
 where
@@ -60,10 +50,15 @@ where
     if ids.is_empty() {
         return Ok(Vec::new());
     }
-    let shards: Vec<i64> = sqlx::query_scalar(shard_of_each)
-        .bind(ids)
-        .fetch_all(conn)
-        .await?;
+    let shards: Vec<i64> = sqlx::query_scalar(
+        "select get_shard_id_for_distribution_column($1::regclass, id)
+         from unnest($2) with ordinality as i(id, n) order by n",
+    )
+    .bind(table)
+    .bind(ids)
+    .persistent(false)
+    .fetch_all(conn)
+    .await?;
     Ok(group(ids, &shards))
 }
 
