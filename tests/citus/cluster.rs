@@ -631,21 +631,21 @@ async fn checkpoints_wait_out_transactions_prepared_on_a_worker() {
         .unwrap();
     // Another test's transaction on the shared cluster can hold the horizon (cluster-wide
     // xids) behind the funding for a while: ask until the round takes the clearing account.
-    let mut checkpointed = 0;
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    while checkpointed == 0 && std::time::Instant::now() < deadline {
-        checkpointed = checkpoints::advance(&mut crate::backend::db(&mut conn))
+    drop(conn);
+    let pool = &app.pool;
+    let checkpointed = super::common::poll(std::time::Duration::from_secs(60), || async move {
+        let mut conn = pool.acquire().await.unwrap();
+        let n = checkpoints::advance(&mut crate::backend::db(&mut conn))
             .await
             .unwrap();
-        if checkpointed == 0 {
-            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
-        }
-    }
+        (n > 0).then_some(n)
+    })
+    .await;
     assert_eq!(
-        checkpointed, 1,
+        checkpointed,
+        Some(1),
         "the clearing account, once nothing stays prepared"
     );
-    drop(conn);
     assert_eq!(app.posted_balance("clearing:test:SAR").await, -500);
     assert!(verify(&app).await.is_empty());
     app.finish().await;

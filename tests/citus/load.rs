@@ -4,7 +4,7 @@
 //! is final, and the ledger must hold each exactly once, balances and `verify` as the creates
 //! say.
 
-use super::common::TestApp;
+use super::common::{TestApp, poll_until};
 use axum::http::StatusCode;
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -151,18 +151,19 @@ async fn client(
 
 /// Retries `s` under its id until the answer is final: created now, or replayed.
 async fn settle(app: &TestApp, wallets: &[String], s: &Sent) {
-    for _ in 0..100 {
+    let what = format!("a final answer to {} after the cluster changed", s.id);
+    poll_until(Duration::from_secs(10), what, || async move {
         let r = app
             .transfer(s.id, &wallets[s.from], &wallets[s.to], s.amount)
             .await;
         match r.status {
-            StatusCode::CREATED => return,
-            StatusCode::OK if r.replayed() => return,
-            StatusCode::SERVICE_UNAVAILABLE => tokio::time::sleep(Duration::from_millis(100)).await,
+            StatusCode::CREATED => Some(()),
+            StatusCode::OK if r.replayed() => Some(()),
+            StatusCode::SERVICE_UNAVAILABLE => None,
             other => panic!("retry of {}: {other} {}", s.id, r.text),
         }
-    }
-    panic!("{} still unanswered after the cluster changed", s.id);
+    })
+    .await;
 }
 
 fn expected_balances(wallets: &[String], sent: &[Sent]) -> BTreeMap<String, i64> {

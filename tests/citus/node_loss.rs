@@ -8,12 +8,12 @@
 //! with balances and `verify` as the creates say.
 
 use super::backend::PrivateCluster;
-use super::common::{TestApp, unlimited_settings};
+use super::common::{TestApp, poll_until, unlimited_settings};
 use super::load::Load;
 use axum::http::StatusCode;
 use sqlx::Connection;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use wallet_ledger::db::DatabaseSettings;
 
 #[tokio::test]
@@ -56,29 +56,29 @@ async fn no_transaction_stays_prepared(cluster: &PrivateCluster) {
             .url
             .replace(&format!(":{}/", ports[0]), &format!(":{port}/"))
     };
-    let mut coordinator = sqlx::PgConnection::connect(&cluster.url).await.unwrap();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        sqlx::query("select recover_prepared_transactions()")
-            .execute(&mut coordinator)
-            .await
-            .unwrap();
-        let mut prepared = 0;
-        for port in &ports[1..] {
-            let mut worker = sqlx::PgConnection::connect(&url(*port)).await.unwrap();
-            let n: i64 = sqlx::query_scalar("select count(*) from pg_prepared_xacts")
-                .fetch_one(&mut worker)
+    let url = &url;
+    let coordinator = cluster.url.as_str();
+    let ports = &ports;
+    poll_until(
+        Duration::from_secs(30),
+        "no transaction prepared on any worker",
+        || async move {
+            let mut coordinator = sqlx::PgConnection::connect(coordinator).await.unwrap();
+            sqlx::query("select recover_prepared_transactions()")
+                .execute(&mut coordinator)
                 .await
                 .unwrap();
-            prepared += n;
-        }
-        if prepared == 0 {
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{prepared} transactions still prepared on the workers"
-        );
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
+            let mut prepared = 0;
+            for port in &ports[1..] {
+                let mut worker = sqlx::PgConnection::connect(&url(*port)).await.unwrap();
+                let n: i64 = sqlx::query_scalar("select count(*) from pg_prepared_xacts")
+                    .fetch_one(&mut worker)
+                    .await
+                    .unwrap();
+                prepared += n;
+            }
+            (prepared == 0).then_some(())
+        },
+    )
+    .await;
 }
