@@ -298,6 +298,18 @@ where
     }
 }
 
+// wallet-ledger patch (vendor/README.md): `persistent` on the typed `query!`/`query_as!` form too.
+impl<'q, DB, F, A> Map<'q, DB, F, A>
+where
+    DB: Database + HasStatementCache,
+{
+    /// See [`Query::persistent`].
+    pub fn persistent(mut self, value: bool) -> Self {
+        self.inner = self.inner.persistent(value);
+        self
+    }
+}
+
 impl<'q, DB, F: Send, A: Send> Execute<'q, DB> for Map<'q, DB, F, A>
 where
     DB: Database,
