@@ -16,6 +16,7 @@ pub mod money;
 pub mod posting;
 pub mod replay_cache;
 pub mod reversals;
+pub mod search;
 pub mod store;
 pub mod transactions;
 pub mod views;
