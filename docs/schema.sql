@@ -778,6 +778,20 @@ ALTER TABLE ONLY public.webhook_subscriptions
 
 
 --
+-- Name: accounts_id_bytewise; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX accounts_id_bytewise ON public.accounts USING btree (id COLLATE "C");
+
+
+--
+-- Name: accounts_metadata; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX accounts_metadata ON public.accounts USING gin (metadata jsonb_path_ops) WHERE (metadata <> '{}'::jsonb);
+
+
+--
 -- Name: audit_log_at; Type: INDEX; Schema: public; Owner: -
 --
 
@@ -873,6 +887,13 @@ CREATE INDEX transactions_account_ids ON public.transactions USING gin (account_
 --
 
 CREATE INDEX transactions_external_ref ON public.transactions USING btree (external_ref) WHERE (external_ref IS NOT NULL);
+
+
+--
+-- Name: transactions_metadata; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX transactions_metadata ON public.transactions USING gin (metadata jsonb_path_ops) WHERE (metadata <> '{}'::jsonb);
 
 
 --
