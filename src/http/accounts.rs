@@ -263,10 +263,20 @@ impl PageQuery {
     /// The position a cursor of `list` continues after (see [`next_cursor`]); anything else,
     /// a made-up number or another list's cursor, is 422 `cursor`.
     pub fn cursor(&self, list: &str) -> Result<Option<i64>> {
+        self.decoded(|c| decode_cursor(list, c))
+    }
+
+    /// The key a cursor of a list ordered by a text key continues after (see
+    /// [`next_key_cursor`]), when `is_key` accepts it; anything else is 422 `cursor`.
+    pub fn key_cursor(&self, list: &str, is_key: fn(&str) -> bool) -> Result<Option<String>> {
+        self.decoded(|c| decode_key_cursor(list, c).filter(|key| is_key(key)))
+    }
+
+    fn decoded<T>(&self, decode: impl Fn(&str) -> Option<T>) -> Result<Option<T>> {
         self.cursor
             .as_deref()
             .map(|c| {
-                decode_cursor(list, c).ok_or_else(|| {
+                decode(c).ok_or_else(|| {
                     ApiError::validation(
                         "/cursor",
                         "cursor",
@@ -287,6 +297,23 @@ impl PageQuery {
 pub fn next_cursor(list: &str, position: i64) -> String {
     use base64::Engine;
     base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(format!("{position}:{list}"))
+}
+
+/// The cursor after the row whose key is `key` in a list ordered by a text key (`accounts`):
+/// base64url, unpadded, of `{list}:{key}`, tagged and canonical as [`next_cursor`] is.
+pub fn next_key_cursor(list: &str, key: &str) -> String {
+    use base64::Engine;
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(format!("{list}:{key}"))
+}
+
+fn decode_key_cursor(list: &str, cursor: &str) -> Option<String> {
+    use base64::Engine;
+    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(cursor)
+        .ok()?;
+    let text = String::from_utf8(bytes).ok()?;
+    let (tag, key) = text.split_once(':')?;
+    (tag == list && !key.is_empty() && next_key_cursor(list, key) == cursor).then(|| key.to_owned())
 }
 
 fn decode_cursor(list: &str, cursor: &str) -> Option<i64> {

@@ -301,25 +301,27 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequestParts<S> for QueryParams<T>
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
-        let query = parts.uri.query().unwrap_or_default();
-        // U+0000 cannot reach PostgreSQL: a parameter holding it is refused, not a 500.
-        if let Some((name, _)) =
-            form_urlencoded::parse(query.as_bytes()).find(|(_, v)| v.contains('\0'))
-        {
-            return Err(ApiError::validation(
-                format!("/{name}"),
-                "invalid_character",
-                "must not contain the character U+0000",
-            ));
-        }
-        let de = serde_urlencoded::Deserializer::new(form_urlencoded_parse(query));
-        serde_path_to_error::deserialize(de)
-            .map(QueryParams)
-            .map_err(|error| {
-                let pointer = pointer_of(error.path());
-                ApiError::Validation(vec![data_error(&pointer, &error.into_inner().to_string())])
-            })
+        parse_query(parts.uri.query().unwrap_or_default()).map(QueryParams)
     }
+}
+
+/// A query string as `T`, held to `T`'s rules (unknown parameters are `unknown_field`).
+pub fn parse_query<T: DeserializeOwned>(query: &str) -> Result<T, ApiError> {
+    // U+0000 cannot reach PostgreSQL: a parameter holding it is refused, not a 500.
+    if let Some((name, _)) =
+        form_urlencoded::parse(query.as_bytes()).find(|(_, v)| v.contains('\0'))
+    {
+        return Err(ApiError::validation(
+            format!("/{name}"),
+            "invalid_character",
+            "must not contain the character U+0000",
+        ));
+    }
+    let de = serde_urlencoded::Deserializer::new(form_urlencoded_parse(query));
+    serde_path_to_error::deserialize(de).map_err(|error| {
+        let pointer = pointer_of(error.path());
+        ApiError::Validation(vec![data_error(&pointer, &error.into_inner().to_string())])
+    })
 }
 
 fn form_urlencoded_parse(query: &str) -> form_urlencoded::Parse<'_> {

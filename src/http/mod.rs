@@ -17,6 +17,7 @@ pub mod problem;
 pub mod reconciliations;
 pub mod requests;
 pub mod responses;
+pub mod search;
 pub mod settings;
 pub mod transactions;
 pub mod transport;
@@ -101,7 +102,7 @@ pub fn app(state: AppState) -> Router {
         tracing::warn!(error = %e, "metrics are off");
     }
     Router::new()
-        .route("/v1/accounts", post(accounts::create))
+        .route("/v1/accounts", post(accounts::create).get(search::list_accounts))
         .route("/v1/accounts/{id}", get(accounts::get).patch(accounts::patch))
         .route("/v1/accounts/{id}/entries", get(accounts::entries))
         .route("/v1/accounts/{id}/freeze", post(accounts::freeze))

@@ -7,7 +7,7 @@
 //! rate limit, the extractors, the pool and the timeout), so that a client, and the schema
 //! fuzzing of `scripts/schemathesis.sh`, find every status the server can send documented.
 
-use super::{accounts, batch, health, metrics, reconciliations, transactions, webhooks};
+use super::{accounts, batch, health, metrics, reconciliations, search, transactions, webhooks};
 use axum::http::Method;
 use utoipa::openapi::header::HeaderBuilder;
 use utoipa::openapi::path::{Operation, ParameterIn, PathItem};
@@ -24,7 +24,7 @@ use utoipa::{Modify, OpenApi};
         description = "A double-entry wallet ledger built on natural idempotency. Every create is keyed by its id: a retry replays the stored answer (`Idempotent-Replayed: true`), a different payload under the same id is `idempotency_mismatch`. Errors are `application/problem+json` with a stable `code`."
     ),
     paths(
-        accounts::create, accounts::get, accounts::patch, accounts::entries, accounts::holds,
+        accounts::create, search::list_accounts, accounts::get, accounts::patch, accounts::entries, accounts::holds,
         accounts::freeze, accounts::unfreeze, accounts::close,
         transactions::create, transactions::list, transactions::get,
         transactions::transfer, transactions::payment, batch::batch,

@@ -4,10 +4,11 @@
 use super::AppState;
 use super::accounts::PageQuery;
 use super::error::{ApiError, Result};
-use super::extract::{IdempotencyKey, JsonBody, OptionalJsonBody, PathParam, QueryParams};
+use super::extract::{IdempotencyKey, JsonBody, OptionalJsonBody, PathParam};
 use super::problem::Problem;
 use super::requests::{CreateTransactionRequest, PaymentRequest, TransferRequest};
 use super::responses::{REPLAYED_HEADER, created, json, json_response};
+use super::search::SearchQuery;
 use super::validate;
 use crate::ledger::caller;
 use crate::ledger::holds::{self, Action, Resolution};
@@ -270,13 +271,16 @@ pub struct TransactionQuery {
     pub cursor: Option<String>,
 }
 
-#[utoipa::path(get, path = "/v1/transactions", tag = "transactions", operation_id = "list_transactions", params(TransactionQuery),
+#[utoipa::path(get, path = "/v1/transactions", tag = "transactions", operation_id = "list_transactions",
+    params(TransactionQuery, ("metadata" = Option<std::collections::HashMap<String, String>>, Query, style = DeepObject, explode,
+        description = "`metadata[key]=value` (a top-level key) or `metadata[/a/b]=value` (a JSON pointer to a nested key): the value there is the string `value`, or the number or boolean `value` spells. Repeatable (all must hold), at most 10.")),
     responses((status = 200, description = "newest first", body = Page<TransactionView>),
         (status = 422, body = Problem, content_type = "application/problem+json")))]
 pub async fn list(
     State(state): State<AppState>,
-    QueryParams(q): QueryParams<TransactionQuery>,
+    query: SearchQuery<TransactionQuery>,
 ) -> Result<Response> {
+    let q = query.params;
     let page = PageQuery {
         limit: q.limit,
         cursor: q.cursor,
@@ -285,6 +289,7 @@ pub async fn list(
         account: q.account,
         status: q.status.map(StatusFilter::status),
         external_ref: q.external_ref,
+        metadata: query.metadata,
         before_seq: page.cursor(TRANSACTIONS_LIST)?,
         limit: page.limit()?,
     };

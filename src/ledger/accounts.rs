@@ -131,22 +131,22 @@ pub struct Account {
 }
 
 /// An account row as the SQL reads it, before its type and status are parsed.
-struct AccountRow {
-    id: String,
-    currency: String,
-    kind: String,
-    status: String,
-    overdraft_limit: i64,
-    metadata: Value,
-    version: i64,
-    created_at: DateTime<Utc>,
-    updated_at: DateTime<Utc>,
+pub(crate) struct AccountRow {
+    pub(crate) id: String,
+    pub(crate) currency: String,
+    pub(crate) kind: String,
+    pub(crate) status: String,
+    pub(crate) overdraft_limit: i64,
+    pub(crate) metadata: Value,
+    pub(crate) version: i64,
+    pub(crate) created_at: DateTime<Utc>,
+    pub(crate) updated_at: DateTime<Utc>,
 }
 
 impl AccountRow {
     /// The schema's checks admit only known types and statuses; anything else was written
     /// behind the ledger's back and is refused as corrupt rather than guessed at.
-    fn parse(self) -> Result<Account, StoreError> {
+    pub(crate) fn parse(self) -> Result<Account, StoreError> {
         let kind = AccountType::parse(&self.kind).ok_or_else(|| {
             crate::db::corrupt("accounts", &self.id, format!("type {:?}", self.kind))
         })?;
@@ -373,17 +373,34 @@ pub async fn balances(
     conn: &mut PgConnection,
     account: &Account,
 ) -> Result<Balances, BalanceError> {
-    let posted = if account.is_wallet() {
-        wallet_posted_balance(conn, &account.id).await?
-    } else {
-        super::checkpoints::system_posted_balance(conn, &account.id).await?
-    };
+    let posted = posted_now(conn, account).await?;
     let pending = super::holds::pending_totals(conn, std::slice::from_ref(&account.id))
         .await?
         .remove(&account.id)
         .unwrap_or_default();
-    // Sums saturate one past the range (`bounds.rs`): a balance taken out of range before the
-    // bound held for system accounts is answered as such, never as a wrong number or a 500.
+    Ok(in_range(account, posted, pending)?)
+}
+
+/// The account's posted balance now, saturated one past the range (see [`in_range`]).
+pub(crate) async fn posted_now(
+    conn: &mut PgConnection,
+    account: &Account,
+) -> Result<i64, sqlx::Error> {
+    if account.is_wallet() {
+        wallet_posted_balance(conn, &account.id).await
+    } else {
+        super::checkpoints::system_posted_balance(conn, &account.id).await
+    }
+}
+
+/// The balances of sums read from the database. Sums saturate one past the range
+/// (`bounds.rs`): a balance taken out of range before the bound held for system accounts is
+/// answered as such, never as a wrong number or a 500.
+pub(crate) fn in_range(
+    account: &Account,
+    posted: i64,
+    pending: super::holds::Pending,
+) -> Result<Balances, BalanceOutOfRange> {
     let in_range = |v| Amount::new(v).ok_or_else(|| BalanceOutOfRange(account.id.clone()));
     Ok(Balances {
         posted: in_range(posted)?,

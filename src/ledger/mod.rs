@@ -1,6 +1,7 @@
 //! The ledger core: money, ids, journal rules and the SQL that writes and reads the ledger.
 //! It knows nothing of HTTP, Redis or reports; every way in goes through these functions.
 
+pub mod account_search;
 pub mod accounts;
 pub mod audit;
 pub mod bounds;

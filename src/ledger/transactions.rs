@@ -303,6 +303,8 @@ pub struct TransactionFilter {
     pub account: Option<String>,
     pub status: Option<TransactionStatus>,
     pub external_ref: Option<String>,
+    /// A [`super::search::metadata_predicate`].
+    pub metadata: Option<String>,
     pub before_seq: Option<i64>,
     pub limit: i64,
 }

@@ -35,6 +35,8 @@ mod plans;
 mod reconcile;
 mod reversals;
 mod schema;
+mod search;
+mod search_plans;
 mod security;
 mod snapshots;
 mod transactions;

@@ -284,6 +284,7 @@ fn plausible(method: &Method, template: &str, f: &Fixtures) -> (String, Option<V
             None,
             404,
         ),
+        ("GET", "/v1/accounts") => (format!("/v1/accounts?id_prefix={}", f.wallet), None, 200),
         ("GET", "/v1/transactions") => {
             (format!("/v1/transactions?account={}", f.wallet), None, 200)
         }

@@ -45,6 +45,8 @@ mod model;
 mod reconcile;
 #[path = "../api/reversals.rs"]
 mod reversals;
+#[path = "../api/search.rs"]
+mod search;
 #[path = "../api/snapshots.rs"]
 mod snapshots;
 #[path = "../api/transactions.rs"]

@@ -486,6 +486,9 @@ pub(crate) async fn transaction_page(
     }
 }
 
+/// Neither form is kept prepared: each call is planned with its own filters, since a generic
+/// plan, made without knowing which are set, could not use the `account_ids` or `metadata`
+/// index.
 async fn list_plain(
     conn: &mut PgConnection,
     f: &TransactionFilter,
@@ -505,6 +508,7 @@ async fn list_plain(
                   or hold_status_at(status, expires_at, now()) = $2)
              and ($3::text is null or external_ref = $3)
              and ($4::bigint is null or seq < $4)
+             and ($6::text is null or (metadata <> '{}' and metadata @@ $6::text::jsonpath))
            order by seq desc
            limit $5"#,
         f.account,
@@ -512,7 +516,9 @@ async fn list_plain(
         f.external_ref,
         f.before_seq,
         f.limit + 1,
+        f.metadata,
     )
+    .persistent(false)
     .fetch_all(conn)
     .await?;
     page(rows, f.limit)
@@ -534,6 +540,7 @@ async fn list_citus(
                       or hold_status_at(status, expires_at, now()) = $2)
                  and ($3::text is null or external_ref = $3)
                  and ($4::bigint is null or seq < $4)
+                 and ($6::text is null or (metadata <> '{}' and metadata @@ $6::text::jsonpath))
                order by seq desc
                limit $5),
            e as materialized (
@@ -555,7 +562,9 @@ async fn list_citus(
         f.external_ref,
         f.before_seq,
         f.limit + 1,
+        f.metadata,
     )
+    .persistent(false)
     .fetch_all(conn)
     .await?;
     page(rows, f.limit)
