@@ -144,7 +144,7 @@ pub struct PatchAccountRequest {
     pub metadata: Map<String, Value>,
 }
 
-#[utoipa::path(patch, path = "/v1/accounts/{id}", tag = "accounts", params(("id" = String, Path)),
+#[utoipa::path(patch, path = "/v1/accounts/{id}", tag = "accounts", operation_id = "patch_account", params(("id" = String, Path)),
     request_body = PatchAccountRequest,
     responses((status = 200, description = "the account after the update, or unchanged when the version was not newer", body = AccountView),
         (status = 404, body = Problem, content_type = "application/problem+json")))]
@@ -193,7 +193,7 @@ async fn transition(state: AppState, id: String, action: Action) -> Result<Respo
 #[serde(deny_unknown_fields)]
 pub struct LifecycleRequest {}
 
-#[utoipa::path(post, path = "/v1/accounts/{id}/freeze", tag = "accounts", params(("id" = String, Path)),
+#[utoipa::path(post, path = "/v1/accounts/{id}/freeze", tag = "accounts", operation_id = "freeze_account", params(("id" = String, Path)),
     request_body(content = Option<LifecycleRequest>, description = "optional: no body, or `{}`"),
     responses((status = 200, description = "frozen (or already frozen)", body = AccountView),
         (status = 404, body = Problem, content_type = "application/problem+json"),
@@ -206,7 +206,7 @@ pub async fn freeze(
     transition(state, id, Action::Freeze).await
 }
 
-#[utoipa::path(post, path = "/v1/accounts/{id}/unfreeze", tag = "accounts", params(("id" = String, Path)),
+#[utoipa::path(post, path = "/v1/accounts/{id}/unfreeze", tag = "accounts", operation_id = "unfreeze_account", params(("id" = String, Path)),
     request_body(content = Option<LifecycleRequest>, description = "optional: no body, or `{}`"),
     responses((status = 200, description = "active (or already active)", body = AccountView),
         (status = 404, body = Problem, content_type = "application/problem+json"),
@@ -219,7 +219,7 @@ pub async fn unfreeze(
     transition(state, id, Action::Unfreeze).await
 }
 
-#[utoipa::path(post, path = "/v1/accounts/{id}/close", tag = "accounts", params(("id" = String, Path)),
+#[utoipa::path(post, path = "/v1/accounts/{id}/close", tag = "accounts", operation_id = "close_account", params(("id" = String, Path)),
     request_body(content = Option<LifecycleRequest>, description = "optional: no body, or `{}`"),
     responses((status = 200, description = "closed (or already closed)", body = AccountView),
         (status = 404, body = Problem, content_type = "application/problem+json"),
@@ -328,7 +328,7 @@ fn decode_cursor(list: &str, cursor: &str) -> Option<i64> {
     (tag == list && next_cursor(list, position) == cursor).then_some(position)
 }
 
-#[utoipa::path(get, path = "/v1/accounts/{id}/entries", tag = "accounts", params(("id" = String, Path), PageQuery),
+#[utoipa::path(get, path = "/v1/accounts/{id}/entries", tag = "accounts", operation_id = "list_account_entries", params(("id" = String, Path), PageQuery),
     responses((status = 200, description = "newest first, each with its running balance (wallets)", body = Page<EntryView>),
         (status = 404, body = Problem, content_type = "application/problem+json")))]
 pub async fn entries(
@@ -351,7 +351,7 @@ pub async fn entries(
     )
 }
 
-#[utoipa::path(get, path = "/v1/accounts/{id}/holds", tag = "holds", params(("id" = String, Path), PageQuery),
+#[utoipa::path(get, path = "/v1/accounts/{id}/holds", tag = "holds", operation_id = "list_account_holds", params(("id" = String, Path), PageQuery),
     responses((status = 200, description = "open holds, newest first, and the balances, read in one snapshot", body = HoldsPage),
         (status = 404, body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "balance_out_of_range: a balance of the account is outside ±(2^53 − 1), left by rows from before that range was enforced", body = Problem, content_type = "application/problem+json")))]

@@ -63,7 +63,7 @@ pub struct BatchResponse {
     pub results: Vec<ItemResult>,
 }
 
-#[utoipa::path(post, path = "/v1/transactions/batch", tag = "transactions", request_body = BatchRequest,
+#[utoipa::path(post, path = "/v1/transactions/batch", tag = "transactions", operation_id = "create_batch", request_body = BatchRequest,
     responses(
         (status = 200, description = "every item's answer, in request order; a retried batch replays", body = BatchResponse),
         (status = 422, description = "validation_failed (the batch itself), batch_failed (atomic: `index` and `problem` of the first failing item; nothing was stored)", body = Problem, content_type = "application/problem+json"),

@@ -125,7 +125,7 @@ fn not_ready(why: &str) -> Response {
 
 static READYZ_LOG: crate::telemetry::ProbeLog = crate::telemetry::ProbeLog::new();
 
-#[utoipa::path(get, path = "/openapi.json", tag = "operations", responses((status = 200, description = "this document")))]
+#[utoipa::path(get, path = "/openapi.json", tag = "operations", operation_id = "get_openapi", responses((status = 200, description = "this document")))]
 pub async fn openapi() -> Response {
     super::responses::json_response(StatusCode::OK, super::openapi::document())
 }

@@ -59,7 +59,7 @@ pub fn count(method: &'static str, route: &str, response: &Response) {
     .increment(1);
 }
 
-#[utoipa::path(get, path = "/metrics", tag = "operations",
+#[utoipa::path(get, path = "/metrics", tag = "operations", operation_id = "get_metrics",
     responses((status = 200, description = "Prometheus text format", content_type = "text/plain")))]
 pub async fn metrics(State(state): State<AppState>) -> Response {
     let pool = &state.pool;

@@ -292,13 +292,13 @@ const REPLAYED_COMPONENT: &str = "IdempotentReplayed";
 const REPLAYS: &[(&str, &[&str])] = &[
     ("create_account", &["200"]),
     ("create_transaction", &["200", "422"]),
-    ("transfer", &["200", "422"]),
-    ("payment", &["200", "422"]),
-    ("reverse", &["200", "422"]),
+    ("create_transfer", &["200", "422"]),
+    ("create_payment", &["200", "422"]),
+    ("reverse_transaction", &["200", "422"]),
     ("create_webhook", &["200"]),
-    ("post", &["200"]),
-    ("void", &["200"]),
-    ("rotate_secret", &["200"]),
+    ("capture_hold", &["200"]),
+    ("void_hold", &["200"]),
+    ("rotate_webhook_secret", &["200"]),
 ];
 
 fn header(description: &str, value: Option<&str>) -> utoipa::openapi::header::Header {

@@ -95,7 +95,7 @@ pub struct ExceptionPage {
     pub next_cursor: Option<String>,
 }
 
-#[utoipa::path(get, path = "/v1/reconciliations/{id}/exceptions", tag = "reconciliations",
+#[utoipa::path(get, path = "/v1/reconciliations/{id}/exceptions", tag = "reconciliations", operation_id = "list_reconciliation_exceptions",
     params(("id" = Uuid, Path), ExceptionsQuery),
     responses((status = 200, description = "the run's listed exceptions in report order, a page at a time (`summary.exceptions` has the exact counts)", body = ExceptionPage),
         (status = 404, body = Problem, content_type = "application/problem+json"),

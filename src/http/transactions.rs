@@ -45,7 +45,7 @@ pub async fn create(
     created(state.writer.create(new).await?)
 }
 
-#[utoipa::path(post, path = "/v1/transfers", tag = "transactions", request_body = TransferRequest,
+#[utoipa::path(post, path = "/v1/transfers", tag = "transactions", operation_id = "create_transfer", request_body = TransferRequest,
     params(("Idempotency-Key" = Option<String>, Header, description = "derives the id when the body has none")),
     responses(
         (status = 201, description = "posted, or a hold (`status: pending`)", body = TransactionView),
@@ -62,7 +62,7 @@ pub async fn transfer(
     created(state.writer.create(new).await?)
 }
 
-#[utoipa::path(post, path = "/v1/payments", tag = "transactions", request_body = PaymentRequest,
+#[utoipa::path(post, path = "/v1/payments", tag = "transactions", operation_id = "create_payment", request_body = PaymentRequest,
     params(("Idempotency-Key" = Option<String>, Header, description = "derives the id when the body has none")),
     responses(
         (status = 201, description = "posted: the wallet credited, the provider's clearing account debited", body = TransactionView),
@@ -93,7 +93,7 @@ pub struct PostRequest {
 #[serde(deny_unknown_fields)]
 pub struct VoidRequest {}
 
-#[utoipa::path(post, path = "/v1/transactions/{id}/post", tag = "holds", params(("id" = Uuid, Path)),
+#[utoipa::path(post, path = "/v1/transactions/{id}/post", tag = "holds", operation_id = "capture_hold", params(("id" = Uuid, Path)),
     request_body(content = Option<PostRequest>, description = "optional; `{}` or no body captures the whole hold"),
     responses(
         (status = 200, description = "captured; a repeat of the same request replays it (`Idempotent-Replayed: true`)", body = TransactionView),
@@ -110,7 +110,7 @@ pub async fn post(
     resolve(&state, &id, Action::Post, req.amount.and_then(Amount::new)).await
 }
 
-#[utoipa::path(post, path = "/v1/transactions/{id}/void", tag = "holds", params(("id" = Uuid, Path)),
+#[utoipa::path(post, path = "/v1/transactions/{id}/void", tag = "holds", operation_id = "void_hold", params(("id" = Uuid, Path)),
     request_body(content = Option<VoidRequest>, description = "optional; `{}` or no body"),
     responses(
         (status = 200, description = "released; a repeat replays it (`Idempotent-Replayed: true`)", body = TransactionView),
@@ -182,7 +182,7 @@ pub struct ReverseRequest {
     pub metadata: Option<Map<String, Value>>,
 }
 
-#[utoipa::path(post, path = "/v1/transactions/{id}/reverse", tag = "transactions", params(("id" = Uuid, Path),
+#[utoipa::path(post, path = "/v1/transactions/{id}/reverse", tag = "transactions", operation_id = "reverse_transaction", params(("id" = Uuid, Path),
         ("Idempotency-Key" = Option<String>, Header, description = "derives the reversal's id when the body has none")),
     request_body = ReverseRequest,
     responses(

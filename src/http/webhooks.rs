@@ -129,7 +129,7 @@ pub async fn get(State(state): State<AppState>, PathParam(id): PathParam) -> Res
     json(StatusCode::OK, &subscription.view())
 }
 
-#[utoipa::path(delete, path = "/v1/webhooks/{id}", tag = "webhooks", params(("id" = Uuid, Path)),
+#[utoipa::path(delete, path = "/v1/webhooks/{id}", tag = "webhooks", operation_id = "delete_webhook", params(("id" = Uuid, Path)),
     responses((status = 200, description = "deleted (a repeat answers the same); its pending deliveries are cancelled", body = SubscriptionView),
         (status = 404, body = Problem, content_type = "application/problem+json")))]
 pub async fn delete(State(state): State<AppState>, PathParam(id): PathParam) -> Result<Response> {
@@ -141,7 +141,7 @@ pub async fn delete(State(state): State<AppState>, PathParam(id): PathParam) -> 
     json(StatusCode::OK, &subscription.view())
 }
 
-#[utoipa::path(post, path = "/v1/webhooks/{id}/rotate-secret", tag = "webhooks",
+#[utoipa::path(post, path = "/v1/webhooks/{id}/rotate-secret", tag = "webhooks", operation_id = "rotate_webhook_secret",
     params(("id" = Uuid, Path),
         ("Idempotency-Key" = Option<String>, Header, description = "required unless the body names the `secret`: a retry with the same key answers the secret the first made")),
     request_body(content = Option<RotateSecretRequest>),
@@ -250,7 +250,7 @@ pub async fn get_delivery(
     json(StatusCode::OK, &detail)
 }
 
-#[utoipa::path(post, path = "/v1/deliveries/{id}/redeliver", tag = "webhooks", params(("id" = Uuid, Path)),
+#[utoipa::path(post, path = "/v1/deliveries/{id}/redeliver", tag = "webhooks", operation_id = "redeliver_delivery", params(("id" = Uuid, Path)),
     responses((status = 200, description = "due now with a fresh retry budget; sent again with the same webhook-id", body = DeliveryDetail),
         (status = 404, body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "invalid_transition: the webhook was deleted", body = Problem, content_type = "application/problem+json")))]
