@@ -17,9 +17,6 @@ cd "$(dirname "$0")/.."
 SCHEMATHESIS_VERSION=4.32.5
 MAX_EXAMPLES=${SCHEMATHESIS_MAX_EXAMPLES:-100}
 TIMEOUT=${SCHEMATHESIS_TIMEOUT:-900}
-PGHOST=${PGHOST:-127.0.0.1}
-PGPORT=${PGPORT:-5432}
-PGUSER=${PGUSER:-postgres}
 
 if [ "$(python3 -m schemathesis.cli --version 2>/dev/null | awk '{print $NF}')" != "$SCHEMATHESIS_VERSION" ]; then
     echo "installing schemathesis==$SCHEMATHESIS_VERSION" >&2
@@ -28,44 +25,12 @@ if [ "$(python3 -m schemathesis.cli --version 2>/dev/null | awk '{print $NF}')" 
 fi
 
 cargo build --quiet
-bin=target/debug/wallet-ledger
 export RUST_LOG=${RUST_LOG:-warn}
 
-database=wallet_ledger_schemathesis_$$
-database_url="postgres://$PGUSER@$PGHOST:$PGPORT/$database"
-port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-base="http://127.0.0.1:$port"
-log=$(mktemp -t schemathesis-server.XXXXXX)
-server=
-
-cleanup() {
-    if [ -n "$server" ] && kill -0 "$server" 2>/dev/null; then
-        kill -TERM "$server"
-        wait "$server" 2>/dev/null || true
-    fi
-    psql -h "$PGHOST" -p "$PGPORT" -U "$PGUSER" -d postgres -q -v ON_ERROR_STOP=1 \
-        -c "drop database if exists $database with (force)" >/dev/null || true
-    rm -f "$log"
-}
-trap cleanup EXIT
-
-"$bin" migrate --database-url "$database_url" >/dev/null
-token=$("$bin" api-key create --owner schemathesis --scope admin --database-url "$database_url")
-
-# The rate limit is raised so that schemathesis's pace is never answered 429 (429 is documented,
-# but a run of refusals would test nothing). The seeded webhooks point at 127.0.0.1:9, listed as
-# an in-house receiver would be (loopback is refused by default).
-LOG_FORMAT=json "$bin" serve --database-url "$database_url" --listen-addr "127.0.0.1:$port" \
-    --no-outbox --rate-limit-per-second 100000 --rate-limit-burst 100000 \
-    --webhook-allowed-hosts 127.0.0.1:9 >"$log" 2>&1 &
-server=$!
-
-for _ in $(seq 1 100); do
-    curl -fsS "$base/readyz" >/dev/null 2>&1 && break
-    kill -0 "$server" 2>/dev/null || { cat "$log" >&2; echo "the server exited before it was ready" >&2; exit 1; }
-    sleep 0.1
-done
-curl -fsS "$base/readyz" >/dev/null || { cat "$log" >&2; echo "the server did not become ready" >&2; exit 1; }
+# The seeded webhooks point at 127.0.0.1:9, listed as an in-house receiver would be (loopback
+# is refused by default).
+source scripts/test-server.sh
+start_test_server schemathesis --webhook-allowed-hosts 127.0.0.1:9
 
 # Fixtures that scripts/schemathesis.toml names in its dictionaries, so that many generated
 # requests reach real resources (and their 2xx bodies are checked) instead of 404 and 422.

@@ -1,0 +1,141 @@
+"""Contains all the data models used in inputs/outputs"""
+
+from .account_type_request import AccountTypeRequest
+from .account_view import AccountView
+from .account_view_status import AccountViewStatus
+from .account_view_type import AccountViewType
+from .alive import Alive
+from .attempt_view import AttemptView
+from .balances_view import BalancesView
+from .batch_mode import BatchMode
+from .batch_request import BatchRequest
+from .batch_response import BatchResponse
+from .create_account_request import CreateAccountRequest
+from .create_transaction_request import CreateTransactionRequest
+from .create_webhook_request import CreateWebhookRequest
+from .currency_totals import CurrencyTotals
+from .database_readiness import DatabaseReadiness
+from .delivery_detail import DeliveryDetail
+from .delivery_view import DeliveryView
+from .entry_request import EntryRequest
+from .entry_view import EntryView
+from .exception import Exception_
+from .exception_code import ExceptionCode
+from .exception_page import ExceptionPage
+from .feed_state import FeedState
+from .field_error import FieldError
+from .finding import Finding
+from .finding_check import FindingCheck
+from .health import Health
+from .holds_page import HoldsPage
+from .item_result import ItemResult
+from .leg_view import LegView
+from .lifecycle_request import LifecycleRequest
+from .list_accounts_metadata import ListAccountsMetadata
+from .list_accounts_status import ListAccountsStatus
+from .list_accounts_type import ListAccountsType
+from .list_transactions_metadata import ListTransactionsMetadata
+from .matched import Matched
+from .matched_status import MatchedStatus
+from .metadata import Metadata
+from .page_account_view import PageAccountView
+from .page_delivery_view import PageDeliveryView
+from .page_entry_view import PageEntryView
+from .page_subscription_view import PageSubscriptionView
+from .page_transaction_view import PageTransactionView
+from .patch_account_request import PatchAccountRequest
+from .payment_request import PaymentRequest
+from .payout import Payout
+from .post_request import PostRequest
+from .problem import Problem
+from .readiness import Readiness
+from .ready import Ready
+from .refusal_view import RefusalView
+from .refusal_view_code import RefusalViewCode
+from .requested_status import RequestedStatus
+from .reverse_request import ReverseRequest
+from .rotate_secret_request import RotateSecretRequest
+from .run_page import RunPage
+from .run_report import RunReport
+from .run_report_options import RunReportOptions
+from .run_summary import RunSummary
+from .status_filter import StatusFilter
+from .subscription_view import SubscriptionView
+from .summary import Summary
+from .summary_exceptions import SummaryExceptions
+from .transaction_view import TransactionView
+from .transaction_view_kind import TransactionViewKind
+from .transaction_view_status import TransactionViewStatus
+from .transfer_request import TransferRequest
+from .void_request import VoidRequest
+
+__all__ = (
+    "AccountTypeRequest",
+    "AccountView",
+    "AccountViewStatus",
+    "AccountViewType",
+    "Alive",
+    "AttemptView",
+    "BalancesView",
+    "BatchMode",
+    "BatchRequest",
+    "BatchResponse",
+    "CreateAccountRequest",
+    "CreateTransactionRequest",
+    "CreateWebhookRequest",
+    "CurrencyTotals",
+    "DatabaseReadiness",
+    "DeliveryDetail",
+    "DeliveryView",
+    "EntryRequest",
+    "EntryView",
+    "Exception_",
+    "ExceptionCode",
+    "ExceptionPage",
+    "FeedState",
+    "FieldError",
+    "Finding",
+    "FindingCheck",
+    "Health",
+    "HoldsPage",
+    "ItemResult",
+    "LegView",
+    "LifecycleRequest",
+    "ListAccountsMetadata",
+    "ListAccountsStatus",
+    "ListAccountsType",
+    "ListTransactionsMetadata",
+    "Matched",
+    "MatchedStatus",
+    "Metadata",
+    "PageAccountView",
+    "PageDeliveryView",
+    "PageEntryView",
+    "PageSubscriptionView",
+    "PageTransactionView",
+    "PatchAccountRequest",
+    "PaymentRequest",
+    "Payout",
+    "PostRequest",
+    "Problem",
+    "Readiness",
+    "Ready",
+    "RefusalView",
+    "RefusalViewCode",
+    "RequestedStatus",
+    "ReverseRequest",
+    "RotateSecretRequest",
+    "RunPage",
+    "RunReport",
+    "RunReportOptions",
+    "RunSummary",
+    "StatusFilter",
+    "SubscriptionView",
+    "Summary",
+    "SummaryExceptions",
+    "TransactionView",
+    "TransactionViewKind",
+    "TransactionViewStatus",
+    "TransferRequest",
+    "VoidRequest",
+)

@@ -1,0 +1,17 @@
+from enum import StrEnum
+
+
+class FindingCheck(StrEnum):
+    BALANCE_RANGE = "balance_range"
+    CHECKPOINT_MISMATCH = "checkpoint_mismatch"
+    ENTRY_MISMATCH = "entry_mismatch"
+    OVERDUE_HOLD = "overdue_hold"
+    OVER_REVERSED = "over_reversed"
+    POSTING_MISMATCH = "posting_mismatch"
+    STALE_OPEN_HOLD = "stale_open_hold"
+    TRIAL_BALANCE = "trial_balance"
+    UNBALANCED_TRANSACTION = "unbalanced_transaction"
+    WALLET_CHAIN = "wallet_chain"
+
+    def __str__(self) -> str:
+        return str(self.value)

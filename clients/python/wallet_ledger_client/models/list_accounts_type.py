@@ -1,0 +1,9 @@
+from enum import StrEnum
+
+
+class ListAccountsType(StrEnum):
+    SYSTEM = "system"
+    WALLET = "wallet"
+
+    def __str__(self) -> str:
+        return str(self.value)

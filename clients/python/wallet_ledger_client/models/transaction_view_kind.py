@@ -1,0 +1,11 @@
+from enum import StrEnum
+
+
+class TransactionViewKind(StrEnum):
+    PAYMENT = "payment"
+    REVERSAL = "reversal"
+    TRANSACTION = "transaction"
+    TRANSFER = "transfer"
+
+    def __str__(self) -> str:
+        return str(self.value)
