@@ -113,7 +113,8 @@ begin
        or new.creation_outcome <> old.creation_outcome
        or new.creation_response is distinct from old.creation_response
        or new.refusal_code is distinct from old.refusal_code
-       or new.refusal_detail is distinct from old.refusal_detail then
+       or new.refusal_detail is distinct from old.refusal_detail
+       or new.effective_at is distinct from old.effective_at then
         raise exception 'the creation record of % is immutable', old.id
             using errcode = 'integrity_constraint_violation';
     end if;
@@ -323,9 +324,11 @@ CREATE TABLE public.entries (
     balance_after bigint,
     ledger_time timestamp with time zone NOT NULL,
     xid xid8 DEFAULT pg_current_xact_id() NOT NULL,
+    effective_at timestamp with time zone,
     CONSTRAINT entries_amount_check CHECK (((amount <> 0) AND ((amount >= '-9007199254740991'::bigint) AND (amount <= '9007199254740991'::bigint)))),
     CONSTRAINT entries_balance_after_check CHECK (((balance_after >= '-9007199254740991'::bigint) AND (balance_after <= '9007199254740991'::bigint))),
     CONSTRAINT entries_check CHECK (((sequence IS NULL) = (balance_after IS NULL))),
+    CONSTRAINT entries_effective_at_check CHECK (((effective_at IS NULL) OR (effective_at < ledger_time))),
     CONSTRAINT entries_sequence_check CHECK ((sequence >= 1))
 );
 
@@ -485,12 +488,14 @@ CREATE TABLE public.transactions (
     resolution_request jsonb,
     resolution_response text,
     creation_outcome text NOT NULL,
+    effective_at timestamp with time zone,
     CONSTRAINT transactions_captured_amount_check CHECK (((captured_amount >= 1) AND (captured_amount <= '9007199254740991'::bigint))),
     CONSTRAINT transactions_check CHECK (((status = 'rejected'::text) = (refusal_code IS NOT NULL))),
     CONSTRAINT transactions_check2 CHECK (((status = 'posted'::text) = (posted_at IS NOT NULL))),
     CONSTRAINT transactions_created_has_answer CHECK (((creation_outcome = 'refused'::text) OR (creation_response IS NOT NULL))),
     CONSTRAINT transactions_creation_outcome_check CHECK ((creation_outcome = ANY (ARRAY['created'::text, 'refused'::text]))),
     CONSTRAINT transactions_currency_check CHECK ((currency ~ '^[A-Z]{3}$'::text)),
+    CONSTRAINT transactions_effective_at_check CHECK (((effective_at IS NULL) OR ((posted_at IS NOT NULL) AND (effective_at < posted_at)))),
     CONSTRAINT transactions_external_ref_check CHECK (((length(external_ref) >= 1) AND (length(external_ref) <= 255))),
     CONSTRAINT transactions_hold_expiry CHECK (((status = 'pending'::text) <= (expires_at IS NOT NULL))),
     CONSTRAINT transactions_kind_check CHECK ((kind = ANY (ARRAY['transaction'::text, 'transfer'::text, 'payment'::text, 'reversal'::text]))),
@@ -831,6 +836,13 @@ CREATE INDEX entries_account_id ON public.entries USING btree (account_id, id);
 --
 
 CREATE INDEX entries_account_xid ON public.entries USING btree (account_id, xid) WHERE (sequence IS NULL);
+
+
+--
+-- Name: entries_backdated; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX entries_backdated ON public.entries USING btree (account_id, effective_at) WHERE (effective_at IS NOT NULL);
 
 
 --
