@@ -113,6 +113,11 @@ pub struct HttpArgs {
     pub batch_body_limit_bytes: usize,
     #[command(flatten)]
     pub hold_expiry: HoldExpiryArgs,
+    /// How many days back a posted transaction may be dated (`effective_at`); an older date
+    /// answers 422 `range`.
+    #[arg(long, env = "EFFECTIVE_HORIZON_DAYS", default_value_t = 31,
+        value_parser = clap::value_parser!(u16).range(1..=3660))]
+    pub effective_horizon_days: u16,
     #[command(flatten)]
     pub webhooks: WebhookArgs,
     /// Requests per second each API key may make on average; more answer 429 `rate_limited`.
@@ -140,6 +145,7 @@ impl HttpArgs {
             body_limit_bytes: self.body_limit_bytes,
             batch_body_limit_bytes: self.batch_body_limit_bytes,
             hold_expiry: self.hold_expiry.expiry(),
+            effective_horizon: chrono::TimeDelta::days(i64::from(self.effective_horizon_days)),
             webhooks: self.webhooks.settings(),
             rate_limit_per_second: self.rate_limit_per_second,
             rate_limit_burst: self.rate_limit_burst,

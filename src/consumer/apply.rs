@@ -703,6 +703,7 @@ fn new_payment(
         request,
         clearing_account: Some((clearing, currency)),
         reversal: None,
+        effective_at: None,
         provider_initiated: false,
     })
 }
@@ -747,6 +748,7 @@ async fn refund(
                 )));
             }
             Ok(NewTransaction {
+                effective_at: None,
                 provider_initiated: true,
                 ..*new
             })

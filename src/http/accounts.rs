@@ -7,7 +7,9 @@ use super::extract::{IdempotencyKey, JsonBody, OptionalJsonBody, PathParam, Quer
 use super::problem::Problem;
 use super::responses::{created, json};
 use super::validate;
-use crate::ledger::accounts::{self, Account, AccountType, Action, NewAccount, Transition};
+use crate::ledger::accounts::{
+    self, Account, AccountType, Action, NewAccount, TimeAxis, Transition,
+};
 use crate::ledger::ids::AccountId;
 use crate::ledger::money::Currency;
 use crate::ledger::store::Db;
@@ -107,6 +109,18 @@ pub struct AccountQuery {
     /// answered at the finality horizon, which the response's `as_of` names.
     #[serde(default, deserialize_with = "validate::timestamp::optional")]
     pub as_of: Option<DateTime<Utc>>,
+    /// Which clock `as_of` reads: `ledger` (default: when entries were written) or `effective`
+    /// (when they count: a backdated transaction from its `effective_at` on). Only with `as_of`.
+    #[param(inline)]
+    pub time: Option<AsOfTime>,
+}
+
+/// `time` of an `as_of` read.
+#[derive(Debug, Clone, Copy, Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum AsOfTime {
+    Ledger,
+    Effective,
 }
 
 #[utoipa::path(get, path = "/v1/accounts/{id}", tag = "accounts", operation_id = "get_account", params(("id" = String, Path), AccountQuery),
@@ -119,7 +133,18 @@ pub async fn get(
 ) -> Result<Response> {
     let mut conn = state.pool.acquire().await?;
     let db = &mut state.store.on(&mut conn);
-    let (account, balances, as_of) = accounts::read(db, &id, query.as_of)
+    let axis = match query.time {
+        None | Some(AsOfTime::Ledger) => TimeAxis::Ledger,
+        Some(AsOfTime::Effective) => TimeAxis::Effective,
+    };
+    if query.time.is_some() && query.as_of.is_none() {
+        return Err(ApiError::validation(
+            "/time",
+            "not_applicable",
+            "time chooses the clock of as_of: give as_of too",
+        ));
+    }
+    let (account, balances, as_of) = accounts::read(db, &id, query.as_of.map(|t| (t, axis)))
         .await?
         .ok_or_else(|| ApiError::NotFound(format!("account {id}")))?;
     json(StatusCode::OK, &account.view(balances, as_of))

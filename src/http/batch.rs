@@ -88,7 +88,7 @@ pub async fn batch(
         .into_iter()
         .map(|item| {
             parse_valid::<CreateTransactionRequest>(item.get().as_bytes())?
-                .into_new(&no_key, state.config.hold_expiry)
+                .into_new(&no_key, state.config.create_policy())
         })
         .collect();
     if mode == Mode::Atomic

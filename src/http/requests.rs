@@ -5,6 +5,7 @@
 use super::error::{ApiError, Result};
 use super::extract::IdempotencyKey;
 use super::validate;
+use crate::ledger::effective::EffectiveDate;
 use crate::ledger::ids::AccountId;
 use crate::ledger::journal::{Journal, Leg};
 use crate::ledger::money::{Amount, Currency};
@@ -49,6 +50,12 @@ pub struct CreateTransactionRequest {
     /// Holds only: when the hold expires (default: the server's hold expiry from now).
     #[serde(default, deserialize_with = "validate::timestamp::optional")]
     pub expires_at: Option<DateTime<Utc>>,
+    /// Posted transactions only: the past moment it counts from in balances by effective time
+    /// (RFC 3339; default: its ledger time). Not in the future, at most the server's horizon
+    /// (31 days by default) back; a debit dated in the past must not overdraw the wallet at any
+    /// effective moment since.
+    #[serde(default, deserialize_with = "validate::timestamp::optional")]
+    pub effective_at: Option<DateTime<Utc>>,
     #[validate(custom(function = "validate::external_ref"))]
     pub external_ref: Option<String>,
     #[validate(custom(function = "validate::metadata"))]
@@ -73,6 +80,12 @@ pub struct TransferRequest {
     /// Holds only: when the hold expires (default: the server's hold expiry from now).
     #[serde(default, deserialize_with = "validate::timestamp::optional")]
     pub expires_at: Option<DateTime<Utc>>,
+    /// Posted transactions only: the past moment it counts from in balances by effective time
+    /// (RFC 3339; default: its ledger time). Not in the future, at most the server's horizon
+    /// (31 days by default) back; a debit dated in the past must not overdraw the wallet at any
+    /// effective moment since.
+    #[serde(default, deserialize_with = "validate::timestamp::optional")]
+    pub effective_at: Option<DateTime<Utc>>,
     #[validate(custom(function = "validate::external_ref"))]
     pub external_ref: Option<String>,
     #[validate(custom(function = "validate::metadata"))]
@@ -99,6 +112,12 @@ pub struct PaymentRequest {
     #[validate(custom(function = "validate::provider"))]
     pub provider: String,
     /// The provider's reference of the payment.
+    /// Posted transactions only: the past moment it counts from in balances by effective time
+    /// (RFC 3339; default: its ledger time). Not in the future, at most the server's horizon
+    /// (31 days by default) back; a debit dated in the past must not overdraw the wallet at any
+    /// effective moment since.
+    #[serde(default, deserialize_with = "validate::timestamp::optional")]
+    pub effective_at: Option<DateTime<Utc>>,
     #[validate(custom(function = "validate::external_ref"))]
     pub external_ref: Option<String>,
     #[validate(custom(function = "validate::metadata"))]
@@ -124,6 +143,45 @@ fn leg(account_id: AccountId, value: Amount, account_field: &str, amount_field: 
         amount_field: amount_field.to_owned(),
         must_be_wallet: false,
     }
+}
+
+/// What the service allows a create: a hold's default expiry, and how far back a posted
+/// transaction may be dated.
+#[derive(Debug, Clone, Copy)]
+pub struct CreatePolicy {
+    pub hold_expiry: TimeDelta,
+    pub effective_horizon: TimeDelta,
+}
+
+/// The requested effective date, for posted transactions only. Its horizon is fixed now and
+/// checked by the ledger after the stored id, so a retry past it still replays.
+fn effective(
+    at: Option<DateTime<Utc>>,
+    status: Option<RequestedStatus>,
+    horizon: TimeDelta,
+) -> Result<Option<EffectiveDate>> {
+    let Some(at) = at else { return Ok(None) };
+    if status == Some(RequestedStatus::Pending) {
+        return Err(ApiError::validation(
+            "/effective_at",
+            "not_applicable",
+            "effective_at applies to posted transactions only",
+        ));
+    }
+    let at = DateTime::from_timestamp_micros(at.timestamp_micros()).unwrap_or(at);
+    let not_before = crate::ledger::now_micros()
+        .checked_sub_signed(horizon)
+        .unwrap_or(DateTime::<Utc>::MIN_UTC);
+    Ok(Some(EffectiveDate { at, not_before }))
+}
+
+/// The canonical request, with `effective_at` only when it was sent: a request stored before
+/// effective dates existed is the same request as its retry without one.
+fn with_effective_at(mut request: Value, at: Option<DateTime<Utc>>) -> Value {
+    if let (Some(at), Some(fields)) = (at, request.as_object_mut()) {
+        fields.insert("effective_at".into(), json!(at));
+    }
+    request
 }
 
 /// Posted now, or a hold until `expires_at` (given, in the future; or the default expiry).
@@ -162,13 +220,10 @@ fn requested(
 }
 
 impl CreateTransactionRequest {
-    pub fn into_new(
-        self,
-        key: &IdempotencyKey,
-        default_expiry: TimeDelta,
-    ) -> Result<NewTransaction> {
+    pub fn into_new(self, key: &IdempotencyKey, policy: CreatePolicy) -> Result<NewTransaction> {
         let id = key.resolve(self.id)?;
-        let status = requested(self.status, self.expires_at, default_expiry)?;
+        let status = requested(self.status, self.expires_at, policy.hold_expiry)?;
+        let effective_at = effective(self.effective_at, self.status, policy.effective_horizon)?;
         let legs = self
             .entries
             .iter()
@@ -195,6 +250,7 @@ impl CreateTransactionRequest {
             "external_ref": self.external_ref,
             "metadata": metadata,
         });
+        let request = with_effective_at(request, effective_at.map(|d| d.at));
         Ok(NewTransaction {
             id,
             kind: Kind::Transaction,
@@ -206,19 +262,17 @@ impl CreateTransactionRequest {
             request,
             clearing_account: None,
             reversal: None,
+            effective_at,
             provider_initiated: false,
         })
     }
 }
 
 impl TransferRequest {
-    pub fn into_new(
-        self,
-        key: &IdempotencyKey,
-        default_expiry: TimeDelta,
-    ) -> Result<NewTransaction> {
+    pub fn into_new(self, key: &IdempotencyKey, policy: CreatePolicy) -> Result<NewTransaction> {
         let id = key.resolve(self.id)?;
-        let status = requested(self.status, self.expires_at, default_expiry)?;
+        let status = requested(self.status, self.expires_at, policy.hold_expiry)?;
+        let effective_at = effective(self.effective_at, self.status, policy.effective_horizon)?;
         if self.from == self.to {
             return Err(ApiError::validation(
                 "/to",
@@ -247,6 +301,7 @@ impl TransferRequest {
             "external_ref": self.external_ref,
             "metadata": metadata,
         });
+        let request = with_effective_at(request, effective_at.map(|d| d.at));
         Ok(NewTransaction {
             id,
             kind: Kind::Transfer,
@@ -258,14 +313,16 @@ impl TransferRequest {
             request,
             clearing_account: None,
             reversal: None,
+            effective_at,
             provider_initiated: false,
         })
     }
 }
 
 impl PaymentRequest {
-    pub fn into_new(self, key: &IdempotencyKey) -> Result<NewTransaction> {
+    pub fn into_new(self, key: &IdempotencyKey, policy: CreatePolicy) -> Result<NewTransaction> {
         let id = key.resolve(self.id)?;
+        let effective_at = effective(self.effective_at, None, policy.effective_horizon)?;
         let currency = Currency::parse(&self.currency)
             .ok_or_else(|| ApiError::validation("/currency", "currency", "unknown currency"))?;
         let credited = amount(self.amount, "/amount")?;
@@ -291,6 +348,7 @@ impl PaymentRequest {
             "external_ref": self.external_ref,
             "metadata": metadata,
         });
+        let request = with_effective_at(request, effective_at.map(|d| d.at));
         Ok(NewTransaction {
             id,
             kind: Kind::Payment,
@@ -302,6 +360,7 @@ impl PaymentRequest {
             request,
             clearing_account: Some((clearing, currency)),
             reversal: None,
+            effective_at,
             provider_initiated: false,
         })
     }

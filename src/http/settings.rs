@@ -28,6 +28,8 @@ pub struct HttpSettings {
     pub batch_body_limit_bytes: usize,
     /// How long a hold created without `expires_at` lasts.
     pub hold_expiry: chrono::TimeDelta,
+    /// How far back a posted transaction may be dated (`effective_at`).
+    pub effective_horizon: chrono::TimeDelta,
     pub webhooks: WebhookPolicy,
     pub rate_limit_per_second: u32,
     pub rate_limit_burst: u32,
@@ -47,6 +49,7 @@ impl Default for HttpSettings {
             body_limit_bytes: DEFAULT_BODY_LIMIT_BYTES,
             batch_body_limit_bytes: DEFAULT_BATCH_BODY_LIMIT_BYTES,
             hold_expiry: crate::ledger::holds::default_expiry(),
+            effective_horizon: crate::ledger::effective::DEFAULT_HORIZON,
             webhooks: WebhookPolicy::default(),
             rate_limit_per_second: DEFAULT_RATE_LIMIT_PER_SECOND,
             rate_limit_burst: DEFAULT_RATE_LIMIT_BURST,
@@ -58,6 +61,14 @@ impl Default for HttpSettings {
 }
 
 impl HttpSettings {
+    /// What a create may ask for: a hold's default expiry, how far back it may be dated.
+    pub fn create_policy(&self) -> super::requests::CreatePolicy {
+        super::requests::CreatePolicy {
+            hold_expiry: self.hold_expiry,
+            effective_horizon: self.effective_horizon,
+        }
+    }
+
     pub fn request_timeout(&self) -> Duration {
         Duration::from_millis(self.request_timeout_ms)
     }

@@ -41,7 +41,7 @@ pub async fn create(
     key: IdempotencyKey,
     JsonBody(req): JsonBody<CreateTransactionRequest>,
 ) -> Result<Response> {
-    let new = req.into_new(&key, state.config.hold_expiry)?;
+    let new = req.into_new(&key, state.config.create_policy())?;
     created(state.writer.create(new).await?)
 }
 
@@ -58,7 +58,7 @@ pub async fn transfer(
     key: IdempotencyKey,
     JsonBody(req): JsonBody<TransferRequest>,
 ) -> Result<Response> {
-    let new = req.into_new(&key, state.config.hold_expiry)?;
+    let new = req.into_new(&key, state.config.create_policy())?;
     created(state.writer.create(new).await?)
 }
 
@@ -75,7 +75,7 @@ pub async fn payment(
     key: IdempotencyKey,
     JsonBody(req): JsonBody<PaymentRequest>,
 ) -> Result<Response> {
-    let new = req.into_new(&key)?;
+    let new = req.into_new(&key, state.config.create_policy())?;
     created(state.writer.create(new).await?)
 }
 

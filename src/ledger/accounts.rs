@@ -303,12 +303,15 @@ pub async fn find(conn: &mut PgConnection, id: &str) -> Result<Option<Account>, 
 pub async fn read(
     db: &mut Db<'_>,
     id: &str,
-    as_of: Option<DateTime<Utc>>,
+    as_of: Option<(DateTime<Utc>, TimeAxis)>,
 ) -> Result<Option<(Account, Balances, Option<DateTime<Utc>>)>, BalanceError> {
     // The horizon is read before the snapshot is taken: see `final_horizon`.
-    let as_of = match as_of {
-        Some(asked) => Some(final_instant(asked, reads::final_horizon(db).await?)),
-        None => None,
+    let (as_of, axis) = match as_of {
+        Some((asked, axis)) => (
+            Some(final_instant(asked, reads::final_horizon(db).await?)),
+            axis,
+        ),
+        None => (None, TimeAxis::Ledger),
     };
     let mut tx = super::begin_snapshot(db.conn()).await?;
     let Some(account) = find(&mut tx, id).await? else {
@@ -318,7 +321,7 @@ pub async fn read(
         None => balances(&mut tx, &account).await?,
         // Holds keep no history: a past moment shows posted money only.
         Some(as_of) => Balances {
-            posted: posted_balance_as_of(&mut tx, &account, as_of).await?,
+            posted: posted_balance_at(&mut tx, &account, as_of, axis).await?,
             ..Balances::default()
         },
     };
@@ -422,6 +425,36 @@ pub async fn wallet_posted_balance(
     .fetch_optional(conn)
     .await?;
     Ok(last.unwrap_or(0))
+}
+
+/// Which clock an `as_of` reads: when entries were written (`ledger`, final once the horizon
+/// passes) or when they count for the business (`effective`: a transaction backdated later
+/// can still change the answer for a moment within the backdating horizon).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum TimeAxis {
+    #[default]
+    Ledger,
+    Effective,
+}
+
+/// The posted balance at `as_of` on `axis`: by effective time, the balance by ledger time
+/// corrected by the account's backdated entries (`effective::backdating_at`).
+pub async fn posted_balance_at(
+    conn: &mut PgConnection,
+    account: &Account,
+    as_of: DateTime<Utc>,
+    axis: TimeAxis,
+) -> Result<Amount, BalanceError> {
+    let by_ledger = posted_balance_as_of(conn, account, as_of).await?;
+    if axis == TimeAxis::Ledger {
+        return Ok(by_ledger);
+    }
+    let delta = super::effective::backdating_at(conn, &account.id, as_of).await?;
+    by_ledger
+        .minor_units()
+        .checked_add(delta)
+        .and_then(Amount::new)
+        .ok_or_else(|| BalanceOutOfRange(account.id.clone()).into())
 }
 
 /// The posted balance at `as_of`: a wallet's last entry with ledger time ≤ `as_of`; a system

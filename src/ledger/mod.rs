@@ -8,6 +8,7 @@ pub mod bounds;
 pub mod caller;
 pub mod checkpoints;
 pub mod compare;
+pub mod effective;
 pub mod events;
 pub mod group_commit;
 pub mod holds;

@@ -82,6 +82,7 @@ pub async fn plan(
             amount: reversed,
             original_amount,
         }),
+        effective_at: None,
         provider_initiated: false,
     })))
 }

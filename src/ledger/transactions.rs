@@ -129,6 +129,8 @@ pub struct NewTransaction {
     /// Payments: the provider's clearing account, created by its first posted payment.
     pub clearing_account: Option<(AccountId, Currency)>,
     pub reversal: Option<Reversal>,
+    /// A posted transaction dated in the past (`effective_at`): see `ledger::effective`.
+    pub effective_at: Option<super::effective::EffectiveDate>,
     /// A provider's refund reported on the stream: the money already left through the provider,
     /// so the ledger records it even when it overdraws the wallet or the wallet is frozen.
     /// Every request made through the API leaves it `false`.
@@ -204,6 +206,8 @@ pub(crate) struct StoredTransaction {
     pub refusal_detail: Option<String>,
     pub created_at: DateTime<Utc>,
     pub posted_at: Option<DateTime<Utc>>,
+    /// Set when it was backdated; otherwise it counts from `posted_at`.
+    pub effective_at: Option<DateTime<Utc>>,
     pub expires_at: Option<DateTime<Utc>>,
     pub reverses: Option<Uuid>,
     pub captured_amount: Option<i64>,
@@ -277,6 +281,7 @@ impl StoredTransaction {
             }),
             created_at: self.created_at,
             posted_at: self.posted_at,
+            effective_at: self.effective_at.or(self.posted_at),
             expires_at: self.expires_at,
             reverses: self.reverses,
             captured_amount: self.captured_amount,
@@ -349,7 +354,8 @@ pub async fn entries(
     limit: i64,
 ) -> Result<(Vec<EntryView>, Option<i64>), sqlx::Error> {
     let rows = sqlx::query!(
-        r#"select id, transaction_id, account_id, currency, amount, sequence, balance_after, ledger_time
+        r#"select id, transaction_id, account_id, currency, amount, sequence, balance_after, ledger_time,
+                  coalesce(effective_at, ledger_time) as "effective_at!"
            from entries
            where account_id = $1 and ($2::bigint is null or id < $2)
            order by id desc limit $3"#,
@@ -374,6 +380,7 @@ pub async fn entries(
             balance_after: r.balance_after,
             balance_after_decimal: r.balance_after.map(|b| currency.format(b)),
             ledger_time: r.ledger_time,
+            effective_at: r.effective_at,
         },
     ))
 }

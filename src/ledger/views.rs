@@ -134,8 +134,11 @@ pub struct TransactionView {
     pub metadata: Map<String, Value>,
     pub refusal: Option<RefusalView>,
     pub created_at: DateTime<Utc>,
-    /// Ledger time: when the entries took effect.
+    /// Ledger time: when the entries were written.
     pub posted_at: Option<DateTime<Utc>>,
+    /// When the transaction counts in balances by effective time: the `effective_at` it was
+    /// dated with, else its ledger time (`posted_at`); `null` until it is posted.
+    pub effective_at: Option<DateTime<Utc>>,
     /// Holds: when an uncaptured hold stops counting and becomes `expired`.
     pub expires_at: Option<DateTime<Utc>>,
     /// Reversals: the transaction this one gives money back for.
@@ -161,7 +164,10 @@ pub struct EntryView {
     /// Wallets only: the posted balance right after this entry.
     pub balance_after: Option<i64>,
     pub balance_after_decimal: Option<String>,
+    /// When the entry was written: its chain's order (`balance_after` is by ledger time).
     pub ledger_time: DateTime<Utc>,
+    /// When it counts in balances by effective time: its transaction's `effective_at`.
+    pub effective_at: DateTime<Utc>,
 }
 
 /// A page of a list: `next_cursor` is opaque; pass it back as `?cursor=` for the next page.

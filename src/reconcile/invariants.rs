@@ -360,7 +360,8 @@ async fn posting_mismatches(db: &mut Db<'_>) -> Result<Vec<Finding>, sqlx::Error
 }
 
 /// Every entry is in its account's currency and its transaction's (the triggers check it on
-/// insert; a currency changed later mislabels money without unbalancing anything).
+/// insert; a currency changed later mislabels money without unbalancing anything), and
+/// carries its transaction's effective date (a backdated transaction's, or none).
 async fn entry_currencies(db: &mut Db<'_>) -> Result<Vec<Finding>, sqlx::Error> {
     let (engine, conn) = (db.engine(), db.conn());
     let rows = match engine {
@@ -368,11 +369,13 @@ async fn entry_currencies(db: &mut Db<'_>) -> Result<Vec<Finding>, sqlx::Error> 
             sqlx::query_as!(
                 EntryCurrencies,
                 r#"select e.id, e.account_id, e.transaction_id, e.currency,
-                          a.currency as account_currency, t.currency as "transaction_currency?"
+                          a.currency as account_currency, t.currency as "transaction_currency?",
+                          e.effective_at, t.effective_at as "transaction_effective_at?"
                    from entries e
                    join accounts a on a.id = e.account_id
                    left join transactions t on t.id = e.transaction_id
                    where e.currency <> a.currency or e.currency is distinct from t.currency
+                      or e.effective_at is distinct from t.effective_at
                    order by e.id limit $1"#,
                 MAX_FINDINGS_PER_CHECK
             )
@@ -384,13 +387,15 @@ async fn entry_currencies(db: &mut Db<'_>) -> Result<Vec<Finding>, sqlx::Error> 
         Engine::Citus => {
             sqlx::query_as!(
                 EntryCurrencies,
-                r#"with t as materialized (select id, currency from transactions)
+                r#"with t as materialized (select id, currency, effective_at from transactions)
                    select e.id, e.account_id, e.transaction_id, e.currency,
-                          a.currency as account_currency, t.currency as "transaction_currency?"
+                          a.currency as account_currency, t.currency as "transaction_currency?",
+                          e.effective_at, t.effective_at as "transaction_effective_at?"
                    from entries e
                    join accounts a on a.id = e.account_id
                    left join t on t.id = e.transaction_id
                    where e.currency <> a.currency or e.currency is distinct from t.currency
+                      or e.effective_at is distinct from t.effective_at
                    order by e.id limit $1"#,
                 MAX_FINDINGS_PER_CHECK
             )
@@ -402,21 +407,31 @@ async fn entry_currencies(db: &mut Db<'_>) -> Result<Vec<Finding>, sqlx::Error> 
         .into_iter()
         .map(|r| Finding {
             check: Check::EntryMismatch,
+            detail: entry_mismatch(&r),
             account: Some(r.account_id),
             entry: Some(r.id),
             transaction: Some(r.transaction_id),
-            detail: match r.transaction_currency {
-                Some(t) => format!(
-                    "entry in {} on an account in {} for a transaction in {t}",
-                    r.currency, r.account_currency
-                ),
-                None => format!(
-                    "entry in {} on an account in {} for a transaction that does not exist",
-                    r.currency, r.account_currency
-                ),
-            },
         })
         .collect())
+}
+
+fn entry_mismatch(r: &EntryCurrencies) -> String {
+    let shown = |t: Option<DateTime<Utc>>| t.map_or("none".to_owned(), |t| t.to_rfc3339());
+    match &r.transaction_currency {
+        None => format!(
+            "entry in {} on an account in {} for a transaction that does not exist",
+            r.currency, r.account_currency
+        ),
+        Some(t) if *t != r.currency || r.currency != r.account_currency => format!(
+            "entry in {} on an account in {} for a transaction in {t}",
+            r.currency, r.account_currency
+        ),
+        Some(_) => format!(
+            "entry effective at {} for a transaction effective at {}",
+            shown(r.effective_at),
+            shown(r.transaction_effective_at)
+        ),
+    }
 }
 
 struct EntryCurrencies {
@@ -426,6 +441,8 @@ struct EntryCurrencies {
     currency: String,
     account_currency: String,
     transaction_currency: Option<String>,
+    effective_at: Option<DateTime<Utc>>,
+    transaction_effective_at: Option<DateTime<Utc>>,
 }
 
 /// A posted transaction's entries post, to each account, what its legs say (a captured hold:

@@ -116,6 +116,7 @@ struct MissingRow {
     id: Uuid,
     external_ref: Option<String>,
     currency: String,
+    /// When it counts: its effective date (its ledger time unless it was backdated).
     posted_at: DateTime<Utc>,
     gross: i64,
 }
@@ -141,7 +142,8 @@ pub async fn compare(
     missing_at_provider(db, run_id, window, sink).await?;
     out.ledger_payments = sqlx::query_scalar!(
         r#"select count(*) as "count!" from transactions
-           where kind = 'payment' and account_ids && $1::text[] and posted_at between $2 and $3"#,
+           where kind = 'payment' and account_ids && $1::text[]
+             and coalesce(effective_at, posted_at) between $2 and $3"#,
         &window.clearing_accounts,
         window.from,
         window.to,

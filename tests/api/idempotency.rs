@@ -494,7 +494,10 @@ fn canonical_request(body: &serde_json::Value) -> serde_json::Value {
     };
     parse_valid::<CreateTransactionRequest>(body.to_string().as_bytes())
         .unwrap()
-        .into_new(&key, chrono::TimeDelta::days(7))
+        .into_new(
+            &key,
+            wallet_ledger::http::settings::HttpSettings::default().create_policy(),
+        )
         .unwrap()
         .request
 }

@@ -22,6 +22,7 @@ mod containers;
 mod contract;
 mod dispatch;
 mod doc_examples;
+mod effective;
 mod faults;
 mod fuzz;
 mod group_commit;

@@ -44,6 +44,7 @@ fn transfer_between_unknown_accounts() -> NewTransaction {
         request: json!({"plan": "test"}),
         clearing_account: None,
         reversal: None,
+        effective_at: None,
         provider_initiated: false,
     }
 }

@@ -152,6 +152,30 @@ async fn a_clean_file_exits_0_with_every_payment_matched() {
     app.finish().await;
 }
 
+/// A payment imported today with the date it was made is expected in the settlement window of
+/// that date, not in today's: the provider settles by the business date.
+#[tokio::test]
+async fn a_backdated_payment_is_expected_in_the_window_of_its_effective_date() {
+    let app = TestApp::new().await;
+    let payments = ledger_with_payments(&app, 2).await;
+    let three_days_ago = (chrono::Utc::now() - chrono::TimeDelta::days(3)).to_rfc3339();
+    let r = app
+        .post(
+            "/v1/payments",
+            &json!({"id": Uuid::new_v4(), "account": "w1", "amount": 5_000, "currency": "SAR",
+                    "provider": "psp", "external_ref": "psp_old", "effective_at": three_days_ago}),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::CREATED, "{}", r.text);
+    let dir = tmp();
+    let file = write_file(&dir, &payments.iter().map(settled).collect::<Vec<_>>());
+    let (code, report, _) = reconcile(&app, &file, &[]).await;
+    assert_eq!(code, 0, "{report:#}");
+    assert_eq!(report["summary"]["ledger_payments"], json!(2));
+    assert_eq!(report["exceptions"], json!([]));
+    app.finish().await;
+}
+
 #[tokio::test]
 async fn every_exception_category_is_named_with_its_reason() {
     let app = TestApp::new().await;

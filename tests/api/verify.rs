@@ -311,6 +311,65 @@ async fn an_entry_relabelled_or_moved_behind_the_guards_is_an_entry_mismatch() {
 }
 
 #[tokio::test]
+async fn an_entry_redated_behind_the_guards_is_an_entry_mismatch() {
+    let app = busy_ledger().await;
+    let dated = (chrono::Utc::now() - chrono::TimeDelta::days(2)).to_rfc3339();
+    let r = app
+        .post(
+            "/v1/payments",
+            &json!({"id": Uuid::new_v4(), "account": "w1", "amount": 5, "currency": "SAR",
+                    "provider": "test", "effective_at": dated}),
+        )
+        .await;
+    assert_eq!(r.status, axum::http::StatusCode::CREATED, "{}", r.text);
+    assert!(
+        findings(&app).await.is_empty(),
+        "a backdated payment is consistent"
+    );
+    let (redated, undated): (i64, i64) = sqlx::query_as(
+        "select (select id from entries where effective_at is not null order by id limit 1),
+                (select id from entries where effective_at is null order by id limit 1)",
+    )
+    .fetch_one(&app.pool)
+    .await
+    .unwrap();
+    sql(
+        &app,
+        "alter table entries disable trigger entries_immutable",
+    )
+    .await;
+    let earlier = format!(
+        "update entries set effective_at = effective_at - interval '1 day' where id = {redated}"
+    );
+    sql(&app, &earlier).await;
+    let backdated = format!(
+        "update entries set effective_at = ledger_time - interval '1 hour' where id = {undated}"
+    );
+    sql(&app, &backdated).await;
+    sql(&app, "alter table entries enable trigger entries_immutable").await;
+
+    let found = findings(&app).await;
+    let named: Vec<Option<i64>> = found
+        .iter()
+        .filter(|f| f.check.as_str() == "entry_mismatch")
+        .map(|f| f.entry)
+        .collect();
+    assert_eq!(
+        named,
+        [Some(redated.min(undated)), Some(redated.max(undated))],
+        "{found:?}"
+    );
+    assert!(
+        found
+            .iter()
+            .all(|f| f.check.as_str() != "entry_mismatch"
+                || f.detail.starts_with("entry effective at")),
+        "{found:?}"
+    );
+    app.finish().await;
+}
+
+#[tokio::test]
 async fn verify_against_an_unreachable_database_exits_2() {
     let out = Command::new(BIN)
         .args([

@@ -2971,7 +2971,12 @@ async fn an_event_committed_after_a_subscription_was_created_reaches_it() {
         key: None,
         owner: "default".into(),
     };
-    let transfer = request.into_new(&key, TimeDelta::days(7)).unwrap();
+    let transfer = request
+        .into_new(
+            &key,
+            wallet_ledger::http::settings::HttpSettings::default().create_policy(),
+        )
+        .unwrap();
     let written = wallet_ledger::ledger::posting::create_many_in(
         &mut crate::backend::db(&mut long),
         &[transfer],

@@ -33,6 +33,8 @@ mod balances;
 mod batch;
 #[path = "../api/consumer_apply.rs"]
 mod consumer_apply;
+#[path = "../api/effective.rs"]
+mod effective;
 #[path = "../api/history.rs"]
 mod history;
 #[path = "../api/holds.rs"]

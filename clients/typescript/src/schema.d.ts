@@ -557,6 +557,14 @@ export interface components {
              * @description Holds only: when the hold expires (default: the server's hold expiry from now).
              */
             expires_at?: string | null;
+            /**
+             * Format: date-time
+             * @description Posted transactions only: the past moment it counts from in balances by effective time
+             *     (RFC 3339; default: its ledger time). Not in the future, at most the server's horizon
+             *     (31 days by default) back; a debit dated in the past must not overdraw the wallet at any
+             *     effective moment since.
+             */
+            effective_at?: string | null;
             external_ref?: string | null;
             metadata?: components["schemas"]["Metadata"] | null;
         };
@@ -653,8 +661,16 @@ export interface components {
              */
             balance_after?: number | null;
             balance_after_decimal?: string | null;
-            /** Format: date-time */
+            /**
+             * Format: date-time
+             * @description When the entry was written: its chain's order (`balance_after` is by ledger time).
+             */
             ledger_time: string;
+            /**
+             * Format: date-time
+             * @description When it counts in balances by effective time: its transaction's `effective_at`.
+             */
+            effective_at: string;
         };
         /**
          * @description One exception: one payment (or file line) and one category, with a reason per field,
@@ -814,7 +830,15 @@ export interface components {
             currency: string;
             /** @description The payment provider; its clearing account `clearing:{provider}:{currency}` is debited. */
             provider: string;
-            /** @description The provider's reference of the payment. */
+            /**
+             * Format: date-time
+             * @description The provider's reference of the payment.
+             *     Posted transactions only: the past moment it counts from in balances by effective time
+             *     (RFC 3339; default: its ledger time). Not in the future, at most the server's horizon
+             *     (31 days by default) back; a debit dated in the past must not overdraw the wallet at any
+             *     effective moment since.
+             */
+            effective_at?: string | null;
             external_ref?: string | null;
             metadata?: components["schemas"]["Metadata"] | null;
         };
@@ -1042,9 +1066,15 @@ export interface components {
             created_at: string;
             /**
              * Format: date-time
-             * @description Ledger time: when the entries took effect.
+             * @description Ledger time: when the entries were written.
              */
             posted_at?: string | null;
+            /**
+             * Format: date-time
+             * @description When the transaction counts in balances by effective time: the `effective_at` it was
+             *     dated with, else its ledger time (`posted_at`); `null` until it is posted.
+             */
+            effective_at?: string | null;
             /**
              * Format: date-time
              * @description Holds: when an uncaptured hold stops counting and becomes `expired`.
@@ -1084,6 +1114,14 @@ export interface components {
              * @description Holds only: when the hold expires (default: the server's hold expiry from now).
              */
             expires_at?: string | null;
+            /**
+             * Format: date-time
+             * @description Posted transactions only: the past moment it counts from in balances by effective time
+             *     (RFC 3339; default: its ledger time). Not in the future, at most the server's horizon
+             *     (31 days by default) back; a debit dated in the past must not overdraw the wallet at any
+             *     effective moment since.
+             */
+            effective_at?: string | null;
             external_ref?: string | null;
             metadata?: components["schemas"]["Metadata"] | null;
         };
@@ -1460,6 +1498,11 @@ export interface operations {
                  *     answered at the finality horizon, which the response's `as_of` names.
                  */
                 as_of?: string;
+                /**
+                 * @description Which clock `as_of` reads: `ledger` (default: when entries were written) or `effective`
+                 *     (when they count: a backdated transaction from its `effective_at` on). Only with `as_of`.
+                 */
+                time?: "ledger" | "effective";
             };
             header?: never;
             path: {

@@ -136,6 +136,8 @@ async fn resolved_view(
         .ok_or_else(|| StoreError::from(sqlx::Error::RowNotFound))?;
     view.status = status;
     view.posted_at = posted_at;
+    // A capture counts from when it is written: holds are never backdated.
+    view.effective_at = posted_at;
     view.captured_amount = captured.map(Amount::minor_units);
     view.captured_amount_decimal = captured.map(|c| currency.format_amount(c));
     Ok(view)

@@ -279,7 +279,7 @@ pub async fn list_open(
     let rows = sqlx::query_as!(
         StoredTransaction,
         r#"select t.id, t.seq, t.kind, t.status as "status!", t.currency, t.legs, t.external_ref,
-                  t.metadata, t.refusal_code, t.refusal_detail, t.created_at, t.posted_at,
+                  t.metadata, t.refusal_code, t.refusal_detail, t.created_at, t.posted_at, t.effective_at,
                   t.expires_at, t.reverses, t.captured_amount,
                   null::jsonb as posted_entries
            from transactions t

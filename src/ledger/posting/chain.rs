@@ -12,6 +12,8 @@ pub(crate) struct NewEntry {
     pub amount: Amount,
     pub sequence: Option<i64>,
     pub balance_after: Option<Amount>,
+    /// A backdated transaction's date (`ledger::effective`); none otherwise.
+    pub effective_at: Option<DateTime<Utc>>,
 }
 
 impl NewEntry {
@@ -22,6 +24,7 @@ impl NewEntry {
             amount,
             sequence: None,
             balance_after: None,
+            effective_at: None,
         }
     }
 }
@@ -62,6 +65,7 @@ impl ChainHead {
             amount,
             sequence: Some(sequence),
             balance_after: Some(balance),
+            effective_at: None,
         })
     }
 }

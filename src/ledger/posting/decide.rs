@@ -7,6 +7,7 @@ use super::load::{LockedAccount, WalletState};
 use super::render::Rendered;
 use crate::ledger::accounts::{AccountStatus, AccountType};
 use crate::ledger::bounds::{Breach, SystemState};
+use crate::ledger::effective::{DateError, EffectiveHistory};
 use crate::ledger::holds;
 use crate::ledger::ids::AccountId;
 use crate::ledger::journal::Leg;
@@ -30,6 +31,9 @@ pub(super) struct LockedLedger {
     /// near the edge of the range: it must be decided again with them locked exclusively.
     pub(super) needs_exclusive: bool,
     pub(super) reversed: HashMap<Uuid, Amount>,
+    /// When an item is backdated: every wallet's entries effective since the earliest date
+    /// (`ledger::effective`), kept up to date as items post.
+    pub(super) histories: HashMap<String, EffectiveHistory>,
 }
 
 impl LockedLedger {
@@ -149,6 +153,20 @@ impl LockedLedger {
             let error = FieldError::new("/expires_at", "range", "must be in the future");
             return Err(ItemError::Invalid(vec![error]));
         }
+        if let Some(date) = item.effective_at
+            && let Err(e) = date.check(now)
+        {
+            let message = match e {
+                DateError::InFuture => "must not be in the future".to_owned(),
+                DateError::BeyondHorizon => format!(
+                    "must not be before {}, the backdating horizon",
+                    date.not_before
+                        .to_rfc3339_opts(chrono::SecondsFormat::Micros, true)
+                ),
+            };
+            let error = FieldError::new("/effective_at", "range", message);
+            return Err(ItemError::Invalid(vec![error]));
+        }
         Ok(currency)
     }
 
@@ -250,8 +268,44 @@ impl LockedLedger {
                 );
                 return Some(refuse(currency, RefusalCode::InsufficientFunds, detail));
             }
+            if let Some(detail) = self.backdated_shortfall(item, leg, state, a, currency) {
+                return Some(refuse(currency, RefusalCode::InsufficientFunds, detail));
+            }
         }
         None
+    }
+
+    /// A backdated debit must also leave `available` within the overdraft limit at every
+    /// effective moment from its date to now (`ledger::effective`): the lowest posted balance
+    /// by effective time since then, less what the wallet's holds reserve now.
+    fn backdated_shortfall(
+        &self,
+        item: &NewTransaction,
+        leg: &Leg,
+        state: &WalletState,
+        account: &LockedAccount,
+        currency: Currency,
+    ) -> Option<String> {
+        let date = item.effective_at?;
+        let history = self.histories.get(account.id.as_str())?;
+        let lowest = history.lowest_from(state.chain.balance.minor_units(), date.at);
+        let available_then = lowest - i128::from(state.pending_out.minor_units());
+        let after = available_then + i128::from(leg.amount.minor_units());
+        if after >= -i128::from(account.overdraft_limit.minor_units()) {
+            return None;
+        }
+        let shown = |v: i128| {
+            Amount::new(v.clamp(-(1 << 53) + 1, (1 << 53) - 1) as i64)
+                .map_or_else(|| v.to_string(), |a| currency.format_amount(a))
+        };
+        Some(format!(
+            "account {} had as little as {} {currency} available at a moment since {} (overdraft limit {}); the debit dated then is {}",
+            account.id,
+            shown(available_then),
+            date.at.to_rfc3339_opts(chrono::SecondsFormat::Micros, true),
+            currency.format_amount(account.overdraft_limit),
+            currency.format_amount(leg.amount.negate()),
+        ))
     }
 
     /// A hold: its wallets' reservations grow, and one open hold per leg is written.
@@ -330,10 +384,20 @@ impl LockedLedger {
                 .checked_add(r.amount)
                 .expect("reversal_refusal checked it against the original");
         }
+        let effective_at = item.effective_at.and_then(|d| d.backdates(ledger_time));
+        for entry in &mut entries {
+            entry.effective_at = effective_at;
+        }
+        for leg in legs {
+            if let Some(history) = self.histories.get_mut(leg.account.as_str()) {
+                history.record(effective_at.unwrap_or(ledger_time), leg.amount);
+            }
+        }
         Ok(Decision::Post {
             currency,
             entries,
             ledger_time,
+            effective_at,
         })
     }
 }
@@ -438,6 +502,8 @@ pub(super) enum Decision {
         currency: Currency,
         entries: Vec<NewEntry>,
         ledger_time: DateTime<Utc>,
+        /// A backdated transaction's effective date (earlier than `ledger_time`).
+        effective_at: Option<DateTime<Utc>>,
     },
     Hold {
         currency: Currency,

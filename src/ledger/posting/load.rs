@@ -8,6 +8,7 @@ use crate::db::StoreError;
 use crate::ledger::Outcome;
 use crate::ledger::accounts::{AccountStatus, AccountType};
 use crate::ledger::bounds::SystemState;
+use crate::ledger::effective::{self, EffectiveHistory};
 use crate::ledger::ids::AccountId;
 use crate::ledger::money::{Amount, Currency};
 use crate::ledger::store::{Db, locks, reads};
@@ -157,6 +158,7 @@ impl LockedLedger {
             .map(|a| a.id.clone())
             .collect();
         let systems = reads::system_states(db, &system_ids).await?;
+        let histories = effective_histories(db, items, &wallet_ids).await?;
         let movement = system_movement(items, &accounts);
         let needs_exclusive = locks == SystemLocks::Shared && !systems.fast(&movement);
         Ok(LockedLedger {
@@ -166,8 +168,30 @@ impl LockedLedger {
             systems: systems.states,
             needs_exclusive,
             reversed,
+            histories,
         })
     }
+}
+
+/// When an item is backdated, each wallet's entries effective since the earliest date asked
+/// for, read under the wallet's lock taken above (`ledger::effective`); otherwise nothing.
+async fn effective_histories(
+    db: &mut Db<'_>,
+    items: &[&NewTransaction],
+    wallets: &[String],
+) -> Result<HashMap<String, EffectiveHistory>, StoreError> {
+    // Only dates the decision can accept: a date before its horizon (a caller's year 1900) is
+    // refused anyway, and must not make this pass read whole chains under their locks.
+    let dates = items.iter().filter_map(|i| i.effective_at);
+    let Some(since) = dates.filter(|d| d.at >= d.not_before).map(|d| d.at).min() else {
+        return Ok(HashMap::new());
+    };
+    let mut histories = HashMap::with_capacity(wallets.len());
+    for wallet in wallets {
+        let history = effective::history_since(db.conn(), wallet, since).await?;
+        histories.insert(wallet.clone(), history);
+    }
+    Ok(histories)
 }
 
 /// Everything the batch could move on each system account, whatever it decides.

@@ -25,6 +25,8 @@ pub(crate) struct Rendered {
     pub(crate) outcome: Outcome,
     pub(crate) reverses: Option<Uuid>,
     pub(crate) reversed_amount: Option<Amount>,
+    /// What the row and its entries store as `effective_at`: a backdated posting's date.
+    pub(crate) backdated_to: Option<DateTime<Utc>>,
     pub(crate) entries: Vec<NewEntry>,
     pub(crate) holds: Vec<holds::OpenHold>,
 }
@@ -55,6 +57,8 @@ struct Settled {
     status: TransactionStatus,
     currency: Currency,
     posted_at: Option<DateTime<Utc>>,
+    /// A backdated posting's date.
+    backdated_to: Option<DateTime<Utc>>,
     expires_at: Option<DateTime<Utc>>,
     refusal: Option<(RefusalCode, String)>,
 }
@@ -65,6 +69,7 @@ fn settle(decision: &Decision) -> Settled {
         status,
         currency: *currency,
         posted_at: None,
+        backdated_to: None,
         expires_at: None,
         refusal: None,
     };
@@ -72,9 +77,11 @@ fn settle(decision: &Decision) -> Settled {
         Decision::Post {
             currency,
             ledger_time,
+            effective_at,
             ..
         } => Settled {
             posted_at: Some(*ledger_time),
+            backdated_to: *effective_at,
             ..settled(Posted, currency)
         },
         Decision::Hold {
@@ -123,6 +130,7 @@ fn view(item: &NewTransaction, s: &Settled, now: DateTime<Utc>) -> TransactionVi
         }),
         created_at: now,
         posted_at: s.posted_at,
+        effective_at: s.backdated_to.or(s.posted_at),
         expires_at: s.expires_at,
         reverses: item.reversal.map(|r| r.original),
         captured_amount: None,
@@ -161,6 +169,7 @@ pub(super) fn render(item: &NewTransaction, decision: &Decision, now: DateTime<U
         outcome,
         reverses: item.reversal.map(|r| r.original),
         reversed_amount: item.reversal.map(|r| r.amount),
+        backdated_to: settled.backdated_to,
         entries,
         holds,
     }

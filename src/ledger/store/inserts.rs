@@ -36,18 +36,19 @@ async fn insert_transactions_plain(
         r#"insert into transactions (id, kind, status, currency, legs, account_ids, external_ref,
                                      metadata, refusal_code, refusal_detail, creation_request,
                                      creation_outcome, creation_response, created_at, posted_at,
-                                     updated_at, expires_at, reverses, reversed_amount)
+                                     updated_at, expires_at, reverses, reversed_amount, effective_at)
            select id, kind, status, currency, legs::jsonb, string_to_array(account_ids, ','),
                   external_ref, metadata::jsonb, refusal_code, refusal_detail, request::jsonb,
                   creation_outcome, body,
-                  created_at, posted_at, created_at, expires_at, reverses, reversed_amount
+                  created_at, posted_at, created_at, expires_at, reverses, reversed_amount,
+                  effective_at
            from unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[],
                        $7::text[], $8::text[], $9::text[], $10::text[], $11::text[],
                        $12::text[], $13::text[], $14::timestamptz[], $15::timestamptz[],
-                       $16::timestamptz[], $17::uuid[], $18::bigint[])
+                       $16::timestamptz[], $17::uuid[], $18::bigint[], $19::timestamptz[])
                 as r(id, kind, status, currency, legs, account_ids, external_ref, metadata,
                      refusal_code, refusal_detail, request, creation_outcome, body, created_at,
-                     posted_at, expires_at, reverses, reversed_amount)
+                     posted_at, expires_at, reverses, reversed_amount, effective_at)
            order by id
            on conflict (id) do nothing
            returning id"#,
@@ -69,6 +70,7 @@ async fn insert_transactions_plain(
         &c.expires as &[Option<DateTime<Utc>>],
         &c.reverses as &[Option<Uuid>],
         &c.reversed as &[Option<i64>],
+        &c.backdated as &[Option<DateTime<Utc>>],
     )
     .fetch_all(conn)
     .await?;
@@ -96,6 +98,7 @@ struct TransactionColumns<'a> {
     expires: Vec<Option<DateTime<Utc>>>,
     reverses: Vec<Option<Uuid>>,
     reversed: Vec<Option<i64>>,
+    backdated: Vec<Option<DateTime<Utc>>>,
 }
 
 impl<'a> TransactionColumns<'a> {
@@ -134,6 +137,7 @@ impl<'a> TransactionColumns<'a> {
             .iter()
             .map(|r| r.reversed_amount.map(Amount::minor_units))
             .collect();
+        let backdated: Vec<Option<DateTime<Utc>>> = rows.iter().map(|r| r.backdated_to).collect();
         TransactionColumns {
             ids,
             kinds,
@@ -153,6 +157,7 @@ impl<'a> TransactionColumns<'a> {
             expires,
             reverses,
             reversed,
+            backdated,
         }
     }
 }
@@ -178,7 +183,7 @@ async fn insert_transactions_citus(
                                        external_ref, metadata, refusal_code, refusal_detail,
                                        creation_request, creation_outcome, creation_response,
                                        created_at, posted_at, updated_at, expires_at, reverses,
-                                       reversed_amount) ",
+                                       reversed_amount, effective_at) ",
         );
         insert.push_values(chunk, |mut row, r| {
             row.push_bind(r.item_id)
@@ -202,7 +207,8 @@ async fn insert_transactions_citus(
                 .push_bind(r.view.created_at)
                 .push_bind(r.view.expires_at)
                 .push_bind(r.reverses)
-                .push_bind(r.reversed_amount.map(Amount::minor_units));
+                .push_bind(r.reversed_amount.map(Amount::minor_units))
+                .push_bind(r.backdated_to);
         });
         insert.push(" on conflict (id) do nothing returning id");
         // Not kept prepared: the text changes with the row count, and each would evict another.
@@ -262,14 +268,16 @@ async fn insert_entries_plain(
         .iter()
         .map(|e| e.3.balance_after.map(Amount::minor_units))
         .collect();
+    let backdated: Vec<Option<DateTime<Utc>>> = entries.iter().map(|e| e.3.effective_at).collect();
     sqlx::query!(
         r#"insert into entries (transaction_id, account_id, currency, amount, sequence,
-                                balance_after, ledger_time)
-           select transaction_id, account, currency, amount, sequence, balance_after, ledger_time
+                                balance_after, ledger_time, effective_at)
+           select transaction_id, account, currency, amount, sequence, balance_after, ledger_time,
+                  effective_at
            from unnest($1::uuid[], $2::text[], $3::text[], $4::bigint[], $5::bigint[],
-                       $6::bigint[], $7::timestamptz[])
+                       $6::bigint[], $7::timestamptz[], $8::timestamptz[])
                 with ordinality as e(transaction_id, account, currency, amount, sequence,
-                                     balance_after, ledger_time, n)
+                                     balance_after, ledger_time, effective_at, n)
            order by n"#,
         &transactions,
         &accounts as &[&str],
@@ -278,6 +286,7 @@ async fn insert_entries_plain(
         &sequences as &[Option<i64>],
         &balances as &[Option<i64>],
         &times,
+        &backdated as &[Option<DateTime<Utc>>],
     )
     .execute(conn)
     .await?;
@@ -285,7 +294,7 @@ async fn insert_entries_plain(
 }
 
 /// Columns bound per entry by [`insert_entries_citus`].
-const ENTRY_COLUMNS: usize = 7;
+const ENTRY_COLUMNS: usize = 8;
 
 /// [`insert_entry_rows`] on Citus: one multi-row `insert ... values`. Citus routes each row
 /// by its bound account and sends each shard its rows as one statement (so a transaction's
@@ -298,7 +307,7 @@ async fn insert_entries_citus(
 ) -> Result<(), sqlx::Error> {
     let mut insert = sqlx::QueryBuilder::new(
         "insert into entries (transaction_id, account_id, currency, amount, sequence,
-                              balance_after, ledger_time) ",
+                              balance_after, ledger_time, effective_at) ",
     );
     insert.push_values(entries, |mut row, (transaction, currency, time, entry)| {
         row.push_bind(*transaction)
@@ -307,7 +316,8 @@ async fn insert_entries_citus(
             .push_bind(entry.amount.minor_units())
             .push_bind(entry.sequence)
             .push_bind(entry.balance_after.map(Amount::minor_units))
-            .push_bind(*time);
+            .push_bind(*time)
+            .push_bind(entry.effective_at);
     });
     // Not kept prepared: the text changes with the row count, and each would evict another.
     insert.build().persistent(false).execute(conn).await?;
@@ -318,7 +328,7 @@ async fn insert_entries_citus(
 const MAX_PARAMETERS: usize = 60_000;
 
 /// Rows per statement of [`insert_transactions_citus`].
-const ROWS_PER_STATEMENT: usize = MAX_PARAMETERS / 19;
+const ROWS_PER_STATEMENT: usize = MAX_PARAMETERS / 20;
 
 /// `rows` cut into runs of at most `max_rows` (more only when one transaction alone has
 /// more), never between two consecutive rows of one transaction (`transaction_of`).

@@ -428,7 +428,7 @@ async fn find_many_plain(
                   hold_status_at(t.status, t.expires_at, now()) as "status!",
                   t.currency as "currency!", t.legs as "legs!", t.external_ref,
                   t.metadata as "metadata!", t.refusal_code, t.refusal_detail,
-                  t.created_at as "created_at!", t.posted_at, t.expires_at, t.reverses,
+                  t.created_at as "created_at!", t.posted_at, t.effective_at, t.expires_at, t.reverses,
                   t.captured_amount,
                   (select jsonb_agg(jsonb_build_object('account', e.account_id, 'amount', e.amount)
                                     order by e.id)
@@ -462,7 +462,7 @@ async fn find_many_citus(
                   hold_status_at(t.status, t.expires_at, now()) as "status!",
                   t.currency as "currency!", t.legs as "legs!", t.external_ref,
                   t.metadata as "metadata!", t.refusal_code, t.refusal_detail,
-                  t.created_at as "created_at!", t.posted_at, t.expires_at, t.reverses,
+                  t.created_at as "created_at!", t.posted_at, t.effective_at, t.expires_at, t.reverses,
                   t.captured_amount, e.posted_entries as "posted_entries?"
            from unnest($1::uuid[]) as k(id)
            join t on t.id = k.id
@@ -498,7 +498,7 @@ async fn list_plain(
         r#"select id, seq, kind,
                   hold_status_at(status, expires_at, now()) as "status!",
                   currency, legs, external_ref, metadata, refusal_code, refusal_detail,
-                  created_at, posted_at, expires_at, reverses, captured_amount,
+                  created_at, posted_at, effective_at, expires_at, reverses, captured_amount,
                   (select jsonb_agg(jsonb_build_object('account', e.account_id, 'amount', e.amount)
                                     order by e.id)
                    from entries e where e.transaction_id = transactions.id) as posted_entries
@@ -553,7 +553,7 @@ async fn list_citus(
                   hold_status_at(p.status, p.expires_at, now()) as "status!",
                   p.currency as "currency!", p.legs as "legs!", p.external_ref,
                   p.metadata as "metadata!", p.refusal_code, p.refusal_detail,
-                  p.created_at as "created_at!", p.posted_at, p.expires_at, p.reverses,
+                  p.created_at as "created_at!", p.posted_at, p.effective_at, p.expires_at, p.reverses,
                   p.captured_amount, e.posted_entries as "posted_entries?"
            from page p left join e on e.transaction_id = p.id
            order by p.seq desc"#,

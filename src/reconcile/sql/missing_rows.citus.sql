@@ -1,4 +1,5 @@
--- The posted payments of the window that no line of the run names, oldest first:
+-- The posted payments of the window (by effective date: the business date a provider
+-- settles by) that no line of the run names, oldest first:
 -- reconcile/matching.rs `missing_rows`, on Citus.
 with candidates as materialized (
     -- The plain form's steps, each its own statement on the distributed tables
@@ -14,9 +15,10 @@ named as materialized (
     select id from (select distinct on (external_ref) id from candidates
                     order by external_ref, seq) r),
 w as materialized (
-    select t.id, t.external_ref, t.currency, t.posted_at from transactions t
+    select t.id, t.external_ref, t.currency, coalesce(t.effective_at, t.posted_at) as posted_at
+    from transactions t
     where t.kind = 'payment' and t.status = 'posted' and t.account_ids && $2::text[]
-      and t.posted_at between $3 and $4),
+      and coalesce(t.effective_at, t.posted_at) between $3 and $4),
 gross as materialized (
     select transaction_id, sum(amount) as gross from entries
     where transaction_id in (select id from w) and amount > 0

@@ -26,6 +26,7 @@ from .feed_state import FeedState
 from .field_error import FieldError
 from .finding import Finding
 from .finding_check import FindingCheck
+from .get_account_time import GetAccountTime
 from .health import Health
 from .holds_page import HoldsPage
 from .item_result import ItemResult
@@ -96,6 +97,7 @@ __all__ = (
     "FieldError",
     "Finding",
     "FindingCheck",
+    "GetAccountTime",
     "Health",
     "HoldsPage",
     "ItemResult",

@@ -23,7 +23,10 @@ class EntryView:
         currency (str):
         amount (int):
         amount_decimal (str):
-        ledger_time (datetime.datetime):
+        ledger_time (datetime.datetime): When the entry was written: its chain's order (`balance_after` is by ledger
+            time).
+        effective_at (datetime.datetime): When it counts in balances by effective time: its transaction's
+            `effective_at`.
         sequence (int | None | Unset): Wallets only: the entry's place in the account's gap-free chain.
         balance_after (int | None | Unset): Wallets only: the posted balance right after this entry.
         balance_after_decimal (None | str | Unset):
@@ -36,6 +39,7 @@ class EntryView:
     amount: int
     amount_decimal: str
     ledger_time: datetime.datetime
+    effective_at: datetime.datetime
     sequence: int | None | Unset = UNSET
     balance_after: int | None | Unset = UNSET
     balance_after_decimal: None | str | Unset = UNSET
@@ -55,6 +59,8 @@ class EntryView:
         amount_decimal = self.amount_decimal
 
         ledger_time = self.ledger_time.isoformat()
+
+        effective_at = self.effective_at.isoformat()
 
         sequence: int | None | Unset
         if isinstance(self.sequence, Unset):
@@ -85,6 +91,7 @@ class EntryView:
                 "amount": amount,
                 "amount_decimal": amount_decimal,
                 "ledger_time": ledger_time,
+                "effective_at": effective_at,
             }
         )
         if sequence is not UNSET:
@@ -112,6 +119,8 @@ class EntryView:
         amount_decimal = d.pop("amount_decimal")
 
         ledger_time = datetime.datetime.fromisoformat(d.pop("ledger_time"))
+
+        effective_at = datetime.datetime.fromisoformat(d.pop("effective_at"))
 
         def _parse_sequence(data: object) -> int | None | Unset:
             if data is None:
@@ -148,6 +157,7 @@ class EntryView:
             amount=amount,
             amount_decimal=amount_decimal,
             ledger_time=ledger_time,
+            effective_at=effective_at,
             sequence=sequence,
             balance_after=balance_after,
             balance_after_decimal=balance_after_decimal,

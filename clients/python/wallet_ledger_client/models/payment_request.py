@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import datetime
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 from uuid import UUID
@@ -24,7 +25,12 @@ class PaymentRequest:
         currency (str): Must be the wallet's currency.
         provider (str): The payment provider; its clearing account `clearing:{provider}:{currency}` is debited.
         id (None | Unset | UUID):
-        external_ref (None | str | Unset): The provider's reference of the payment.
+        effective_at (datetime.datetime | None | Unset): The provider's reference of the payment.
+            Posted transactions only: the past moment it counts from in balances by effective time
+            (RFC 3339; default: its ledger time). Not in the future, at most the server's horizon
+            (31 days by default) back; a debit dated in the past must not overdraw the wallet at any
+            effective moment since.
+        external_ref (None | str | Unset):
         metadata (Metadata | None | Unset):
     """
 
@@ -33,6 +39,7 @@ class PaymentRequest:
     currency: str
     provider: str
     id: None | Unset | UUID = UNSET
+    effective_at: datetime.datetime | None | Unset = UNSET
     external_ref: None | str | Unset = UNSET
     metadata: Metadata | None | Unset = UNSET
 
@@ -54,6 +61,14 @@ class PaymentRequest:
             id = str(self.id)
         else:
             id = self.id
+
+        effective_at: None | str | Unset
+        if isinstance(self.effective_at, Unset):
+            effective_at = UNSET
+        elif isinstance(self.effective_at, datetime.datetime):
+            effective_at = self.effective_at.isoformat()
+        else:
+            effective_at = self.effective_at
 
         external_ref: None | str | Unset
         if isinstance(self.external_ref, Unset):
@@ -81,6 +96,8 @@ class PaymentRequest:
         )
         if id is not UNSET:
             field_dict["id"] = id
+        if effective_at is not UNSET:
+            field_dict["effective_at"] = effective_at
         if external_ref is not UNSET:
             field_dict["external_ref"] = external_ref
         if metadata is not UNSET:
@@ -118,6 +135,23 @@ class PaymentRequest:
 
         id = _parse_id(d.pop("id", UNSET))
 
+        def _parse_effective_at(data: object) -> datetime.datetime | None | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            try:
+                if not isinstance(data, str):
+                    raise TypeError()
+                effective_at_type_0 = datetime.datetime.fromisoformat(data)
+
+                return effective_at_type_0
+            except (TypeError, ValueError, AttributeError, KeyError):
+                pass
+            return cast(datetime.datetime | None | Unset, data)
+
+        effective_at = _parse_effective_at(d.pop("effective_at", UNSET))
+
         def _parse_external_ref(data: object) -> None | str | Unset:
             if data is None:
                 return data
@@ -150,6 +184,7 @@ class PaymentRequest:
             currency=currency,
             provider=provider,
             id=id,
+            effective_at=effective_at,
             external_ref=external_ref,
             metadata=metadata,
         )

@@ -40,7 +40,10 @@ class TransactionView:
         created_at (datetime.datetime):
         external_ref (None | str | Unset):
         refusal (None | RefusalView | Unset):
-        posted_at (datetime.datetime | None | Unset): Ledger time: when the entries took effect.
+        posted_at (datetime.datetime | None | Unset): Ledger time: when the entries were written.
+        effective_at (datetime.datetime | None | Unset): When the transaction counts in balances by effective time: the
+            `effective_at` it was
+            dated with, else its ledger time (`posted_at`); `null` until it is posted.
         expires_at (datetime.datetime | None | Unset): Holds: when an uncaptured hold stops counting and becomes
             `expired`.
         reverses (None | Unset | UUID): Reversals: the transaction this one gives money back for.
@@ -61,6 +64,7 @@ class TransactionView:
     external_ref: None | str | Unset = UNSET
     refusal: None | RefusalView | Unset = UNSET
     posted_at: datetime.datetime | None | Unset = UNSET
+    effective_at: datetime.datetime | None | Unset = UNSET
     expires_at: datetime.datetime | None | Unset = UNSET
     reverses: None | Unset | UUID = UNSET
     captured_amount: int | None | Unset = UNSET
@@ -110,6 +114,14 @@ class TransactionView:
             posted_at = self.posted_at.isoformat()
         else:
             posted_at = self.posted_at
+
+        effective_at: None | str | Unset
+        if isinstance(self.effective_at, Unset):
+            effective_at = UNSET
+        elif isinstance(self.effective_at, datetime.datetime):
+            effective_at = self.effective_at.isoformat()
+        else:
+            effective_at = self.effective_at
 
         expires_at: None | str | Unset
         if isinstance(self.expires_at, Unset):
@@ -170,6 +182,8 @@ class TransactionView:
             field_dict["refusal"] = refusal
         if posted_at is not UNSET:
             field_dict["posted_at"] = posted_at
+        if effective_at is not UNSET:
+            field_dict["effective_at"] = effective_at
         if expires_at is not UNSET:
             field_dict["expires_at"] = expires_at
         if reverses is not UNSET:
@@ -254,6 +268,23 @@ class TransactionView:
 
         posted_at = _parse_posted_at(d.pop("posted_at", UNSET))
 
+        def _parse_effective_at(data: object) -> datetime.datetime | None | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            try:
+                if not isinstance(data, str):
+                    raise TypeError()
+                effective_at_type_0 = datetime.datetime.fromisoformat(data)
+
+                return effective_at_type_0
+            except (TypeError, ValueError, AttributeError, KeyError):
+                pass
+            return cast(datetime.datetime | None | Unset, data)
+
+        effective_at = _parse_effective_at(d.pop("effective_at", UNSET))
+
         def _parse_expires_at(data: object) -> datetime.datetime | None | Unset:
             if data is None:
                 return data
@@ -335,6 +366,7 @@ class TransactionView:
             external_ref=external_ref,
             refusal=refusal,
             posted_at=posted_at,
+            effective_at=effective_at,
             expires_at=expires_at,
             reverses=reverses,
             captured_amount=captured_amount,

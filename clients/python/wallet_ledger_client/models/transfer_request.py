@@ -28,6 +28,11 @@ class TransferRequest:
         status (None | RequestedStatus | Unset):
         expires_at (datetime.datetime | None | Unset): Holds only: when the hold expires (default: the server's hold
             expiry from now).
+        effective_at (datetime.datetime | None | Unset): Posted transactions only: the past moment it counts from in
+            balances by effective time
+            (RFC 3339; default: its ledger time). Not in the future, at most the server's horizon
+            (31 days by default) back; a debit dated in the past must not overdraw the wallet at any
+            effective moment since.
         external_ref (None | str | Unset):
         metadata (Metadata | None | Unset):
     """
@@ -38,6 +43,7 @@ class TransferRequest:
     id: None | Unset | UUID = UNSET
     status: None | RequestedStatus | Unset = UNSET
     expires_at: datetime.datetime | None | Unset = UNSET
+    effective_at: datetime.datetime | None | Unset = UNSET
     external_ref: None | str | Unset = UNSET
     metadata: Metadata | None | Unset = UNSET
 
@@ -74,6 +80,14 @@ class TransferRequest:
         else:
             expires_at = self.expires_at
 
+        effective_at: None | str | Unset
+        if isinstance(self.effective_at, Unset):
+            effective_at = UNSET
+        elif isinstance(self.effective_at, datetime.datetime):
+            effective_at = self.effective_at.isoformat()
+        else:
+            effective_at = self.effective_at
+
         external_ref: None | str | Unset
         if isinstance(self.external_ref, Unset):
             external_ref = UNSET
@@ -103,6 +117,8 @@ class TransferRequest:
             field_dict["status"] = status
         if expires_at is not UNSET:
             field_dict["expires_at"] = expires_at
+        if effective_at is not UNSET:
+            field_dict["effective_at"] = effective_at
         if external_ref is not UNSET:
             field_dict["external_ref"] = external_ref
         if metadata is not UNSET:
@@ -172,6 +188,23 @@ class TransferRequest:
 
         expires_at = _parse_expires_at(d.pop("expires_at", UNSET))
 
+        def _parse_effective_at(data: object) -> datetime.datetime | None | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            try:
+                if not isinstance(data, str):
+                    raise TypeError()
+                effective_at_type_0 = datetime.datetime.fromisoformat(data)
+
+                return effective_at_type_0
+            except (TypeError, ValueError, AttributeError, KeyError):
+                pass
+            return cast(datetime.datetime | None | Unset, data)
+
+        effective_at = _parse_effective_at(d.pop("effective_at", UNSET))
+
         def _parse_external_ref(data: object) -> None | str | Unset:
             if data is None:
                 return data
@@ -205,6 +238,7 @@ class TransferRequest:
             id=id,
             status=status,
             expires_at=expires_at,
+            effective_at=effective_at,
             external_ref=external_ref,
             metadata=metadata,
         )

@@ -46,6 +46,7 @@ fn ledger(accounts: Vec<LockedAccount>) -> LockedLedger {
         systems: HashMap::new(),
         needs_exclusive: false,
         reversed: HashMap::new(),
+        histories: HashMap::new(),
     }
 }
 
@@ -89,6 +90,7 @@ fn transaction(journal: &[(&str, i64)], status: Requested) -> NewTransaction {
         request: json!({}),
         clearing_account: None,
         reversal: None,
+        effective_at: None,
         provider_initiated: false,
     }
 }
@@ -106,6 +108,7 @@ fn hold(from: &str, to: &str, amount: i64, expires_at: DateTime<Utc>) -> NewTran
 
 fn refund(from: &str, to: &str, amount: i64) -> NewTransaction {
     NewTransaction {
+        effective_at: None,
         provider_initiated: true,
         ..transfer(from, to, amount)
     }

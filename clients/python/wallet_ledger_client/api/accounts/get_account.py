@@ -8,6 +8,7 @@ import httpx
 from ... import errors
 from ...client import AuthenticatedClient, Client
 from ...models.account_view import AccountView
+from ...models.get_account_time import GetAccountTime
 from ...models.problem import Problem
 from ...types import UNSET, Response, Unset
 
@@ -16,6 +17,7 @@ def _get_kwargs(
     id: str,
     *,
     as_of: datetime.datetime | Unset = UNSET,
+    time: GetAccountTime | Unset = UNSET,
 ) -> dict[str, Any]:
 
     params: dict[str, Any] = {}
@@ -24,6 +26,12 @@ def _get_kwargs(
     if not isinstance(as_of, Unset):
         json_as_of = as_of.isoformat()
     params["as_of"] = json_as_of
+
+    json_time: str | Unset = UNSET
+    if not isinstance(time, Unset):
+        json_time = time.value
+
+    params["time"] = json_time
 
     params = {k: v for k, v in params.items() if v is not UNSET and v is not None}
 
@@ -111,11 +119,13 @@ def sync_detailed(
     *,
     client: AuthenticatedClient,
     as_of: datetime.datetime | Unset = UNSET,
+    time: GetAccountTime | Unset = UNSET,
 ) -> Response[AccountView | Problem]:
     """
     Args:
         id (str):
         as_of (datetime.datetime | Unset):
+        time (GetAccountTime | Unset): `time` of an `as_of` read.
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -128,6 +138,7 @@ def sync_detailed(
     kwargs = _get_kwargs(
         id=id,
         as_of=as_of,
+        time=time,
     )
 
     response = client.get_httpx_client().request(
@@ -142,11 +153,13 @@ def sync(
     *,
     client: AuthenticatedClient,
     as_of: datetime.datetime | Unset = UNSET,
+    time: GetAccountTime | Unset = UNSET,
 ) -> AccountView | Problem | None:
     """
     Args:
         id (str):
         as_of (datetime.datetime | Unset):
+        time (GetAccountTime | Unset): `time` of an `as_of` read.
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -160,6 +173,7 @@ def sync(
         id=id,
         client=client,
         as_of=as_of,
+        time=time,
     ).parsed
 
 
@@ -168,11 +182,13 @@ async def asyncio_detailed(
     *,
     client: AuthenticatedClient,
     as_of: datetime.datetime | Unset = UNSET,
+    time: GetAccountTime | Unset = UNSET,
 ) -> Response[AccountView | Problem]:
     """
     Args:
         id (str):
         as_of (datetime.datetime | Unset):
+        time (GetAccountTime | Unset): `time` of an `as_of` read.
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -185,6 +201,7 @@ async def asyncio_detailed(
     kwargs = _get_kwargs(
         id=id,
         as_of=as_of,
+        time=time,
     )
 
     response = await client.get_async_httpx_client().request(**kwargs)
@@ -197,11 +214,13 @@ async def asyncio(
     *,
     client: AuthenticatedClient,
     as_of: datetime.datetime | Unset = UNSET,
+    time: GetAccountTime | Unset = UNSET,
 ) -> AccountView | Problem | None:
     """
     Args:
         id (str):
         as_of (datetime.datetime | Unset):
+        time (GetAccountTime | Unset): `time` of an `as_of` read.
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -216,5 +235,6 @@ async def asyncio(
             id=id,
             client=client,
             as_of=as_of,
+            time=time,
         )
     ).parsed
