@@ -16,6 +16,7 @@ from wallet_ledger_client.api.transactions import create_payment, create_transfe
 from wallet_ledger_client.models import (
     AccountTypeRequest,
     CreateAccountRequest,
+    CurrencyCode,
     ListAccountsMetadata,
     Metadata,
     PaymentRequest,
@@ -36,13 +37,13 @@ def main(base_url: str, token: str) -> None:
     a, b = f"py-{run}-a", f"py-{run}-b"
     for wallet, metadata in [(a, {"customer": f"py-{run}"}), (b, {})]:
         body = CreateAccountRequest(
-            id=wallet, currency="SAR", type_=AccountTypeRequest.WALLET,
+            id=wallet, currency=CurrencyCode.SAR, type_=AccountTypeRequest.WALLET,
             metadata=Metadata.from_dict(metadata),
         )
         created = create_account.sync_detailed(client=client, body=body)
         check(created.status_code == 201, f"create {wallet}: {created.status_code} {created.content!r}")
     top_up = create_payment.sync_detailed(client=client, body=PaymentRequest(
-        id=uuid.uuid4(), account=a, amount=1000, currency="SAR", provider="smoke"))
+        id=uuid.uuid4(), account=a, amount=1000, currency=CurrencyCode.SAR, provider="smoke"))
     check(top_up.status_code == 201, f"top-up: {top_up.status_code} {top_up.content!r}")
 
     transfer = TransferRequest(id=uuid.uuid4(), from_=a, to=b, amount=300)

@@ -38,15 +38,18 @@ pub struct CreateAccountRequest {
     /// The caller's id, `[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}`. Without it, an
     /// `Idempotency-Key` header derives one (a UUID).
     #[validate(custom(function = "validate::account_id"))]
+    #[schema(pattern = "^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$")]
     pub id: Option<String>,
     /// ISO 4217 code.
     #[validate(custom(function = "validate::currency"))]
+    #[schema(value_type = crate::ledger::views::CurrencyCode)]
     pub currency: String,
     #[serde(rename = "type")]
     pub kind: AccountTypeRequest,
     /// Wallets only: how far below zero the wallet may go, in minor units (default 0).
     #[validate(custom(function = "validate::non_negative"))]
     #[serde(default, deserialize_with = "validate::integer::optional")]
+    #[schema(minimum = 0, maximum = 9007199254740991_i64)]
     pub overdraft_limit: Option<i64>,
     #[validate(custom(function = "validate::metadata"))]
     #[serde(default, deserialize_with = "validate::metadata_field::optional")]

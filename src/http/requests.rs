@@ -31,9 +31,11 @@ pub enum RequestedStatus {
 #[serde(deny_unknown_fields)]
 pub struct EntryRequest {
     #[validate(custom(function = "validate::account_id"))]
+    #[schema(pattern = "^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$")]
     pub account: String,
-    /// Signed minor units: positive credits the account, negative debits it.
+    /// Signed minor units: positive credits the account, negative debits it. Not zero.
     #[validate(custom(function = "validate::signed_amount"))]
+    #[schema(minimum = -9007199254740991_i64, maximum = 9007199254740991_i64)]
     #[serde(deserialize_with = "validate::integer::required")]
     pub amount: i64,
 }
@@ -57,6 +59,7 @@ pub struct CreateTransactionRequest {
     #[serde(default, deserialize_with = "validate::timestamp::optional")]
     pub effective_at: Option<DateTime<Utc>>,
     #[validate(custom(function = "validate::external_ref"))]
+    #[schema(min_length = 1, max_length = 255)]
     pub external_ref: Option<String>,
     #[validate(custom(function = "validate::metadata"))]
     #[serde(default, deserialize_with = "validate::metadata_field::optional")]
@@ -69,11 +72,14 @@ pub struct CreateTransactionRequest {
 pub struct TransferRequest {
     pub id: Option<Uuid>,
     #[validate(custom(function = "validate::account_id"))]
+    #[schema(pattern = "^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$")]
     pub from: String,
     #[validate(custom(function = "validate::account_id"))]
+    #[schema(pattern = "^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$")]
     pub to: String,
     /// Positive minor units moved from `from` to `to`.
     #[validate(custom(function = "validate::positive_amount"))]
+    #[schema(minimum = 1, maximum = 9007199254740991_i64)]
     #[serde(deserialize_with = "validate::integer::required")]
     pub amount: i64,
     pub status: Option<RequestedStatus>,
@@ -87,6 +93,7 @@ pub struct TransferRequest {
     #[serde(default, deserialize_with = "validate::timestamp::optional")]
     pub effective_at: Option<DateTime<Utc>>,
     #[validate(custom(function = "validate::external_ref"))]
+    #[schema(min_length = 1, max_length = 255)]
     pub external_ref: Option<String>,
     #[validate(custom(function = "validate::metadata"))]
     #[serde(default, deserialize_with = "validate::metadata_field::optional")]
@@ -100,16 +107,20 @@ pub struct PaymentRequest {
     pub id: Option<Uuid>,
     /// The wallet credited.
     #[validate(custom(function = "validate::account_id"))]
+    #[schema(pattern = "^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$")]
     pub account: String,
     /// Positive minor units.
     #[validate(custom(function = "validate::positive_amount"))]
+    #[schema(minimum = 1, maximum = 9007199254740991_i64)]
     #[serde(deserialize_with = "validate::integer::required")]
     pub amount: i64,
     /// Must be the wallet's currency.
     #[validate(custom(function = "validate::currency"))]
+    #[schema(value_type = crate::ledger::views::CurrencyCode)]
     pub currency: String,
     /// The payment provider; its clearing account `clearing:{provider}:{currency}` is debited.
     #[validate(custom(function = "validate::provider"))]
+    #[schema(pattern = "^[A-Za-z0-9][A-Za-z0-9._@-]{0,63}$")]
     pub provider: String,
     /// The provider's reference of the payment.
     /// Posted transactions only: the past moment it counts from in balances by effective time
@@ -119,6 +130,7 @@ pub struct PaymentRequest {
     #[serde(default, deserialize_with = "validate::timestamp::optional")]
     pub effective_at: Option<DateTime<Utc>>,
     #[validate(custom(function = "validate::external_ref"))]
+    #[schema(min_length = 1, max_length = 255)]
     pub external_ref: Option<String>,
     #[validate(custom(function = "validate::metadata"))]
     #[serde(default, deserialize_with = "validate::metadata_field::optional")]

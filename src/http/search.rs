@@ -147,7 +147,7 @@ pub struct AccountListQuery {
 const ACCOUNTS_LIST: &str = "accounts";
 
 #[utoipa::path(get, path = "/v1/accounts", tag = "accounts", operation_id = "list_accounts",
-    params(AccountListQuery, ("metadata" = Option<std::collections::HashMap<String, String>>, Query, style = DeepObject, explode,
+    params(AccountListQuery, ("metadata" = Option<std::collections::HashMap<String, serde_json::Value>>, Query, style = DeepObject, explode,
         description = "`metadata[key]=value` (a top-level key) or `metadata[/a/b]=value` (a JSON pointer to a nested key): the value there is the string `value`, or the number or boolean `value` spells. Repeatable (all must hold), at most 10.")),
     responses((status = 200, description = "in bytewise id order, each with its balances now", body = Page<AccountView>),
         (status = 409, description = "balance_out_of_range: a listed account's balance is outside ±(2^53 − 1)", body = Problem, content_type = "application/problem+json"),

@@ -272,7 +272,7 @@ pub struct TransactionQuery {
 }
 
 #[utoipa::path(get, path = "/v1/transactions", tag = "transactions", operation_id = "list_transactions",
-    params(TransactionQuery, ("metadata" = Option<std::collections::HashMap<String, String>>, Query, style = DeepObject, explode,
+    params(TransactionQuery, ("metadata" = Option<std::collections::HashMap<String, serde_json::Value>>, Query, style = DeepObject, explode,
         description = "`metadata[key]=value` (a top-level key) or `metadata[/a/b]=value` (a JSON pointer to a nested key): the value there is the string `value`, or the number or boolean `value` spells. Repeatable (all must hold), at most 10.")),
     responses((status = 200, description = "newest first", body = Page<TransactionView>),
         (status = 422, body = Problem, content_type = "application/problem+json")))]

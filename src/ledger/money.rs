@@ -108,6 +108,11 @@ impl Currency {
             .map(|&(code, exponent)| Currency { code, exponent })
     }
 
+    /// Every code the ledger knows, in the table's order.
+    pub fn codes() -> impl Iterator<Item = &'static str> {
+        CURRENCIES.iter().map(|(code, _)| *code)
+    }
+
     pub fn code(self) -> &'static str {
         self.code
     }

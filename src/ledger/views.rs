@@ -24,6 +24,24 @@ impl utoipa::PartialSchema for Metadata {
 
 impl ToSchema for Metadata {}
 
+/// The schema of a currency a request names: one of the ISO 4217 codes the ledger knows
+/// (`money.rs`), listed, so that a generated client can check a code before sending it.
+pub struct CurrencyCode;
+
+impl utoipa::PartialSchema for CurrencyCode {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        use utoipa::openapi::schema::{ObjectBuilder, Type};
+        ObjectBuilder::new()
+            .schema_type(Type::String)
+            .enum_values(Some(Currency::codes()))
+            .description(Some("An ISO 4217 code the ledger knows."))
+            .build()
+            .into()
+    }
+}
+
+impl ToSchema for CurrencyCode {}
+
 /// An object whose keys are open: `type: object, additionalProperties: true`.
 pub fn free_form_object(description: &str) -> utoipa::openapi::Object {
     use utoipa::openapi::schema::{AdditionalProperties, ObjectBuilder, Type};

@@ -534,7 +534,7 @@ export interface components {
              */
             id?: string | null;
             /** @description ISO 4217 code. */
-            currency: string;
+            currency: components["schemas"]["CurrencyCode"];
             type: components["schemas"]["AccountTypeRequest"];
             /**
              * Format: int64
@@ -581,6 +581,11 @@ export interface components {
             /** @description `whsec_` and 24-64 bytes in base64; generated when left out. */
             secret?: string | null;
         };
+        /**
+         * @description An ISO 4217 code the ledger knows.
+         * @enum {string}
+         */
+        CurrencyCode: "AED" | "AFN" | "ALL" | "AMD" | "ANG" | "AOA" | "ARS" | "AUD" | "AWG" | "AZN" | "BAM" | "BBD" | "BDT" | "BGN" | "BHD" | "BIF" | "BMD" | "BND" | "BOB" | "BRL" | "BSD" | "BTN" | "BWP" | "BYN" | "BZD" | "CAD" | "CDF" | "CHF" | "CLF" | "CLP" | "CNY" | "COP" | "CRC" | "CUP" | "CVE" | "CZK" | "DJF" | "DKK" | "DOP" | "DZD" | "EGP" | "ERN" | "ETB" | "EUR" | "FJD" | "FKP" | "GBP" | "GEL" | "GHS" | "GIP" | "GMD" | "GNF" | "GTQ" | "GYD" | "HKD" | "HNL" | "HTG" | "HUF" | "IDR" | "ILS" | "INR" | "IQD" | "IRR" | "ISK" | "JMD" | "JOD" | "JPY" | "KES" | "KGS" | "KHR" | "KMF" | "KPW" | "KRW" | "KWD" | "KYD" | "KZT" | "LAK" | "LBP" | "LKR" | "LRD" | "LSL" | "LYD" | "MAD" | "MDL" | "MGA" | "MKD" | "MMK" | "MNT" | "MOP" | "MRU" | "MUR" | "MVR" | "MWK" | "MXN" | "MYR" | "MZN" | "NAD" | "NGN" | "NIO" | "NOK" | "NPR" | "NZD" | "OMR" | "PAB" | "PEN" | "PGK" | "PHP" | "PKR" | "PLN" | "PYG" | "QAR" | "RON" | "RSD" | "RUB" | "RWF" | "SAR" | "SBD" | "SCR" | "SDG" | "SEK" | "SGD" | "SHP" | "SLE" | "SOS" | "SRD" | "SSP" | "STN" | "SVC" | "SYP" | "SZL" | "THB" | "TJS" | "TMT" | "TND" | "TOP" | "TRY" | "TTD" | "TWD" | "TZS" | "UAH" | "UGX" | "USD" | "UYI" | "UYU" | "UYW" | "UZS" | "VES" | "VND" | "VUV" | "WST" | "XAF" | "XCD" | "XCG" | "XOF" | "XPF" | "YER" | "ZAR" | "ZMW" | "ZWG";
         CurrencyTotals: {
             currency: string;
             gross: string;
@@ -636,7 +641,7 @@ export interface components {
             account: string;
             /**
              * Format: int64
-             * @description Signed minor units: positive credits the account, negative debits it.
+             * @description Signed minor units: positive credits the account, negative debits it. Not zero.
              */
             amount: number;
         };
@@ -827,7 +832,7 @@ export interface components {
              */
             amount: number;
             /** @description Must be the wallet's currency. */
-            currency: string;
+            currency: components["schemas"]["CurrencyCode"];
             /** @description The payment provider; its clearing account `clearing:{provider}:{currency}` is debited. */
             provider: string;
             /**
@@ -1367,7 +1372,7 @@ export interface operations {
                 cursor?: string;
                 /** @description `metadata[key]=value` (a top-level key) or `metadata[/a/b]=value` (a JSON pointer to a nested key): the value there is the string `value`, or the number or boolean `value` spells. Repeatable (all must hold), at most 10. */
                 metadata?: {
-                    [key: string]: string;
+                    [key: string]: unknown;
                 };
             };
             header?: never;
@@ -2359,7 +2364,7 @@ export interface operations {
                 cursor?: string;
                 /** @description `metadata[key]=value` (a top-level key) or `metadata[/a/b]=value` (a JSON pointer to a nested key): the value there is the string `value`, or the number or boolean `value` spells. Repeatable (all must hold), at most 10. */
                 metadata?: {
-                    [key: string]: string;
+                    [key: string]: unknown;
                 };
             };
             header?: never;

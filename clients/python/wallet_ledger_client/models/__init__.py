@@ -13,6 +13,7 @@ from .batch_response import BatchResponse
 from .create_account_request import CreateAccountRequest
 from .create_transaction_request import CreateTransactionRequest
 from .create_webhook_request import CreateWebhookRequest
+from .currency_code import CurrencyCode
 from .currency_totals import CurrencyTotals
 from .database_readiness import DatabaseReadiness
 from .delivery_detail import DeliveryDetail
@@ -84,6 +85,7 @@ __all__ = (
     "CreateAccountRequest",
     "CreateTransactionRequest",
     "CreateWebhookRequest",
+    "CurrencyCode",
     "CurrencyTotals",
     "DatabaseReadiness",
     "DeliveryDetail",

@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 from attrs import define as _attrs_define
 
 from ..models.account_type_request import AccountTypeRequest
+from ..models.currency_code import CurrencyCode
 from ..types import UNSET, Unset
 
 if TYPE_CHECKING:
@@ -19,7 +20,7 @@ T = TypeVar("T", bound="CreateAccountRequest")
 class CreateAccountRequest:
     """
     Attributes:
-        currency (str): ISO 4217 code.
+        currency (CurrencyCode): An ISO 4217 code the ledger knows.
         type_ (AccountTypeRequest):
         id (None | str | Unset): The caller's id, `[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}`. Without it, an
             `Idempotency-Key` header derives one (a UUID).
@@ -28,7 +29,7 @@ class CreateAccountRequest:
         metadata (Metadata | None | Unset):
     """
 
-    currency: str
+    currency: CurrencyCode
     type_: AccountTypeRequest
     id: None | str | Unset = UNSET
     overdraft_limit: int | None | Unset = UNSET
@@ -37,7 +38,7 @@ class CreateAccountRequest:
     def to_dict(self) -> dict[str, Any]:
         from ..models.metadata import Metadata  # noqa: PLC0415
 
-        currency = self.currency
+        currency = self.currency.value
 
         type_ = self.type_.value
 
@@ -83,7 +84,7 @@ class CreateAccountRequest:
         from ..models.metadata import Metadata  # noqa: PLC0415
 
         d = dict(src_dict)
-        currency = d.pop("currency")
+        currency = CurrencyCode(d.pop("currency"))
 
         type_ = AccountTypeRequest(d.pop("type"))
 

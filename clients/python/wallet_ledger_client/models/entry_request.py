@@ -13,7 +13,7 @@ class EntryRequest:
     """
     Attributes:
         account (str):
-        amount (int): Signed minor units: positive credits the account, negative debits it.
+        amount (int): Signed minor units: positive credits the account, negative debits it. Not zero.
     """
 
     account: str

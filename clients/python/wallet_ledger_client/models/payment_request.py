@@ -7,6 +7,7 @@ from uuid import UUID
 
 from attrs import define as _attrs_define
 
+from ..models.currency_code import CurrencyCode
 from ..types import UNSET, Unset
 
 if TYPE_CHECKING:
@@ -22,7 +23,7 @@ class PaymentRequest:
     Attributes:
         account (str): The wallet credited.
         amount (int): Positive minor units.
-        currency (str): Must be the wallet's currency.
+        currency (CurrencyCode): An ISO 4217 code the ledger knows.
         provider (str): The payment provider; its clearing account `clearing:{provider}:{currency}` is debited.
         id (None | Unset | UUID):
         effective_at (datetime.datetime | None | Unset): The provider's reference of the payment.
@@ -36,7 +37,7 @@ class PaymentRequest:
 
     account: str
     amount: int
-    currency: str
+    currency: CurrencyCode
     provider: str
     id: None | Unset | UUID = UNSET
     effective_at: datetime.datetime | None | Unset = UNSET
@@ -50,7 +51,7 @@ class PaymentRequest:
 
         amount = self.amount
 
-        currency = self.currency
+        currency = self.currency.value
 
         provider = self.provider
 
@@ -114,7 +115,7 @@ class PaymentRequest:
 
         amount = d.pop("amount")
 
-        currency = d.pop("currency")
+        currency = CurrencyCode(d.pop("currency"))
 
         provider = d.pop("provider")
 
