@@ -8,7 +8,8 @@
 #
 # The generators are pinned below and installed on first use: the Python ones in a virtualenv
 # under target/clients-venv, the npm ones by `npm ci` from clients/typescript's lockfile.
-# Needs python3, node and npm, and for `check` PostgreSQL (scripts/services.sh).
+# Needs python3 and node with npm (installed from Debian when missing and run as root), and
+# for `check` PostgreSQL (scripts/services.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -20,6 +21,16 @@ ATTRS_VERSION=25.4.0
 venv=target/clients-venv
 
 install_tools() {
+    # A fresh machine of this kind has Node.js; one without it gets Debian's, as services.sh
+    # does for the databases (root only; otherwise it says what to install).
+    if ! command -v npm >/dev/null; then
+        if [ "$(id -u)" -ne 0 ]; then
+            echo "clients: npm is missing: apt-get install nodejs npm" >&2
+            exit 1
+        fi
+        echo "installing nodejs and npm from Debian's packages" >&2
+        apt-get update -qq >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm >&2
+    fi
     if [ "$("$venv/bin/openapi-python-client" --version 2>/dev/null | awk '{print $NF}')" != "$OPENAPI_PYTHON_CLIENT_VERSION" ] ||
         [ "$("$venv/bin/ruff" --version 2>/dev/null | awk '{print $NF}')" != "$RUFF_VERSION" ]; then
         echo "installing openapi-python-client==$OPENAPI_PYTHON_CLIENT_VERSION and ruff==$RUFF_VERSION" >&2

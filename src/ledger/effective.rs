@@ -54,16 +54,16 @@ impl EffectiveDate {
 
 /// A wallet's entries effective after `since`, as (effective time, amount), in no order: what
 /// its balance by effective time at any moment from `since` on is made of.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct EffectiveHistory {
-    pub since: Option<DateTime<Utc>>,
+    pub since: DateTime<Utc>,
     pub moves: Vec<(DateTime<Utc>, i64)>,
 }
 
 impl EffectiveHistory {
     /// Adds an entry decided in this pass.
     pub fn record(&mut self, at: DateTime<Utc>, amount: Amount) {
-        if self.since.is_none_or(|since| at > since) {
+        if at > self.since {
             self.moves.push((at, amount.minor_units()));
         }
     }
@@ -114,7 +114,7 @@ pub(crate) async fn history_since(
     .fetch_all(conn)
     .await?;
     let mut history = EffectiveHistory {
-        since: Some(since),
+        since,
         moves: Vec::with_capacity(rows.len()),
     };
     history.moves.extend(
@@ -155,7 +155,7 @@ mod tests {
 
     fn history(moves: &[(i64, i64)]) -> EffectiveHistory {
         EffectiveHistory {
-            since: Some(t(0)),
+            since: t(0),
             moves: moves.iter().map(|&(m, a)| (t(m), a)).collect(),
         }
     }

@@ -31,8 +31,9 @@ pub(super) struct LockedLedger {
     /// near the edge of the range: it must be decided again with them locked exclusively.
     pub(super) needs_exclusive: bool,
     pub(super) reversed: HashMap<Uuid, Amount>,
-    /// When an item is backdated: every wallet's entries effective since the earliest date
-    /// (`ledger::effective`), kept up to date as items post.
+    /// For every wallet a backdated item debits: its entries effective since the earliest such
+    /// date (`ledger::effective`), kept up to date as items post. Loaded for exactly the
+    /// wallets [`Self::backdated_shortfall`] looks up.
     pub(super) histories: HashMap<String, EffectiveHistory>,
 }
 

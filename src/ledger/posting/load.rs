@@ -13,6 +13,7 @@ use crate::ledger::ids::AccountId;
 use crate::ledger::money::{Amount, Currency};
 use crate::ledger::store::{Db, locks, reads};
 use crate::ledger::transactions::{NewTransaction, WriteError};
+use chrono::{DateTime, Utc};
 use serde_json::Value;
 use std::collections::{BTreeMap, HashMap};
 use uuid::Uuid;
@@ -173,23 +174,35 @@ impl LockedLedger {
     }
 }
 
-/// When an item is backdated, each wallet's entries effective since the earliest date asked
-/// for, read under the wallet's lock taken above (`ledger::effective`); otherwise nothing.
+/// For each wallet a backdated item of this pass debits, its entries effective since the
+/// earliest such date, read under the wallet's lock taken above (`ledger::effective`). Only
+/// those wallets: the other requests grouped into the same pass read nothing more.
 async fn effective_histories(
     db: &mut Db<'_>,
     items: &[&NewTransaction],
     wallets: &[String],
 ) -> Result<HashMap<String, EffectiveHistory>, StoreError> {
-    // Only dates the decision can accept: a date before its horizon (a caller's year 1900) is
-    // refused anyway, and must not make this pass read whole chains under their locks.
-    let dates = items.iter().filter_map(|i| i.effective_at);
-    let Some(since) = dates.filter(|d| d.at >= d.not_before).map(|d| d.at).min() else {
-        return Ok(HashMap::new());
-    };
-    let mut histories = HashMap::with_capacity(wallets.len());
-    for wallet in wallets {
+    let mut since: HashMap<&str, DateTime<Utc>> = HashMap::new();
+    for (item, date) in items.iter().filter_map(|i| Some((i, i.effective_at?))) {
+        // A date before its horizon is refused anyway, and must not make this pass read a
+        // whole chain under its lock.
+        if date.at < date.not_before {
+            continue;
+        }
+        let debited = item
+            .journal
+            .legs()
+            .iter()
+            .filter(|l| l.amount.is_negative());
+        for leg in debited.filter(|l| wallets.iter().any(|w| w == l.account.as_str())) {
+            let earliest = since.entry(leg.account.as_str()).or_insert(date.at);
+            *earliest = (*earliest).min(date.at);
+        }
+    }
+    let mut histories = HashMap::with_capacity(since.len());
+    for (wallet, since) in since {
         let history = effective::history_since(db.conn(), wallet, since).await?;
-        histories.insert(wallet.clone(), history);
+        histories.insert(wallet.to_owned(), history);
     }
     Ok(histories)
 }
