@@ -10,6 +10,7 @@ pub mod checkpoints;
 pub mod compare;
 pub mod effective;
 pub mod events;
+pub mod exchange;
 pub mod group_commit;
 pub mod holds;
 pub mod ids;
