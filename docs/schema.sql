@@ -29,44 +29,40 @@ CREATE FUNCTION public.check_new_entries() RETURNS trigger
     SET enable_hashjoin TO 'off'
     SET enable_mergejoin TO 'off'
     AS $$
-begin
-    if exists (select 1 from new_entries
-               group by transaction_id, currency having sum(amount) <> 0) then
-        raise exception 'unbalanced transaction: entries must sum to zero per currency'
-            using errcode = 'check_violation';
-    end if;
-    -- Every entry of a transaction arrives in this statement: the journal holds exactly as
-    -- many entries of each of its transactions as the statement wrote.
-    if exists (select 1 from (select transaction_id, count(*) as written from new_entries
-                              group by transaction_id) t
-               where (select count(*) from entries e
-                      where e.transaction_id = t.transaction_id) <> t.written) then
-        raise exception 'entries of a transaction must all be written in one statement'
-            using errcode = 'check_violation';
-    end if;
-    -- One primary-key probe per new entry into accounts and one into transactions: the only
-    -- condition on each is its key, so no cached plan can pick another index (a join here
-    -- once walked every posted transaction through transactions_status_seq).
-    if exists (select 1 from new_entries n
-               where (select a.currency = n.currency
-                             and (a.type = 'wallet') = (n.sequence is not null)
-                      from accounts a where a.id = n.account_id) is not true
-                  or (select t.currency = n.currency and t.status = 'posted'
-                      from transactions t where t.id = n.transaction_id) is not true) then
-        raise exception 'entry does not fit its account or transaction (currency, status, wallet chain)'
-            using errcode = 'check_violation';
-    end if;
-    if exists (select 1 from new_entries n
-               left join entries p on p.account_id = n.account_id and p.sequence = n.sequence - 1
-               where n.sequence is not null
-                 and (coalesce(p.balance_after, 0) + n.amount <> n.balance_after
-                      or n.ledger_time < p.ledger_time
-                      or (p.id is null and n.sequence <> 1))) then
-        raise exception 'broken wallet chain: sequence or running balance does not follow'
-            using errcode = 'check_violation';
-    end if;
-    return null;
-end $$;
+    begin
+        if exists (select 1 from new_entries
+                   group by transaction_id, currency having sum(amount) <> 0) then
+            raise exception 'unbalanced transaction: entries must sum to zero per currency'
+                using errcode = 'check_violation';
+        end if;
+        if exists (select 1 from (select transaction_id, count(*) as written from new_entries
+                                  group by transaction_id) t
+                   where (select count(*) from entries e
+                          where e.transaction_id = t.transaction_id) <> t.written) then
+            raise exception 'entries of a transaction must all be written in one statement'
+                using errcode = 'check_violation';
+        end if;
+        if exists (select 1 from new_entries n
+                   where (select a.currency = n.currency
+                                 and (a.type = 'wallet') = (n.sequence is not null)
+                          from accounts a where a.id = n.account_id) is not true
+                      or (select (t.currency = n.currency or t.counter_currency = n.currency)
+                                 and t.status = 'posted'
+                          from transactions t where t.id = n.transaction_id) is not true) then
+            raise exception 'entry does not fit its account or transaction (currency, status, wallet chain)'
+                using errcode = 'check_violation';
+        end if;
+        if exists (select 1 from new_entries n
+                   left join entries p on p.account_id = n.account_id and p.sequence = n.sequence - 1
+                   where n.sequence is not null
+                     and (coalesce(p.balance_after, 0) + n.amount <> n.balance_after
+                          or n.ledger_time < p.ledger_time
+                          or (p.id is null and n.sequence <> 1))) then
+            raise exception 'broken wallet chain: sequence or running balance does not follow'
+                using errcode = 'check_violation';
+        end if;
+        return null;
+    end $$;
 
 
 --
@@ -114,7 +110,9 @@ begin
        or new.creation_response is distinct from old.creation_response
        or new.refusal_code is distinct from old.refusal_code
        or new.refusal_detail is distinct from old.refusal_detail
-       or new.effective_at is distinct from old.effective_at then
+       or new.effective_at is distinct from old.effective_at
+       or new.counter_currency is distinct from old.counter_currency
+       or new.exchange_rate is distinct from old.exchange_rate then
         raise exception 'the creation record of % is immutable', old.id
             using errcode = 'integrity_constraint_violation';
     end if;
@@ -489,6 +487,8 @@ CREATE TABLE public.transactions (
     resolution_response text,
     creation_outcome text NOT NULL,
     effective_at timestamp with time zone,
+    counter_currency text,
+    exchange_rate numeric,
     CONSTRAINT transactions_captured_amount_check CHECK (((captured_amount >= 1) AND (captured_amount <= '9007199254740991'::bigint))),
     CONSTRAINT transactions_check CHECK (((status = 'rejected'::text) = (refusal_code IS NOT NULL))),
     CONSTRAINT transactions_check2 CHECK (((status = 'posted'::text) = (posted_at IS NOT NULL))),
@@ -496,9 +496,10 @@ CREATE TABLE public.transactions (
     CONSTRAINT transactions_creation_outcome_check CHECK ((creation_outcome = ANY (ARRAY['created'::text, 'refused'::text]))),
     CONSTRAINT transactions_currency_check CHECK ((currency ~ '^[A-Z]{3}$'::text)),
     CONSTRAINT transactions_effective_at_check CHECK (((effective_at IS NULL) OR ((posted_at IS NOT NULL) AND (effective_at < posted_at)))),
+    CONSTRAINT transactions_exchange_check CHECK ((((counter_currency IS NULL) = (exchange_rate IS NULL)) AND ((counter_currency IS NULL) OR ((counter_currency ~ '^[A-Z]{3}$'::text) AND (counter_currency <> currency) AND (exchange_rate > (0)::numeric) AND (kind = ANY (ARRAY['exchange'::text, 'reversal'::text])))) AND ((kind <> 'exchange'::text) OR (counter_currency IS NOT NULL)))),
     CONSTRAINT transactions_external_ref_check CHECK (((length(external_ref) >= 1) AND (length(external_ref) <= 255))),
     CONSTRAINT transactions_hold_expiry CHECK (((status = 'pending'::text) <= (expires_at IS NOT NULL))),
-    CONSTRAINT transactions_kind_check CHECK ((kind = ANY (ARRAY['transaction'::text, 'transfer'::text, 'payment'::text, 'reversal'::text]))),
+    CONSTRAINT transactions_kind_check CHECK ((kind = ANY (ARRAY['transaction'::text, 'transfer'::text, 'payment'::text, 'reversal'::text, 'exchange'::text]))),
     CONSTRAINT transactions_legs_check CHECK ((jsonb_typeof(legs) = 'array'::text)),
     CONSTRAINT transactions_metadata_check CHECK ((jsonb_typeof(metadata) = 'object'::text)),
     CONSTRAINT transactions_refusal_code_check CHECK ((refusal_code = ANY (ARRAY['insufficient_funds'::text, 'account_frozen'::text, 'account_closed'::text, 'reversal_exceeds_original'::text]))),

@@ -667,6 +667,7 @@ fn new_payment(
             account_field: "wallet".into(),
             amount_field: "amount".into(),
             must_be_wallet: true,
+            currency: None,
         },
         Leg {
             account: clearing.clone(),
@@ -674,6 +675,7 @@ fn new_payment(
             account_field: "provider".into(),
             amount_field: "amount".into(),
             must_be_wallet: false,
+            currency: None,
         },
     ];
     let mut metadata = Map::new();
@@ -701,7 +703,8 @@ fn new_payment(
         external_ref: event.external_ref.clone(),
         metadata,
         request,
-        clearing_account: Some((clearing, currency)),
+        created_on_use: vec![(clearing, currency)],
+        exchange: None,
         reversal: None,
         effective_at: None,
         provider_initiated: false,

@@ -7,6 +7,7 @@ pub mod auth;
 pub mod batch;
 pub mod body;
 pub mod error;
+pub mod exchanges;
 pub mod extract;
 pub mod failover;
 pub mod health;
@@ -120,6 +121,7 @@ pub fn app(state: AppState) -> Router {
         .route("/v1/transactions/{id}/reverse", post(transactions::reverse))
         .route("/v1/transfers", post(transactions::transfer))
         .route("/v1/payments", post(transactions::payment))
+        .route("/v1/exchanges", post(exchanges::exchange))
         .route("/v1/webhooks", post(webhooks::create).get(webhooks::list))
         .route("/v1/webhooks/{id}", get(webhooks::get).delete(webhooks::delete))
         .route("/v1/webhooks/{id}/rotate-secret", post(webhooks::rotate_secret))

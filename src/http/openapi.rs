@@ -7,7 +7,9 @@
 //! rate limit, the extractors, the pool and the timeout), so that a client, and the schema
 //! fuzzing of `scripts/schemathesis.sh`, find every status the server can send documented.
 
-use super::{accounts, batch, health, metrics, reconciliations, search, transactions, webhooks};
+use super::{
+    accounts, batch, exchanges, health, metrics, reconciliations, search, transactions, webhooks,
+};
 use axum::http::Method;
 use utoipa::openapi::header::HeaderBuilder;
 use utoipa::openapi::path::{Operation, ParameterIn, PathItem};
@@ -27,7 +29,7 @@ use utoipa::{Modify, OpenApi};
         accounts::create, search::list_accounts, accounts::get, accounts::patch, accounts::entries, accounts::holds,
         accounts::freeze, accounts::unfreeze, accounts::close,
         transactions::create, transactions::list, transactions::get,
-        transactions::transfer, transactions::payment, batch::batch,
+        transactions::transfer, transactions::payment, exchanges::exchange, batch::batch,
         transactions::post, transactions::void, transactions::reverse,
         webhooks::create, webhooks::list, webhooks::get, webhooks::delete, webhooks::rotate_secret,
         webhooks::list_deliveries, webhooks::get_delivery, webhooks::redeliver,
@@ -294,6 +296,7 @@ const REPLAYS: &[(&str, &[&str])] = &[
     ("create_transaction", &["200", "422"]),
     ("create_transfer", &["200", "422"]),
     ("create_payment", &["200", "422"]),
+    ("create_exchange", &["200", "422"]),
     ("reverse_transaction", &["200", "422"]),
     ("create_webhook", &["200"]),
     ("capture_hold", &["200"]),

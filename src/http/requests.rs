@@ -138,22 +138,28 @@ pub struct PaymentRequest {
     pub metadata: Option<Map<String, Value>>,
 }
 
-fn account(id: &str, field: &str) -> Result<AccountId> {
+pub(super) fn account(id: &str, field: &str) -> Result<AccountId> {
     AccountId::parse(id)
         .ok_or_else(|| ApiError::validation(field, "account_id", "invalid account id"))
 }
 
-fn amount(value: i64, field: &str) -> Result<Amount> {
+pub(super) fn amount(value: i64, field: &str) -> Result<Amount> {
     Amount::new(value).ok_or_else(|| ApiError::validation(field, "range", "out of range"))
 }
 
-fn leg(account_id: AccountId, value: Amount, account_field: &str, amount_field: &str) -> Leg {
+pub(super) fn leg(
+    account_id: AccountId,
+    value: Amount,
+    account_field: &str,
+    amount_field: &str,
+) -> Leg {
     Leg {
         account: account_id,
         amount: value,
         account_field: account_field.to_owned(),
         amount_field: amount_field.to_owned(),
         must_be_wallet: false,
+        currency: None,
     }
 }
 
@@ -167,7 +173,7 @@ pub struct CreatePolicy {
 
 /// The requested effective date, for posted transactions only. Its horizon is fixed now and
 /// checked by the ledger after the stored id, so a retry past it still replays.
-fn effective(
+pub(super) fn effective(
     at: Option<DateTime<Utc>>,
     status: Option<RequestedStatus>,
     horizon: TimeDelta,
@@ -189,7 +195,7 @@ fn effective(
 
 /// The canonical request, with `effective_at` only when it was sent: a request stored before
 /// effective dates existed is the same request as its retry without one.
-fn with_effective_at(mut request: Value, at: Option<DateTime<Utc>>) -> Value {
+pub(super) fn with_effective_at(mut request: Value, at: Option<DateTime<Utc>>) -> Value {
     if let (Some(at), Some(fields)) = (at, request.as_object_mut()) {
         fields.insert("effective_at".into(), json!(at));
     }
@@ -199,7 +205,7 @@ fn with_effective_at(mut request: Value, at: Option<DateTime<Utc>>) -> Value {
 /// Posted now, or a hold until `expires_at` (given, in the future; or the default expiry).
 /// The canonical request keeps `expires_at` as sent, so a retry of a hold with the default
 /// expiry is the same request.
-fn requested(
+pub(super) fn requested(
     status: Option<RequestedStatus>,
     expires_at: Option<DateTime<Utc>>,
     default_expiry: TimeDelta,
@@ -272,7 +278,8 @@ impl CreateTransactionRequest {
             external_ref: self.external_ref,
             metadata,
             request,
-            clearing_account: None,
+            created_on_use: Vec::new(),
+            exchange: None,
             reversal: None,
             effective_at,
             provider_initiated: false,
@@ -323,7 +330,8 @@ impl TransferRequest {
             external_ref: self.external_ref,
             metadata,
             request,
-            clearing_account: None,
+            created_on_use: Vec::new(),
+            exchange: None,
             reversal: None,
             effective_at,
             provider_initiated: false,
@@ -370,7 +378,8 @@ impl PaymentRequest {
             external_ref: self.external_ref,
             metadata,
             request,
-            clearing_account: Some((clearing, currency)),
+            created_on_use: vec![(clearing, currency)],
+            exchange: None,
             reversal: None,
             effective_at,
             provider_initiated: false,

@@ -96,8 +96,9 @@ impl NewAccount {
 
 impl NewAccount {
     /// Why this account may not be created under its id, if it may not: an id in the system
-    /// namespace (`clearing:`) names the account the ledger itself creates for a provider's
-    /// payments, a system account in the currency the id ends with, and nothing else. Any
+    /// namespace (`clearing:`, `fx:`) names the account the ledger itself creates for a
+    /// provider's payments or an exchange's currency, a system account in the currency the id
+    /// ends with, and nothing else. Any
     /// other account there would be met by the payments' entries (which decide it as that
     /// system account) and refused by the journal's trigger halfway through a write.
     pub fn reserved_id_refusal(&self) -> Option<String> {
@@ -105,12 +106,14 @@ impl NewAccount {
             return None;
         }
         let fits = self.kind == AccountType::System
-            && self.id.clearing_currency() == Some(self.currency.code());
+            && self.id.reserved_currency() == Some(self.currency.code());
         (!fits).then(|| {
             format!(
-                "ids starting with {:?} are reserved for provider clearing accounts: only the \
-                 system account clearing:{{provider}}:{{currency}} in that currency may be created",
-                super::ids::CLEARING_PREFIX
+                "ids starting with {:?} or {:?} are reserved for the ledger's system accounts: \
+                 only the system account clearing:{{provider}}:{{currency}} or fx:{{currency}} \
+                 in that currency may be created",
+                super::ids::CLEARING_PREFIX,
+                super::ids::EXCHANGE_PREFIX
             )
         })
     }
@@ -708,6 +711,7 @@ mod tests {
             ("clearing:p1:SAR", "SAR", System),
             ("w1", "SAR", Wallet),
             ("fees", "USD", System),
+            ("fx:USD", "USD", System),
         ];
         for (id, currency, kind) in allowed {
             assert_eq!(new(id, currency, kind).reserved_id_refusal(), None, "{id}");
@@ -717,6 +721,9 @@ mod tests {
             ("clearing:p1:SAR", "USD", System),
             ("clearing:p1", "SAR", System),
             ("clearing:p1:SAR:x", "SAR", System),
+            ("fx:USD", "USD", Wallet),
+            ("fx:USD", "EUR", System),
+            ("fx:", "USD", System),
         ];
         for (id, currency, kind) in refused {
             assert!(

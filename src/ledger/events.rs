@@ -95,7 +95,8 @@ pub(crate) struct TransactionEvent<'a> {
     transaction_id: Uuid,
     /// The transaction's API representation ([`TransactionView`]) as JSON text.
     transaction: Cow<'a, str>,
-    /// Its currency, which formats the entries' `balance_after_decimal`.
+    /// Its currency, which formats the entries' `balance_after_decimal` (an exchange's
+    /// entries carry their own).
     currency: Cow<'a, str>,
     /// The entries this change wrote (none for a hold, a refusal, a release, an expiry).
     entries: &'a [NewEntry],
@@ -155,7 +156,10 @@ impl<'a> TransactionEvent<'a> {
                     account: &e.account,
                     sequence: e.sequence?,
                     balance_after,
-                    balance_after_decimal: decimal(&self.currency, balance_after.minor_units()),
+                    balance_after_decimal: decimal(
+                        e.currency_or(&self.currency),
+                        balance_after.minor_units(),
+                    ),
                 })
             })
             .collect();
@@ -282,7 +286,7 @@ pub(crate) fn negative_crossings<'a>(
             (after.is_negative() && !before.is_negative()).then(|| NegativeBalance {
                 account: e.account.clone(),
                 transaction_id,
-                currency: currency.to_owned(),
+                currency: e.currency_or(currency).to_owned(),
                 sequence,
                 balance_after: after,
             })

@@ -36,23 +36,36 @@ impl AccountId {
         AccountId(format!("{CLEARING_PREFIX}{provider}:{currency}"))
     }
 
-    /// Whether the id lies in the system namespace `clearing:`, whose accounts the ledger
-    /// creates itself (a provider's first payment creates its clearing account).
-    pub fn is_reserved(&self) -> bool {
-        self.0.starts_with(CLEARING_PREFIX)
+    /// The system account an exchange moves `currency` through: `fx:{currency}`.
+    pub fn exchange(currency: &str) -> AccountId {
+        AccountId(format!("{EXCHANGE_PREFIX}{currency}"))
     }
 
-    /// The currency code of a well-formed clearing account id, `clearing:{provider}:{code}`
-    /// with a valid provider: the one account the ledger would create under this id holds it.
-    pub fn clearing_currency(&self) -> Option<&str> {
+    /// Whether the id lies in a system namespace (`clearing:`, `fx:`), whose accounts the
+    /// ledger creates itself (a provider's first payment creates its clearing account, the
+    /// first exchange in a currency its exchange account).
+    pub fn is_reserved(&self) -> bool {
+        self.0.starts_with(CLEARING_PREFIX) || self.0.starts_with(EXCHANGE_PREFIX)
+    }
+
+    /// The currency code of a well-formed reserved id, `clearing:{provider}:{code}` with a
+    /// valid provider or `fx:{code}`: the one account the ledger would create under this id
+    /// holds it.
+    pub fn reserved_currency(&self) -> Option<&str> {
+        let code_ok = |code: &str| code.len() == 3 && code.bytes().all(|b| b.is_ascii_uppercase());
+        if let Some(code) = self.0.strip_prefix(EXCHANGE_PREFIX) {
+            return code_ok(code).then_some(code);
+        }
         let (provider, code) = self.0.strip_prefix(CLEARING_PREFIX)?.split_once(':')?;
-        let code_ok = code.len() == 3 && code.bytes().all(|b| b.is_ascii_uppercase());
-        (is_valid_provider(provider) && code_ok).then_some(code)
+        (is_valid_provider(provider) && code_ok(code)).then_some(code)
     }
 }
 
-/// The prefix of every id in the system namespace: provider clearing accounts.
+/// The prefix of provider clearing accounts, a system namespace.
 pub const CLEARING_PREFIX: &str = "clearing:";
+
+/// The prefix of the exchange's accounts, one per currency, a system namespace.
+pub const EXCHANGE_PREFIX: &str = "fx:";
 
 impl TryFrom<String> for AccountId {
     type Error = String;
@@ -146,14 +159,19 @@ mod tests {
     fn clearing_ids_are_reserved_and_name_their_currency() {
         let id = |s: &str| AccountId::parse(s).unwrap();
         assert!(id("clearing:stripe:SAR").is_reserved());
-        assert_eq!(id("clearing:stripe:SAR").clearing_currency(), Some("SAR"));
+        assert_eq!(id("clearing:stripe:SAR").reserved_currency(), Some("SAR"));
         assert!(id("clearing:x").is_reserved());
-        assert_eq!(id("clearing:x").clearing_currency(), None);
-        assert_eq!(id("clearing:a:b:SAR").clearing_currency(), None);
-        assert_eq!(id("clearing:stripe:sar").clearing_currency(), None);
-        assert_eq!(id("clearing::SAR").clearing_currency(), None);
+        assert_eq!(id("clearing:x").reserved_currency(), None);
+        assert_eq!(id("clearing:a:b:SAR").reserved_currency(), None);
+        assert_eq!(id("clearing:stripe:sar").reserved_currency(), None);
+        assert_eq!(id("clearing::SAR").reserved_currency(), None);
         assert!(!id("Clearing:stripe:SAR").is_reserved());
         assert!(!id("w1").is_reserved());
+        assert!(id("fx:EUR").is_reserved());
+        assert_eq!(id("fx:EUR").reserved_currency(), Some("EUR"));
+        assert_eq!(id("fx:EURO").reserved_currency(), None);
+        assert_eq!(id("fx:eur").reserved_currency(), None);
+        assert!(!id("fxEUR").is_reserved());
     }
 
     #[test]

@@ -5,7 +5,7 @@
 //! `entries_journal_rules` trigger), so a bug on either side cannot post money out of nowhere.
 
 use super::ids::AccountId;
-use super::money::Amount;
+use super::money::{Amount, Currency};
 use crate::problem::FieldError;
 
 /// Most legs one transaction may have.
@@ -21,6 +21,9 @@ pub struct Leg {
     pub amount_field: String,
     /// Payments credit a wallet, never a system account.
     pub must_be_wallet: bool,
+    /// The currency this leg must be in: `None` for the transaction's one currency; an
+    /// exchange names each leg's, since its legs are in two.
+    pub currency: Option<Currency>,
 }
 
 /// Two or more legs on distinct accounts, none zero, summing to zero, whose credits total at
@@ -120,6 +123,7 @@ mod tests {
             account_field: "/entries/0/account".into(),
             amount_field: "/entries/0/amount".into(),
             must_be_wallet: false,
+            currency: None,
         }
     }
 

@@ -3,11 +3,12 @@
 //! the original: `posting` locks the original's row and sums the reversal rows already
 //! posted against it, in the same database transaction that writes the new one.
 
+use super::exchange::{Exchange, Rate};
 use super::ids::AccountId;
 use super::journal::{Journal, Leg};
-use super::money::Amount;
+use super::money::{Amount, Currency};
 use super::transactions::{
-    Kind, NewTransaction, Requested, Reversal, TransactionStatus, credited_total,
+    Kind, NewTransaction, Requested, Reversal, TransactionStatus, credited_total_in,
 };
 use super::views::LegView;
 use crate::db::StoreError;
@@ -38,7 +39,8 @@ pub async fn plan(
 ) -> Result<Plan, StoreError> {
     let Some(row) = sqlx::query!(
         r#"select hold_status_at(status, expires_at, now()) as "status!",
-                  legs, captured_amount
+                  legs, captured_amount, currency, counter_currency,
+                  exchange_rate::text as exchange_rate
            from transactions where id = $1"#,
         original
     )
@@ -60,7 +62,17 @@ pub async fn plan(
     }
     let captured = row.captured_amount.map(Amount::stored).transpose()?;
     let legs = posted_legs(row.legs, captured, original)?;
-    let original_amount = credited_total(&legs);
+    let corrupt = |what: String| crate::db::corrupt("transactions", original, what);
+    let currency = Currency::parse(&row.currency)
+        .ok_or_else(|| corrupt(format!("unknown currency {:?}", row.currency)))?;
+    let exchange = match (row.counter_currency, row.exchange_rate) {
+        (Some(counter), Some(rate)) => Some(
+            exchange_terms(&legs, &counter, &rate)
+                .ok_or_else(|| corrupt(format!("its exchange terms {counter:?} at {rate:?}")))?,
+        ),
+        _ => None,
+    };
+    let original_amount = credited_total_in(&legs, currency);
     let reversed = match reversed_amount(amount, legs.len(), original_amount) {
         Ok(reversed) => reversed,
         Err(error) => return Ok(Plan::Invalid(vec![error])),
@@ -72,11 +84,12 @@ pub async fn plan(
         kind: Kind::Reversal,
         status: Requested::Posted,
         journal,
-        currency: None,
+        currency: Some((currency, "/reverses".into())),
         external_ref: None,
         metadata,
         request,
-        clearing_account: None,
+        created_on_use: Vec::new(),
+        exchange,
         reversal: Some(Reversal {
             original,
             amount: reversed,
@@ -85,6 +98,17 @@ pub async fn plan(
         effective_at: None,
         provider_initiated: false,
     })))
+}
+
+/// The terms of an exchange being reversed: its rate and counter currency as stored, and
+/// its counter amount (its credits in that currency), which the reversal debits back.
+fn exchange_terms(legs: &[LegView], counter: &str, rate: &str) -> Option<Exchange> {
+    let counter_currency = Currency::parse(counter)?;
+    Some(Exchange {
+        counter_currency,
+        rate: Rate::parse(rate)?,
+        counter_amount: credited_total_in(legs, counter_currency),
+    })
 }
 
 /// The legs the original posted: its stored legs, scaled to `captured_amount` for a partly
@@ -147,12 +171,21 @@ fn reversal_journal(
                 format!("its leg {index} is malformed"),
             ));
         };
+        let own = leg.currency.as_deref().map(Currency::parse);
+        let Some(currency) = own.map_or(Some(None), |c| c.map(Some)) else {
+            return Err(crate::db::corrupt(
+                "transactions",
+                original,
+                format!("its leg {index} has an unknown currency"),
+            ));
+        };
         reversal_legs.push(Leg {
             account,
             amount,
             account_field: "/amount".into(),
             amount_field: "/amount".into(),
             must_be_wallet: false,
+            currency,
         });
     }
     Journal::new(reversal_legs).map_err(|e| {

@@ -6,7 +6,7 @@ use super::ids::AccountId;
 use super::journal::Journal;
 use super::money::{Amount, Currency, MAX_AMOUNT};
 use super::store::{Db, reads};
-use super::views::{EntryView, RefusalView, TransactionView};
+use super::views::{EntryView, ExchangeView, LegView, RefusalView, TransactionView};
 use crate::db::StoreError;
 use crate::problem::FieldError;
 use chrono::{DateTime, Utc};
@@ -16,7 +16,8 @@ use sqlx::PgConnection;
 use utoipa::ToSchema;
 use uuid::Uuid;
 
-/// Which endpoint created a transaction: `transaction`, `transfer`, `payment` or `reversal`.
+/// Which endpoint created a transaction: `transaction`, `transfer`, `payment`, `reversal` or
+/// `exchange`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Kind {
@@ -24,6 +25,7 @@ pub enum Kind {
     Transfer,
     Payment,
     Reversal,
+    Exchange,
 }
 
 impl Kind {
@@ -33,6 +35,7 @@ impl Kind {
             Kind::Transfer => "transfer",
             Kind::Payment => "payment",
             Kind::Reversal => "reversal",
+            Kind::Exchange => "exchange",
         }
     }
 
@@ -43,6 +46,7 @@ impl Kind {
             Kind::Transfer,
             Kind::Payment,
             Kind::Reversal,
+            Kind::Exchange,
         ]
         .into_iter()
         .find(|k| k.as_str() == stored)
@@ -126,8 +130,12 @@ pub struct NewTransaction {
     pub external_ref: Option<String>,
     pub metadata: Map<String, Value>,
     pub request: Value,
-    /// Payments: the provider's clearing account, created by its first posted payment.
-    pub clearing_account: Option<(AccountId, Currency)>,
+    /// The system accounts the ledger creates on first use that this item names: a payment's
+    /// clearing account (created by the provider's first posted payment), an exchange's
+    /// `fx:{currency}` accounts.
+    pub created_on_use: Vec<(AccountId, Currency)>,
+    /// An exchange (or its reversal): the terms of its legs in the counter currency.
+    pub exchange: Option<super::exchange::Exchange>,
     pub reversal: Option<Reversal>,
     /// A posted transaction dated in the past (`effective_at`): see `ledger::effective`.
     pub effective_at: Option<super::effective::EffectiveDate>,
@@ -181,10 +189,22 @@ impl From<sqlx::Error> for WriteError {
     }
 }
 
+/// The sum of a transaction's credits in `currency`, its own: what "the amount" of an
+/// exchange is (its credits in the counter currency are the counter amount). For a
+/// transaction in one currency, [`credited_total`].
+pub fn credited_total_in(legs: &[LegView], currency: Currency) -> Amount {
+    let own: Vec<LegView> = legs
+        .iter()
+        .filter(|l| l.currency_or(currency) == Some(currency))
+        .cloned()
+        .collect();
+    credited_total(&own)
+}
+
 /// The sum of a transaction's credits: what "the amount" of a transfer or payment is.
 /// A stored journal's credits sum to its debits, each within the range, so the sum is in range;
 /// should a stored row say otherwise, the total saturates at M rather than wrap or fail.
-pub fn credited_total(legs: &[super::views::LegView]) -> Amount {
+pub fn credited_total(legs: &[LegView]) -> Amount {
     legs.iter()
         .map(|l| Amount::new(l.amount.clamp(0, MAX_AMOUNT)).expect("clamped into the range"))
         .fold(Amount::ZERO, Amount::saturating_add)
@@ -211,8 +231,12 @@ pub(crate) struct StoredTransaction {
     pub expires_at: Option<DateTime<Utc>>,
     pub reverses: Option<Uuid>,
     pub captured_amount: Option<i64>,
-    /// The entries it posted (`[{account, amount}]` in entry order), `None` when it has none.
+    /// The entries it posted (`[{account, amount, currency}]` in entry order), `None` when
+    /// it has none.
     pub posted_entries: Option<Value>,
+    /// Exchanges and their reversals: the counter currency and the rate (as text).
+    pub counter_currency: Option<String>,
+    pub exchange_rate: Option<String>,
 }
 
 /// One posted entry as `StoredTransaction::posted_entries` holds it.
@@ -220,6 +244,7 @@ pub(crate) struct StoredTransaction {
 struct PostedEntry {
     account: String,
     amount: i64,
+    currency: String,
 }
 
 impl StoredTransaction {
@@ -245,24 +270,19 @@ impl StoredTransaction {
             })?),
         };
         let currency = Currency::parse(&self.currency);
-        let legs: Vec<super::views::LegView> =
-            serde_json::from_value(self.legs).unwrap_or_default();
-        // What was posted, once it was: a partly captured hold posted less than its legs held.
-        // Before (a hold, a refusal) there are no entries, and the legs say what was asked.
-        let posted: Option<Vec<PostedEntry>> = self
-            .posted_entries
-            .and_then(|e| serde_json::from_value(e).ok());
+        let legs: Vec<LegView> = serde_json::from_value(self.legs).unwrap_or_default();
         let authorized = self.captured_amount.map(|_| credited_total(&legs));
-        let entries = match (posted, currency) {
-            (Some(posted), Some(c)) => posted
-                .into_iter()
-                .map(|e| super::views::LegView {
-                    account: e.account,
-                    amount: e.amount,
-                    amount_decimal: c.format(e.amount),
-                })
-                .collect(),
-            _ => legs,
+        let per_leg = self.counter_currency.is_some();
+        let entries = posted_or_asked(self.posted_entries, legs, per_leg);
+        let exchange = match (currency, self.counter_currency, self.exchange_rate) {
+            (Some(c), Some(counter), Some(rate)) => {
+                let counter = Currency::parse(&counter).ok_or_else(|| {
+                    let what = format!("unknown counter currency {counter:?}");
+                    crate::db::corrupt("transactions", self.id, what)
+                })?;
+                Some(ExchangeView::new(rate, c, counter, &entries))
+            }
+            _ => None,
         };
         Ok(TransactionView {
             id: self.id,
@@ -288,8 +308,27 @@ impl StoredTransaction {
             captured_amount_decimal: self.captured_amount.zip(currency).map(|(a, c)| c.format(a)),
             authorized_amount: authorized.map(Amount::minor_units),
             authorized_amount_decimal: authorized.zip(currency).map(|(a, c)| c.format_amount(a)),
+            exchange,
         })
     }
+}
+
+/// What a transaction shows as its entries: what it posted, once it did (a partly captured
+/// hold posted less than its legs held); before (a hold, a refusal) there are no entries, and
+/// the legs say what was asked.
+fn posted_or_asked(posted: Option<Value>, legs: Vec<LegView>, per_leg: bool) -> Vec<LegView> {
+    let posted: Option<Vec<PostedEntry>> = posted.and_then(|e| serde_json::from_value(e).ok());
+    let Some(posted) = posted else {
+        return legs;
+    };
+    let shown: Option<Vec<LegView>> = posted
+        .into_iter()
+        .map(|e| {
+            let currency = Currency::parse(&e.currency)?;
+            Some(LegView::new(e.account, e.amount, currency, per_leg))
+        })
+        .collect();
+    shown.unwrap_or(legs)
 }
 
 pub async fn find(db: &mut Db<'_>, id: Uuid) -> Result<Option<TransactionView>, StoreError> {
@@ -433,6 +472,7 @@ mod refusal_code_tests {
             Kind::Transfer,
             Kind::Payment,
             Kind::Reversal,
+            Kind::Exchange,
         ] {
             assert_eq!(Kind::parse(kind.as_str()), Some(kind));
         }

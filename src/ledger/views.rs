@@ -126,6 +126,70 @@ pub struct LegView {
     pub account: String,
     pub amount: i64,
     pub amount_decimal: String,
+    /// Exchanges and their reversals only, whose legs are in two currencies: this leg's.
+    /// Absent elsewhere: every leg is in the transaction's `currency`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub currency: Option<String>,
+}
+
+impl LegView {
+    /// `amount` of `currency` as a leg shows it; `per_leg` when the transaction's legs are in
+    /// more than one currency, so each names its own.
+    pub fn new(account: String, amount: i64, currency: Currency, per_leg: bool) -> LegView {
+        LegView {
+            account,
+            amount,
+            amount_decimal: currency.format(amount),
+            currency: per_leg.then(|| currency.code().to_owned()),
+        }
+    }
+
+    /// The leg's currency: its own, else the transaction's.
+    pub fn currency_or(&self, transaction: Currency) -> Option<Currency> {
+        match &self.currency {
+            Some(code) => Currency::parse(code),
+            None => Some(transaction),
+        }
+    }
+}
+
+/// An exchange, or the reversal of one: what it moved in each currency, and at which rate.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct ExchangeView {
+    /// Units of `counter_currency` one unit of the transaction's `currency` buys (major
+    /// units), as a decimal string: the caller's rate, or the one its two amounts imply.
+    pub rate: String,
+    /// What moved in the transaction's `currency` (debited from the source wallet; by a
+    /// reversal, credited back), in its minor units.
+    pub amount: i64,
+    pub amount_decimal: String,
+    pub counter_currency: String,
+    /// What moved in `counter_currency` (credited to the counter wallet; by a reversal,
+    /// debited back), in its minor units.
+    pub counter_amount: i64,
+    pub counter_amount_decimal: String,
+}
+
+impl ExchangeView {
+    /// The view of an exchange in `currency` and `counter` at `rate` whose legs are `legs`:
+    /// each side's amount is the sum of its credits.
+    pub fn new(rate: String, currency: Currency, counter: Currency, legs: &[LegView]) -> Self {
+        let credited = |c: Currency| -> i64 {
+            legs.iter()
+                .filter(|l| l.currency_or(currency) == Some(c) && l.amount > 0)
+                .map(|l| l.amount)
+                .fold(0, i64::saturating_add)
+        };
+        let (amount, counter_amount) = (credited(currency), credited(counter));
+        ExchangeView {
+            rate,
+            amount,
+            amount_decimal: currency.format(amount),
+            counter_currency: counter.code().to_owned(),
+            counter_amount,
+            counter_amount_decimal: counter.format(counter_amount),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Serialize, ToSchema)]
@@ -167,6 +231,9 @@ pub struct TransactionView {
     /// Captured holds: how much the hold reserved (its credits) before it was captured.
     pub authorized_amount: Option<i64>,
     pub authorized_amount_decimal: Option<String>,
+    /// Exchanges and their reversals only: both sides and the rate.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub exchange: Option<ExchangeView>,
 }
 
 #[derive(Debug, Clone, Serialize, ToSchema)]

@@ -359,7 +359,8 @@ async fn posting_mismatches(db: &mut Db<'_>) -> Result<Vec<Finding>, sqlx::Error
         .collect())
 }
 
-/// Every entry is in its account's currency and its transaction's (the triggers check it on
+/// Every entry is in its account's currency and one of its transaction's (its own, or an
+/// exchange's counter currency; the triggers check it on
 /// insert; a currency changed later mislabels money without unbalancing anything), and
 /// carries its transaction's effective date (a backdated transaction's, or none).
 async fn entry_currencies(db: &mut Db<'_>) -> Result<Vec<Finding>, sqlx::Error> {
@@ -370,11 +371,14 @@ async fn entry_currencies(db: &mut Db<'_>) -> Result<Vec<Finding>, sqlx::Error> 
                 EntryCurrencies,
                 r#"select e.id, e.account_id, e.transaction_id, e.currency,
                           a.currency as account_currency, t.currency as "transaction_currency?",
+                          t.counter_currency as "counter_currency?",
                           e.effective_at, t.effective_at as "transaction_effective_at?"
                    from entries e
                    join accounts a on a.id = e.account_id
                    left join transactions t on t.id = e.transaction_id
-                   where e.currency <> a.currency or e.currency is distinct from t.currency
+                   where e.currency <> a.currency
+                      or t.id is null
+                      or (e.currency <> t.currency and e.currency is distinct from t.counter_currency)
                       or e.effective_at is distinct from t.effective_at
                    order by e.id limit $1"#,
                 MAX_FINDINGS_PER_CHECK
@@ -387,14 +391,18 @@ async fn entry_currencies(db: &mut Db<'_>) -> Result<Vec<Finding>, sqlx::Error> 
         Engine::Citus => {
             sqlx::query_as!(
                 EntryCurrencies,
-                r#"with t as materialized (select id, currency, effective_at from transactions)
+                r#"with t as materialized (select id, currency, counter_currency, effective_at
+                                          from transactions)
                    select e.id, e.account_id, e.transaction_id, e.currency,
                           a.currency as account_currency, t.currency as "transaction_currency?",
+                          t.counter_currency as "counter_currency?",
                           e.effective_at, t.effective_at as "transaction_effective_at?"
                    from entries e
                    join accounts a on a.id = e.account_id
                    left join t on t.id = e.transaction_id
-                   where e.currency <> a.currency or e.currency is distinct from t.currency
+                   where e.currency <> a.currency
+                      or t.id is null
+                      or (e.currency <> t.currency and e.currency is distinct from t.counter_currency)
                       or e.effective_at is distinct from t.effective_at
                    order by e.id limit $1"#,
                 MAX_FINDINGS_PER_CHECK
@@ -422,9 +430,14 @@ fn entry_mismatch(r: &EntryCurrencies) -> String {
             "entry in {} on an account in {} for a transaction that does not exist",
             r.currency, r.account_currency
         ),
-        Some(t) if *t != r.currency || r.currency != r.account_currency => format!(
-            "entry in {} on an account in {} for a transaction in {t}",
-            r.currency, r.account_currency
+        Some(t) if !r.fits_transaction(t) || r.currency != r.account_currency => format!(
+            "entry in {} on an account in {} for a transaction in {}",
+            r.currency,
+            r.account_currency,
+            match &r.counter_currency {
+                Some(counter) => format!("{t} and {counter}"),
+                None => t.clone(),
+            }
         ),
         Some(_) => format!(
             "entry effective at {} for a transaction effective at {}",
@@ -441,8 +454,17 @@ struct EntryCurrencies {
     currency: String,
     account_currency: String,
     transaction_currency: Option<String>,
+    /// An exchange's second currency.
+    counter_currency: Option<String>,
     effective_at: Option<DateTime<Utc>>,
     transaction_effective_at: Option<DateTime<Utc>>,
+}
+
+impl EntryCurrencies {
+    /// Whether the entry is in its transaction's currency (`transaction`) or its counter one.
+    fn fits_transaction(&self, transaction: &str) -> bool {
+        self.currency == transaction || self.counter_currency.as_deref() == Some(&self.currency)
+    }
 }
 
 /// A posted transaction's entries post, to each account, what its legs say (a captured hold:
@@ -699,12 +721,14 @@ async fn over_reversed(db: &mut Db<'_>) -> Result<Vec<Finding>, sqlx::Error> {
         OverReversed,
         r#"select r.reverses as "original!", sum(r.reversed_amount)::bigint as "reversed!",
                   (select coalesce(sum(amount), 0) from entries e
-                   where e.transaction_id = r.reverses and e.amount > 0)::bigint as "moved!"
+                   where e.transaction_id = r.reverses and e.amount > 0
+                     and e.currency = r.currency)::bigint as "moved!"
            from transactions r
            where r.kind = 'reversal' and r.status = 'posted'
-           group by r.reverses
+           group by r.reverses, r.currency
            having sum(r.reversed_amount) > (select coalesce(sum(amount), 0) from entries e
-                                            where e.transaction_id = r.reverses and e.amount > 0)
+                                            where e.transaction_id = r.reverses and e.amount > 0
+                                              and e.currency = r.currency)
            limit $1"#,
         MAX_FINDINGS_PER_CHECK
     )
@@ -720,15 +744,15 @@ async fn over_reversed_citus(conn: &mut PgConnection) -> Result<Vec<Finding>, sq
     let rows = sqlx::query_as!(
         OverReversed,
         r#"with r as materialized (
-               select reverses, sum(reversed_amount) as reversed from transactions
-               where kind = 'reversal' and status = 'posted' group by reverses),
+               select reverses, currency, sum(reversed_amount) as reversed from transactions
+               where kind = 'reversal' and status = 'posted' group by reverses, currency),
            moved as materialized (
-               select transaction_id, sum(amount) as moved from entries
+               select transaction_id, currency, sum(amount) as moved from entries
                where amount > 0 and transaction_id in (select reverses from r)
-               group by transaction_id)
+               group by transaction_id, currency)
            select r.reverses as "original!", r.reversed::bigint as "reversed!",
                   coalesce(m.moved, 0)::bigint as "moved!"
-           from r left join moved m on m.transaction_id = r.reverses
+           from r left join moved m on m.transaction_id = r.reverses and m.currency = r.currency
            where r.reversed > coalesce(m.moved, 0)
            limit $1"#,
         MAX_FINDINGS_PER_CHECK

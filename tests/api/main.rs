@@ -23,6 +23,7 @@ mod contract;
 mod dispatch;
 mod doc_examples;
 mod effective;
+mod exchange;
 mod faults;
 mod fuzz;
 mod group_commit;

@@ -32,6 +32,7 @@ fn transfer_between_unknown_accounts() -> NewTransaction {
         account_field: "/entries/0/account".into(),
         amount_field: "/entries/0/amount".into(),
         must_be_wallet: false,
+        currency: None,
     };
     NewTransaction {
         id: Uuid::new_v4(),
@@ -42,7 +43,8 @@ fn transfer_between_unknown_accounts() -> NewTransaction {
         external_ref: None,
         metadata: Default::default(),
         request: json!({"plan": "test"}),
-        clearing_account: None,
+        created_on_use: Vec::new(),
+        exchange: None,
         reversal: None,
         effective_at: None,
         provider_initiated: false,

@@ -169,6 +169,8 @@ fn needed_scope(method: &Method, template: &str) -> Scope {
 struct Fixtures {
     wallet: String,
     other: String,
+    /// A USD wallet, for exchanges from `wallet` (SAR).
+    dollars: String,
     to_close: String,
     to_freeze: String,
     hold_to_post: Uuid,
@@ -194,6 +196,7 @@ async fn fixtures(app: &TestApp, tag: &str) -> Fixtures {
     let f = Fixtures {
         wallet: format!("{tag}-wallet"),
         other: format!("{tag}-other"),
+        dollars: format!("{tag}-dollars"),
         to_close: format!("{tag}-to-close"),
         to_freeze: format!("{tag}-to-freeze"),
         hold_to_post: Uuid::new_v4(),
@@ -206,6 +209,7 @@ async fn fixtures(app: &TestApp, tag: &str) -> Fixtures {
     for wallet in [&f.wallet, &f.other, &f.to_close, &f.to_freeze] {
         app.create_wallet(wallet).await;
     }
+    app.create_account(&f.dollars, "USD", "wallet").await;
     app.fund(&f.wallet, 100_000).await;
     let r = app.transfer(f.posted, &f.wallet, &f.other, 1_000).await;
     assert_eq!(r.status, StatusCode::CREATED, "{}", r.text);
@@ -313,6 +317,14 @@ fn plausible(method: &Method, template: &str, f: &Fixtures) -> (String, Option<V
             format!("/v1/transactions/{}/void", f.hold_to_void),
             None,
             200,
+        ),
+        ("POST", "/v1/exchanges") => (
+            template.to_owned(),
+            Some(
+                json!({"id": Uuid::new_v4(), "from": f.wallet, "to": f.dollars, "amount": 100,
+                        "currency": "SAR", "counter_currency": "USD", "rate": "0.2666"}),
+            ),
+            201,
         ),
         ("POST", "/v1/transfers") => (
             template.to_owned(),

@@ -469,3 +469,84 @@ async fn a_reader_that_goes_away_does_not_make_verify_panic() {
     assert!(!stderr.contains("panicked"), "{stderr}");
     app.finish().await;
 }
+
+#[tokio::test]
+async fn an_exchange_relabelled_or_over_reversed_behind_the_guards_is_found() {
+    let app = TestApp::new().await;
+    app.create_account("e1", "EUR", "wallet").await;
+    app.create_account("y1", "JPY", "wallet").await;
+    let pay = json!({"id": Uuid::new_v4(), "account": "e1", "amount": 50_000, "currency": "EUR", "provider": "test"});
+    assert_eq!(app.post("/v1/payments", &pay).await.status, 201);
+    // 100.00 EUR for 16,124 yen: what a check summing both currencies would call 26,124.
+    let exchange = Uuid::new_v4();
+    let body = json!({"id": exchange, "from": "e1", "to": "y1", "amount": 10_000,
+                      "currency": "EUR", "counter_currency": "JPY", "rate": "161.237"});
+    assert_eq!(app.post("/v1/exchanges", &body).await.status, 201);
+    let reversal = json!({"id": Uuid::new_v4()});
+    let r = app
+        .post(&format!("/v1/transactions/{exchange}/reverse"), &reversal)
+        .await;
+    assert_eq!(r.status, 201, "{}", r.text);
+    assert_eq!(findings(&app).await, []);
+
+    // The reversal claims 150.00 EUR back: more than the 100.00 EUR the exchange moved.
+    sql(
+        &app,
+        "alter table transactions disable trigger transactions_resolution_immutable",
+    )
+    .await;
+    sql(
+        &app,
+        "update transactions set reversed_amount = 15000 where kind = 'reversal'",
+    )
+    .await;
+    sql(
+        &app,
+        "alter table transactions enable trigger transactions_resolution_immutable",
+    )
+    .await;
+    // The exchange's yen entry on fx:JPY relabelled as euros.
+    let (entry,): (i64,) = sqlx::query_as(
+        "select id from entries where transaction_id = $1 and account_id = 'fx:JPY'",
+    )
+    .bind(exchange)
+    .fetch_one(&app.pool)
+    .await
+    .unwrap();
+    sql(
+        &app,
+        "alter table entries disable trigger entries_immutable",
+    )
+    .await;
+    sql(
+        &app,
+        &format!("update entries set currency = 'EUR' where id = {entry}"),
+    )
+    .await;
+    sql(&app, "alter table entries enable trigger entries_immutable").await;
+
+    let found = findings(&app).await;
+    let about = |check: &str| {
+        found
+            .iter()
+            .filter(|f| f.check.as_str() == check)
+            .collect::<Vec<_>>()
+    };
+    let over = about("over_reversed");
+    assert_eq!(over.len(), 1, "{found:?}");
+    assert_eq!(over[0].transaction, Some(exchange));
+    let mislabelled = about("entry_mismatch");
+    assert_eq!(mislabelled.len(), 1, "{found:?}");
+    assert_eq!(mislabelled[0].entry, Some(entry));
+    assert!(
+        mislabelled[0]
+            .detail
+            .contains("for a transaction in EUR and JPY"),
+        "{found:?}"
+    );
+    assert_eq!(
+        about("unbalanced_transaction")[0].transaction,
+        Some(exchange)
+    );
+    app.finish().await;
+}

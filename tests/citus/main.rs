@@ -35,6 +35,8 @@ mod batch;
 mod consumer_apply;
 #[path = "../api/effective.rs"]
 mod effective;
+#[path = "../api/exchange.rs"]
+mod exchange;
 #[path = "../api/history.rs"]
 mod history;
 #[path = "../api/holds.rs"]

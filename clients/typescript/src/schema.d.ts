@@ -228,6 +228,22 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/exchanges": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post: operations["create_exchange"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/payments": {
         parameters: {
             query?: never;
@@ -701,6 +717,74 @@ export interface components {
             data: components["schemas"]["Exception"][];
             next_cursor?: string | null;
         };
+        ExchangeRequest: {
+            /** Format: uuid */
+            id?: string | null;
+            /** @description The account debited `amount`, in `currency`. */
+            from: string;
+            /** @description The account credited the counter amount, in `counter_currency`. */
+            to: string;
+            /**
+             * Format: int64
+             * @description Positive minor units of `currency` debited from `from`.
+             */
+            amount: number;
+            /** @description `from`'s currency. */
+            currency: components["schemas"]["CurrencyCode"];
+            /** @description `to`'s currency; not `currency`. */
+            counter_currency: components["schemas"]["CurrencyCode"];
+            /**
+             * @description Units of `counter_currency` one unit of `currency` buys (major units), as a decimal
+             *     string: at most 18 significant digits and 18 decimal places (`"1.0842"`). Without
+             *     `counter_amount`, the counter amount is `amount` at this rate rounded half up.
+             * @example 1.0842
+             */
+            rate?: string | null;
+            /**
+             * Format: int64
+             * @description Positive minor units of `counter_currency` credited to `to`. With `rate`, it must be
+             *     `amount` at that rate rounded either way (`rate_mismatch` otherwise); alone, it implies
+             *     the rate.
+             */
+            counter_amount?: number | null;
+            status?: components["schemas"]["RequestedStatus"] | null;
+            /**
+             * Format: date-time
+             * @description Holds only: when the hold expires (default: the server's hold expiry from now).
+             */
+            expires_at?: string | null;
+            /**
+             * Format: date-time
+             * @description Posted exchanges only: the past moment it counts from in balances by effective time
+             *     (see `POST /v1/transfers`).
+             */
+            effective_at?: string | null;
+            external_ref?: string | null;
+            metadata?: components["schemas"]["Metadata"] | null;
+        };
+        /** @description An exchange, or the reversal of one: what it moved in each currency, and at which rate. */
+        ExchangeView: {
+            /**
+             * @description Units of `counter_currency` one unit of the transaction's `currency` buys (major
+             *     units), as a decimal string: the caller's rate, or the one its two amounts imply.
+             */
+            rate: string;
+            /**
+             * Format: int64
+             * @description What moved in the transaction's `currency` (debited from the source wallet; by a
+             *     reversal, credited back), in its minor units.
+             */
+            amount: number;
+            amount_decimal: string;
+            counter_currency: string;
+            /**
+             * Format: int64
+             * @description What moved in `counter_currency` (credited to the counter wallet; by a reversal,
+             *     debited back), in its minor units.
+             */
+            counter_amount: number;
+            counter_amount_decimal: string;
+        };
         /** @enum {string} */
         FeedState: "up" | "down";
         /**
@@ -758,6 +842,11 @@ export interface components {
             /** Format: int64 */
             amount: number;
             amount_decimal: string;
+            /**
+             * @description Exchanges and their reversals only, whose legs are in two currencies: this leg's.
+             *     Absent elsewhere: every leg is in the transaction's `currency`.
+             */
+            currency?: string | null;
         };
         /**
          * @description The body of freeze, unfreeze and close: nothing, or `{}`. Held to the rules of every other
@@ -1046,10 +1135,11 @@ export interface components {
             /** Format: uuid */
             id: string;
             /**
-             * @description Which endpoint created a transaction: `transaction`, `transfer`, `payment` or `reversal`.
+             * @description Which endpoint created a transaction: `transaction`, `transfer`, `payment`, `reversal` or
+             *     `exchange`.
              * @enum {string}
              */
-            kind: "transaction" | "transfer" | "payment" | "reversal";
+            kind: "transaction" | "transfer" | "payment" | "reversal" | "exchange";
             /**
              * @description A transaction's status as a reader sees it: `pending` (a hold), `posted`, `rejected`,
              *     `voided` or `expired`; a pending hold past its expiry reads as `expired` before the sweeper
@@ -1102,6 +1192,7 @@ export interface components {
              */
             authorized_amount?: number | null;
             authorized_amount_decimal?: string | null;
+            exchange?: components["schemas"]["ExchangeView"] | null;
         };
         TransferRequest: {
             /** Format: uuid */
@@ -2098,6 +2189,74 @@ export interface operations {
             /** @description invalid_transition: the webhook was deleted */
             409: {
                 headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    create_exchange: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description derives the id when the body has none */
+                "Idempotency-Key"?: string | null;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ExchangeRequest"];
+            };
+        };
+        responses: {
+            /** @description replay (`Idempotent-Replayed: true`) */
+            200: {
+                headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    "x-request-id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["TransactionView"];
+                };
+            };
+            /** @description posted, or a hold (`status: pending`): `from` debited and `fx:{currency}` credited in `currency`, `fx:{counter_currency}` debited and `to` credited in `counter_currency` */
+            201: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["TransactionView"];
+                };
+            };
+            /** @description duplicate_header: the `Authorization` or `Idempotency-Key` header sent more than once; malformed_json: the body is not one JSON document; id_required: neither an `id` (for a secret rotation, the `secret`) nor an `Idempotency-Key` */
+            400: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["InsufficientScope"];
+            408: components["responses"]["BodyTimeout"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            /** @description validation_failed (among its errors `rate_mismatch`, `same_currency`, `currency_mismatch`), idempotency_mismatch, unknown_account, or a stored refusal */
+            422: {
+                headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     "x-request-id": components["headers"]["RequestId"];
                     [name: string]: unknown;
                 };

@@ -66,14 +66,19 @@ pub(super) async fn capture(
     // The entries are written below: the answer already shows what they post.
     view.authorized_amount = captured.map(|_| hold.held.minor_units());
     view.authorized_amount_decimal = view.authorized_amount.map(|a| currency.format(a));
+    let per_leg = view.exchange.is_some();
     view.entries = posting
         .capture
         .legs
         .iter()
-        .map(|l| LegView {
-            account: l.account.clone(),
-            amount: l.amount.minor_units(),
-            amount_decimal: currency.format_amount(l.amount),
+        .map(|l| {
+            let leg_currency = l.currency.unwrap_or(currency);
+            LegView::new(
+                l.account.clone(),
+                l.amount.minor_units(),
+                leg_currency,
+                per_leg,
+            )
         })
         .collect();
     let body = serde_json::to_string(&view).expect("a transaction view always serializes");
@@ -91,7 +96,7 @@ pub(super) async fn capture(
     .execute(db.conn())
     .await?;
     let rows: Vec<(Uuid, &str, DateTime<Utc>, &NewEntry)> = (posting.entries.iter())
-        .map(|e| (id, currency.code(), posting.ledger_time, e))
+        .map(|e| (id, e.currency_or(currency.code()), posting.ledger_time, e))
         .collect();
     inserts::insert_entry_rows(db, &rows).await?;
     let crossings = events::negative_crossings(id, currency.code(), posting.entries);

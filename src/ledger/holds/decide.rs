@@ -104,6 +104,7 @@ fn capture(hold: &LoadedHold, amount: Option<Amount>, request: Value) -> Decisio
         .map(|l| HeldLeg {
             account: l.account.clone(),
             amount: captured.map_or(l.amount, |c| signed_like(c, l.amount)),
+            currency: l.currency,
         })
         .collect();
     Decision::Capture(Capture {
@@ -177,7 +178,10 @@ pub(crate) fn entries(locked: LockedWallets, legs: &[HeldLeg], now: DateTime<Utc
                 }
             },
         };
-        entries.push(entry);
+        entries.push(NewEntry {
+            currency: leg.currency,
+            ..entry
+        });
     }
     Entries::Ready {
         entries,

@@ -6,7 +6,7 @@ use crate::ledger::accounts::AccountType;
 use crate::ledger::money::{Amount, Currency};
 use crate::ledger::posting::{SystemLocks, WalletState};
 use crate::ledger::store::{Db, locks, reads};
-use crate::ledger::transactions::{TransactionStatus, credited_total};
+use crate::ledger::transactions::{TransactionStatus, credited_total_in};
 use crate::ledger::views::LegView;
 use serde_json::Value;
 use sqlx::PgConnection;
@@ -18,6 +18,8 @@ use uuid::Uuid;
 pub(crate) struct HeldLeg {
     pub account: String,
     pub amount: Amount,
+    /// An exchange's leg: its own currency. `None`: the hold's.
+    pub currency: Option<Currency>,
 }
 
 /// How the action that ended a hold was asked for and answered, kept on its row so that a
@@ -84,9 +86,20 @@ fn decode(id: Uuid, row: HoldRow) -> Result<LoadedHold, StoreError> {
         .map(|l| {
             let amount = Amount::stored(l.amount)?;
             let account = l.account.clone();
-            Ok(HeldLeg { account, amount })
+            let currency = match l.currency.as_deref() {
+                None => None,
+                Some(code) => Some(
+                    Currency::parse(code)
+                        .ok_or_else(|| corrupt(format!("unknown leg currency {code:?}")))?,
+                ),
+            };
+            Ok(HeldLeg {
+                account,
+                amount,
+                currency,
+            })
         })
-        .collect::<Result<_, sqlx::Error>>()?;
+        .collect::<Result<_, StoreError>>()?;
     let resolution = match (row.resolution_request, row.resolution_response) {
         (Some(request), Some(body)) => Some(StoredResolution { request, body }),
         _ => None,
@@ -96,7 +109,7 @@ fn decode(id: Uuid, row: HoldRow) -> Result<LoadedHold, StoreError> {
         past_expiry: row.expired,
         currency,
         legs,
-        held: credited_total(&views),
+        held: credited_total_in(&views, currency),
         resolution,
     })
 }

@@ -52,7 +52,7 @@ pub(super) async fn insert_entries(db: &mut Db<'_>, rows: &[&Rendered]) -> Resul
             .map(|(r, e)| {
                 (
                     r.item_id,
-                    r.view.currency.as_str(),
+                    e.currency_or(&r.view.currency),
                     r.view.posted_at.unwrap_or(r.view.created_at),
                     *e,
                 )

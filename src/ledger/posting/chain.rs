@@ -2,7 +2,7 @@
 //! after it, and a ledger time that never decreases. Posting and a hold's capture both
 //! continue chains through [`ChainHead::next`], so the rule is written once.
 
-use crate::ledger::money::Amount;
+use crate::ledger::money::{Amount, Currency};
 use chrono::{DateTime, Utc};
 
 /// An entry ready to insert.
@@ -14,6 +14,18 @@ pub(crate) struct NewEntry {
     pub balance_after: Option<Amount>,
     /// A backdated transaction's date (`ledger::effective`); none otherwise.
     pub effective_at: Option<DateTime<Utc>>,
+    /// An exchange's entry: its own currency. `None`: the transaction's one currency.
+    pub currency: Option<Currency>,
+}
+
+impl NewEntry {
+    /// The entry's currency code: its own, else `transaction`'s.
+    pub fn currency_or<'a>(&self, transaction: &'a str) -> &'a str {
+        match self.currency {
+            Some(own) => own.code(),
+            None => transaction,
+        }
+    }
 }
 
 impl NewEntry {
@@ -25,6 +37,7 @@ impl NewEntry {
             sequence: None,
             balance_after: None,
             effective_at: None,
+            currency: None,
         }
     }
 }
@@ -66,6 +79,7 @@ impl ChainHead {
             sequence: Some(sequence),
             balance_after: Some(balance),
             effective_at: None,
+            currency: None,
         })
     }
 }

@@ -8,7 +8,8 @@
 //! checked here, by reads planned on the coordinator, which see this transaction's own writes:
 //! the entries of each transaction sum to zero per currency; all of them were written by
 //! this database transaction (the write path writes a transaction's entries in one
-//! statement); each fits its transaction (exists, posted, same currency). A breach rolls the
+//! statement); each fits its transaction (exists, posted, in its currency or an exchange's
+//! counter currency). A breach rolls the
 //! transaction back with the trigger's own error (SQLSTATE 23514 and message), so callers
 //! see what they see on one node. `verify` checks the same rules over the whole journal.
 
@@ -55,7 +56,7 @@ pub async fn check(
     .await?;
     let rows = sqlx::query_as!(
         TransactionRow,
-        r#"select id, currency, status from transactions where id = any($1)"#,
+        r#"select id, currency, counter_currency, status from transactions where id = any($1)"#,
         transactions
     )
     .fetch_all(&mut *conn)
@@ -87,10 +88,17 @@ struct EntrySums {
 struct TransactionRow {
     id: Uuid,
     currency: String,
+    /// An exchange's second currency.
+    counter_currency: Option<String>,
     status: String,
 }
 
 impl TransactionRow {
+    /// Whether entries in `currency` belong to it: its own, or an exchange's counter currency.
+    fn holds(&self, currency: &str) -> bool {
+        self.currency == currency || self.counter_currency.as_deref() == Some(currency)
+    }
+
     /// A status the code does not know is not posted: the entries do not fit it.
     fn is_posted(&self) -> bool {
         TransactionStatus::parse(&self.status) == Some(TransactionStatus::Posted)
@@ -102,7 +110,7 @@ fn breach(sums: &[EntrySums], transactions: &[TransactionRow]) -> Option<&'stati
     let fits = |e: &EntrySums| {
         transactions
             .iter()
-            .any(|t| t.id == e.transaction_id && t.currency == e.currency && t.is_posted())
+            .any(|t| t.id == e.transaction_id && t.holds(&e.currency) && t.is_posted())
     };
     if sums.iter().any(|e| !e.balanced) {
         Some("unbalanced transaction: entries must sum to zero per currency")
@@ -139,8 +147,17 @@ mod tests {
         vec![TransactionRow {
             id: Uuid::from_u128(1),
             currency: currency.into(),
+            counter_currency: None,
             status: status.into(),
         }]
+    }
+
+    #[test]
+    fn an_exchanges_entries_fit_in_either_of_its_currencies() {
+        let mut rows = posted("USD", "posted");
+        assert!(breach(&[sums(true, true)], &rows).is_some());
+        rows[0].counter_currency = Some("SAR".into());
+        assert_eq!(breach(&[sums(true, true)], &rows), None);
     }
 
     #[test]

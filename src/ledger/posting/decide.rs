@@ -21,8 +21,9 @@ use uuid::Uuid;
 /// The accounts and wallet states of a batch, locked, and the reversal totals of its originals.
 pub(super) struct LockedLedger {
     pub(super) accounts: BTreeMap<String, LockedAccount>,
-    /// Clearing accounts that do not exist yet: decided as the active system accounts they
-    /// will be, created only if a posted or held item uses them.
+    /// System accounts created on first use (clearing, exchange) that do not exist yet:
+    /// decided as the active system accounts they will be, created only if a posted or held
+    /// item uses them.
     pub(super) virtual_accounts: BTreeMap<String, Currency>,
     pub(super) wallets: HashMap<String, WalletState>,
     /// The running state of each existing system account (virtual ones start at zero).
@@ -82,7 +83,7 @@ impl LockedLedger {
         }
     }
 
-    pub(super) fn clearing_accounts_to_create(
+    pub(super) fn system_accounts_to_create(
         &self,
         rows: &[&Rendered],
     ) -> Vec<(AccountId, Currency)> {
@@ -386,8 +387,9 @@ impl LockedLedger {
                 .expect("reversal_refusal checked it against the original");
         }
         let effective_at = item.effective_at.and_then(|d| d.backdates(ledger_time));
-        for entry in &mut entries {
+        for (entry, leg) in entries.iter_mut().zip(legs) {
             entry.effective_at = effective_at;
+            entry.currency = leg.currency;
         }
         for leg in legs {
             if let Some(history) = self.histories.get_mut(leg.account.as_str()) {
@@ -421,8 +423,9 @@ fn wallet_breach(
         .filter(|b| !(funds_checked && *b == Breach::Below))
 }
 
-/// Request problems found once the accounts are known: one currency per transaction (the
-/// one the caller named, else the first leg's account's), and wallets where a wallet is due.
+/// Request problems found once the accounts are known: each leg's account in the leg's
+/// currency (the transaction's, which is the one the caller named, else the first leg's
+/// account's; an exchange names each leg's), and wallets where a wallet is due.
 fn check_shape<'a>(
     item: &NewTransaction,
     account: &impl Fn(&Leg) -> &'a LockedAccount,
@@ -438,12 +441,16 @@ fn check_shape<'a>(
     let mut errors = Vec::new();
     for leg in legs {
         let a = account(leg);
-        if a.currency != code {
+        let (due, whose) = match leg.currency {
+            Some(c) => (c.code(), "this leg"),
+            None => (code.as_str(), "this transaction"),
+        };
+        if a.currency != due {
             errors.push(FieldError::new(
                 leg.account_field.clone(),
                 "currency_mismatch",
                 format!(
-                    "account {} holds {}, but this transaction is in {code} ({field})",
+                    "account {} holds {}, but {whose} is in {due} ({field})",
                     a.id, a.currency
                 ),
             ));
@@ -455,16 +462,14 @@ fn check_shape<'a>(
                 format!("account {} is not a wallet", a.id),
             ));
         }
-    }
-    if let Some((clearing, _)) = &item.clearing_account
-        && let Some(leg) = legs.iter().find(|l| &l.account == clearing)
-        && account(leg).kind != AccountType::System
-    {
-        errors.push(FieldError::new(
-            "/provider",
-            "not_a_system_account",
-            format!("account {clearing} exists but is not a system account"),
-        ));
+        let created_on_use = item.created_on_use.iter().any(|(id, _)| *id == leg.account);
+        if created_on_use && a.kind != AccountType::System {
+            errors.push(FieldError::new(
+                leg.account_field.clone(),
+                "not_a_system_account",
+                format!("account {} exists but is not a system account", a.id),
+            ));
+        }
     }
     let currency = Currency::parse(&code);
     if currency.is_none() {

@@ -131,7 +131,7 @@ impl LockedLedger {
         ids.dedup();
         let mut accounts = locks::lock_accounts(db, &ids, locks).await?;
         let mut virtual_accounts = BTreeMap::new();
-        for (clearing, currency) in items.iter().filter_map(|i| i.clearing_account.as_ref()) {
+        for (clearing, currency) in items.iter().flat_map(|i| i.created_on_use.iter()) {
             if !accounts.contains_key(clearing.as_str()) {
                 virtual_accounts.insert(clearing.to_string(), *currency);
                 accounts.insert(

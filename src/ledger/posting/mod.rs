@@ -452,7 +452,7 @@ async fn write_decided(
     if !inserts::insert_transactions(db, &rows).await? {
         return Ok(false);
     }
-    let created = ledger.clearing_accounts_to_create(&rows);
+    let created = ledger.system_accounts_to_create(&rows);
     for (clearing, currency) in &created {
         // The account is created by (and audited as) the first row that uses it.
         let creator = rows

@@ -6,7 +6,7 @@ use super::decide::Decision;
 use crate::ledger::holds;
 use crate::ledger::money::{Amount, Currency};
 use crate::ledger::transactions::{Kind, NewTransaction, RefusalCode, TransactionStatus};
-use crate::ledger::views::{LegView, RefusalView, TransactionView};
+use crate::ledger::views::{ExchangeView, LegView, RefusalView, TransactionView};
 use crate::ledger::{Outcome, Refusal};
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
@@ -107,21 +107,30 @@ fn settle(decision: &Decision) -> Settled {
 /// The transaction as the API shows it, as it is created.
 fn view(item: &NewTransaction, s: &Settled, now: DateTime<Utc>) -> TransactionView {
     let currency = s.currency;
+    let per_leg = item.exchange.is_some();
+    let entries: Vec<LegView> = item
+        .journal
+        .legs()
+        .iter()
+        .map(|l| {
+            let leg_currency = l.currency.unwrap_or(currency);
+            LegView::new(
+                l.account.to_string(),
+                l.amount.minor_units(),
+                leg_currency,
+                per_leg,
+            )
+        })
+        .collect();
+    let exchange = item
+        .exchange
+        .map(|x| ExchangeView::new(x.rate.as_text(), currency, x.counter_currency, &entries));
     TransactionView {
         id: item.id,
         kind: item.kind,
         status: s.status,
         currency: currency.code().to_owned(),
-        entries: item
-            .journal
-            .legs()
-            .iter()
-            .map(|l| LegView {
-                account: l.account.to_string(),
-                amount: l.amount.minor_units(),
-                amount_decimal: currency.format(l.amount.minor_units()),
-            })
-            .collect(),
+        entries,
         external_ref: item.external_ref.clone(),
         metadata: item.metadata.clone(),
         refusal: s.refusal.as_ref().map(|(code, detail)| RefusalView {
@@ -137,6 +146,7 @@ fn view(item: &NewTransaction, s: &Settled, now: DateTime<Utc>) -> TransactionVi
         captured_amount_decimal: None,
         authorized_amount: None,
         authorized_amount_decimal: None,
+        exchange,
     }
 }
 

@@ -36,19 +36,22 @@ async fn insert_transactions_plain(
         r#"insert into transactions (id, kind, status, currency, legs, account_ids, external_ref,
                                      metadata, refusal_code, refusal_detail, creation_request,
                                      creation_outcome, creation_response, created_at, posted_at,
-                                     updated_at, expires_at, reverses, reversed_amount, effective_at)
+                                     updated_at, expires_at, reverses, reversed_amount, effective_at,
+                                     counter_currency, exchange_rate)
            select id, kind, status, currency, legs::jsonb, string_to_array(account_ids, ','),
                   external_ref, metadata::jsonb, refusal_code, refusal_detail, request::jsonb,
                   creation_outcome, body,
                   created_at, posted_at, created_at, expires_at, reverses, reversed_amount,
-                  effective_at
+                  effective_at, counter_currency, exchange_rate::numeric
            from unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[],
                        $7::text[], $8::text[], $9::text[], $10::text[], $11::text[],
                        $12::text[], $13::text[], $14::timestamptz[], $15::timestamptz[],
-                       $16::timestamptz[], $17::uuid[], $18::bigint[], $19::timestamptz[])
+                       $16::timestamptz[], $17::uuid[], $18::bigint[], $19::timestamptz[],
+                       $20::text[], $21::text[])
                 as r(id, kind, status, currency, legs, account_ids, external_ref, metadata,
                      refusal_code, refusal_detail, request, creation_outcome, body, created_at,
-                     posted_at, expires_at, reverses, reversed_amount, effective_at)
+                     posted_at, expires_at, reverses, reversed_amount, effective_at,
+                     counter_currency, exchange_rate)
            order by id
            on conflict (id) do nothing
            returning id"#,
@@ -71,6 +74,8 @@ async fn insert_transactions_plain(
         &c.reverses as &[Option<Uuid>],
         &c.reversed as &[Option<i64>],
         &c.backdated as &[Option<DateTime<Utc>>],
+        &c.counter_currencies as &[Option<&str>],
+        &c.exchange_rates as &[Option<&str>],
     )
     .fetch_all(conn)
     .await?;
@@ -99,6 +104,8 @@ struct TransactionColumns<'a> {
     reverses: Vec<Option<Uuid>>,
     reversed: Vec<Option<i64>>,
     backdated: Vec<Option<DateTime<Utc>>>,
+    counter_currencies: Vec<Option<&'a str>>,
+    exchange_rates: Vec<Option<&'a str>>,
 }
 
 impl<'a> TransactionColumns<'a> {
@@ -138,6 +145,12 @@ impl<'a> TransactionColumns<'a> {
             .map(|r| r.reversed_amount.map(Amount::minor_units))
             .collect();
         let backdated: Vec<Option<DateTime<Utc>>> = rows.iter().map(|r| r.backdated_to).collect();
+        let exchanges = rows.iter().map(|r| r.view.exchange.as_ref());
+        let counter_currencies = exchanges
+            .clone()
+            .map(|x| x.map(|x| x.counter_currency.as_str()))
+            .collect();
+        let exchange_rates = exchanges.map(|x| x.map(|x| x.rate.as_str())).collect();
         TransactionColumns {
             ids,
             kinds,
@@ -158,6 +171,8 @@ impl<'a> TransactionColumns<'a> {
             reverses,
             reversed,
             backdated,
+            counter_currencies,
+            exchange_rates,
         }
     }
 }
@@ -183,7 +198,8 @@ async fn insert_transactions_citus(
                                        external_ref, metadata, refusal_code, refusal_detail,
                                        creation_request, creation_outcome, creation_response,
                                        created_at, posted_at, updated_at, expires_at, reverses,
-                                       reversed_amount, effective_at) ",
+                                       reversed_amount, effective_at, counter_currency,
+                                       exchange_rate) ",
         );
         insert.push_values(chunk, |mut row, r| {
             row.push_bind(r.item_id)
@@ -208,7 +224,15 @@ async fn insert_transactions_citus(
                 .push_bind(r.view.expires_at)
                 .push_bind(r.reverses)
                 .push_bind(r.reversed_amount.map(Amount::minor_units))
-                .push_bind(r.backdated_to);
+                .push_bind(r.backdated_to)
+                .push_bind(
+                    r.view
+                        .exchange
+                        .as_ref()
+                        .map(|x| x.counter_currency.as_str()),
+                )
+                .push_bind(r.view.exchange.as_ref().map(|x| x.rate.as_str()))
+                .push_unseparated("::numeric");
         });
         insert.push(" on conflict (id) do nothing returning id");
         // Not kept prepared: the text changes with the row count, and each would evict another.
@@ -328,7 +352,7 @@ async fn insert_entries_citus(
 const MAX_PARAMETERS: usize = 60_000;
 
 /// Rows per statement of [`insert_transactions_citus`].
-const ROWS_PER_STATEMENT: usize = MAX_PARAMETERS / 20;
+const ROWS_PER_STATEMENT: usize = MAX_PARAMETERS / 22;
 
 /// `rows` cut into runs of at most `max_rows` (more only when one transaction alone has
 /// more), never between two consecutive rows of one transaction (`transaction_of`).

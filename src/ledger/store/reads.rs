@@ -429,8 +429,9 @@ async fn find_many_plain(
                   t.currency as "currency!", t.legs as "legs!", t.external_ref,
                   t.metadata as "metadata!", t.refusal_code, t.refusal_detail,
                   t.created_at as "created_at!", t.posted_at, t.effective_at, t.expires_at, t.reverses,
-                  t.captured_amount,
-                  (select jsonb_agg(jsonb_build_object('account', e.account_id, 'amount', e.amount)
+                  t.captured_amount, t.counter_currency, t.exchange_rate::text as exchange_rate,
+                  (select jsonb_agg(jsonb_build_object('account', e.account_id, 'amount', e.amount,
+                                                      'currency', e.currency)
                                     order by e.id)
                    from entries e where e.transaction_id = t.id) as posted_entries
            from unnest($1::uuid[]) as k(id)
@@ -455,7 +456,8 @@ async fn find_many_citus(
         r#"with t as materialized (select * from transactions where id = any($1)),
            e as materialized (
                select transaction_id,
-                      jsonb_agg(jsonb_build_object('account', account_id, 'amount', amount)
+                      jsonb_agg(jsonb_build_object('account', account_id, 'amount', amount,
+                                         'currency', currency)
                                 order by id) as posted_entries
                from entries where transaction_id = any($1) group by transaction_id)
            select t.id as "id!", t.seq as "seq!", t.kind as "kind!",
@@ -463,7 +465,8 @@ async fn find_many_citus(
                   t.currency as "currency!", t.legs as "legs!", t.external_ref,
                   t.metadata as "metadata!", t.refusal_code, t.refusal_detail,
                   t.created_at as "created_at!", t.posted_at, t.effective_at, t.expires_at, t.reverses,
-                  t.captured_amount, e.posted_entries as "posted_entries?"
+                  t.captured_amount, e.posted_entries as "posted_entries?",
+                  t.counter_currency, t.exchange_rate::text as exchange_rate
            from unnest($1::uuid[]) as k(id)
            join t on t.id = k.id
            left join e on e.transaction_id = t.id"#,
@@ -499,7 +502,9 @@ async fn list_plain(
                   hold_status_at(status, expires_at, now()) as "status!",
                   currency, legs, external_ref, metadata, refusal_code, refusal_detail,
                   created_at, posted_at, effective_at, expires_at, reverses, captured_amount,
-                  (select jsonb_agg(jsonb_build_object('account', e.account_id, 'amount', e.amount)
+                  counter_currency, exchange_rate::text as exchange_rate,
+                  (select jsonb_agg(jsonb_build_object('account', e.account_id, 'amount', e.amount,
+                                                      'currency', e.currency)
                                     order by e.id)
                    from entries e where e.transaction_id = transactions.id) as posted_entries
            from transactions
@@ -545,7 +550,8 @@ async fn list_citus(
                limit $5),
            e as materialized (
                select transaction_id,
-                      jsonb_agg(jsonb_build_object('account', account_id, 'amount', amount)
+                      jsonb_agg(jsonb_build_object('account', account_id, 'amount', amount,
+                                         'currency', currency)
                                 order by id) as posted_entries
                from entries where transaction_id in (select id from page)
                group by transaction_id)
@@ -554,7 +560,8 @@ async fn list_citus(
                   p.currency as "currency!", p.legs as "legs!", p.external_ref,
                   p.metadata as "metadata!", p.refusal_code, p.refusal_detail,
                   p.created_at as "created_at!", p.posted_at, p.effective_at, p.expires_at, p.reverses,
-                  p.captured_amount, e.posted_entries as "posted_entries?"
+                  p.captured_amount, e.posted_entries as "posted_entries?",
+                  p.counter_currency, p.exchange_rate::text as exchange_rate
            from page p left join e on e.transaction_id = p.id
            order by p.seq desc"#,
         f.account,

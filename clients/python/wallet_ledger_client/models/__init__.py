@@ -23,6 +23,8 @@ from .entry_view import EntryView
 from .exception import Exception_
 from .exception_code import ExceptionCode
 from .exception_page import ExceptionPage
+from .exchange_request import ExchangeRequest
+from .exchange_view import ExchangeView
 from .feed_state import FeedState
 from .field_error import FieldError
 from .finding import Finding
@@ -95,6 +97,8 @@ __all__ = (
     "Exception_",
     "ExceptionCode",
     "ExceptionPage",
+    "ExchangeRequest",
+    "ExchangeView",
     "FeedState",
     "FieldError",
     "Finding",

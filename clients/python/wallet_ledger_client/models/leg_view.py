@@ -1,10 +1,12 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from attrs import define as _attrs_define
 from attrs import field as _attrs_field
+
+from ..types import UNSET, Unset
 
 T = TypeVar("T", bound="LegView")
 
@@ -16,11 +18,14 @@ class LegView:
         account (str):
         amount (int):
         amount_decimal (str):
+        currency (None | str | Unset): Exchanges and their reversals only, whose legs are in two currencies: this leg's.
+            Absent elsewhere: every leg is in the transaction's `currency`.
     """
 
     account: str
     amount: int
     amount_decimal: str
+    currency: None | str | Unset = UNSET
     additional_properties: dict[str, Any] = _attrs_field(init=False, factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
@@ -29,6 +34,12 @@ class LegView:
         amount = self.amount
 
         amount_decimal = self.amount_decimal
+
+        currency: None | str | Unset
+        if isinstance(self.currency, Unset):
+            currency = UNSET
+        else:
+            currency = self.currency
 
         field_dict: dict[str, Any] = {}
         field_dict.update(self.additional_properties)
@@ -39,6 +50,8 @@ class LegView:
                 "amount_decimal": amount_decimal,
             }
         )
+        if currency is not UNSET:
+            field_dict["currency"] = currency
 
         return field_dict
 
@@ -51,10 +64,20 @@ class LegView:
 
         amount_decimal = d.pop("amount_decimal")
 
+        def _parse_currency(data: object) -> None | str | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            return cast(None | str | Unset, data)
+
+        currency = _parse_currency(d.pop("currency", UNSET))
+
         leg_view = cls(
             account=account,
             amount=amount,
             amount_decimal=amount_decimal,
+            currency=currency,
         )
 
         leg_view.additional_properties = d

@@ -13,6 +13,7 @@ from ..models.transaction_view_status import TransactionViewStatus
 from ..types import UNSET, Unset
 
 if TYPE_CHECKING:
+    from ..models.exchange_view import ExchangeView
     from ..models.leg_view import LegView
     from ..models.metadata import Metadata
     from ..models.refusal_view import RefusalView
@@ -26,8 +27,9 @@ class TransactionView:
     """
     Attributes:
         id (UUID):
-        kind (TransactionViewKind): Which endpoint created a transaction: `transaction`, `transfer`, `payment` or
-            `reversal`.
+        kind (TransactionViewKind): Which endpoint created a transaction: `transaction`, `transfer`, `payment`,
+            `reversal` or
+            `exchange`.
         status (TransactionViewStatus): A transaction's status as a reader sees it: `pending` (a hold), `posted`,
             `rejected`,
             `voided` or `expired`; a pending hold past its expiry reads as `expired` before the sweeper
@@ -52,6 +54,7 @@ class TransactionView:
         authorized_amount (int | None | Unset): Captured holds: how much the hold reserved (its credits) before it was
             captured.
         authorized_amount_decimal (None | str | Unset):
+        exchange (ExchangeView | None | Unset):
     """
 
     id: UUID
@@ -71,9 +74,11 @@ class TransactionView:
     captured_amount_decimal: None | str | Unset = UNSET
     authorized_amount: int | None | Unset = UNSET
     authorized_amount_decimal: None | str | Unset = UNSET
+    exchange: ExchangeView | None | Unset = UNSET
     additional_properties: dict[str, Any] = _attrs_field(init=False, factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
+        from ..models.exchange_view import ExchangeView  # noqa: PLC0415
         from ..models.refusal_view import RefusalView  # noqa: PLC0415
 
         id = str(self.id)
@@ -163,6 +168,14 @@ class TransactionView:
         else:
             authorized_amount_decimal = self.authorized_amount_decimal
 
+        exchange: dict[str, Any] | None | Unset
+        if isinstance(self.exchange, Unset):
+            exchange = UNSET
+        elif isinstance(self.exchange, ExchangeView):
+            exchange = self.exchange.to_dict()
+        else:
+            exchange = self.exchange
+
         field_dict: dict[str, Any] = {}
         field_dict.update(self.additional_properties)
         field_dict.update(
@@ -196,11 +209,14 @@ class TransactionView:
             field_dict["authorized_amount"] = authorized_amount
         if authorized_amount_decimal is not UNSET:
             field_dict["authorized_amount_decimal"] = authorized_amount_decimal
+        if exchange is not UNSET:
+            field_dict["exchange"] = exchange
 
         return field_dict
 
     @classmethod
     def from_dict(cls: type[T], src_dict: Mapping[str, Any]) -> T:
+        from ..models.exchange_view import ExchangeView  # noqa: PLC0415
         from ..models.leg_view import LegView  # noqa: PLC0415
         from ..models.metadata import Metadata  # noqa: PLC0415
         from ..models.refusal_view import RefusalView  # noqa: PLC0415
@@ -355,6 +371,23 @@ class TransactionView:
 
         authorized_amount_decimal = _parse_authorized_amount_decimal(d.pop("authorized_amount_decimal", UNSET))
 
+        def _parse_exchange(data: object) -> ExchangeView | None | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            try:
+                if not isinstance(data, dict):
+                    raise TypeError()
+                exchange_type_0 = ExchangeView.from_dict(data)
+
+                return exchange_type_0
+            except (TypeError, ValueError, AttributeError, KeyError):
+                pass
+            return cast(ExchangeView | None | Unset, data)
+
+        exchange = _parse_exchange(d.pop("exchange", UNSET))
+
         transaction_view = cls(
             id=id,
             kind=kind,
@@ -373,6 +406,7 @@ class TransactionView:
             captured_amount_decimal=captured_amount_decimal,
             authorized_amount=authorized_amount,
             authorized_amount_decimal=authorized_amount_decimal,
+            exchange=exchange,
         )
 
         transaction_view.additional_properties = d

@@ -2,6 +2,7 @@ from enum import StrEnum
 
 
 class TransactionViewKind(StrEnum):
+    EXCHANGE = "exchange"
     PAYMENT = "payment"
     REVERSAL = "reversal"
     TRANSACTION = "transaction"

@@ -18,6 +18,7 @@ fn leg(account: &str, amount: i64) -> HeldLeg {
     HeldLeg {
         account: account.to_owned(),
         amount: a(amount),
+        currency: None,
     }
 }
 

@@ -73,6 +73,7 @@ fn legs(legs: &[(&str, i64)]) -> Journal {
             account_field: format!("/entries/{i}/account"),
             amount_field: format!("/entries/{i}/amount"),
             must_be_wallet: false,
+            currency: None,
         })
         .collect();
     Journal::new(legs).expect("a journal")
@@ -88,7 +89,8 @@ fn transaction(journal: &[(&str, i64)], status: Requested) -> NewTransaction {
         external_ref: None,
         metadata: Map::new(),
         request: json!({}),
-        clearing_account: None,
+        created_on_use: Vec::new(),
+        exchange: None,
         reversal: None,
         effective_at: None,
         provider_initiated: false,
