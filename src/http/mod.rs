@@ -6,6 +6,7 @@ pub mod accounts;
 pub mod auth;
 pub mod batch;
 pub mod body;
+pub mod console;
 pub mod error;
 pub mod exchanges;
 pub mod extract;
@@ -134,6 +135,9 @@ pub fn app(state: AppState) -> Router {
             "/v1/reconciliations/{id}/exceptions",
             get(reconciliations::exceptions),
         )
+        .route("/console", get(console::index))
+        .route("/console/app.js", get(console::script))
+        .route("/console/app.css", get(console::style))
         .route("/healthz", get(health::healthz))
         .route("/readyz", get(health::readyz))
         .route("/openapi.json", get(health::openapi))

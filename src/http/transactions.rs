@@ -264,6 +264,8 @@ pub struct TransactionQuery {
     pub account: Option<String>,
     pub status: Option<StatusFilter>,
     pub external_ref: Option<String>,
+    /// Only the reversals of this transaction.
+    pub reverses: Option<Uuid>,
     /// 1-500, default 50.
     pub limit: Option<i64>,
     /// The `next_cursor` of the previous page of this same list, unchanged: opaque, tagged with
@@ -289,6 +291,7 @@ pub async fn list(
         account: q.account,
         status: q.status.map(StatusFilter::status),
         external_ref: q.external_ref,
+        reverses: q.reverses,
         metadata: query.metadata,
         before_seq: page.cursor(TRANSACTIONS_LIST)?,
         limit: page.limit()?,

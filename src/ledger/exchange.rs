@@ -51,7 +51,7 @@ impl Rate {
     /// `amount × rate` in counter minor units as the fraction `numerator / denominator`.
     fn counter_fraction(self, amount: Amount, source: Currency, counter: Currency) -> (u128, u128) {
         let mantissa = u128::try_from(self.0.mantissa()).expect("a rate is positive");
-        let magnitude = u128::try_from(amount.minor_units().unsigned_abs()).expect("fits");
+        let magnitude = u128::from(amount.minor_units().unsigned_abs());
         let up = counter.exponent().saturating_sub(source.exponent());
         let down = source.exponent().saturating_sub(counter.exponent());
         let numerator = magnitude * mantissa * 10_u128.pow(up);

@@ -347,6 +347,8 @@ pub struct TransactionFilter {
     pub account: Option<String>,
     pub status: Option<TransactionStatus>,
     pub external_ref: Option<String>,
+    /// Only the reversals of this transaction.
+    pub reverses: Option<Uuid>,
     /// A [`super::search::metadata_predicate`].
     pub metadata: Option<String>,
     pub before_seq: Option<i64>,

@@ -12,6 +12,7 @@ mod balances;
 mod batch;
 mod bench;
 mod cli;
+mod console;
 mod consumer_apply;
 mod consumer_chaos;
 mod consumer_hostile;

@@ -55,6 +55,17 @@ async fn twenty_parallel_partial_reversals_of_ten_against_a_payment_of_100() {
     .await
     .unwrap();
     assert_eq!(reversed, 100);
+    // The original's reversals, listed: the ten posted and the ten refused, nothing else.
+    let listed = app
+        .get(&format!("/v1/transactions?reverses={payment}&limit=50"))
+        .await;
+    let data = listed.body["data"].as_array().unwrap();
+    assert_eq!(data.len(), 20, "{}", listed.text);
+    assert!(data.iter().all(|t| t["reverses"] == json!(payment)));
+    let posted = data.iter().filter(|t| t["status"] == "posted").count();
+    assert_eq!(posted, 10);
+    let bad = app.get("/v1/transactions?reverses=not-an-id").await;
+    assert_eq!(bad.body["errors"][0]["field"], "/reverses", "{}", bad.text);
     Arc::try_unwrap(app)
         .ok()
         .expect("tasks finished")

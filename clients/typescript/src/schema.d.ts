@@ -2514,6 +2514,8 @@ export interface operations {
                 account?: string;
                 status?: components["schemas"]["StatusFilter"];
                 external_ref?: string;
+                /** @description Only the reversals of this transaction. */
+                reverses?: string;
                 /** @description 1-500, default 50. */
                 limit?: number;
                 /**

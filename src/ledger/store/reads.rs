@@ -514,6 +514,7 @@ async fn list_plain(
              and ($3::text is null or external_ref = $3)
              and ($4::bigint is null or seq < $4)
              and ($6::text is null or (metadata <> '{}' and metadata @@ $6::text::jsonpath))
+             and ($7::uuid is null or reverses = $7)
            order by seq desc
            limit $5"#,
         f.account,
@@ -522,6 +523,7 @@ async fn list_plain(
         f.before_seq,
         f.limit + 1,
         f.metadata,
+        f.reverses,
     )
     .persistent(false)
     .fetch_all(conn)
@@ -546,6 +548,7 @@ async fn list_citus(
                  and ($3::text is null or external_ref = $3)
                  and ($4::bigint is null or seq < $4)
                  and ($6::text is null or (metadata <> '{}' and metadata @@ $6::text::jsonpath))
+                 and ($7::uuid is null or reverses = $7)
                order by seq desc
                limit $5),
            e as materialized (
@@ -570,6 +573,7 @@ async fn list_citus(
         f.before_seq,
         f.limit + 1,
         f.metadata,
+        f.reverses,
     )
     .persistent(false)
     .fetch_all(conn)

@@ -1,5 +1,6 @@
 from http import HTTPStatus
 from typing import Any
+from uuid import UUID
 
 import httpx
 
@@ -17,6 +18,7 @@ def _get_kwargs(
     account: str | Unset = UNSET,
     status: StatusFilter | Unset = UNSET,
     external_ref: str | Unset = UNSET,
+    reverses: UUID | Unset = UNSET,
     limit: int | Unset = 50,
     cursor: str | Unset = UNSET,
     metadata: ListTransactionsMetadata | Unset = UNSET,
@@ -33,6 +35,11 @@ def _get_kwargs(
     params["status"] = json_status
 
     params["external_ref"] = external_ref
+
+    json_reverses: str | Unset = UNSET
+    if not isinstance(reverses, Unset):
+        json_reverses = str(reverses)
+    params["reverses"] = json_reverses
 
     params["limit"] = limit
 
@@ -121,6 +128,7 @@ def sync_detailed(
     account: str | Unset = UNSET,
     status: StatusFilter | Unset = UNSET,
     external_ref: str | Unset = UNSET,
+    reverses: UUID | Unset = UNSET,
     limit: int | Unset = 50,
     cursor: str | Unset = UNSET,
     metadata: ListTransactionsMetadata | Unset = UNSET,
@@ -130,6 +138,7 @@ def sync_detailed(
         account (str | Unset):
         status (StatusFilter | Unset):
         external_ref (str | Unset):
+        reverses (UUID | Unset):
         limit (int | Unset):  Default: 50.
         cursor (str | Unset):
         metadata (ListTransactionsMetadata | Unset):
@@ -146,6 +155,7 @@ def sync_detailed(
         account=account,
         status=status,
         external_ref=external_ref,
+        reverses=reverses,
         limit=limit,
         cursor=cursor,
         metadata=metadata,
@@ -164,6 +174,7 @@ def sync(
     account: str | Unset = UNSET,
     status: StatusFilter | Unset = UNSET,
     external_ref: str | Unset = UNSET,
+    reverses: UUID | Unset = UNSET,
     limit: int | Unset = 50,
     cursor: str | Unset = UNSET,
     metadata: ListTransactionsMetadata | Unset = UNSET,
@@ -173,6 +184,7 @@ def sync(
         account (str | Unset):
         status (StatusFilter | Unset):
         external_ref (str | Unset):
+        reverses (UUID | Unset):
         limit (int | Unset):  Default: 50.
         cursor (str | Unset):
         metadata (ListTransactionsMetadata | Unset):
@@ -190,6 +202,7 @@ def sync(
         account=account,
         status=status,
         external_ref=external_ref,
+        reverses=reverses,
         limit=limit,
         cursor=cursor,
         metadata=metadata,
@@ -202,6 +215,7 @@ async def asyncio_detailed(
     account: str | Unset = UNSET,
     status: StatusFilter | Unset = UNSET,
     external_ref: str | Unset = UNSET,
+    reverses: UUID | Unset = UNSET,
     limit: int | Unset = 50,
     cursor: str | Unset = UNSET,
     metadata: ListTransactionsMetadata | Unset = UNSET,
@@ -211,6 +225,7 @@ async def asyncio_detailed(
         account (str | Unset):
         status (StatusFilter | Unset):
         external_ref (str | Unset):
+        reverses (UUID | Unset):
         limit (int | Unset):  Default: 50.
         cursor (str | Unset):
         metadata (ListTransactionsMetadata | Unset):
@@ -227,6 +242,7 @@ async def asyncio_detailed(
         account=account,
         status=status,
         external_ref=external_ref,
+        reverses=reverses,
         limit=limit,
         cursor=cursor,
         metadata=metadata,
@@ -243,6 +259,7 @@ async def asyncio(
     account: str | Unset = UNSET,
     status: StatusFilter | Unset = UNSET,
     external_ref: str | Unset = UNSET,
+    reverses: UUID | Unset = UNSET,
     limit: int | Unset = 50,
     cursor: str | Unset = UNSET,
     metadata: ListTransactionsMetadata | Unset = UNSET,
@@ -252,6 +269,7 @@ async def asyncio(
         account (str | Unset):
         status (StatusFilter | Unset):
         external_ref (str | Unset):
+        reverses (UUID | Unset):
         limit (int | Unset):  Default: 50.
         cursor (str | Unset):
         metadata (ListTransactionsMetadata | Unset):
@@ -270,6 +288,7 @@ async def asyncio(
             account=account,
             status=status,
             external_ref=external_ref,
+            reverses=reverses,
             limit=limit,
             cursor=cursor,
             metadata=metadata,
