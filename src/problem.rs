@@ -30,3 +30,20 @@ impl FieldError {
         }
     }
 }
+
+/// `key` as one reference token of a JSON Pointer (RFC 6901): `~` becomes `~0` and `/` becomes
+/// `~1`, so `/a~1b` names the key `a/b`. Every pointer the API reports or compares is built
+/// from these.
+pub fn pointer_token(key: &str) -> String {
+    key.replace('~', "~0").replace('/', "~1")
+}
+
+#[cfg(test)]
+mod pointer_tests {
+    #[test]
+    fn tilde_and_slash_are_escaped_in_that_order() {
+        assert_eq!(super::pointer_token("a/b~c"), "a~1b~0c");
+        assert_eq!(super::pointer_token("~1"), "~01");
+        assert_eq!(super::pointer_token("plain"), "plain");
+    }
+}

@@ -147,7 +147,7 @@ fn pointer_of(path: &serde_path_to_error::Path) -> String {
             Segment::Seq { index } => pointer.push_str(&format!("/{index}")),
             Segment::Map { key } => {
                 pointer.push('/');
-                pointer.push_str(&key.replace('~', "~0").replace('/', "~1"));
+                pointer.push_str(&crate::problem::pointer_token(key));
             }
             Segment::Enum { .. } | Segment::Unknown => {}
         }

@@ -103,7 +103,7 @@ fn filter_error(name: &str, error: FilterError) -> FieldError {
 }
 
 fn pointer(name: &str) -> String {
-    format!("/{}", name.replace('~', "~0").replace('/', "~1"))
+    format!("/{}", crate::problem::pointer_token(name))
 }
 
 /// `type` of `GET /v1/accounts`.
@@ -131,6 +131,7 @@ pub struct AccountListQuery {
     #[param(rename = "type", inline)]
     pub kind: Option<AccountTypeFilter>,
     /// ISO 4217 code.
+    #[param(value_type = Option<crate::ledger::views::CurrencyCode>)]
     pub currency: Option<String>,
     #[param(inline)]
     pub status: Option<AccountStatusFilter>,

@@ -254,11 +254,7 @@ pub mod metadata_field {
         fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
             let mut out = Map::new();
             while let Some(key) = map.next_key::<String>()? {
-                let path = format!(
-                    "{}/{}",
-                    self.path,
-                    key.replace('~', "~0").replace('/', "~1")
-                );
+                let path = format!("{}/{}", self.path, crate::problem::pointer_token(&key));
                 if out.contains_key(&key) {
                     // serde's own wording, which the extractor files as `duplicate_field`
                     // at the pointer inside the backticks.

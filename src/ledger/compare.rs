@@ -20,7 +20,7 @@ fn walk(stored: &Value, new: &Value, path: &mut String, out: &mut Vec<String>) {
             for key in keys {
                 let len = path.len();
                 path.push('/');
-                path.push_str(&key.replace('~', "~0").replace('/', "~1"));
+                path.push_str(&crate::problem::pointer_token(key));
                 walk(
                     a.get(key).unwrap_or(&Value::Null),
                     b.get(key).unwrap_or(&Value::Null),

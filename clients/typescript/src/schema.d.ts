@@ -1450,7 +1450,7 @@ export interface operations {
             query?: {
                 type?: "wallet" | "system";
                 /** @description ISO 4217 code. */
-                currency?: string;
+                currency?: components["schemas"]["CurrencyCode"];
                 status?: "active" | "frozen" | "closed";
                 /** @description Accounts whose id starts with this (bytewise, case-sensitive). */
                 id_prefix?: string;

@@ -5,6 +5,7 @@ import httpx
 
 from ... import errors
 from ...client import AuthenticatedClient, Client
+from ...models.currency_code import CurrencyCode
 from ...models.list_accounts_metadata import ListAccountsMetadata
 from ...models.list_accounts_status import ListAccountsStatus
 from ...models.list_accounts_type import ListAccountsType
@@ -16,7 +17,7 @@ from ...types import UNSET, Response, Unset
 def _get_kwargs(
     *,
     type_: ListAccountsType | Unset = UNSET,
-    currency: str | Unset = UNSET,
+    currency: CurrencyCode | Unset = UNSET,
     status: ListAccountsStatus | Unset = UNSET,
     id_prefix: str | Unset = UNSET,
     limit: int | Unset = 50,
@@ -32,7 +33,11 @@ def _get_kwargs(
 
     params["type"] = json_type_
 
-    params["currency"] = currency
+    json_currency: str | Unset = UNSET
+    if not isinstance(currency, Unset):
+        json_currency = currency.value
+
+    params["currency"] = json_currency
 
     json_status: str | Unset = UNSET
     if not isinstance(status, Unset):
@@ -132,7 +137,7 @@ def sync_detailed(
     *,
     client: AuthenticatedClient,
     type_: ListAccountsType | Unset = UNSET,
-    currency: str | Unset = UNSET,
+    currency: CurrencyCode | Unset = UNSET,
     status: ListAccountsStatus | Unset = UNSET,
     id_prefix: str | Unset = UNSET,
     limit: int | Unset = 50,
@@ -142,7 +147,7 @@ def sync_detailed(
     """
     Args:
         type_ (ListAccountsType | Unset): `type` of `GET /v1/accounts`.
-        currency (str | Unset):
+        currency (CurrencyCode | Unset): An ISO 4217 code the ledger knows.
         status (ListAccountsStatus | Unset): `status` of `GET /v1/accounts`.
         id_prefix (str | Unset):
         limit (int | Unset):  Default: 50.
@@ -178,7 +183,7 @@ def sync(
     *,
     client: AuthenticatedClient,
     type_: ListAccountsType | Unset = UNSET,
-    currency: str | Unset = UNSET,
+    currency: CurrencyCode | Unset = UNSET,
     status: ListAccountsStatus | Unset = UNSET,
     id_prefix: str | Unset = UNSET,
     limit: int | Unset = 50,
@@ -188,7 +193,7 @@ def sync(
     """
     Args:
         type_ (ListAccountsType | Unset): `type` of `GET /v1/accounts`.
-        currency (str | Unset):
+        currency (CurrencyCode | Unset): An ISO 4217 code the ledger knows.
         status (ListAccountsStatus | Unset): `status` of `GET /v1/accounts`.
         id_prefix (str | Unset):
         limit (int | Unset):  Default: 50.
@@ -219,7 +224,7 @@ async def asyncio_detailed(
     *,
     client: AuthenticatedClient,
     type_: ListAccountsType | Unset = UNSET,
-    currency: str | Unset = UNSET,
+    currency: CurrencyCode | Unset = UNSET,
     status: ListAccountsStatus | Unset = UNSET,
     id_prefix: str | Unset = UNSET,
     limit: int | Unset = 50,
@@ -229,7 +234,7 @@ async def asyncio_detailed(
     """
     Args:
         type_ (ListAccountsType | Unset): `type` of `GET /v1/accounts`.
-        currency (str | Unset):
+        currency (CurrencyCode | Unset): An ISO 4217 code the ledger knows.
         status (ListAccountsStatus | Unset): `status` of `GET /v1/accounts`.
         id_prefix (str | Unset):
         limit (int | Unset):  Default: 50.
@@ -263,7 +268,7 @@ async def asyncio(
     *,
     client: AuthenticatedClient,
     type_: ListAccountsType | Unset = UNSET,
-    currency: str | Unset = UNSET,
+    currency: CurrencyCode | Unset = UNSET,
     status: ListAccountsStatus | Unset = UNSET,
     id_prefix: str | Unset = UNSET,
     limit: int | Unset = 50,
@@ -273,7 +278,7 @@ async def asyncio(
     """
     Args:
         type_ (ListAccountsType | Unset): `type` of `GET /v1/accounts`.
-        currency (str | Unset):
+        currency (CurrencyCode | Unset): An ISO 4217 code the ledger knows.
         status (ListAccountsStatus | Unset): `status` of `GET /v1/accounts`.
         id_prefix (str | Unset):
         limit (int | Unset):  Default: 50.
