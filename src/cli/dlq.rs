@@ -70,11 +70,7 @@ pub async fn run(args: DlqArgs) -> anyhow::Result<ExitCode> {
     match args.action {
         DlqAction::List { count } => list(&mut conn, &streams, count, partitioned).await?,
         DlqAction::Replay { ids, all } => {
-            refuse_ids_across_partitions(partitioned, &ids, &base.stream)?;
-            let mut n = 0;
-            for stream in &streams {
-                n += dlq::replay(&mut conn, stream, ids.clone(), all).await?;
-            }
+            let n = settle(&mut conn, &streams, dlq::Action::Replay, &ids, all, &base).await?;
             if partitioned {
                 println!(
                     "replayed {n} dead letters to the {} partitions of {}",
@@ -86,15 +82,43 @@ pub async fn run(args: DlqArgs) -> anyhow::Result<ExitCode> {
             }
         }
         DlqAction::Drop { ids, all } => {
-            refuse_ids_across_partitions(partitioned, &ids, &base.stream)?;
-            let mut n = 0;
-            for stream in &streams {
-                n += dlq::drop(&mut conn, stream, ids.clone(), all).await?;
-            }
+            let n = settle(&mut conn, &streams, dlq::Action::Drop, &ids, all, &base).await?;
             println!("dropped {n} dead letters");
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Replays or drops the chosen dead letters of every stream (`dlq::settle_chosen`, which the
+/// API uses too); returns how many this run settled, and says on stderr how many named ones
+/// had been settled before (a no-op).
+async fn settle(
+    conn: &mut crate::broker::Connection,
+    streams: &[StreamSettings],
+    action: dlq::Action,
+    ids: &[String],
+    all: bool,
+    base: &StreamSettings,
+) -> anyhow::Result<usize> {
+    if ids.is_empty() && !all {
+        anyhow::bail!("name the dead letters (ids from `dlq list`) or pass --all");
+    }
+    refuse_ids_across_partitions(streams.len() > 1, ids, &base.stream)?;
+    let (mut now, mut before) = (0, 0);
+    for stream in streams {
+        for settled in dlq::settle_chosen(conn, stream, action, ids, all).await? {
+            match settled {
+                dlq::Settled::Now(_) => now += 1,
+                dlq::Settled::Before(_) => before += 1,
+            }
+        }
+    }
+    if before > 0 {
+        eprintln!(
+            "{before} of the named dead letters had been settled before: nothing done to them"
+        );
+    }
+    Ok(now)
 }
 
 /// Prints up to `count` dead letters on stdout, one JSON object a line (nothing else there, so
@@ -110,7 +134,7 @@ async fn list(
         if left == 0 {
             break;
         }
-        for entry in dlq::list(conn, &stream.dead_letters(), left).await? {
+        for entry in dlq::page(conn, &stream.dead_letters(), None, left).await? {
             let mut line = dlq::describe(&entry);
             if partitioned {
                 line["stream"] = stream.stream.clone().into();
@@ -143,17 +167,9 @@ fn refuse_ids_across_partitions(
     Ok(())
 }
 
-/// A complete stream entry id, `<milliseconds>-<sequence>`: Redis reads `1796156703304` alone
-/// as a range covering every entry of that millisecond, which would act on more than was named.
+/// A complete stream entry id (see `dlq::is_entry_id`), as clap's value parser.
 fn stream_entry_id(value: &str) -> Result<String, String> {
-    let complete = value.split_once('-').is_some_and(|(ms, seq)| {
-        [ms, seq].iter().all(|part| {
-            !part.is_empty()
-                && part.bytes().all(|b| b.is_ascii_digit())
-                && part.parse::<u64>().is_ok()
-        })
-    });
-    if complete {
+    if dlq::is_entry_id(value) {
         Ok(value.to_owned())
     } else {
         Err(
