@@ -2,7 +2,9 @@
 
 use super::background;
 use super::outbox::DispatcherArgs;
-use super::shared::{DatabaseArgs, HoldExpiryArgs, WebhookArgs, positive_usize};
+use super::shared::{
+    DatabaseArgs, HoldExpiryArgs, PartitionArgs, StreamArgs, WebhookArgs, positive_usize,
+};
 use crate::http::transport::{self, TransportSettings};
 use crate::http::{self, AppState, HttpSettings, ServeSettings, settings};
 use crate::ledger::group_commit::{self, GroupCommitSettings};
@@ -35,6 +37,12 @@ pub struct ServeArgs {
     /// Do not run the webhook dispatcher inside `serve` (run `wallet-ledger outbox` instead).
     #[arg(long, env = "OUTBOX_DISABLED", value_parser = clap::builder::BoolishValueParser::new())]
     pub no_outbox: bool,
+    /// The consumer's stream and group, which `/v1/dead-letters` and `/v1/consumer` show (on
+    /// the Redis of `--redis-url`).
+    #[command(flatten)]
+    pub stream: StreamArgs,
+    #[command(flatten)]
+    pub partitions: PartitionArgs,
 }
 
 /// Serves until SIGTERM/SIGINT, then drains in the order `crate::shutdown` describes.
@@ -82,10 +90,18 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
 
 impl ServeArgs {
     fn settings(self) -> ServeSettings {
+        let streams = http::streams::StreamsSettings {
+            redis_url: self.outbox.redis.url.clone(),
+            base: self.stream.settings(),
+            partitions: self.partitions.settings(),
+        };
         let outbox = (!self.no_outbox).then(|| self.outbox.settings(&self.http.webhooks));
         ServeSettings {
             database: self.database.settings(),
-            http: self.http.settings(),
+            http: HttpSettings {
+                streams,
+                ..self.http.settings()
+            },
             checkpoint_interval: Duration::from_millis(self.checkpoint_interval_ms),
             hold_sweep_interval: Duration::from_millis(self.hold_sweep_interval_ms),
             outbox,
@@ -152,6 +168,8 @@ impl HttpArgs {
             metrics_require_key: self.metrics_require_key,
             group_commit: self.group_commit.settings(),
             transport: self.transport.settings(),
+            // Set by `ServeArgs::settings`: the Redis URL is among the dispatcher's flags.
+            streams: Default::default(),
         }
     }
 }

@@ -43,8 +43,9 @@ pub struct Message {
     pub redelivered: bool,
 }
 
-/// Why a message is dead-lettered, as the contract names it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+/// Why a message is dead-lettered, as the contract names it (serialized as [`Reason::as_str`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "snake_case")]
 pub enum Reason {
     MalformedEvent,
     IdempotencyMismatch,
@@ -73,6 +74,11 @@ impl Reason {
         Reason::TimedOut,
         Reason::CorruptRow,
     ];
+
+    /// The reason a dead letter names (`dlq_reason`), if this version knows it.
+    pub fn parse(name: &str) -> Option<Reason> {
+        Reason::ALL.into_iter().find(|r| r.as_str() == name)
+    }
 
     pub fn as_str(self) -> &'static str {
         match self {

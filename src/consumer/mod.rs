@@ -10,12 +10,14 @@
 //! - `apply`: one batch, one database transaction, through the ledger's own write path;
 //! - `stream`: reading, reclaiming, acknowledging and dead-lettering on Redis/Valkey;
 //! - `partition`: which of N partition streams a wallet's events go to;
-//! - `worker`: the loop, as steps; `dlq`, `producer`, `demo`: the tools around it.
+//! - `worker`: the loop, as steps; `dlq`, `producer`, `demo`: the tools around it;
+//! - `inspect`: a stream's length, dead letters and groups' backlog, for the admin API.
 
 pub mod apply;
 pub mod demo;
 pub mod dlq;
 pub mod event;
+pub mod inspect;
 pub mod partition;
 pub mod producer;
 pub mod stream;

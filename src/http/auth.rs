@@ -18,6 +18,16 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+/// The paths (and everything under them) that only admin keys reach, reads included.
+pub const ADMIN_AREAS: [&str; 6] = [
+    "/v1/webhooks",
+    "/v1/deliveries",
+    "/v1/reconciliations",
+    "/v1/dead-letters",
+    "/v1/consumer",
+    "/v1/stats",
+];
+
 /// The scope a request needs, from its method and path; `None` for the open paths (health,
 /// readiness, the OpenAPI document, and metrics unless configured otherwise).
 pub fn required_scope(method: &Method, path: &str, metrics_require_key: bool) -> Option<Scope> {
@@ -28,7 +38,7 @@ pub fn required_scope(method: &Method, path: &str, metrics_require_key: bool) ->
         return None;
     }
     let reading = matches!(*method, Method::GET | Method::HEAD | Method::OPTIONS);
-    let admin_area = ["/v1/webhooks", "/v1/deliveries", "/v1/reconciliations"]
+    let admin_area = ADMIN_AREAS
         .iter()
         .any(|area| path == *area || path.starts_with(&format!("{area}/")));
     Some(if admin_area {
@@ -223,6 +233,13 @@ mod tests {
         assert_eq!(s(Method::GET, "/v1/transactions"), Some(Scope::Read));
         assert_eq!(s(Method::GET, "/v1/webhooks"), Some(Scope::Admin));
         assert_eq!(s(Method::GET, "/v1/reconciliations/x"), Some(Scope::Admin));
+        assert_eq!(s(Method::GET, "/v1/dead-letters"), Some(Scope::Admin));
+        assert_eq!(
+            s(Method::POST, "/v1/dead-letters/0/1-0/replay"),
+            Some(Scope::Admin)
+        );
+        assert_eq!(s(Method::GET, "/v1/consumer"), Some(Scope::Admin));
+        assert_eq!(s(Method::GET, "/v1/stats/volumes"), Some(Scope::Admin));
         assert_eq!(s(Method::GET, "/v1/nothing-here"), Some(Scope::Read));
         assert_eq!(s(Method::GET, "/v1webhooks"), None);
     }

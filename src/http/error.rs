@@ -379,3 +379,29 @@ impl From<ItemError> for ApiError {
         }
     }
 }
+
+/// The broker behind the admin endpoints of the consumer's streams: an outage (by
+/// `broker::is_outage`, the consumer's own test) answers 503, like a database that went away;
+/// anything else (a key of the wrong type) is a 500.
+impl From<redis::RedisError> for ApiError {
+    fn from(error: redis::RedisError) -> ApiError {
+        if crate::broker::is_outage(&error) {
+            ApiError::Unavailable(format!("the broker: {error}"))
+        } else {
+            ApiError::Internal(error.into())
+        }
+    }
+}
+
+impl From<crate::consumer::dlq::DlqError> for ApiError {
+    fn from(error: crate::consumer::dlq::DlqError) -> ApiError {
+        use crate::consumer::dlq::DlqError;
+        match error {
+            DlqError::Missing { ids, .. } => {
+                ApiError::NotFound(format!("dead letter {}", ids.join(", ")))
+            }
+            DlqError::Redis(e) => e.into(),
+            reply @ DlqError::Reply(_) => ApiError::Internal(reply.into()),
+        }
+    }
+}

@@ -294,6 +294,23 @@ impl<S: Send + Sync> FromRequestParts<S> for PathParam {
     }
 }
 
+/// Two path parameters (`/v1/dead-letters/{partition}/{id}`); as with [`PathParam`], malformed
+/// ones name nothing (404).
+pub struct PathPair(pub String, pub String);
+
+impl<S: Send + Sync> FromRequestParts<S> for PathPair {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        Path::<(String, String)>::from_request_parts(parts, state)
+            .await
+            .ok()
+            .filter(|Path((a, b))| !a.contains('\0') && !b.contains('\0'))
+            .map(|Path((a, b))| PathPair(a, b))
+            .ok_or_else(|| ApiError::NotFound("resource".into()))
+    }
+}
+
 /// Query parameters, strictly typed; errors are 422 naming the parameter.
 pub struct QueryParams<T>(pub T);
 

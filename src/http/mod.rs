@@ -7,6 +7,8 @@ pub mod auth;
 pub mod batch;
 pub mod body;
 pub mod console;
+pub mod consumer_state;
+pub mod dead_letters;
 pub mod error;
 pub mod exchanges;
 pub mod extract;
@@ -21,6 +23,7 @@ pub mod requests;
 pub mod responses;
 pub mod search;
 pub mod settings;
+pub mod streams;
 pub mod transactions;
 pub mod transport;
 pub mod validate;
@@ -138,6 +141,11 @@ pub fn app(state: AppState) -> Router {
         .route("/console", get(console::index))
         .route("/console/app.js", get(console::script))
         .route("/console/app.css", get(console::style))
+        .route("/v1/dead-letters", get(dead_letters::list))
+        .route("/v1/dead-letters/{partition}/{id}", get(dead_letters::get))
+        .route("/v1/dead-letters/{partition}/{id}/replay", post(dead_letters::replay))
+        .route("/v1/dead-letters/{partition}/{id}/drop", post(dead_letters::drop))
+        .route("/v1/consumer", get(consumer_state::get))
         .route("/healthz", get(health::healthz))
         .route("/readyz", get(health::readyz))
         .route("/openapi.json", get(health::openapi))

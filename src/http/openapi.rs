@@ -8,7 +8,8 @@
 //! fuzzing of `scripts/schemathesis.sh`, find every status the server can send documented.
 
 use super::{
-    accounts, batch, exchanges, health, metrics, reconciliations, search, transactions, webhooks,
+    accounts, batch, consumer_state, dead_letters, exchanges, health, metrics, reconciliations,
+    search, transactions, webhooks,
 };
 use axum::http::Method;
 use utoipa::openapi::header::HeaderBuilder;
@@ -34,6 +35,7 @@ use utoipa::{Modify, OpenApi};
         webhooks::create, webhooks::list, webhooks::get, webhooks::delete, webhooks::rotate_secret,
         webhooks::list_deliveries, webhooks::get_delivery, webhooks::redeliver,
         reconciliations::list, reconciliations::get, reconciliations::exceptions,
+        dead_letters::list, dead_letters::get, dead_letters::replay, dead_letters::drop, consumer_state::get,
         health::healthz, health::readyz, health::openapi, metrics::metrics,
     ),
     components(schemas(super::problem::Problem, crate::problem::FieldError, transactions::StatusFilter)),
@@ -44,6 +46,7 @@ use utoipa::{Modify, OpenApi};
         (name = "holds", description = "reserving money, then capturing or releasing it exactly once"),
         (name = "webhooks", description = "subscriptions to ledger events and their deliveries (Standard Webhooks, sent once per event id)"),
         (name = "reconciliations", description = "stored runs of the reconciliation job"),
+        (name = "consumer", description = "the stream consumer: its dead letters (replay, drop) and its backlog"),
         (name = "operations", description = "health, readiness, this document"),
     )
 )]

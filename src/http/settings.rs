@@ -37,6 +37,8 @@ pub struct HttpSettings {
     pub metrics_require_key: bool,
     pub group_commit: GroupCommitSettings,
     pub transport: TransportSettings,
+    /// The consumer's streams, for the admin endpoints of dead letters and backlog.
+    pub streams: super::streams::StreamsSettings,
 }
 
 impl Default for HttpSettings {
@@ -56,6 +58,7 @@ impl Default for HttpSettings {
             metrics_require_key: false,
             group_commit: GroupCommitSettings::default(),
             transport: TransportSettings::default(),
+            streams: Default::default(),
         }
     }
 }

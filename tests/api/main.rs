@@ -21,6 +21,7 @@ mod consumer_partitions;
 mod consumer_stream;
 mod containers;
 mod contract;
+mod dead_letters;
 mod dispatch;
 mod doc_examples;
 mod effective;

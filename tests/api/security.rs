@@ -150,11 +150,20 @@ fn documented_operations() -> Vec<(Method, String)> {
 }
 
 /// The scope each operation needs, from the contract: GETs read; account creation and
-/// lifecycle, webhooks, deliveries and reconciliations admin; other POSTs write.
+/// lifecycle, webhooks, deliveries, reconciliations, dead letters, the consumer's state and
+/// statistics admin; other POSTs write.
 fn needed_scope(method: &Method, template: &str) -> Scope {
     let under = |area: &str| template == area || template.starts_with(&format!("{area}/"));
     let reading = *method == Method::GET;
-    if under("/v1/webhooks") || under("/v1/deliveries") || under("/v1/reconciliations") {
+    let admin = [
+        "/v1/webhooks",
+        "/v1/deliveries",
+        "/v1/reconciliations",
+        "/v1/dead-letters",
+        "/v1/consumer",
+        "/v1/stats",
+    ];
+    if admin.iter().any(|area| under(area)) {
         Scope::Admin
     } else if under("/v1/accounts") {
         if reading { Scope::Read } else { Scope::Admin }
@@ -289,6 +298,17 @@ fn plausible(method: &Method, template: &str, f: &Fixtures) -> (String, Option<V
             404,
         ),
         ("GET", "/v1/accounts") => (format!("/v1/accounts?id_prefix={}", f.wallet), None, 200),
+        // The walk reads the consumer's streams; it names dead letters no stream holds.
+        ("GET", "/v1/dead-letters" | "/v1/consumer") => (template.to_owned(), None, 200),
+        ("GET", "/v1/dead-letters/{partition}/{id}") => {
+            ("/v1/dead-letters/0/1-1".into(), None, 404)
+        }
+        ("POST", "/v1/dead-letters/{partition}/{id}/replay") => {
+            ("/v1/dead-letters/0/1-1/replay".into(), None, 404)
+        }
+        ("POST", "/v1/dead-letters/{partition}/{id}/drop") => {
+            ("/v1/dead-letters/0/1-1/drop".into(), None, 404)
+        }
         ("GET", "/v1/transactions") => {
             (format!("/v1/transactions?account={}", f.wallet), None, 200)
         }
@@ -525,6 +545,8 @@ async fn each_operation_answers_a_key_whose_scope_covers_it_and_403_to_the_other
         needed_scope(&Method::GET, "/v1/reconciliations"),
         Scope::Admin
     );
+    assert_eq!(needed_scope(&Method::GET, "/v1/dead-letters"), Scope::Admin);
+    assert_eq!(needed_scope(&Method::GET, "/v1/consumer"), Scope::Admin);
     app.finish().await;
 }
 

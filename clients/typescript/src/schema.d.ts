@@ -180,6 +180,86 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/consumer": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get: operations["get_consumer_state"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/dead-letters": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get: operations["list_dead_letters"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/dead-letters/{partition}/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get: operations["get_dead_letter"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/dead-letters/{partition}/{id}/drop": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post: operations["drop_dead_letter"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/dead-letters/{partition}/{id}/replay": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post: operations["replay_dead_letter"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/deliveries": {
         parameters: {
             query?: never;
@@ -543,6 +623,18 @@ export interface components {
         BatchResponse: {
             results: components["schemas"]["ItemResult"][];
         };
+        ConsumerPending: {
+            consumer: string;
+            /** Format: int64 */
+            pending: number;
+        };
+        ConsumerState: {
+            /** @description The base stream `serve` was given (`--stream`). */
+            stream: string;
+            /** @description The group the consumers use (`--group`); `groups` lists every group of each stream. */
+            group: string;
+            partitions: components["schemas"]["PartitionState"][];
+        };
         CreateAccountRequest: {
             /**
              * @description The caller's id, `[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}`. Without it, an
@@ -619,6 +711,47 @@ export interface components {
             synchronous_standby?: boolean | null;
             /** @description With several hosts: the one written to (`host:port`). */
             primary?: string | null;
+        };
+        /** @description One dead letter: why the consumer gave up on the event, and the event as it was sent. */
+        DeadLetter: {
+            /**
+             * Format: int32
+             * @description The partition (0 with one stream).
+             */
+            partition: number;
+            /** @description The partition's stream (`payments`, or `payments:{2}` with several). */
+            stream: string;
+            /**
+             * @description The entry id in `<stream>.dlq`.
+             * @example 1796016587604-0
+             */
+            id: string;
+            reason?: components["schemas"]["Reason"] | null;
+            detail?: string | null;
+            /**
+             * @description For `idempotency_mismatch`: the event's fields that differ from the stored payment
+             *     (`amount`, `wallet`); empty otherwise.
+             */
+            differing_fields: string[];
+            /** @description The event's entry id in the stream when it was dead-lettered. */
+            original_id?: string | null;
+            group?: string | null;
+            consumer?: string | null;
+            /**
+             * Format: int32
+             * @description Failures the event itself caused before it was dead-lettered.
+             */
+            failures?: number | null;
+            /** Format: date-time */
+            dead_lettered_at?: string | null;
+            /** @description The event's fields as the producer sent them (bytes that are not UTF-8 as U+FFFD). */
+            event: {
+                [key: string]: string;
+            };
+        };
+        DeadLetterPage: {
+            data: components["schemas"]["DeadLetter"][];
+            next_cursor?: string | null;
         };
         /** @description A delivery with its attempts, oldest first. */
         DeliveryDetail: components["schemas"]["DeliveryView"] & {
@@ -819,6 +952,34 @@ export interface components {
             transaction?: string | null;
             detail: string;
         };
+        /** @description One consumer group's backlog (shown as is by `GET /v1/consumer`). */
+        GroupState: {
+            name: string;
+            /**
+             * Format: int64
+             * @description Consumers the group knows (those that stopped too, until removed).
+             */
+            consumers: number;
+            /**
+             * Format: int64
+             * @description Delivered to a consumer and not acknowledged yet.
+             */
+            pending: number;
+            /**
+             * Format: int64
+             * @description Not delivered to the group yet; `null` when Redis cannot tell (after a trim or a
+             *     deletion past the group's position).
+             */
+            lag?: number | null;
+            last_delivered_id: string;
+            /**
+             * @description The oldest pending entry's id (`null` with nothing pending): how far behind the
+             *     slowest message is.
+             */
+            oldest_pending_id?: string | null;
+            /** @description Pending messages of each consumer that holds any, by name. */
+            pending_by_consumer: components["schemas"]["ConsumerPending"][];
+        };
         /** @description The body of `/healthz`. */
         Health: {
             status: components["schemas"]["Alive"];
@@ -901,6 +1062,22 @@ export interface components {
         Page_TransactionView: {
             data: components["schemas"]["TransactionView"][];
             next_cursor?: string | null;
+        };
+        PartitionState: {
+            /** Format: int32 */
+            partition: number;
+            stream: string;
+            /**
+             * Format: int64
+             * @description Entries in the stream (0 when it does not exist yet).
+             */
+            length: number;
+            /**
+             * Format: int64
+             * @description Entries in `<stream>.dlq`.
+             */
+            dead_letters: number;
+            groups: components["schemas"]["GroupState"][];
         };
         PatchAccountRequest: {
             /**
@@ -994,6 +1171,11 @@ export interface components {
         };
         /** @enum {string} */
         Ready: "ready";
+        /**
+         * @description Why a message is dead-lettered, as the contract names it (serialized as [`Reason::as_str`]).
+         * @enum {string}
+         */
+        Reason: "malformed_event" | "idempotency_mismatch" | "unknown_account" | "unknown_payment" | "conflicting_state" | "account_closed" | "timed_out" | "corrupt_row";
         RefusalView: {
             /**
              * @description Why a create was refused for a business reason: stored under its id, and every retry gets
@@ -1060,6 +1242,20 @@ export interface components {
             /** Format: date-time */
             created_at: string;
             summary?: components["schemas"]["Summary"] | null;
+        };
+        /**
+         * @description What a replay or a drop did.
+         * @enum {string}
+         */
+        SettleOutcome: "replayed" | "already_replayed" | "dropped" | "already_dropped";
+        SettledDeadLetter: {
+            outcome: components["schemas"]["SettleOutcome"];
+            /** Format: int32 */
+            partition: number;
+            stream: string;
+            id: string;
+            /** @description For a replay: the entry id the event was published again under; `null` for a drop. */
+            replayed_as?: string | null;
         };
         /** @enum {string} */
         StatusFilter: "pending" | "posted" | "rejected" | "voided" | "expired";
@@ -2020,6 +2216,280 @@ export interface operations {
             };
             408: components["responses"]["BodyTimeout"];
             /** @description invalid_transition: the account is closed; balance_out_of_range: a balance of the account is outside ±(2^53 − 1) */
+            409: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["ValidationFailed"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    get_consumer_state: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description every partition's length, dead letters and consumer groups' lag and pending counts */
+            200: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ConsumerState"];
+                };
+            };
+            /** @description duplicate_header: the `Authorization` header sent more than once */
+            400: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["InsufficientScope"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    list_dead_letters: {
+        parameters: {
+            query?: {
+                /** @description Only this partition's dead letters (0 to the partition count − 1). */
+                partition?: number;
+                /** @description 1-500, default 50. */
+                limit?: number;
+                /** @description The `next_cursor` of the previous page of this same list, unchanged. */
+                cursor?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description dead letters, partition by partition, oldest first */
+            200: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DeadLetterPage"];
+                };
+            };
+            /** @description duplicate_header: the `Authorization` header sent more than once */
+            400: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["InsufficientScope"];
+            /** @description validation_failed: a field, query parameter or header is invalid (`errors` names each by JSON pointer or name) */
+            422: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    get_dead_letter: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                partition: number;
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description the dead letter */
+            200: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DeadLetter"];
+                };
+            };
+            /** @description duplicate_header: the `Authorization` header sent more than once */
+            400: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["InsufficientScope"];
+            /** @description not_found: nothing has this id */
+            404: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    drop_dead_letter: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                partition: number;
+                id: string;
+            };
+            cookie?: never;
+        };
+        /** @description optional: no body, or `{}` */
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["LifecycleRequest"];
+            };
+        };
+        responses: {
+            /** @description `dropped` now, or `already_dropped` by an earlier request */
+            200: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SettledDeadLetter"];
+                };
+            };
+            /** @description duplicate_header: the `Authorization` header sent more than once; malformed_json: the body is not one JSON document */
+            400: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["InsufficientScope"];
+            /** @description not_found: nothing has this id */
+            404: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            408: components["responses"]["BodyTimeout"];
+            /** @description invalid_transition: the dead letter was replayed (`current_status: replayed`) */
+            409: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["ValidationFailed"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    replay_dead_letter: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                partition: number;
+                id: string;
+            };
+            cookie?: never;
+        };
+        /** @description optional: no body, or `{}` */
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["LifecycleRequest"];
+            };
+        };
+        responses: {
+            /** @description `replayed` now, or `already_replayed` by an earlier request (nothing done again) */
+            200: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SettledDeadLetter"];
+                };
+            };
+            /** @description duplicate_header: the `Authorization` header sent more than once; malformed_json: the body is not one JSON document */
+            400: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["InsufficientScope"];
+            /** @description not_found: nothing has this id */
+            404: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            408: components["responses"]["BodyTimeout"];
+            /** @description invalid_transition: the dead letter was dropped (`current_status: dropped`) */
             409: {
                 headers: {
                     "x-request-id": components["headers"]["RequestId"];

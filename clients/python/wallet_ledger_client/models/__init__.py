@@ -10,12 +10,17 @@ from .balances_view import BalancesView
 from .batch_mode import BatchMode
 from .batch_request import BatchRequest
 from .batch_response import BatchResponse
+from .consumer_pending import ConsumerPending
+from .consumer_state import ConsumerState
 from .create_account_request import CreateAccountRequest
 from .create_transaction_request import CreateTransactionRequest
 from .create_webhook_request import CreateWebhookRequest
 from .currency_code import CurrencyCode
 from .currency_totals import CurrencyTotals
 from .database_readiness import DatabaseReadiness
+from .dead_letter import DeadLetter
+from .dead_letter_event import DeadLetterEvent
+from .dead_letter_page import DeadLetterPage
 from .delivery_detail import DeliveryDetail
 from .delivery_view import DeliveryView
 from .entry_request import EntryRequest
@@ -30,6 +35,7 @@ from .field_error import FieldError
 from .finding import Finding
 from .finding_check import FindingCheck
 from .get_account_time import GetAccountTime
+from .group_state import GroupState
 from .health import Health
 from .holds_page import HoldsPage
 from .item_result import ItemResult
@@ -47,6 +53,7 @@ from .page_delivery_view import PageDeliveryView
 from .page_entry_view import PageEntryView
 from .page_subscription_view import PageSubscriptionView
 from .page_transaction_view import PageTransactionView
+from .partition_state import PartitionState
 from .patch_account_request import PatchAccountRequest
 from .payment_request import PaymentRequest
 from .payout import Payout
@@ -54,6 +61,7 @@ from .post_request import PostRequest
 from .problem import Problem
 from .readiness import Readiness
 from .ready import Ready
+from .reason import Reason
 from .refusal_view import RefusalView
 from .refusal_view_code import RefusalViewCode
 from .requested_status import RequestedStatus
@@ -63,6 +71,8 @@ from .run_page import RunPage
 from .run_report import RunReport
 from .run_report_options import RunReportOptions
 from .run_summary import RunSummary
+from .settle_outcome import SettleOutcome
+from .settled_dead_letter import SettledDeadLetter
 from .status_filter import StatusFilter
 from .subscription_view import SubscriptionView
 from .summary import Summary
@@ -84,12 +94,17 @@ __all__ = (
     "BatchMode",
     "BatchRequest",
     "BatchResponse",
+    "ConsumerPending",
+    "ConsumerState",
     "CreateAccountRequest",
     "CreateTransactionRequest",
     "CreateWebhookRequest",
     "CurrencyCode",
     "CurrencyTotals",
     "DatabaseReadiness",
+    "DeadLetter",
+    "DeadLetterEvent",
+    "DeadLetterPage",
     "DeliveryDetail",
     "DeliveryView",
     "EntryRequest",
@@ -104,6 +119,7 @@ __all__ = (
     "Finding",
     "FindingCheck",
     "GetAccountTime",
+    "GroupState",
     "Health",
     "HoldsPage",
     "ItemResult",
@@ -121,6 +137,7 @@ __all__ = (
     "PageEntryView",
     "PageSubscriptionView",
     "PageTransactionView",
+    "PartitionState",
     "PatchAccountRequest",
     "PaymentRequest",
     "Payout",
@@ -128,6 +145,7 @@ __all__ = (
     "Problem",
     "Readiness",
     "Ready",
+    "Reason",
     "RefusalView",
     "RefusalViewCode",
     "RequestedStatus",
@@ -137,6 +155,8 @@ __all__ = (
     "RunReport",
     "RunReportOptions",
     "RunSummary",
+    "SettledDeadLetter",
+    "SettleOutcome",
     "StatusFilter",
     "SubscriptionView",
     "Summary",
