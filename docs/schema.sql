@@ -525,6 +525,37 @@ ALTER TABLE public.transactions ALTER COLUMN seq ADD GENERATED ALWAYS AS IDENTIT
 
 
 --
+-- Name: volume_minutes; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.volume_minutes (
+    minute timestamp with time zone NOT NULL,
+    currency text NOT NULL,
+    posted_count bigint NOT NULL,
+    posted_amount bigint NOT NULL,
+    refused_count bigint NOT NULL,
+    CONSTRAINT volume_minutes_currency_check CHECK ((currency ~ '^[A-Z]{3}$'::text)),
+    CONSTRAINT volume_minutes_minute_check CHECK ((minute = date_trunc('minute'::text, minute))),
+    CONSTRAINT volume_minutes_posted_amount_check CHECK ((posted_amount >= 0)),
+    CONSTRAINT volume_minutes_posted_count_check CHECK ((posted_count >= 0)),
+    CONSTRAINT volume_minutes_refused_count_check CHECK ((refused_count >= 0))
+);
+
+
+--
+-- Name: volume_rollup; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.volume_rollup (
+    only_row boolean DEFAULT true NOT NULL,
+    rolled_from timestamp with time zone NOT NULL,
+    rolled_until timestamp with time zone NOT NULL,
+    CONSTRAINT volume_rollup_check CHECK ((rolled_until >= rolled_from)),
+    CONSTRAINT volume_rollup_only_row_check CHECK (only_row)
+);
+
+
+--
 -- Name: webhook_deliveries; Type: TABLE; Schema: public; Owner: -
 --
 
@@ -744,6 +775,22 @@ ALTER TABLE ONLY public.transactions
 
 
 --
+-- Name: volume_minutes volume_minutes_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.volume_minutes
+    ADD CONSTRAINT volume_minutes_pkey PRIMARY KEY (minute, currency);
+
+
+--
+-- Name: volume_rollup volume_rollup_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.volume_rollup
+    ADD CONSTRAINT volume_rollup_pkey PRIMARY KEY (only_row);
+
+
+--
 -- Name: webhook_deliveries webhook_deliveries_event_id_subscription_id_key; Type: CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -914,6 +961,20 @@ CREATE INDEX transactions_metadata ON public.transactions USING gin (metadata js
 --
 
 CREATE INDEX transactions_pending_expiry ON public.transactions USING btree (expires_at) WHERE (status = 'pending'::text);
+
+
+--
+-- Name: transactions_posted_at; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX transactions_posted_at ON public.transactions USING btree (posted_at) WHERE (status = 'posted'::text);
+
+
+--
+-- Name: transactions_refused_at; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX transactions_refused_at ON public.transactions USING btree (created_at) WHERE (status = 'rejected'::text);
 
 
 --

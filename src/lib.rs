@@ -31,6 +31,8 @@ pub mod problem;
 pub mod reconcile;
 /// How a long-running command stops: SIGINT or SIGTERM cancels one token tree, in a set order.
 pub mod shutdown;
+/// The dashboard's volumes: a rollup of final minutes plus the live rest, never entries.
+pub mod stats;
 /// `/metrics` and `/readyz` for the workers.
 pub mod telemetry;
 

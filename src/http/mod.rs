@@ -23,6 +23,7 @@ pub mod requests;
 pub mod responses;
 pub mod search;
 pub mod settings;
+pub mod stats;
 pub mod streams;
 pub mod transactions;
 pub mod transport;
@@ -146,6 +147,7 @@ pub fn app(state: AppState) -> Router {
         .route("/v1/dead-letters/{partition}/{id}/replay", post(dead_letters::replay))
         .route("/v1/dead-letters/{partition}/{id}/drop", post(dead_letters::drop))
         .route("/v1/consumer", get(consumer_state::get))
+        .route("/v1/stats/volumes", get(stats::volumes))
         .route("/healthz", get(health::healthz))
         .route("/readyz", get(health::readyz))
         .route("/openapi.json", get(health::openapi))

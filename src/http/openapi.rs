@@ -9,7 +9,7 @@
 
 use super::{
     accounts, batch, consumer_state, dead_letters, exchanges, health, metrics, reconciliations,
-    search, transactions, webhooks,
+    search, stats, transactions, webhooks,
 };
 use axum::http::Method;
 use utoipa::openapi::header::HeaderBuilder;
@@ -36,6 +36,7 @@ use utoipa::{Modify, OpenApi};
         webhooks::list_deliveries, webhooks::get_delivery, webhooks::redeliver,
         reconciliations::list, reconciliations::get, reconciliations::exceptions,
         dead_letters::list, dead_letters::get, dead_letters::replay, dead_letters::drop, consumer_state::get,
+        stats::volumes,
         health::healthz, health::readyz, health::openapi, metrics::metrics,
     ),
     components(schemas(super::problem::Problem, crate::problem::FieldError, transactions::StatusFilter)),
@@ -46,6 +47,7 @@ use utoipa::{Modify, OpenApi};
         (name = "holds", description = "reserving money, then capturing or releasing it exactly once"),
         (name = "webhooks", description = "subscriptions to ledger events and their deliveries (Standard Webhooks, sent once per event id)"),
         (name = "reconciliations", description = "stored runs of the reconciliation job"),
+        (name = "stats", description = "the dashboard's figures, from a rollup"),
         (name = "consumer", description = "the stream consumer: its dead letters (replay, drop) and its backlog"),
         (name = "operations", description = "health, readiness, this document"),
     )

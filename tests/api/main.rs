@@ -46,4 +46,6 @@ mod snapshots;
 mod transactions;
 mod transport;
 mod verify;
+mod volume_plans;
+mod volumes;
 mod webhooks;

@@ -300,6 +300,7 @@ fn plausible(method: &Method, template: &str, f: &Fixtures) -> (String, Option<V
         ("GET", "/v1/accounts") => (format!("/v1/accounts?id_prefix={}", f.wallet), None, 200),
         // The walk reads the consumer's streams; it names dead letters no stream holds.
         ("GET", "/v1/dead-letters" | "/v1/consumer") => (template.to_owned(), None, 200),
+        ("GET", "/v1/stats/volumes") => ("/v1/stats/volumes?window=day".into(), None, 200),
         ("GET", "/v1/dead-letters/{partition}/{id}") => {
             ("/v1/dead-letters/0/1-1".into(), None, 404)
         }
@@ -547,6 +548,10 @@ async fn each_operation_answers_a_key_whose_scope_covers_it_and_403_to_the_other
     );
     assert_eq!(needed_scope(&Method::GET, "/v1/dead-letters"), Scope::Admin);
     assert_eq!(needed_scope(&Method::GET, "/v1/consumer"), Scope::Admin);
+    assert_eq!(
+        needed_scope(&Method::GET, "/v1/stats/volumes"),
+        Scope::Admin
+    );
     app.finish().await;
 }
 

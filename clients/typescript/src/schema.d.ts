@@ -388,6 +388,22 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/stats/volumes": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get: operations["get_volumes"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/transactions": {
         parameters: {
             query?: never;
@@ -623,6 +639,11 @@ export interface components {
         BatchResponse: {
             results: components["schemas"]["ItemResult"][];
         };
+        /**
+         * @description How wide one bucket is.
+         * @enum {string}
+         */
+        Bucket: "minute" | "hour";
         ConsumerPending: {
             consumer: string;
             /** Format: int64 */
@@ -1418,6 +1439,50 @@ export interface components {
             metadata?: components["schemas"]["Metadata"] | null;
         };
         VoidRequest: Record<string, never>;
+        VolumeBucket: {
+            /** Format: date-time */
+            start: string;
+            currency: components["schemas"]["CurrencyCode"];
+            /**
+             * Format: int64
+             * @description Transactions posted in the bucket (by ledger time), of every kind: captures, reversals,
+             *     and exchanges (in the currency they debit).
+             */
+            posted_count: number;
+            /**
+             * Format: int64
+             * @description What they moved: a transaction's captured amount, else the sum of its credits in this
+             *     currency.
+             */
+            posted_amount: number;
+            posted_amount_decimal: string;
+            /**
+             * Format: int64
+             * @description Creates refused in the bucket (stored refusals: `insufficient_funds`, ...).
+             */
+            refused_count: number;
+        };
+        Volumes: {
+            window: components["schemas"]["Window"];
+            bucket: components["schemas"]["Bucket"];
+            /**
+             * Format: date-time
+             * @description The start of the first bucket.
+             */
+            from: string;
+            /**
+             * Format: date-time
+             * @description Now: the last bucket is the current one, still filling.
+             */
+            to: string;
+            /** @description The buckets with something in them, oldest first, then by currency. */
+            data: components["schemas"]["VolumeBucket"][];
+        };
+        /**
+         * @description How far back the volumes reach.
+         * @enum {string}
+         */
+        Window: "hour" | "day";
     };
     responses: {
         /** @description duplicate_header: the `Authorization` (or `Idempotency-Key`) header sent more than once; malformed_json: the body is not one JSON document; id_required: a create with neither an `id` nor an `Idempotency-Key` (each operation lists the ones that apply to it) */
@@ -2962,6 +3027,57 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description validation_failed: a field, query parameter or header is invalid (`errors` names each by JSON pointer or name) */
+            422: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    get_volumes: {
+        parameters: {
+            query?: {
+                /** @description How far back: `hour` (default) or `day`. */
+                window?: components["schemas"]["Window"];
+                /** @description How wide a bucket is: `minute` (the default for an hour) or `hour` (for a day). */
+                bucket?: components["schemas"]["Bucket"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description posted transactions (count and amount) and refusals per bucket and currency */
+            200: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Volumes"];
+                };
+            };
+            /** @description duplicate_header: the `Authorization` header sent more than once */
+            400: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["InsufficientScope"];
             /** @description validation_failed: a field, query parameter or header is invalid (`errors` names each by JSON pointer or name) */
             422: {
                 headers: {

@@ -10,6 +10,7 @@ from .balances_view import BalancesView
 from .batch_mode import BatchMode
 from .batch_request import BatchRequest
 from .batch_response import BatchResponse
+from .bucket import Bucket
 from .consumer_pending import ConsumerPending
 from .consumer_state import ConsumerState
 from .create_account_request import CreateAccountRequest
@@ -82,6 +83,9 @@ from .transaction_view_kind import TransactionViewKind
 from .transaction_view_status import TransactionViewStatus
 from .transfer_request import TransferRequest
 from .void_request import VoidRequest
+from .volume_bucket import VolumeBucket
+from .volumes import Volumes
+from .window import Window
 
 __all__ = (
     "AccountTypeRequest",
@@ -94,6 +98,7 @@ __all__ = (
     "BatchMode",
     "BatchRequest",
     "BatchResponse",
+    "Bucket",
     "ConsumerPending",
     "ConsumerState",
     "CreateAccountRequest",
@@ -166,4 +171,7 @@ __all__ = (
     "TransactionViewStatus",
     "TransferRequest",
     "VoidRequest",
+    "VolumeBucket",
+    "Volumes",
+    "Window",
 )

@@ -1,0 +1,9 @@
+from enum import StrEnum
+
+
+class Bucket(StrEnum):
+    HOUR = "hour"
+    MINUTE = "minute"
+
+    def __str__(self) -> str:
+        return str(self.value)
