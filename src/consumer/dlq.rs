@@ -103,6 +103,13 @@ pub enum DlqError {
         dead_letters: String,
         ids: Vec<String>,
     },
+    /// Named dead letters that hold no event fields to publish again (the entry was deleted
+    /// from the stream while pending): they can only be dropped. Nothing was done.
+    #[error("dead letter {} in {dead_letters} holds no event to replay: drop it", ids.join(", "))]
+    NothingToReplay {
+        dead_letters: String,
+        ids: Vec<String>,
+    },
     #[error(transparent)]
     Redis(#[from] redis::RedisError),
     #[error("unexpected reply from the settle script: {0:?}")]
@@ -116,8 +123,9 @@ fn marker(stream: &StreamSettings, id: &str) -> String {
 }
 
 /// Replays or drops the dead letters `ids` of `stream` (each once, however often named), in
-/// one script: if any is unknown, nothing is done ([`DlqError::Missing`]); otherwise each one
-/// is settled now or was settled before, in the order named.
+/// one script: if any is unknown ([`DlqError::Missing`]), or for a replay holds nothing to
+/// publish ([`DlqError::NothingToReplay`]), nothing is done; otherwise each one is settled now
+/// or was settled before, in the order named.
 pub async fn settle(
     conn: &mut (impl ConnectionLike + Send + Sync),
     stream: &StreamSettings,
@@ -138,14 +146,23 @@ pub async fn settle(
         .arg(SETTLED_MEMORY_SECS)
         .arg(&ids);
     let replies: Vec<String> = call.invoke_async(conn).await?;
-    let missing: Vec<String> = replies
-        .iter()
-        .filter_map(|r| r.strip_prefix("missing:").map(str::to_owned))
-        .collect();
+    let refused = |prefix: &str| -> Vec<String> {
+        replies
+            .iter()
+            .filter_map(|r| r.strip_prefix(prefix).map(str::to_owned))
+            .collect()
+    };
+    let (missing, empty) = (refused("missing:"), refused("empty:"));
     if !missing.is_empty() {
         return Err(DlqError::Missing {
             dead_letters: stream.dead_letters(),
             ids: missing,
+        });
+    }
+    if !empty.is_empty() {
+        return Err(DlqError::NothingToReplay {
+            dead_letters: stream.dead_letters(),
+            ids: empty,
         });
     }
     replies
@@ -253,8 +270,9 @@ fn distinct(ids: &[String]) -> Vec<String> {
 
 /// KEYS: the stream, its dead letters, then one marker per id. ARGV: the action (`replay` or
 /// `drop`), the dead-letter field prefix, the markers' lifetime in seconds, then the ids.
-/// Checks every id first (in the dead letters, or remembered by its marker): one unknown id
-/// and nothing is done. Then each id not settled before is replayed (its fields without the
+/// Checks every id first (in the dead letters, or remembered by its marker): one unknown id, or
+/// for a replay one whose dead letter holds no event fields (its entry was deleted from the
+/// stream while pending), and nothing is done. Then each id not settled before is replayed (its fields without the
 /// dead letter's own, in their order) or dropped, deleted, and its fate recorded, in that
 /// order: a failing `XADD` stops the script before the dead letter is deleted.
 static SETTLE: LazyLock<redis::Script> = LazyLock::new(|| {
@@ -262,14 +280,29 @@ static SETTLE: LazyLock<redis::Script> = LazyLock::new(|| {
         r#"
 local action, prefix, ttl = ARGV[1], ARGV[2], ARGV[3]
 local n = #ARGV - 3
-local missing = {}
+local function original(id)
+  local all = redis.call('XRANGE', KEYS[2], id, id)[1][2]
+  local fields = {}
+  for j = 1, #all, 2 do
+    if string.sub(all[j], 1, #prefix) ~= prefix then
+      fields[#fields + 1] = all[j]
+      fields[#fields + 1] = all[j + 1]
+    end
+  end
+  return fields
+end
+local refused = {}
 for i = 1, n do
   local id = ARGV[3 + i]
-  if redis.call('EXISTS', KEYS[2 + i]) == 0 and #redis.call('XRANGE', KEYS[2], id, id) == 0 then
-    missing[#missing + 1] = 'missing:' .. id
+  if redis.call('EXISTS', KEYS[2 + i]) == 0 then
+    if #redis.call('XRANGE', KEYS[2], id, id) == 0 then
+      refused[#refused + 1] = 'missing:' .. id
+    elseif action == 'replay' and #original(id) == 0 then
+      refused[#refused + 1] = 'empty:' .. id
+    end
   end
 end
-if #missing > 0 then return missing end
+if #refused > 0 then return refused end
 local replies = {}
 for i = 1, n do
   local id, marker = ARGV[3 + i], KEYS[2 + i]
@@ -279,15 +312,7 @@ for i = 1, n do
   else
     fate = 'dropped'
     if action == 'replay' then
-      local all = redis.call('XRANGE', KEYS[2], id, id)[1][2]
-      local fields = {}
-      for j = 1, #all, 2 do
-        if string.sub(all[j], 1, #prefix) ~= prefix then
-          fields[#fields + 1] = all[j]
-          fields[#fields + 1] = all[j + 1]
-        end
-      end
-      fate = 'replayed:' .. redis.call('XADD', KEYS[1], '*', unpack(fields))
+      fate = 'replayed:' .. redis.call('XADD', KEYS[1], '*', unpack(original(id)))
     end
     redis.call('XDEL', KEYS[2], id)
     redis.call('SET', marker, fate, 'EX', ttl)

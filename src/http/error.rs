@@ -400,6 +400,10 @@ impl From<crate::consumer::dlq::DlqError> for ApiError {
             DlqError::Missing { ids, .. } => {
                 ApiError::NotFound(format!("dead letter {}", ids.join(", ")))
             }
+            refused @ DlqError::NothingToReplay { .. } => ApiError::InvalidTransition {
+                current: "empty".to_owned(),
+                detail: refused.to_string(),
+            },
             DlqError::Redis(e) => e.into(),
             reply @ DlqError::Reply(_) => ApiError::Internal(reply.into()),
         }

@@ -334,6 +334,27 @@ async fn bad_dead_letter_requests_answer_problems_not_errors() {
         .post("/v1/dead-letters/0/1-0/drop", &json!({"force": true}))
         .await;
     assert_problem(&r, 422, "validation_failed", "an unknown body field");
+
+    // A dead letter of an entry deleted while pending holds no event: it can only be dropped.
+    let mut redis = redis_at(&shared_redis_url()).await;
+    let partition = Partitions::new(2).unwrap().stream(&stream, 1);
+    let id: String = redis
+        .xadd(
+            format!("{partition}.dlq"),
+            "*",
+            &[("dlq_reason", "malformed_event")],
+        )
+        .await
+        .unwrap();
+    let path = format!("/v1/dead-letters/1/{id}");
+    let r = app.post(&format!("{path}/replay"), &json!({})).await;
+    assert_problem(&r, 409, "invalid_transition", "a replay of nothing");
+    assert_eq!(r.body["current_status"], "empty");
+    assert_eq!(app.get(&path).await.status, 200, "still there");
+    let r = app.post(&format!("{path}/drop"), &json!({})).await;
+    assert_eq!(r.body["outcome"], "dropped", "{}", r.text);
+    let letter = json!({"stream": partition, "id": id});
+    forget_all(&mut redis, &stream, &Partitions::new(2).unwrap(), &[letter]).await;
     app.finish().await;
 }
 
