@@ -30,7 +30,20 @@ export RUST_LOG=${RUST_LOG:-warn}
 # The seeded webhooks point at 127.0.0.1:9, listed as an in-house receiver would be (loopback
 # is refused by default).
 source scripts/test-server.sh
-start_test_server schemathesis --webhook-allowed-hosts 127.0.0.1:9
+# The consumer's admin endpoints read a stream of this run's own on the local Redis, with two
+# dead letters of known ids (the toml's dictionaries name them); the keys expire within a day
+# should the run stop before its cleanup.
+stream=schemathesis.$$
+redis=redis://127.0.0.1:6379
+start_test_server schemathesis --webhook-allowed-hosts 127.0.0.1:9 --redis-url "$redis" --stream "$stream"
+for id in 1-1 1-2; do
+    redis-cli -u "$redis" XADD "$stream.dlq" "$id" event_id "5c1a0000-0000-4000-8000-00000000010${id#1-}" \
+        wallet st-ghost amount 100 dlq_reason unknown_account dlq_detail "no wallet st-ghost" \
+        dlq_differing_fields "" dlq_original_id "$id" dlq_group wallet-ledger dlq_consumer st \
+        dlq_failures 1 dlq_at 2026-12-06T00:00:00.000Z >/dev/null ||
+        { echo "seeding the dead letter $id failed" >&2; exit 1; }
+done
+redis-cli -u "$redis" EXPIRE "$stream.dlq" 86400 >/dev/null
 
 # Fixtures that scripts/schemathesis.toml names in its dictionaries, so that many generated
 # requests reach real resources (and their 2xx bodies are checked) instead of 404 and 422.
@@ -63,6 +76,9 @@ HYPOTHESIS_STORAGE_DIRECTORY=target/hypothesis timeout --signal=INT --kill-after
     --generation-database none \
     --no-color \
     "${seed[@]}" "$@" || status=$?
+
+redis-cli -u "$redis" --scan --pattern "$stream*" |
+    xargs -r redis-cli -u "$redis" DEL >/dev/null
 
 # The server logs the cause of every 5xx once (JSON lines): show them.
 if grep -qE '"level":"(ERROR|WARN)"' "$log"; then
