@@ -120,9 +120,11 @@ impl ExchangeRequest {
         let id = key.resolve(self.id)?;
         let status = requested(self.status, self.expires_at, policy.hold_expiry)?;
         let effective_at = effective(self.effective_at, self.status, policy.effective_horizon)?;
-        let terms = self.terms()?;
+        // The extractor validated both codes and the amount; parsed once here.
         let source = Currency::parse(&self.currency).ok_or_else(unknown_currency)?;
+        let counter = Currency::parse(&self.counter_currency).ok_or_else(unknown_currency)?;
         let debited = amount(self.amount, "/amount")?;
+        let terms = self.terms(debited, source, counter)?;
         let legs = self.legs(debited, source, &terms)?;
         let metadata = self.metadata.unwrap_or_default();
         let request = json!({
@@ -164,12 +166,9 @@ impl ExchangeRequest {
     }
 
     /// The exchange's terms from the request's rate and counter amount.
-    fn terms(&self) -> Result<Exchange> {
-        let source = Currency::parse(&self.currency).ok_or_else(unknown_currency)?;
-        let counter = Currency::parse(&self.counter_currency).ok_or_else(unknown_currency)?;
+    fn terms(&self, debited: Amount, source: Currency, counter: Currency) -> Result<Exchange> {
         let rate = self.rate.as_deref().and_then(Rate::parse);
         let counter_amount = self.counter_amount.and_then(Amount::new);
-        let debited = amount(self.amount, "/amount")?;
         exchange::terms(debited, source, counter, rate, counter_amount)
             .map_err(|e| ApiError::Validation(vec![terms_error(e, self, source, counter)]))
     }

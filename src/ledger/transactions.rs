@@ -193,20 +193,21 @@ impl From<sqlx::Error> for WriteError {
 /// exchange is (its credits in the counter currency are the counter amount). For a
 /// transaction in one currency, [`credited_total`].
 pub fn credited_total_in(legs: &[LegView], currency: Currency) -> Amount {
-    let own: Vec<LegView> = legs
-        .iter()
-        .filter(|l| l.currency_or(currency) == Some(currency))
-        .cloned()
-        .collect();
-    credited_total(&own)
+    credits(
+        legs.iter()
+            .filter(|l| l.currency_or(currency) == Some(currency)),
+    )
 }
 
 /// The sum of a transaction's credits: what "the amount" of a transfer or payment is.
 /// A stored journal's credits sum to its debits, each within the range, so the sum is in range;
 /// should a stored row say otherwise, the total saturates at M rather than wrap or fail.
 pub fn credited_total(legs: &[LegView]) -> Amount {
-    legs.iter()
-        .map(|l| Amount::new(l.amount.clamp(0, MAX_AMOUNT)).expect("clamped into the range"))
+    credits(legs.iter())
+}
+
+fn credits<'a>(legs: impl Iterator<Item = &'a LegView>) -> Amount {
+    legs.map(|l| Amount::new(l.amount.clamp(0, MAX_AMOUNT)).expect("clamped into the range"))
         .fold(Amount::ZERO, Amount::saturating_add)
 }
 

@@ -174,12 +174,8 @@ impl ExchangeView {
     /// The view of an exchange in `currency` and `counter` at `rate` whose legs are `legs`:
     /// each side's amount is the sum of its credits.
     pub fn new(rate: String, currency: Currency, counter: Currency, legs: &[LegView]) -> Self {
-        let credited = |c: Currency| -> i64 {
-            legs.iter()
-                .filter(|l| l.currency_or(currency) == Some(c) && l.amount > 0)
-                .map(|l| l.amount)
-                .fold(0, i64::saturating_add)
-        };
+        // An exchange's legs each name their currency.
+        let credited = |c| super::transactions::credited_total_in(legs, c).minor_units();
         let (amount, counter_amount) = (credited(currency), credited(counter));
         ExchangeView {
             rate,
