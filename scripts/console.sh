@@ -33,7 +33,22 @@ fi
 cargo build --quiet
 # shellcheck source=scripts/test-server.sh
 . scripts/test-server.sh
-start_test_server console
+# The dead-letters page reads a stream of this run's own on the local Redis, with one dead
+# letter that the test replays; the keys expire within a day should the run stop early.
+stream=console.$$
+redis=redis://127.0.0.1:6379
+start_test_server console --redis-url "$redis" --stream "$stream"
+redis-cli -u "$redis" XADD "$stream.dlq" 1-1 event_id 5c1a0000-0000-4000-8000-000000000201 \
+    type payment.succeeded wallet ghost amount 100 currency SAR provider moyasar \
+    dlq_reason unknown_account dlq_detail "no wallet ghost" dlq_differing_fields "" \
+    dlq_original_id 1-1 dlq_group wallet-ledger dlq_consumer c1 dlq_failures 1 \
+    dlq_at 2026-12-06T00:00:00.000Z >/dev/null
+redis-cli -u "$redis" EXPIRE "$stream.dlq" 86400 >/dev/null
+cleanup() {
+    redis-cli -u "$redis" --scan --pattern "$stream*" | xargs -r redis-cli -u "$redis" DEL >/dev/null
+    stop_test_server
+}
+trap cleanup EXIT
 
 BASE=$base TOKEN=$token OUT=$out CHROMIUM=$(command -v chromium) node tests/console/console.test.mjs
 echo "console: screenshots in $out"

@@ -4,7 +4,7 @@
 // looks like HTML render as text, and take a screenshot of each page into $OUT.
 //
 // Env: BASE (the server), TOKEN (an admin key), OUT (a folder for the screenshots),
-// CHROMIUM (default /usr/bin/chromium), and DEAD_LETTER_STREAM when a dead letter was seeded.
+// CHROMIUM (default /usr/bin/chromium). The server's stream holds one dead letter, 1-1.
 
 import { chromium } from "playwright-core";
 import assert from "node:assert/strict";
@@ -16,7 +16,7 @@ const CHROMIUM = process.env.CHROMIUM || "/usr/bin/chromium";
 async function api(method, path, body) {
   const response = await fetch(BASE + path, {
     method,
-    headers: { authorization: `Bearer ${TOKEN}`, "content-type": "application/json" },
+    headers: { authorization: `Bearer ${TOKEN}`, ...(body === undefined ? {} : { "content-type": "application/json" }) },
     body: body === undefined ? undefined : JSON.stringify(body),
   });
   const data = await response.json().catch(() => null);
@@ -66,7 +66,6 @@ async function main() {
   await page.fill("input[name=key]", TOKEN);
   await page.click("button[type=submit]");
   await page.waitForSelector("h1:has-text('Dashboard')");
-  await shot(page, "dashboard");
 
   // Find the wallet by metadata, open it, and read what the API reads.
   await page.click("nav >> text=Accounts");
@@ -105,10 +104,22 @@ async function main() {
   assert.equal(await page.locator("main img").count(), 0);
   await shot(page, "transaction");
 
+  // The seeded dead letter (scripts/console.sh): shown with its reason, replayed once from
+  // the page, after which the API lists none and says a second replay is a no-op.
+  await page.goto(`${BASE}/console#/dead-letters`);
+  await page.waitForSelector("tr:has-text('1-1') >> text=unknown_account");
+  await shot(page, "dead-letters");
+  await page.click("tr:has-text('1-1') >> button:has-text('Replay')");
+  await page.waitForSelector("text=Replay: done (200: replayed)");
+  assert.equal((await api("GET", "/v1/dead-letters")).data.length, 0);
+  const again = await api("POST", "/v1/dead-letters/0/1-1/replay");
+  assert.equal(again.outcome, "already_replayed");
+  assert.equal(await page.locator("tbody tr:has-text('1-1')").count(), 0, "the page lists it no more");
+
   for (const [route, name, heading] of [
+    ["#/", "dashboard", "Dashboard"],
     ["#/deliveries", "deliveries", "Webhook deliveries"],
     ["#/reconciliations", "reconciliations", "Reconciliation runs"],
-    ["#/dead-letters", "dead-letters", "Dead letters"],
   ]) {
     await page.goto(`${BASE}/console${route}`);
     await page.waitForSelector(`h1:has-text('${heading}')`);
@@ -118,7 +129,7 @@ async function main() {
   assert.equal(await page.evaluate(() => window.__pwned), undefined, "no injected script ran");
   assert.deepEqual(violations, [], "the console itself needs nothing the CSP forbids");
   await browser.close();
-  console.log("console: logged in, found alice by metadata, matched the API, captured a hold, rendered markup as text");
+  console.log("console: logged in, found alice by metadata, matched the API, captured a hold, replayed a dead letter, rendered markup as text");
 }
 
 main().catch((error) => {
