@@ -16,6 +16,7 @@ use redis::AsyncCommands;
 use redis::aio::ConnectionLike;
 use redis::streams::{StreamId, StreamRangeReply};
 use serde_json::{Map, Value, json};
+use std::collections::BTreeMap;
 use std::sync::LazyLock;
 
 /// How many dead letters one replay or drop step handles with `--all`.
@@ -332,18 +333,25 @@ pub fn text(value: &redis::Value) -> String {
     }
 }
 
-/// One JSON line: the dead letter's id, why, and the original event.
-pub fn describe(entry: &StreamId) -> Value {
-    let mut event = Map::new();
-    let mut letter = Map::new();
+/// A dead letter's fields apart: its own (`dlq_*`, the prefix dropped: why, when, by whom)
+/// and the event's, as the producer sent them.
+pub fn split_fields(entry: &StreamId) -> (BTreeMap<String, String>, BTreeMap<String, String>) {
+    let (mut own, mut event) = (BTreeMap::new(), BTreeMap::new());
     for (key, value) in &entry.map {
         match key.strip_prefix(DEAD_LETTER_PREFIX) {
-            Some(own) => letter.insert(own.to_owned(), json!(text(value))),
-            None => event.insert(key.clone(), json!(text(value))),
+            Some(field) => own.insert(field.to_owned(), text(value)),
+            None => event.insert(key.clone(), text(value)),
         };
     }
+    (own, event)
+}
+
+/// One JSON line: the dead letter's id, why, and the original event.
+pub fn describe(entry: &StreamId) -> Value {
+    let (own, event) = split_fields(entry);
+    let mut letter: Map<String, Value> = own.into_iter().map(|(k, v)| (k, json!(v))).collect();
     letter.insert("id".into(), json!(entry.id));
-    letter.insert("event".into(), Value::Object(event));
+    letter.insert("event".into(), json!(event));
     Value::Object(letter)
 }
 

@@ -12,7 +12,7 @@ use super::responses::json;
 use super::streams::StreamsSettings;
 use crate::consumer::apply::Reason;
 use crate::consumer::dlq::{self, Action, Answer, Fate};
-use crate::consumer::stream::{DEAD_LETTER_PREFIX, StreamSettings};
+use crate::consumer::stream::StreamSettings;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::Response;
@@ -308,14 +308,7 @@ pub async fn drop(
 
 /// A dead-letter entry as the API shows it: the `dlq_*` fields apart, the event's as sent.
 fn view(partition: u16, stream: &StreamSettings, entry: &redis::streams::StreamId) -> DeadLetter {
-    let mut own = BTreeMap::new();
-    let mut event = BTreeMap::new();
-    for (name, value) in &entry.map {
-        match name.strip_prefix(DEAD_LETTER_PREFIX) {
-            Some(field) => own.insert(field, dlq::text(value)),
-            None => event.insert(name.clone(), dlq::text(value)),
-        };
-    }
+    let (mut own, event) = dlq::split_fields(entry);
     let mut take = |field: &str| own.remove(field);
     DeadLetter {
         partition,
