@@ -141,7 +141,7 @@ pub async fn get(
         Some(AsOfTime::Effective) => TimeAxis::Effective,
     };
     if query.time.is_some() && query.as_of.is_none() {
-        return Err(ApiError::validation(
+        return Err(ApiError::query(
             "/time",
             "not_applicable",
             "time chooses the clock of as_of: give as_of too",
@@ -271,7 +271,7 @@ pub struct PageQuery {
     /// 1-500, default 50.
     pub limit: Option<i64>,
     /// The `next_cursor` of the previous page of this same list, unchanged: opaque, tagged with
-    /// its list; any other value (a made-up one, another list's) is 422 `cursor`.
+    /// its list; any other value (a made-up one, another list's) is 400 `cursor`.
     pub cursor: Option<String>,
 }
 
@@ -279,7 +279,7 @@ impl PageQuery {
     pub fn limit(&self) -> Result<i64> {
         let limit = self.limit.unwrap_or(DEFAULT_PAGE_SIZE);
         if !(1..=MAX_PAGE_SIZE).contains(&limit) {
-            return Err(ApiError::validation(
+            return Err(ApiError::query(
                 "/limit",
                 "range",
                 format!("must be between 1 and {MAX_PAGE_SIZE}"),
@@ -289,13 +289,13 @@ impl PageQuery {
     }
 
     /// The position a cursor of `list` continues after (see [`next_cursor`]); anything else,
-    /// a made-up number or another list's cursor, is 422 `cursor`.
+    /// a made-up number or another list's cursor, is 400 `cursor`.
     pub fn cursor(&self, list: &str) -> Result<Option<i64>> {
         self.decoded(|c| decode_cursor(list, c))
     }
 
     /// The key a cursor of a list ordered by a text key continues after (see
-    /// [`next_key_cursor`]), when `is_key` accepts it; anything else is 422 `cursor`.
+    /// [`next_key_cursor`]), when `is_key` accepts it; anything else is 400 `cursor`.
     pub fn key_cursor(&self, list: &str, is_key: fn(&str) -> bool) -> Result<Option<String>> {
         self.decoded(|c| decode_key_cursor(list, c).filter(|key| is_key(key)))
     }
@@ -305,7 +305,7 @@ impl PageQuery {
             .as_deref()
             .map(|c| {
                 decode(c).ok_or_else(|| {
-                    ApiError::validation(
+                    ApiError::query(
                         "/cursor",
                         "cursor",
                         "not a cursor this API returned for this list",

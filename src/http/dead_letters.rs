@@ -107,8 +107,7 @@ async fn read_page(
 }
 
 #[utoipa::path(get, path = "/v1/dead-letters", tag = "consumer", operation_id = "list_dead_letters", params(DeadLetterQuery),
-    responses((status = 200, description = "dead letters, partition by partition, oldest first", body = DeadLetterPage),
-        (status = 422, body = Problem, content_type = "application/problem+json")))]
+    responses((status = 200, description = "dead letters, partition by partition, oldest first", body = DeadLetterPage)))]
 pub async fn list(
     State(state): State<AppState>,
     QueryParams(query): QueryParams<DeadLetterQuery>,
@@ -123,7 +122,7 @@ pub async fn list(
         && streams.partition(p).is_none()
     {
         let most = streams.partitions.count() - 1;
-        return Err(ApiError::validation(
+        return Err(ApiError::query(
             "/partition",
             "range",
             format!("must be between 0 and {most}"),
@@ -135,7 +134,7 @@ pub async fn list(
     if let (Some(only), Some((p, _))) = (query.partition, &after)
         && only != *p
     {
-        return Err(ApiError::validation(
+        return Err(ApiError::query(
             "/cursor",
             "cursor",
             "not a cursor this API returned for this list",

@@ -33,6 +33,11 @@ pub enum ApiError {
     DuplicateHeader(&'static str),
     #[error("validation failed")]
     Validation(Vec<FieldError>),
+    /// A query string that does not say what to read: an unknown, malformed or out-of-range
+    /// parameter. 400, not 422 like a body's fields: the request's address itself is wrong,
+    /// and a list must never answer as if a misspelt filter had not been sent.
+    #[error("invalid query")]
+    InvalidQuery(Vec<FieldError>),
     #[error("unknown accounts {0:?}")]
     UnknownAccounts(Vec<String>),
     #[error("idempotency mismatch")]
@@ -87,6 +92,11 @@ impl ApiError {
         ApiError::Validation(vec![FieldError::new(field, code, message)])
     }
 
+    /// One query parameter's error (400 `invalid_query`).
+    pub fn query(field: impl Into<String>, code: &str, message: impl Into<String>) -> ApiError {
+        ApiError::InvalidQuery(vec![FieldError::new(field, code, message)])
+    }
+
     pub fn problem(&self) -> Problem {
         match self {
             ApiError::MalformedJson(detail) => {
@@ -123,15 +133,10 @@ impl ApiError {
                 "send an `id` in the body (to rotate a webhook secret: the `secret`) or an Idempotency-Key header, so that a retry cannot apply twice",
             ),
             ApiError::Validation(errors) => {
-                let mut p = Problem::new(
-                    422,
-                    "validation_failed",
-                    "Validation failed",
-                    summary(errors),
-                );
-                // Bounded: a body of 20,000 bad items must not make an answer of megabytes.
-                p.errors = errors.iter().take(MAX_LISTED_ERRORS).cloned().collect();
-                p
+                field_problem(422, "validation_failed", "Validation failed", errors)
+            }
+            ApiError::InvalidQuery(errors) => {
+                field_problem(400, "invalid_query", "Invalid query", errors)
             }
             ApiError::UnknownAccounts(ids) => Problem::new(
                 422,
@@ -243,6 +248,14 @@ impl ApiError {
 
 /// The most field errors one answer lists; the detail gives the whole count.
 pub const MAX_LISTED_ERRORS: usize = 100;
+
+/// A problem that lists field errors (`errors`), in a body or in a query string.
+fn field_problem(status: u16, code: &str, title: &str, errors: &[FieldError]) -> Problem {
+    let mut p = Problem::new(status, code, title, summary(errors));
+    // Bounded: a body of 20,000 bad items must not make an answer of megabytes.
+    p.errors = errors.iter().take(MAX_LISTED_ERRORS).cloned().collect();
+    p
+}
 
 fn summary(errors: &[FieldError]) -> String {
     match errors {

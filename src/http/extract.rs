@@ -311,7 +311,7 @@ impl<S: Send + Sync> FromRequestParts<S> for PathPair {
     }
 }
 
-/// Query parameters, strictly typed; errors are 422 naming the parameter.
+/// Query parameters, strictly typed; errors are 400 `invalid_query` naming the parameter.
 pub struct QueryParams<T>(pub T);
 
 impl<S: Send + Sync, T: DeserializeOwned> FromRequestParts<S> for QueryParams<T> {
@@ -328,7 +328,7 @@ pub fn parse_query<T: DeserializeOwned>(query: &str) -> Result<T, ApiError> {
     if let Some((name, _)) =
         form_urlencoded::parse(query.as_bytes()).find(|(_, v)| v.contains('\0'))
     {
-        return Err(ApiError::validation(
+        return Err(ApiError::query(
             format!("/{name}"),
             "invalid_character",
             "must not contain the character U+0000",
@@ -337,7 +337,7 @@ pub fn parse_query<T: DeserializeOwned>(query: &str) -> Result<T, ApiError> {
     let de = serde_urlencoded::Deserializer::new(form_urlencoded_parse(query));
     serde_path_to_error::deserialize(de).map_err(|error| {
         let pointer = pointer_of(error.path());
-        ApiError::Validation(vec![data_error(&pointer, &error.into_inner().to_string())])
+        ApiError::InvalidQuery(vec![data_error(&pointer, &error.into_inner().to_string())])
     })
 }
 

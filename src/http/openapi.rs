@@ -72,8 +72,9 @@ enum When {
     Body,
     /// An operation with a path parameter (an id that may name nothing).
     PathParameter,
-    /// An operation with a body, a query parameter or a header parameter (each is validated).
-    Input,
+    /// An operation with a body or a header parameter (each is validated; a query string's
+    /// errors are 400 `invalid_query`).
+    BodyOrHeader,
 }
 
 /// status, component name, what it applies to, description (the `code`s it carries).
@@ -123,8 +124,8 @@ const SHARED: &[(&str, &str, When, &str)] = &[
     (
         "422",
         "ValidationFailed",
-        When::Input,
-        "validation_failed: a field, query parameter or header is invalid (`errors` names each by JSON pointer or name)",
+        When::BodyOrHeader,
+        "validation_failed: a field of the body or a header is invalid (`errors` names each by JSON pointer or name)",
     ),
     (
         "429",
@@ -192,20 +193,20 @@ fn operations(item: &mut PathItem) -> impl Iterator<Item = (Method, &mut Operati
     .filter_map(|(method, op)| op.map(|op| (method, op)))
 }
 
+fn has_parameter_in(operation: &Operation, wanted: &[ParameterIn]) -> bool {
+    operation.parameters.iter().flatten().any(|p| match p {
+        RefOr::T(p) => wanted.contains(&p.parameter_in),
+        RefOr::Ref(_) => false,
+    })
+}
+
 fn applies(when: When, operation: &Operation) -> bool {
-    let parameter_in = |wanted: &[ParameterIn]| {
-        operation.parameters.iter().flatten().any(|p| match p {
-            RefOr::T(p) => wanted.contains(&p.parameter_in),
-            RefOr::Ref(_) => false,
-        })
-    };
     match when {
         When::Always => true,
         When::Body => operation.request_body.is_some(),
-        When::PathParameter => parameter_in(&[ParameterIn::Path]),
-        When::Input => {
-            operation.request_body.is_some()
-                || parameter_in(&[ParameterIn::Query, ParameterIn::Header])
+        When::PathParameter => has_parameter_in(operation, &[ParameterIn::Path]),
+        When::BodyOrHeader => {
+            operation.request_body.is_some() || has_parameter_in(operation, &[ParameterIn::Header])
         }
     }
 }
@@ -436,6 +437,9 @@ fn bad_request(operation: &Operation) -> String {
     }
     if idempotent {
         codes.push("id_required: neither an `id` (for a secret rotation, the `secret`) nor an `Idempotency-Key`");
+    }
+    if has_parameter_in(operation, &[ParameterIn::Query]) {
+        codes.push("invalid_query: a query parameter is unknown, malformed or out of range (`errors` names each by name and code)");
     }
     codes.join("; ")
 }

@@ -38,8 +38,7 @@ pub struct RunPage {
 }
 
 #[utoipa::path(get, path = "/v1/reconciliations", tag = "reconciliations", operation_id = "list_reconciliations", params(PageQuery),
-    responses((status = 200, description = "stored runs, newest first", body = RunPage),
-        (status = 422, body = Problem, content_type = "application/problem+json")))]
+    responses((status = 200, description = "stored runs, newest first", body = RunPage)))]
 pub async fn list(
     State(state): State<AppState>,
     QueryParams(query): QueryParams<PageQuery>,
@@ -83,7 +82,7 @@ pub struct ExceptionsQuery {
     /// 1-500, default 50.
     pub limit: Option<i64>,
     /// The `next_cursor` of the previous page of this same list, unchanged: opaque, tagged with
-    /// its list; any other value (a made-up one, another list's) is 422 `cursor`.
+    /// its list; any other value (a made-up one, another list's) is 400 `cursor`.
     pub cursor: Option<String>,
     /// Only exceptions of this code (`missing_in_ledger`, ..., `unparsable_row`).
     pub code: Option<String>,
@@ -98,8 +97,7 @@ pub struct ExceptionPage {
 #[utoipa::path(get, path = "/v1/reconciliations/{id}/exceptions", tag = "reconciliations", operation_id = "list_reconciliation_exceptions",
     params(("id" = Uuid, Path), ExceptionsQuery),
     responses((status = 200, description = "the run's listed exceptions in report order, a page at a time (`summary.exceptions` has the exact counts)", body = ExceptionPage),
-        (status = 404, body = Problem, content_type = "application/problem+json"),
-        (status = 422, body = Problem, content_type = "application/problem+json")))]
+        (status = 404, body = Problem, content_type = "application/problem+json")))]
 pub async fn exceptions(
     State(state): State<AppState>,
     PathParam(id): PathParam,
@@ -115,7 +113,7 @@ pub async fn exceptions(
         None => None,
         Some(name) => Some(ExceptionCode::parse(name).ok_or_else(|| {
             let names: Vec<&str> = ExceptionCode::ALL.iter().map(|c| c.as_str()).collect();
-            ApiError::validation(
+            ApiError::query(
                 "/code",
                 "invalid_type",
                 format!("one of {}", names.join(", ")),

@@ -22,7 +22,7 @@ use utoipa::IntoParams;
 
 /// Query parameters `T` of a list, plus its `metadata[key]=value` filters as one path
 /// predicate (`None` without any). Every other parameter is held to `T`'s rules (unknown ones
-/// are 422 `unknown_field`), so a misspelt filter is refused, never ignored.
+/// are 400 `invalid_query`, `unknown_field`), so a misspelt filter is refused, never ignored.
 pub struct SearchQuery<T> {
     pub params: T,
     pub metadata: Option<String>,
@@ -39,10 +39,10 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequestParts<S> for SearchQuery<T>
                 params,
                 metadata: search::metadata_predicate(&filters),
             }),
-            Ok(_) => Err(ApiError::Validation(sorted(errors))),
-            Err(ApiError::Validation(more)) => {
+            Ok(_) => Err(ApiError::InvalidQuery(sorted(errors))),
+            Err(ApiError::InvalidQuery(more)) => {
                 errors.extend(more);
-                Err(ApiError::Validation(sorted(errors)))
+                Err(ApiError::InvalidQuery(sorted(errors)))
             }
             Err(other) => Err(other),
         }
@@ -151,8 +151,7 @@ const ACCOUNTS_LIST: &str = "accounts";
     params(AccountListQuery, ("metadata" = Option<std::collections::HashMap<String, serde_json::Value>>, Query, style = DeepObject, explode,
         description = "`metadata[key]=value` (a top-level key) or `metadata[/a/b]=value` (a JSON pointer to a nested key): the value there is the string `value`, or the number or boolean `value` spells. Repeatable (all must hold), at most 10.")),
     responses((status = 200, description = "in bytewise id order, each with its balances now", body = Page<AccountView>),
-        (status = 409, description = "balance_out_of_range: a listed account's balance is outside ±(2^53 − 1)", body = Problem, content_type = "application/problem+json"),
-        (status = 422, body = Problem, content_type = "application/problem+json")))]
+        (status = 409, description = "balance_out_of_range: a listed account's balance is outside ±(2^53 − 1)", body = Problem, content_type = "application/problem+json")))]
 pub async fn list_accounts(
     State(state): State<AppState>,
     query: SearchQuery<AccountListQuery>,
@@ -180,14 +179,14 @@ fn account_filter(query: SearchQuery<AccountListQuery>) -> Result<AccountFilter>
         .currency
         .map(|c| {
             Currency::parse(&c)
-                .ok_or_else(|| ApiError::validation("/currency", "currency", "unknown currency"))
+                .ok_or_else(|| ApiError::query("/currency", "currency", "unknown currency"))
         })
         .transpose()?;
     let id_range = q
         .id_prefix
         .map(|p| {
             search::id_prefix_range(&p).ok_or_else(|| {
-                ApiError::validation(
+                ApiError::query(
                     "/id_prefix",
                     "account_id",
                     "not the start of an account id: [A-Za-z0-9][A-Za-z0-9._:@-]*, at most 128",

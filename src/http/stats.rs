@@ -3,7 +3,6 @@
 use super::AppState;
 use super::error::Result;
 use super::extract::QueryParams;
-use super::problem::Problem;
 use super::responses::json;
 use crate::ledger::money::Currency;
 use crate::stats::{self, Bucket, Window};
@@ -53,8 +52,7 @@ pub struct VolumeBucket {
 }
 
 #[utoipa::path(get, path = "/v1/stats/volumes", tag = "stats", operation_id = "get_volumes", params(VolumesQuery),
-    responses((status = 200, description = "posted transactions (count and amount) and refusals per bucket and currency", body = Volumes),
-        (status = 422, body = Problem, content_type = "application/problem+json")))]
+    responses((status = 200, description = "posted transactions (count and amount) and refusals per bucket and currency", body = Volumes)))]
 pub async fn volumes(
     State(state): State<AppState>,
     QueryParams(query): QueryParams<VolumesQuery>,

@@ -269,15 +269,14 @@ pub struct TransactionQuery {
     /// 1-500, default 50.
     pub limit: Option<i64>,
     /// The `next_cursor` of the previous page of this same list, unchanged: opaque, tagged with
-    /// its list; any other value (a made-up one, another list's) is 422 `cursor`.
+    /// its list; any other value (a made-up one, another list's) is 400 `cursor`.
     pub cursor: Option<String>,
 }
 
 #[utoipa::path(get, path = "/v1/transactions", tag = "transactions", operation_id = "list_transactions",
     params(TransactionQuery, ("metadata" = Option<std::collections::HashMap<String, serde_json::Value>>, Query, style = DeepObject, explode,
         description = "`metadata[key]=value` (a top-level key) or `metadata[/a/b]=value` (a JSON pointer to a nested key): the value there is the string `value`, or the number or boolean `value` spells. Repeatable (all must hold), at most 10.")),
-    responses((status = 200, description = "newest first", body = Page<TransactionView>),
-        (status = 422, body = Problem, content_type = "application/problem+json")))]
+    responses((status = 200, description = "newest first", body = Page<TransactionView>)))]
 pub async fn list(
     State(state): State<AppState>,
     query: SearchQuery<TransactionQuery>,

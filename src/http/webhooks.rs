@@ -191,12 +191,12 @@ pub struct DeliveryQuery {
     /// 1-500, default 50.
     pub limit: Option<i64>,
     /// The `next_cursor` of the previous page of this same list, unchanged: opaque, tagged with
-    /// its list; any other value (a made-up one, another list's) is 422 `cursor`.
+    /// its list; any other value (a made-up one, another list's) is 400 `cursor`.
     pub cursor: Option<String>,
 }
 
 #[utoipa::path(get, path = "/v1/deliveries", tag = "webhooks", params(DeliveryQuery),
-    responses((status = 200, description = "deliveries, newest first", body = Page<DeliveryView>), (status = 422, body = Problem, content_type = "application/problem+json")))]
+    responses((status = 200, description = "deliveries, newest first", body = Page<DeliveryView>)))]
 pub async fn list_deliveries(
     State(state): State<AppState>,
     QueryParams(q): QueryParams<DeliveryQuery>,
@@ -206,7 +206,7 @@ pub async fn list_deliveries(
         .as_deref()
         .map(|s| {
             DeliveryStatus::parse(s).ok_or_else(|| {
-                ApiError::validation(
+                ApiError::query(
                     "/status",
                     "delivery_status",
                     "must be pending, delivered, dead or cancelled",

@@ -20,8 +20,8 @@ struct Case {
     body: Vec<u8>,
     status: u16,
     code: &'static str,
-    /// For 422 `validation_failed`: a JSON pointer (or parameter name) that must appear among
-    /// `errors[].field`.
+    /// For 422 `validation_failed` and 400 `invalid_query`: a JSON pointer (or parameter name)
+    /// that must appear among `errors[].field`.
     field: Option<&'static str>,
 }
 
@@ -80,6 +80,13 @@ impl Case {
     /// Shorthand for 422 `validation_failed` pointing at `field`.
     fn invalid(self, field: &'static str) -> Case {
         let mut case = self.expect(422, "validation_failed");
+        case.field = Some(field);
+        case
+    }
+
+    /// Shorthand for 400 `invalid_query` pointing at the query parameter `field`.
+    fn bad_query(self, field: &'static str) -> Case {
+        let mut case = self.expect(400, "invalid_query");
         case.field = Some(field);
         case
     }
@@ -338,17 +345,17 @@ fn cases() -> Vec<Case> {
         Case::get("GET an unknown transaction", format!("/v1/transactions/{}", id())).expect(404, "not_found"),
         Case::get("GET an unknown account", "/v1/accounts/nobody").expect(404, "not_found"),
         Case::get("GET entries of an unknown account", "/v1/accounts/nobody/entries").expect(404, "not_found"),
-        // --- Query parameters: 422 naming the parameter.
-        Case::get("list with limit=0", "/v1/transactions?limit=0").invalid("/limit"),
-        Case::get("list with limit=501", "/v1/transactions?limit=501").invalid("/limit"),
-        Case::get("list with limit=abc", "/v1/transactions?limit=abc").invalid("/limit"),
-        Case::get("list with limit=-1", "/v1/transactions?limit=-1").invalid("/limit"),
-        Case::get("list with status=bogus", "/v1/transactions?status=bogus").invalid("/status"),
-        Case::get("list with an unknown parameter", "/v1/transactions?colour=red").invalid("/colour"),
-        Case::get("list with cursor=xyz", "/v1/transactions?cursor=xyz").invalid("/cursor"),
-        Case::get("entries with cursor=xyz", "/v1/accounts/w1/entries?cursor=xyz").invalid("/cursor"),
-        Case::get("entries with limit=501", "/v1/accounts/w1/entries?limit=501").invalid("/limit"),
-        Case::get("account as_of that is not a time", "/v1/accounts/w1?as_of=yesterday").invalid("/as_of"),
+        // --- Query parameters: 400 naming the parameter.
+        Case::get("list with limit=0", "/v1/transactions?limit=0").bad_query("/limit"),
+        Case::get("list with limit=501", "/v1/transactions?limit=501").bad_query("/limit"),
+        Case::get("list with limit=abc", "/v1/transactions?limit=abc").bad_query("/limit"),
+        Case::get("list with limit=-1", "/v1/transactions?limit=-1").bad_query("/limit"),
+        Case::get("list with status=bogus", "/v1/transactions?status=bogus").bad_query("/status"),
+        Case::get("list with an unknown parameter", "/v1/transactions?colour=red").bad_query("/colour"),
+        Case::get("list with cursor=xyz", "/v1/transactions?cursor=xyz").bad_query("/cursor"),
+        Case::get("entries with cursor=xyz", "/v1/accounts/w1/entries?cursor=xyz").bad_query("/cursor"),
+        Case::get("entries with limit=501", "/v1/accounts/w1/entries?limit=501").bad_query("/limit"),
+        Case::get("account as_of that is not a time", "/v1/accounts/w1?as_of=yesterday").bad_query("/as_of"),
     ]
 }
 

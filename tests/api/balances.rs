@@ -271,7 +271,7 @@ async fn balance_as_of_a_past_moment_is_the_last_entry_at_or_before_it() {
     let bad = app.get("/v1/accounts/w?as_of=yesterday").await;
     assert_eq!(
         (bad.status, bad.code()),
-        (StatusCode::UNPROCESSABLE_ENTITY, "validation_failed")
+        (StatusCode::BAD_REQUEST, "invalid_query")
     );
     app.finish().await;
 }

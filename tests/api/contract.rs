@@ -11,6 +11,18 @@ use uuid::Uuid;
 #[track_caller]
 fn assert_field(r: &TestResponse, field: &str, code: &str, context: &str) {
     assert_problem(r, 422, "validation_failed", context);
+    assert_first_error(r, field, code, context);
+}
+
+/// A 400 `invalid_query` whose one field error is `code` at the parameter `field`.
+#[track_caller]
+fn assert_query_field(r: &TestResponse, field: &str, code: &str, context: &str) {
+    assert_problem(r, 400, "invalid_query", context);
+    assert_first_error(r, field, code, context);
+}
+
+#[track_caller]
+fn assert_first_error(r: &TestResponse, field: &str, code: &str, context: &str) {
     assert_eq!(
         (
             r.body["errors"][0]["field"].as_str(),
@@ -46,7 +58,7 @@ async fn made_up_cursors_are_refused_on_every_list() {
             "NTp0cmFuc2FjdGlvbnM=",
         ] {
             let r = app.get(&format!("{list}?cursor={cursor}")).await;
-            assert_field(&r, "/cursor", "cursor", &format!("{list}?cursor={cursor}"));
+            assert_query_field(&r, "/cursor", "cursor", &format!("{list}?cursor={cursor}"));
         }
     }
     app.finish().await;
@@ -72,7 +84,7 @@ async fn a_cursor_is_refused_on_another_list() {
         ("/v1/webhooks", &transactions),
     ] {
         let r = app.get(&format!("{path}?cursor={cursor}")).await;
-        assert_field(&r, "/cursor", "cursor", path);
+        assert_query_field(&r, "/cursor", "cursor", path);
     }
     // Each on its own list pages on.
     let r = app
@@ -359,6 +371,6 @@ async fn expires_at_is_rfc_3339_with_four_digit_years_and_no_leap_second() {
     assert_eq!(r.status, StatusCode::CREATED, "{}", r.text);
     assert_eq!(r.body["expires_at"], "9999-12-31T22:59:59Z", "{}", r.text);
     let r = app.get("/v1/accounts/w1?as_of=2026-12-01T00:00:60Z").await;
-    assert_field(&r, "/as_of", "invalid_type", "as_of leap second");
+    assert_query_field(&r, "/as_of", "invalid_type", "as_of leap second");
     app.finish().await;
 }

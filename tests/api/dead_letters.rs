@@ -307,19 +307,14 @@ async fn bad_dead_letter_requests_answer_problems_not_errors() {
         "/v1/dead-letters?stream=x",
     ] {
         let r = app.get(path).await;
-        assert_problem(&r, 422, "validation_failed", path);
+        assert_problem(&r, 400, "invalid_query", path);
     }
     // A cursor of partition 1 does not page partition 0.
     let foreign = wallet_ledger::http::accounts::next_key_cursor("dead-letters", "1/5-0");
     let r = app
         .get(&format!("/v1/dead-letters?partition=0&cursor={foreign}"))
         .await;
-    assert_problem(
-        &r,
-        422,
-        "validation_failed",
-        "a cursor of another partition",
-    );
+    assert_problem(&r, 400, "invalid_query", "a cursor of another partition");
     for path in [
         "/v1/dead-letters/2/1-0",
         "/v1/dead-letters/x/1-0",

@@ -250,7 +250,8 @@ async fn bad_dates_are_refused_and_a_retry_is_held_to_its_date() {
         StatusCode::NOT_FOUND
     );
     let r = app.get("/v1/accounts/a?time=effective").await;
-    assert_eq!(r.status, StatusCode::UNPROCESSABLE_ENTITY, "{}", r.text);
+    assert_eq!(r.status, StatusCode::BAD_REQUEST, "{}", r.text);
+    assert_eq!(r.body["errors"][0]["code"], "not_applicable", "{}", r.text);
 
     let body = json!({"id": id, "from": "a", "to": "b", "amount": 10, "effective_at": at});
     assert_eq!(

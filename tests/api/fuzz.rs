@@ -1169,7 +1169,7 @@ async fn an_account_path_with_a_nul_character_is_not_found() {
     app.finish().await;
 }
 
-// Query filters carrying U+0000 are refused as invalid input (422), never a 500.
+// Query filters carrying U+0000 are refused as an invalid query (400), never a 500.
 #[tokio::test]
 async fn transaction_filters_with_a_nul_character_are_refused_not_500() {
     let app = TestApp::new().await;
@@ -1179,10 +1179,10 @@ async fn transaction_filters_with_a_nul_character_are_refused_not_500() {
         (Method::GET, "/v1/transactions?external_ref=%00", None),
         (Method::GET, "/v1/transactions?external_ref=ref%00x", None),
     ];
-    let wrong = answers_other_than(&app, &requests, &[422]).await;
+    let wrong = answers_other_than(&app, &requests, &[400]).await;
     assert!(
         wrong.is_empty(),
-        "want 422 validation_failed, got:\n{}",
+        "want 400 invalid_query, got:\n{}",
         wrong.join("\n")
     );
     app.finish().await;

@@ -1024,14 +1024,14 @@ async fn a_reader_that_goes_away_does_not_make_the_job_panic() {
 }
 
 #[tokio::test]
-async fn a_cursor_the_api_never_returned_is_422() {
+async fn a_cursor_the_api_never_returned_is_400() {
     let app = TestApp::new().await;
     // A bare row number is not a cursor either: cursors are tagged with their list.
     for cursor in ["-5", "0", "x", "1"] {
         let r = app
             .get(&format!("/v1/reconciliations?cursor={cursor}"))
             .await;
-        super::common::assert_problem(&r, 422, "validation_failed", cursor);
+        super::common::assert_problem(&r, 400, "invalid_query", cursor);
     }
     app.finish().await;
 }
@@ -1138,7 +1138,7 @@ async fn a_runs_exceptions_are_served_a_page_at_a_time() {
     let bad = app
         .get(&format!("/v1/reconciliations/{id}/exceptions?code=nope"))
         .await;
-    super::common::assert_problem(&bad, 422, "validation_failed", "unknown code");
+    super::common::assert_problem(&bad, 400, "invalid_query", "unknown code");
     let missing = app
         .get(&format!(
             "/v1/reconciliations/{}/exceptions",

@@ -244,8 +244,8 @@ async fn transactions_are_found_by_metadata() {
 }
 
 fn assert_problem(r: &TestResponse, field: &str, code: &str) {
-    assert_eq!(r.status, StatusCode::UNPROCESSABLE_ENTITY, "{}", r.text);
-    assert_eq!(r.body["code"], "validation_failed", "{}", r.text);
+    assert_eq!(r.status, StatusCode::BAD_REQUEST, "{}", r.text);
+    assert_eq!(r.body["code"], "invalid_query", "{}", r.text);
     let errors = r.body["errors"].as_array().unwrap();
     assert!(
         errors

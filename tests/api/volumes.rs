@@ -161,7 +161,7 @@ async fn volumes_count_posted_money_and_refusals_per_bucket_and_currency() {
 }
 
 #[tokio::test]
-async fn bad_volume_queries_answer_422() {
+async fn bad_volume_queries_answer_400() {
     let app = TestApp::new().await;
     for query in [
         "window=week",
@@ -171,7 +171,7 @@ async fn bad_volume_queries_answer_422() {
         "span=day",
     ] {
         let r = app.get(&format!("/v1/stats/volumes?{query}")).await;
-        assert_problem(&r, 422, "validation_failed", query);
+        assert_problem(&r, 400, "invalid_query", query);
     }
     app.finish().await;
 }

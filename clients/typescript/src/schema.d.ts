@@ -1591,7 +1591,7 @@ export interface components {
                 "application/problem+json": components["schemas"]["Problem"];
             };
         };
-        /** @description validation_failed: a field, query parameter or header is invalid (`errors` names each by JSON pointer or name) */
+        /** @description validation_failed: a field of the body or a header is invalid (`errors` names each by JSON pointer or name) */
         ValidationFailed: {
             headers: {
                 "x-request-id": components["headers"]["RequestId"];
@@ -1743,7 +1743,7 @@ export interface operations {
                     "application/json": components["schemas"]["Page_AccountView"];
                 };
             };
-            /** @description duplicate_header: the `Authorization` header sent more than once */
+            /** @description duplicate_header: the `Authorization` header sent more than once; invalid_query: a query parameter is unknown, malformed or out of range (`errors` names each by name and code) */
             400: {
                 headers: {
                     "x-request-id": components["headers"]["RequestId"];
@@ -1757,16 +1757,6 @@ export interface operations {
             403: components["responses"]["InsufficientScope"];
             /** @description balance_out_of_range: a listed account's balance is outside ±(2^53 − 1) */
             409: {
-                headers: {
-                    "x-request-id": components["headers"]["RequestId"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
-            /** @description validation_failed: a field, query parameter or header is invalid (`errors` names each by JSON pointer or name) */
-            422: {
                 headers: {
                     "x-request-id": components["headers"]["RequestId"];
                     [name: string]: unknown;
@@ -1879,7 +1869,7 @@ export interface operations {
                     "application/json": components["schemas"]["AccountView"];
                 };
             };
-            /** @description duplicate_header: the `Authorization` header sent more than once */
+            /** @description duplicate_header: the `Authorization` header sent more than once; invalid_query: a query parameter is unknown, malformed or out of range (`errors` names each by name and code) */
             400: {
                 headers: {
                     "x-request-id": components["headers"]["RequestId"];
@@ -1911,7 +1901,6 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            422: components["responses"]["ValidationFailed"];
             429: components["responses"]["RateLimited"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];
@@ -2047,7 +2036,7 @@ export interface operations {
                 limit?: number;
                 /**
                  * @description The `next_cursor` of the previous page of this same list, unchanged: opaque, tagged with
-                 *     its list; any other value (a made-up one, another list's) is 422 `cursor`.
+                 *     its list; any other value (a made-up one, another list's) is 400 `cursor`.
                  */
                 cursor?: string;
             };
@@ -2069,7 +2058,7 @@ export interface operations {
                     "application/json": components["schemas"]["Page_EntryView"];
                 };
             };
-            /** @description duplicate_header: the `Authorization` header sent more than once */
+            /** @description duplicate_header: the `Authorization` header sent more than once; invalid_query: a query parameter is unknown, malformed or out of range (`errors` names each by name and code) */
             400: {
                 headers: {
                     "x-request-id": components["headers"]["RequestId"];
@@ -2091,7 +2080,6 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            422: components["responses"]["ValidationFailed"];
             429: components["responses"]["RateLimited"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];
@@ -2171,7 +2159,7 @@ export interface operations {
                 limit?: number;
                 /**
                  * @description The `next_cursor` of the previous page of this same list, unchanged: opaque, tagged with
-                 *     its list; any other value (a made-up one, another list's) is 422 `cursor`.
+                 *     its list; any other value (a made-up one, another list's) is 400 `cursor`.
                  */
                 cursor?: string;
             };
@@ -2193,7 +2181,7 @@ export interface operations {
                     "application/json": components["schemas"]["HoldsPage"];
                 };
             };
-            /** @description duplicate_header: the `Authorization` header sent more than once */
+            /** @description duplicate_header: the `Authorization` header sent more than once; invalid_query: a query parameter is unknown, malformed or out of range (`errors` names each by name and code) */
             400: {
                 headers: {
                     "x-request-id": components["headers"]["RequestId"];
@@ -2225,7 +2213,6 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            422: components["responses"]["ValidationFailed"];
             429: components["responses"]["RateLimited"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];
@@ -2360,7 +2347,7 @@ export interface operations {
                     "application/json": components["schemas"]["DeadLetterPage"];
                 };
             };
-            /** @description duplicate_header: the `Authorization` header sent more than once */
+            /** @description duplicate_header: the `Authorization` header sent more than once; invalid_query: a query parameter is unknown, malformed or out of range (`errors` names each by name and code) */
             400: {
                 headers: {
                     "x-request-id": components["headers"]["RequestId"];
@@ -2372,16 +2359,6 @@ export interface operations {
             };
             401: components["responses"]["Unauthenticated"];
             403: components["responses"]["InsufficientScope"];
-            /** @description validation_failed: a field, query parameter or header is invalid (`errors` names each by JSON pointer or name) */
-            422: {
-                headers: {
-                    "x-request-id": components["headers"]["RequestId"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
             429: components["responses"]["RateLimited"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];
@@ -2583,7 +2560,7 @@ export interface operations {
                 limit?: number;
                 /**
                  * @description The `next_cursor` of the previous page of this same list, unchanged: opaque, tagged with
-                 *     its list; any other value (a made-up one, another list's) is 422 `cursor`.
+                 *     its list; any other value (a made-up one, another list's) is 400 `cursor`.
                  */
                 cursor?: string;
             };
@@ -2603,7 +2580,7 @@ export interface operations {
                     "application/json": components["schemas"]["Page_DeliveryView"];
                 };
             };
-            /** @description duplicate_header: the `Authorization` header sent more than once */
+            /** @description duplicate_header: the `Authorization` header sent more than once; invalid_query: a query parameter is unknown, malformed or out of range (`errors` names each by name and code) */
             400: {
                 headers: {
                     "x-request-id": components["headers"]["RequestId"];
@@ -2615,16 +2592,6 @@ export interface operations {
             };
             401: components["responses"]["Unauthenticated"];
             403: components["responses"]["InsufficientScope"];
-            /** @description validation_failed: a field, query parameter or header is invalid (`errors` names each by JSON pointer or name) */
-            422: {
-                headers: {
-                    "x-request-id": components["headers"]["RequestId"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
             429: components["responses"]["RateLimited"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];
@@ -2879,7 +2846,7 @@ export interface operations {
                 limit?: number;
                 /**
                  * @description The `next_cursor` of the previous page of this same list, unchanged: opaque, tagged with
-                 *     its list; any other value (a made-up one, another list's) is 422 `cursor`.
+                 *     its list; any other value (a made-up one, another list's) is 400 `cursor`.
                  */
                 cursor?: string;
             };
@@ -2899,7 +2866,7 @@ export interface operations {
                     "application/json": components["schemas"]["RunPage"];
                 };
             };
-            /** @description duplicate_header: the `Authorization` header sent more than once */
+            /** @description duplicate_header: the `Authorization` header sent more than once; invalid_query: a query parameter is unknown, malformed or out of range (`errors` names each by name and code) */
             400: {
                 headers: {
                     "x-request-id": components["headers"]["RequestId"];
@@ -2911,16 +2878,6 @@ export interface operations {
             };
             401: components["responses"]["Unauthenticated"];
             403: components["responses"]["InsufficientScope"];
-            /** @description validation_failed: a field, query parameter or header is invalid (`errors` names each by JSON pointer or name) */
-            422: {
-                headers: {
-                    "x-request-id": components["headers"]["RequestId"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
             429: components["responses"]["RateLimited"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];
@@ -2981,7 +2938,7 @@ export interface operations {
                 limit?: number;
                 /**
                  * @description The `next_cursor` of the previous page of this same list, unchanged: opaque, tagged with
-                 *     its list; any other value (a made-up one, another list's) is 422 `cursor`.
+                 *     its list; any other value (a made-up one, another list's) is 400 `cursor`.
                  */
                 cursor?: string;
                 /** @description Only exceptions of this code (`missing_in_ledger`, ..., `unparsable_row`). */
@@ -3005,7 +2962,7 @@ export interface operations {
                     "application/json": components["schemas"]["ExceptionPage"];
                 };
             };
-            /** @description duplicate_header: the `Authorization` header sent more than once */
+            /** @description duplicate_header: the `Authorization` header sent more than once; invalid_query: a query parameter is unknown, malformed or out of range (`errors` names each by name and code) */
             400: {
                 headers: {
                     "x-request-id": components["headers"]["RequestId"];
@@ -3019,16 +2976,6 @@ export interface operations {
             403: components["responses"]["InsufficientScope"];
             /** @description not_found: nothing has this id */
             404: {
-                headers: {
-                    "x-request-id": components["headers"]["RequestId"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
-            /** @description validation_failed: a field, query parameter or header is invalid (`errors` names each by JSON pointer or name) */
-            422: {
                 headers: {
                     "x-request-id": components["headers"]["RequestId"];
                     [name: string]: unknown;
@@ -3066,7 +3013,7 @@ export interface operations {
                     "application/json": components["schemas"]["Volumes"];
                 };
             };
-            /** @description duplicate_header: the `Authorization` header sent more than once */
+            /** @description duplicate_header: the `Authorization` header sent more than once; invalid_query: a query parameter is unknown, malformed or out of range (`errors` names each by name and code) */
             400: {
                 headers: {
                     "x-request-id": components["headers"]["RequestId"];
@@ -3078,16 +3025,6 @@ export interface operations {
             };
             401: components["responses"]["Unauthenticated"];
             403: components["responses"]["InsufficientScope"];
-            /** @description validation_failed: a field, query parameter or header is invalid (`errors` names each by JSON pointer or name) */
-            422: {
-                headers: {
-                    "x-request-id": components["headers"]["RequestId"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
             429: components["responses"]["RateLimited"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];
@@ -3106,7 +3043,7 @@ export interface operations {
                 limit?: number;
                 /**
                  * @description The `next_cursor` of the previous page of this same list, unchanged: opaque, tagged with
-                 *     its list; any other value (a made-up one, another list's) is 422 `cursor`.
+                 *     its list; any other value (a made-up one, another list's) is 400 `cursor`.
                  */
                 cursor?: string;
                 /** @description `metadata[key]=value` (a top-level key) or `metadata[/a/b]=value` (a JSON pointer to a nested key): the value there is the string `value`, or the number or boolean `value` spells. Repeatable (all must hold), at most 10. */
@@ -3130,7 +3067,7 @@ export interface operations {
                     "application/json": components["schemas"]["Page_TransactionView"];
                 };
             };
-            /** @description duplicate_header: the `Authorization` header sent more than once */
+            /** @description duplicate_header: the `Authorization` header sent more than once; invalid_query: a query parameter is unknown, malformed or out of range (`errors` names each by name and code) */
             400: {
                 headers: {
                     "x-request-id": components["headers"]["RequestId"];
@@ -3142,16 +3079,6 @@ export interface operations {
             };
             401: components["responses"]["Unauthenticated"];
             403: components["responses"]["InsufficientScope"];
-            /** @description validation_failed: a field, query parameter or header is invalid (`errors` names each by JSON pointer or name) */
-            422: {
-                headers: {
-                    "x-request-id": components["headers"]["RequestId"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
             429: components["responses"]["RateLimited"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];
@@ -3636,7 +3563,7 @@ export interface operations {
                 limit?: number;
                 /**
                  * @description The `next_cursor` of the previous page of this same list, unchanged: opaque, tagged with
-                 *     its list; any other value (a made-up one, another list's) is 422 `cursor`.
+                 *     its list; any other value (a made-up one, another list's) is 400 `cursor`.
                  */
                 cursor?: string;
             };
@@ -3656,7 +3583,7 @@ export interface operations {
                     "application/json": components["schemas"]["Page_SubscriptionView"];
                 };
             };
-            /** @description duplicate_header: the `Authorization` header sent more than once */
+            /** @description duplicate_header: the `Authorization` header sent more than once; invalid_query: a query parameter is unknown, malformed or out of range (`errors` names each by name and code) */
             400: {
                 headers: {
                     "x-request-id": components["headers"]["RequestId"];
@@ -3668,7 +3595,6 @@ export interface operations {
             };
             401: components["responses"]["Unauthenticated"];
             403: components["responses"]["InsufficientScope"];
-            422: components["responses"]["ValidationFailed"];
             429: components["responses"]["RateLimited"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];
@@ -3891,7 +3817,7 @@ export interface operations {
             408: components["responses"]["BodyTimeout"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
-            /** @description validation_failed: a field, query parameter or header is invalid (`errors` names each by JSON pointer or name) */
+            /** @description validation_failed: a field of the body or a header is invalid (`errors` names each by JSON pointer or name) */
             422: {
                 headers: {
                     "x-request-id": components["headers"]["RequestId"];
