@@ -207,6 +207,30 @@ CREATE TABLE public.account_checkpoints (
 
 
 --
+-- Name: account_limits; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.account_limits (
+    id uuid NOT NULL,
+    account_id text NOT NULL,
+    currency text NOT NULL,
+    direction text NOT NULL,
+    measure text NOT NULL,
+    maximum bigint NOT NULL,
+    window_seconds integer NOT NULL,
+    creation_request jsonb NOT NULL,
+    creation_response text NOT NULL,
+    created_at timestamp with time zone NOT NULL,
+    deleted_at timestamp with time zone,
+    CONSTRAINT account_limits_currency_check CHECK ((currency ~ '^[A-Z]{3}$'::text)),
+    CONSTRAINT account_limits_direction_check CHECK ((direction = ANY (ARRAY['debit'::text, 'credit'::text, 'both'::text]))),
+    CONSTRAINT account_limits_maximum_check CHECK (((maximum >= 1) AND (maximum <= '9007199254740991'::bigint))),
+    CONSTRAINT account_limits_measure_check CHECK ((measure = ANY (ARRAY['amount'::text, 'count'::text]))),
+    CONSTRAINT account_limits_window_seconds_check CHECK (((window_seconds >= 60) AND (window_seconds <= 2678400)))
+);
+
+
+--
 -- Name: accounts; Type: TABLE; Schema: public; Owner: -
 --
 
@@ -222,6 +246,7 @@ CREATE TABLE public.accounts (
     creation_response text NOT NULL,
     created_at timestamp with time zone NOT NULL,
     updated_at timestamp with time zone NOT NULL,
+    has_limits boolean DEFAULT false NOT NULL,
     CONSTRAINT accounts_check CHECK (((type = 'wallet'::text) OR (overdraft_limit = 0))),
     CONSTRAINT accounts_currency_check CHECK ((currency ~ '^[A-Z]{3}$'::text)),
     CONSTRAINT accounts_id_check CHECK ((id ~ '^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$'::text)),
@@ -502,7 +527,7 @@ CREATE TABLE public.transactions (
     CONSTRAINT transactions_kind_check CHECK ((kind = ANY (ARRAY['transaction'::text, 'transfer'::text, 'payment'::text, 'reversal'::text, 'exchange'::text]))),
     CONSTRAINT transactions_legs_check CHECK ((jsonb_typeof(legs) = 'array'::text)),
     CONSTRAINT transactions_metadata_check CHECK ((jsonb_typeof(metadata) = 'object'::text)),
-    CONSTRAINT transactions_refusal_code_check CHECK ((refusal_code = ANY (ARRAY['insufficient_funds'::text, 'account_frozen'::text, 'account_closed'::text, 'reversal_exceeds_original'::text]))),
+    CONSTRAINT transactions_refusal_code_check CHECK ((refusal_code = ANY (ARRAY['insufficient_funds'::text, 'account_frozen'::text, 'account_closed'::text, 'reversal_exceeds_original'::text, 'velocity_limit_exceeded'::text]))),
     CONSTRAINT transactions_refused_is_rejected CHECK (((status = 'rejected'::text) = (creation_outcome = 'refused'::text))),
     CONSTRAINT transactions_reversal_link CHECK (((kind = 'reversal'::text) = ((reverses IS NOT NULL) AND (reversed_amount IS NOT NULL)))),
     CONSTRAINT transactions_reversed_amount_check CHECK (((reversed_amount >= 1) AND (reversed_amount <= '9007199254740991'::bigint))),
@@ -652,6 +677,14 @@ ALTER TABLE ONLY public.account_checkpoints
 
 ALTER TABLE public.account_checkpoints
     ADD CONSTRAINT account_checkpoints_posted_range CHECK (((posted >= '-9007199254740991'::bigint) AND (posted <= '9007199254740991'::bigint))) NOT VALID;
+
+
+--
+-- Name: account_limits account_limits_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.account_limits
+    ADD CONSTRAINT account_limits_pkey PRIMARY KEY (id);
 
 
 --
@@ -828,6 +861,13 @@ ALTER TABLE ONLY public.webhook_subscriptions
 
 ALTER TABLE ONLY public.webhook_subscriptions
     ADD CONSTRAINT webhook_subscriptions_seq_key UNIQUE (seq);
+
+
+--
+-- Name: account_limits_account; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX account_limits_account ON public.account_limits USING btree (account_id) WHERE (deleted_at IS NULL);
 
 
 --
@@ -1088,6 +1128,14 @@ CREATE TRIGGER transactions_resolution_immutable BEFORE UPDATE ON public.transac
 
 ALTER TABLE ONLY public.account_checkpoints
     ADD CONSTRAINT account_checkpoints_account_id_fkey FOREIGN KEY (account_id) REFERENCES public.accounts(id);
+
+
+--
+-- Name: account_limits account_limits_account_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.account_limits
+    ADD CONSTRAINT account_limits_account_id_fkey FOREIGN KEY (account_id) REFERENCES public.accounts(id);
 
 
 --

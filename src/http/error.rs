@@ -48,6 +48,9 @@ pub enum ApiError {
     MethodNotAllowed,
     #[error("invalid transition from {current}")]
     InvalidTransition { current: String, detail: String },
+    /// An account that already has the most velocity limits it may have.
+    #[error("the account has {0} limits already")]
+    TooManyLimits(i64),
     #[error("account not empty")]
     AccountNotEmpty(String),
     /// A balance outside ±(2^53 − 1), left by postings from before the range was enforced for
@@ -179,6 +182,12 @@ impl ApiError {
                 p.current_status = Some(current.clone());
                 p
             }
+            ApiError::TooManyLimits(most) => Problem::new(
+                409,
+                "too_many_limits",
+                "Too many limits",
+                format!("the account has {most} limits, the most it may have; delete one first"),
+            ),
             ApiError::AccountNotEmpty(detail) => Problem::new(
                 409,
                 "account_not_empty",

@@ -15,6 +15,7 @@ pub mod extract;
 pub mod failover;
 pub mod health;
 pub mod key_lookups;
+pub mod limits;
 pub mod metrics;
 pub mod openapi;
 pub mod problem;
@@ -40,7 +41,7 @@ use axum::extract::{DefaultBodyLimit, Request, State};
 use axum::http::{HeaderName, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
+use axum::routing::{delete, get, post};
 use error::ApiError;
 use sqlx::PgPool;
 use std::sync::Arc;
@@ -115,6 +116,8 @@ pub fn app(state: AppState) -> Router {
         .route("/v1/accounts/{id}/unfreeze", post(accounts::unfreeze))
         .route("/v1/accounts/{id}/close", post(accounts::close))
         .route("/v1/accounts/{id}/holds", get(accounts::holds))
+        .route("/v1/accounts/{id}/limits", post(limits::create).get(limits::list))
+        .route("/v1/accounts/{id}/limits/{limit_id}", delete(limits::delete))
         .route("/v1/transactions", post(transactions::create).get(transactions::list))
         .route(
             BATCH_ROUTE,

@@ -8,8 +8,8 @@
 //! fuzzing of `scripts/schemathesis.sh`, find every status the server can send documented.
 
 use super::{
-    accounts, batch, consumer_state, dead_letters, exchanges, health, metrics, reconciliations,
-    search, stats, transactions, webhooks,
+    accounts, batch, consumer_state, dead_letters, exchanges, health, limits, metrics,
+    reconciliations, search, stats, transactions, webhooks,
 };
 use axum::http::Method;
 use utoipa::openapi::header::HeaderBuilder;
@@ -29,6 +29,7 @@ use utoipa::{Modify, OpenApi};
     paths(
         accounts::create, search::list_accounts, accounts::get, accounts::patch, accounts::entries, accounts::holds,
         accounts::freeze, accounts::unfreeze, accounts::close,
+        limits::create, limits::list, limits::delete,
         transactions::create, transactions::list, transactions::get,
         transactions::transfer, transactions::payment, exchanges::exchange, batch::batch,
         transactions::post, transactions::void, transactions::reverse,
@@ -44,6 +45,7 @@ use utoipa::{Modify, OpenApi};
     tags(
         (name = "accounts", description = "wallets and system accounts, with derived balances"),
         (name = "transactions", description = "moving money, exactly once per id"),
+        (name = "limits", description = "velocity limits: at most an amount or a count of movements through a wallet per rolling window, held exactly under its lock"),
         (name = "holds", description = "reserving money, then capturing or releasing it exactly once"),
         (name = "webhooks", description = "subscriptions to ledger events and their deliveries (Standard Webhooks, sent once per event id)"),
         (name = "reconciliations", description = "stored runs of the reconciliation job"),

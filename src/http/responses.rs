@@ -97,6 +97,7 @@ fn refusal_title(code: RefusalCode) -> &'static str {
         RefusalCode::AccountFrozen => "Account frozen",
         RefusalCode::AccountClosed => "Account closed",
         RefusalCode::ReversalExceedsOriginal => "Reversal exceeds the original",
+        RefusalCode::VelocityLimitExceeded => "Velocity limit exceeded",
     }
 }
 

@@ -15,6 +15,7 @@ pub mod group_commit;
 pub mod holds;
 pub mod ids;
 pub mod journal;
+pub mod limits;
 pub mod money;
 pub mod posting;
 pub mod replay_cache;

@@ -436,14 +436,17 @@ pub enum RefusalCode {
     AccountFrozen,
     AccountClosed,
     ReversalExceedsOriginal,
+    /// A movement past one of the wallet's velocity limits (`ledger::limits`).
+    VelocityLimitExceeded,
 }
 
 impl RefusalCode {
-    pub const ALL: [RefusalCode; 4] = [
+    pub const ALL: [RefusalCode; 5] = [
         RefusalCode::InsufficientFunds,
         RefusalCode::AccountFrozen,
         RefusalCode::AccountClosed,
         RefusalCode::ReversalExceedsOriginal,
+        RefusalCode::VelocityLimitExceeded,
     ];
 
     /// The stable code: `refusal_code` as stored, `refusal.code` of the view, the problem's
@@ -454,6 +457,7 @@ impl RefusalCode {
             RefusalCode::AccountFrozen => "account_frozen",
             RefusalCode::AccountClosed => "account_closed",
             RefusalCode::ReversalExceedsOriginal => "reversal_exceeds_original",
+            RefusalCode::VelocityLimitExceeded => "velocity_limit_exceeded",
         }
     }
 

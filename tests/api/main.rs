@@ -32,6 +32,8 @@ mod group_commit;
 mod history;
 mod holds;
 mod idempotency;
+mod limit_windows;
+mod limits;
 mod model;
 mod openapi;
 mod operations_doc;

@@ -300,6 +300,22 @@ fn plausible(method: &Method, template: &str, f: &Fixtures) -> (String, Option<V
         ("GET", "/v1/accounts") => (format!("/v1/accounts?id_prefix={}", f.wallet), None, 200),
         // The walk reads the consumer's streams; it names dead letters no stream holds.
         ("GET", "/v1/dead-letters" | "/v1/consumer") => (template.to_owned(), None, 200),
+        ("GET", "/v1/accounts/{id}/limits") => {
+            (format!("/v1/accounts/{}/limits", f.wallet), None, 200)
+        }
+        // A credit limit no request of the walk comes near.
+        ("POST", "/v1/accounts/{id}/limits") => (
+            format!("/v1/accounts/{}/limits", f.wallet),
+            Some(
+                json!({"id": Uuid::new_v4(), "direction": "credit", "window_seconds": 3600, "count": 1_000_000}),
+            ),
+            201,
+        ),
+        ("DELETE", "/v1/accounts/{id}/limits/{limit_id}") => (
+            format!("/v1/accounts/{}/limits/{}", f.wallet, Uuid::nil()),
+            None,
+            404,
+        ),
         ("GET", "/v1/stats/volumes") => ("/v1/stats/volumes?window=day".into(), None, 200),
         ("GET", "/v1/dead-letters/{partition}/{id}") => {
             ("/v1/dead-letters/0/1-1".into(), None, 404)

@@ -43,6 +43,8 @@ mod history;
 mod holds;
 #[path = "../api/idempotency.rs"]
 mod idempotency;
+#[path = "../api/limits.rs"]
+mod limits;
 #[path = "../api/model.rs"]
 mod model;
 #[path = "../api/reconcile.rs"]

@@ -164,6 +164,38 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/accounts/{id}/limits": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get: operations["list_limits"];
+        put?: never;
+        post: operations["create_limit"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/accounts/{id}/limits/{limit_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        delete: operations["delete_limit"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/accounts/{id}/unfreeze": {
         parameters: {
             query?: never;
@@ -672,6 +704,31 @@ export interface components {
             overdraft_limit?: number | null;
             metadata?: components["schemas"]["Metadata"] | null;
         };
+        CreateLimitRequest: {
+            /**
+             * Format: uuid
+             * @description The caller's id; without it an `Idempotency-Key` header derives one.
+             */
+            id?: string | null;
+            /** @description What counts: `debit` (money leaving), `credit` (arriving), or `both` (gross). */
+            direction: components["schemas"]["Direction"];
+            /**
+             * Format: int64
+             * @description The rolling window in seconds: 60 (a minute) to 2,678,400 (31 days).
+             */
+            window_seconds: number;
+            /**
+             * Format: int64
+             * @description At most this much moved per window, in minor units of the account's currency. Exactly
+             *     one of `amount` and `count`.
+             */
+            amount?: number | null;
+            /**
+             * Format: int64
+             * @description At most this many movements per window. Exactly one of `amount` and `count`.
+             */
+            count?: number | null;
+        };
         CreateTransactionRequest: {
             /**
              * Format: uuid
@@ -807,6 +864,11 @@ export interface components {
             /** Format: date-time */
             delivered_at?: string | null;
         };
+        /**
+         * @description Which movements a limit counts.
+         * @enum {string}
+         */
+        Direction: "debit" | "credit" | "both";
         EntryRequest: {
             account: string;
             /**
@@ -1036,6 +1098,42 @@ export interface components {
          *     not silently applied as a bare transition.
          */
         LifecycleRequest: Record<string, never>;
+        /** @description The limits of an account that count. */
+        LimitList: {
+            data: components["schemas"]["LimitView"][];
+        };
+        /** @description A limit as the API shows it. */
+        LimitView: {
+            /** Format: uuid */
+            id: string;
+            account_id: string;
+            direction: components["schemas"]["Direction"];
+            /**
+             * Format: int64
+             * @description The most the window lets through, in minor units of the account's currency (an amount
+             *     limit), else `null`.
+             */
+            amount?: number | null;
+            /** @description `amount` in major units (`"5000.00"`), else `null`. */
+            amount_decimal?: string | null;
+            /**
+             * Format: int64
+             * @description The most movements the window lets through (a count limit), else `null`.
+             */
+            count?: number | null;
+            /**
+             * Format: int32
+             * @description The rolling window, 60 to 2,678,400 seconds (1 minute to 31 days).
+             */
+            window_seconds: number;
+            /** Format: date-time */
+            created_at: string;
+            /**
+             * Format: date-time
+             * @description When it was deleted (it no longer counts), else `null`.
+             */
+            deleted_at?: string | null;
+        };
         /** @description A payment found on both sides and agreeing. */
         Matched: {
             /** Format: uuid */
@@ -1203,7 +1301,7 @@ export interface components {
              *     the same refusal.
              * @enum {string}
              */
-            code: "insufficient_funds" | "account_frozen" | "account_closed" | "reversal_exceeds_original";
+            code: "insufficient_funds" | "account_frozen" | "account_closed" | "reversal_exceeds_original" | "velocity_limit_exceeded";
             detail: string;
         };
         /**
@@ -2205,6 +2303,191 @@ export interface operations {
             };
             /** @description balance_out_of_range: a balance of the account is outside ±(2^53 − 1), left by rows from before that range was enforced */
             409: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    list_limits: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description the account's limits that count, oldest first (at most 20) */
+            200: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["LimitList"];
+                };
+            };
+            /** @description duplicate_header: the `Authorization` header sent more than once */
+            400: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["InsufficientScope"];
+            /** @description not_found: nothing has this id */
+            404: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    create_limit: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description derives the id when the body has none */
+                "Idempotency-Key"?: string | null;
+            };
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["CreateLimitRequest"];
+            };
+        };
+        responses: {
+            /** @description replay of the creation response (`Idempotent-Replayed: true`) */
+            200: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["LimitView"];
+                };
+            };
+            /** @description added: every posting that locks the wallet from now on is held to it */
+            201: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["LimitView"];
+                };
+            };
+            /** @description duplicate_header: the `Authorization` or `Idempotency-Key` header sent more than once; malformed_json: the body is not one JSON document; id_required: neither an `id` (for a secret rotation, the `secret`) nor an `Idempotency-Key` */
+            400: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["InsufficientScope"];
+            /** @description not_found: nothing has this id */
+            404: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            408: components["responses"]["BodyTimeout"];
+            /** @description too_many_limits: the account already has 20 */
+            409: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            /** @description validation_failed (`required`: not exactly one of amount and count; `range`), idempotency_mismatch */
+            422: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    delete_limit: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+                limit_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description deleted: postings that lock the wallet from now on no longer count it (a repeat answers the same) */
+            200: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["LimitView"];
+                };
+            };
+            /** @description duplicate_header: the `Authorization` header sent more than once */
+            400: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["InsufficientScope"];
+            /** @description not_found: nothing has this id */
+            404: {
                 headers: {
                     "x-request-id": components["headers"]["RequestId"];
                     [name: string]: unknown;

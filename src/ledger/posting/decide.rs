@@ -11,6 +11,7 @@ use crate::ledger::effective::{DateError, EffectiveHistory};
 use crate::ledger::holds;
 use crate::ledger::ids::AccountId;
 use crate::ledger::journal::Leg;
+use crate::ledger::limits::Activity;
 use crate::ledger::money::{Amount, Currency};
 use crate::ledger::transactions::{ItemError, NewTransaction, RefusalCode, Requested};
 use crate::problem::FieldError;
@@ -36,6 +37,9 @@ pub(super) struct LockedLedger {
     /// date (`ledger::effective`), kept up to date as items post. Loaded for exactly the
     /// wallets [`Self::backdated_shortfall`] looks up.
     pub(super) histories: HashMap<String, EffectiveHistory>,
+    /// For every wallet with velocity limits: the limits and what the wallet moved within
+    /// them, kept up to date as items post or hold ([`Self::velocity_refusal`]).
+    pub(super) activities: HashMap<String, Activity>,
 }
 
 impl LockedLedger {
@@ -124,7 +128,11 @@ impl LockedLedger {
         if let Some(refusal) = self.funds_refusal(item, currency) {
             return Ok(refusal);
         }
+        if let Some(refusal) = self.velocity_refusal(item, currency, now) {
+            return Ok(refusal);
+        }
         self.apply_to_systems(item);
+        self.record_activity(item, now);
         match item.status {
             Requested::Pending { expires_at } => Ok(self.hold(item, currency, expires_at)),
             Requested::Posted | Requested::Voided => self.post(item, currency, now),
@@ -275,6 +283,41 @@ impl LockedLedger {
             }
         }
         None
+    }
+
+    /// A leg past one of its wallet's velocity limits. A provider's refund, money already
+    /// paid out, is recorded whatever the limits (as it is whatever the funds).
+    fn velocity_refusal(
+        &self,
+        item: &NewTransaction,
+        currency: Currency,
+        now: DateTime<Utc>,
+    ) -> Option<Decision> {
+        if item.provider_initiated {
+            return None;
+        }
+        item.journal.legs().iter().find_map(|leg| {
+            let activity = self.activities.get(leg.account.as_str())?;
+            let exceeded = activity.refusal(leg.amount, now)?;
+            let detail = exceeded.detail(leg.account.as_str(), currency);
+            Some(refuse(currency, RefusalCode::VelocityLimitExceeded, detail))
+        })
+    }
+
+    /// What a posted or held item moves through limited wallets, for the items after it. A
+    /// posting's legs count at its ledger time, which is `now` or a little later (`chain`):
+    /// counting them at `now` keeps them in every window they are in.
+    fn record_activity(&mut self, item: &NewTransaction, now: DateTime<Utc>) {
+        let held = matches!(item.status, Requested::Pending { .. });
+        for leg in item.journal.legs() {
+            if let Some(activity) = self.activities.get_mut(leg.account.as_str()) {
+                if held {
+                    activity.record_held(leg.amount);
+                } else {
+                    activity.record_posted(now, leg.amount);
+                }
+            }
+        }
     }
 
     /// A backdated debit must also leave `available` within the overdraft limit at every

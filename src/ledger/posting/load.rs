@@ -10,6 +10,7 @@ use crate::ledger::accounts::{AccountStatus, AccountType};
 use crate::ledger::bounds::SystemState;
 use crate::ledger::effective::{self, EffectiveHistory};
 use crate::ledger::ids::AccountId;
+use crate::ledger::limits::{self, Activity};
 use crate::ledger::money::{Amount, Currency};
 use crate::ledger::store::{Db, locks, reads};
 use crate::ledger::transactions::{NewTransaction, WriteError};
@@ -49,6 +50,8 @@ pub(crate) struct LockedAccount {
     pub kind: AccountType,
     pub status: AccountStatus,
     pub overdraft_limit: Amount,
+    /// Whether it has velocity limits (`ledger::limits`), read only then.
+    pub has_limits: bool,
 }
 
 /// A wallet's running state while a batch is decided: where its chain continues and what
@@ -142,6 +145,7 @@ impl LockedLedger {
                         kind: AccountType::System,
                         status: AccountStatus::Active,
                         overdraft_limit: Amount::ZERO,
+                        has_limits: false,
                     },
                 );
             }
@@ -152,6 +156,7 @@ impl LockedLedger {
             .map(|a| a.id.clone())
             .collect();
         let wallets = reads::wallet_states(db, &wallet_ids).await?;
+        let activities = limited_activities(db, &accounts, &wallets).await?;
         let system_ids: Vec<String> = accounts
             .values()
             .filter(|a| a.kind == AccountType::System)
@@ -170,8 +175,38 @@ impl LockedLedger {
             needs_exclusive,
             reversed,
             histories,
+            activities,
         })
     }
+}
+
+/// The recent activity of each wallet of the pass that has velocity limits, read under its
+/// lock; nothing at all is read when none has (the lock statement said so).
+async fn limited_activities(
+    db: &mut Db<'_>,
+    accounts: &BTreeMap<String, LockedAccount>,
+    wallets: &HashMap<String, WalletState>,
+) -> Result<HashMap<String, Activity>, StoreError> {
+    let limited: Vec<String> = accounts
+        .values()
+        .filter(|a| a.has_limits && a.kind == AccountType::Wallet)
+        .map(|a| a.id.clone())
+        .collect();
+    if limited.is_empty() {
+        return Ok(HashMap::new());
+    }
+    let now = Utc::now();
+    let mut limits = limits::store::limits_of(db.conn(), &limited).await?;
+    let mut activities = HashMap::with_capacity(limits.len());
+    for wallet in limited {
+        let (Some(of_wallet), Some(state)) = (limits.remove(&wallet), wallets.get(&wallet)) else {
+            continue;
+        };
+        let activity =
+            limits::store::activity(db.conn(), &wallet, &state.chain, of_wallet, now).await?;
+        activities.insert(wallet, activity);
+    }
+    Ok(activities)
 }
 
 /// For each wallet a backdated item of this pass debits, its entries effective since the

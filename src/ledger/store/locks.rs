@@ -121,21 +121,21 @@ async fn lock_accounts_plain(
     let locked = sqlx::query_as!(
         LockedRow,
         r#"with wallets as (
-               select id, currency, type as kind, status, overdraft_limit from accounts
+               select id, currency, type as kind, status, overdraft_limit, has_limits from accounts
                where id = any($1) and type = 'wallet' order by id for update),
            shared as (
-               select id, currency, type as kind, status, overdraft_limit from accounts
+               select id, currency, type as kind, status, overdraft_limit, has_limits from accounts
                where id = any($1) and type = 'system' and not $2 order by id for share),
            exclusive as (
-               select id, currency, type as kind, status, overdraft_limit from accounts
+               select id, currency, type as kind, status, overdraft_limit, has_limits from accounts
                where id = any($1) and type = 'system' and $2 order by id for update)
            select id as "id!", currency as "currency!", kind as "kind!", status as "status!",
-                  overdraft_limit as "overdraft_limit!"
+                  overdraft_limit as "overdraft_limit!", has_limits as "has_limits!"
            from wallets
            union all
-           select id, currency, kind, status, overdraft_limit from shared
+           select id, currency, kind, status, overdraft_limit, has_limits from shared
            union all
-           select id, currency, kind, status, overdraft_limit from exclusive"#,
+           select id, currency, kind, status, overdraft_limit, has_limits from exclusive"#,
         sorted_ids,
         systems == SystemLocks::Exclusive
     )
@@ -171,6 +171,7 @@ struct LockedRow {
     kind: String,
     status: String,
     overdraft_limit: i64,
+    has_limits: bool,
 }
 
 impl TryFrom<LockedRow> for LockedAccount {
@@ -198,6 +199,7 @@ impl TryFrom<LockedRow> for LockedAccount {
             kind,
             status,
             overdraft_limit,
+            has_limits: row.has_limits,
         })
     }
 }

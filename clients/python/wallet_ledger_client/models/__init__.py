@@ -14,6 +14,7 @@ from .bucket import Bucket
 from .consumer_pending import ConsumerPending
 from .consumer_state import ConsumerState
 from .create_account_request import CreateAccountRequest
+from .create_limit_request import CreateLimitRequest
 from .create_transaction_request import CreateTransactionRequest
 from .create_webhook_request import CreateWebhookRequest
 from .currency_code import CurrencyCode
@@ -24,6 +25,7 @@ from .dead_letter_event import DeadLetterEvent
 from .dead_letter_page import DeadLetterPage
 from .delivery_detail import DeliveryDetail
 from .delivery_view import DeliveryView
+from .direction import Direction
 from .entry_request import EntryRequest
 from .entry_view import EntryView
 from .exception import Exception_
@@ -42,6 +44,8 @@ from .holds_page import HoldsPage
 from .item_result import ItemResult
 from .leg_view import LegView
 from .lifecycle_request import LifecycleRequest
+from .limit_list import LimitList
+from .limit_view import LimitView
 from .list_accounts_metadata import ListAccountsMetadata
 from .list_accounts_status import ListAccountsStatus
 from .list_accounts_type import ListAccountsType
@@ -102,6 +106,7 @@ __all__ = (
     "ConsumerPending",
     "ConsumerState",
     "CreateAccountRequest",
+    "CreateLimitRequest",
     "CreateTransactionRequest",
     "CreateWebhookRequest",
     "CurrencyCode",
@@ -112,6 +117,7 @@ __all__ = (
     "DeadLetterPage",
     "DeliveryDetail",
     "DeliveryView",
+    "Direction",
     "EntryRequest",
     "EntryView",
     "Exception_",
@@ -130,6 +136,8 @@ __all__ = (
     "ItemResult",
     "LegView",
     "LifecycleRequest",
+    "LimitList",
+    "LimitView",
     "ListAccountsMetadata",
     "ListAccountsStatus",
     "ListAccountsType",

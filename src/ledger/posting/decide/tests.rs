@@ -2,6 +2,7 @@
 
 use super::*;
 use crate::ledger::journal::Journal;
+use crate::ledger::limits::{Bound, Direction, VelocityLimit};
 use crate::ledger::money::Amount;
 use crate::ledger::posting::chain::ChainHead;
 use crate::ledger::transactions::{Kind, Reversal};
@@ -16,6 +17,7 @@ fn account(id: &str, kind: AccountType, status: AccountStatus, overdraft: i64) -
         kind,
         status,
         overdraft_limit: a(overdraft),
+        has_limits: false,
     }
 }
 
@@ -47,6 +49,7 @@ fn ledger(accounts: Vec<LockedAccount>) -> LockedLedger {
         needs_exclusive: false,
         reversed: HashMap::new(),
         histories: HashMap::new(),
+        activities: HashMap::new(),
     }
 }
 
@@ -517,4 +520,52 @@ proptest! {
             prop_assert_eq!(ledger.wallets[*id].pending_out, a(model[w].pending_out));
         }
     }
+}
+
+/// `id` with one velocity limit and no activity yet, as `load` hands a limited wallet over.
+fn limited(mut ledger: LockedLedger, id: &str, direction: Direction, bound: Bound) -> LockedLedger {
+    let limit = VelocityLimit {
+        id: uuid::Uuid::from_u128(1),
+        direction,
+        bound,
+        window_seconds: 3600,
+    };
+    let activity = Activity {
+        limits: vec![limit],
+        ..Activity::default()
+    };
+    ledger.activities.insert(id.to_owned(), activity);
+    ledger
+}
+
+#[test]
+fn velocity_limits_hold_across_the_items_of_one_pass() {
+    let now = Utc::now();
+    let later = now + TimeDelta::hours(1);
+    let funded = ledger(vec![wallet("from", 0), wallet("to", 0)]).fund("from", 1_000, 1);
+    let mut ledger = limited(funded, "from", Direction::Debit, Bound::Amount(a(100)));
+    posted(ledger.decide(&transfer("from", "to", 60), now));
+    // A hold counts as it is placed.
+    assert!(matches!(
+        ledger.decide(&hold("from", "to", 30, later), now),
+        Ok(Decision::Hold { .. })
+    ));
+    let code = refusal(ledger.decide(&transfer("from", "to", 11), now));
+    assert_eq!(code, RefusalCode::VelocityLimitExceeded);
+    posted(ledger.decide(&transfer("from", "to", 10), now));
+    // Credits to the limited wallet and a provider's refund are not held to a debit limit.
+    posted(ledger.decide(&transfer("to", "from", 5), now));
+    posted(ledger.decide(&refund("from", "to", 50), now));
+}
+
+#[test]
+fn funds_are_refused_before_velocity_and_refusals_use_no_room() {
+    let now = Utc::now();
+    let funded = ledger(vec![wallet("from", 0), wallet("to", 0)]).fund("from", 10, 1);
+    let mut ledger = limited(funded, "from", Direction::Debit, Bound::Count(1));
+    let code = refusal(ledger.decide(&transfer("from", "to", 11), now));
+    assert_eq!(code, RefusalCode::InsufficientFunds);
+    posted(ledger.decide(&transfer("from", "to", 1), now));
+    let code = refusal(ledger.decide(&transfer("from", "to", 1), now));
+    assert_eq!(code, RefusalCode::VelocityLimitExceeded);
 }
