@@ -948,6 +948,13 @@ CREATE INDEX open_holds_account ON public.open_holds USING btree (account_id, ex
 
 
 --
+-- Name: outbox_events_by_transaction; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX outbox_events_by_transaction ON public.outbox_events USING btree (transaction_id, seq) WHERE (transaction_id IS NOT NULL);
+
+
+--
 -- Name: outbox_events_created; Type: INDEX; Schema: public; Owner: -
 --
 
