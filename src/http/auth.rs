@@ -40,7 +40,8 @@ pub fn required_scope(method: &Method, path: &str, metrics_require_key: bool) ->
     let reading = matches!(*method, Method::GET | Method::HEAD | Method::OPTIONS);
     let admin_area = ADMIN_AREAS
         .iter()
-        .any(|area| path == *area || path.starts_with(&format!("{area}/")));
+        .any(|area| path == *area || path.starts_with(&format!("{area}/")))
+        || admin_under_transactions(path);
     Some(if admin_area {
         Scope::Admin
     } else if path == "/v1/accounts" || path.starts_with("/v1/accounts/") {
@@ -50,6 +51,17 @@ pub fn required_scope(method: &Method, path: &str, metrics_require_key: bool) ->
     } else {
         Scope::Write
     })
+}
+
+/// `/v1/transactions/{id}/events` and below: a transaction's events carry their webhook
+/// deliveries, whose subscription URLs and receivers' errors are admin data, as on
+/// `/v1/deliveries`. Decided by segment, so no other spelling of the path falls back to `read`.
+fn admin_under_transactions(path: &str) -> bool {
+    let segments: Vec<&str> = path.split('/').collect();
+    matches!(
+        segments.as_slice(),
+        ["", "v1", "transactions", _, "events", ..]
+    )
 }
 
 fn bearer(req: &Request) -> Option<&str> {

@@ -26,6 +26,7 @@ pub mod search;
 pub mod settings;
 pub mod stats;
 pub mod streams;
+pub mod transaction_events;
 pub mod transactions;
 pub mod transport;
 pub mod validate;
@@ -127,6 +128,7 @@ pub fn app(state: AppState) -> Router {
         .route("/v1/transactions/{id}/post", post(transactions::post))
         .route("/v1/transactions/{id}/void", post(transactions::void))
         .route("/v1/transactions/{id}/reverse", post(transactions::reverse))
+        .route("/v1/transactions/{id}/events", get(transaction_events::list))
         .route("/v1/transfers", post(transactions::transfer))
         .route("/v1/payments", post(transactions::payment))
         .route("/v1/exchanges", post(exchanges::exchange))

@@ -9,7 +9,7 @@
 
 use super::{
     accounts, batch, consumer_state, dead_letters, exchanges, health, limits, metrics,
-    reconciliations, search, stats, transactions, webhooks,
+    reconciliations, search, stats, transaction_events, transactions, webhooks,
 };
 use axum::http::Method;
 use utoipa::openapi::header::HeaderBuilder;
@@ -34,7 +34,7 @@ use utoipa::{Modify, OpenApi};
         transactions::transfer, transactions::payment, exchanges::exchange, batch::batch,
         transactions::post, transactions::void, transactions::reverse,
         webhooks::create, webhooks::list, webhooks::get, webhooks::delete, webhooks::rotate_secret,
-        webhooks::list_deliveries, webhooks::get_delivery, webhooks::redeliver,
+        webhooks::list_deliveries, webhooks::get_delivery, webhooks::redeliver, transaction_events::list,
         reconciliations::list, reconciliations::get, reconciliations::exceptions,
         dead_letters::list, dead_letters::get, dead_letters::replay, dead_letters::drop, consumer_state::get,
         stats::volumes,

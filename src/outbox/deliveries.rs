@@ -13,6 +13,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sqlx::PgConnection;
+use std::collections::HashMap;
 use utoipa::ToSchema;
 use uuid::Uuid;
 
@@ -343,6 +344,61 @@ pub async fn list(
     .await?;
     let (views, next) = crate::ledger::transactions::paginate(rows, f.limit, |r| r.seq, Row::view);
     Ok((views.into_iter().collect::<Result<_, _>>()?, next))
+}
+
+/// The first `per_event` deliveries of each of `events` (oldest first), and how many each
+/// event has in all: one statement over the deliveries' `(event_id, subscription_id)` index,
+/// however many events are asked.
+pub async fn of_events(
+    conn: &mut PgConnection,
+    events: &[Uuid],
+    per_event: i64,
+) -> Result<(HashMap<Uuid, Vec<DeliveryView>>, HashMap<Uuid, i64>), StoreError> {
+    let rows = sqlx::query!(
+        r#"select d.seq as "seq!", d.id as "id!", d.event_id as "event_id!",
+                  d.event_type as "event_type!", d.subscription_id as "subscription_id!",
+                  d.url as "url!", d.status as "status!", d.attempts as "attempts!",
+                  d.next_attempt_at as "next_attempt_at!", d.last_status, d.last_error,
+                  d.created_at as "created_at!", d.updated_at as "updated_at!", d.delivered_at,
+                  d.total as "total!"
+           from (select d.seq, d.id, d.event_id, e.type as event_type, d.subscription_id, s.url,
+                        d.status, d.attempts, d.next_attempt_at, d.last_status, d.last_error,
+                        d.created_at, d.updated_at, d.delivered_at,
+                        row_number() over (partition by d.event_id order by d.seq) as nth,
+                        count(*) over (partition by d.event_id) as total
+                 from webhook_deliveries d
+                 join outbox_events e on e.id = d.event_id
+                 join webhook_subscriptions s on s.id = d.subscription_id
+                 where d.event_id = any($1)) d
+           where d.nth <= $2
+           order by d.event_id, d.seq"#,
+        events,
+        per_event
+    )
+    .fetch_all(conn)
+    .await?;
+    let (mut listed, mut totals) = (HashMap::<Uuid, Vec<DeliveryView>>::new(), HashMap::new());
+    for r in rows {
+        totals.insert(r.event_id, r.total);
+        let row = Row {
+            seq: r.seq,
+            id: r.id,
+            event_id: r.event_id,
+            event_type: r.event_type,
+            subscription_id: r.subscription_id,
+            url: r.url,
+            status: r.status,
+            attempts: r.attempts,
+            next_attempt_at: r.next_attempt_at,
+            last_status: r.last_status,
+            last_error: r.last_error,
+            created_at: r.created_at,
+            updated_at: r.updated_at,
+            delivered_at: r.delivered_at,
+        };
+        listed.entry(r.event_id).or_default().push(row.view()?);
+    }
+    Ok((listed, totals))
 }
 
 pub async fn find(conn: &mut PgConnection, id: Uuid) -> Result<Option<DeliveryDetail>, StoreError> {

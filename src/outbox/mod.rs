@@ -8,6 +8,7 @@
 //!   URL policy;
 //! - `deliveries`: fan-out of events into deliveries, claiming, recording results, listing,
 //!   redelivering;
+//! - `events`: a transaction's events with their deliveries, for the API and the console;
 //! - `dispatcher`: the worker that sends, inside `serve` or as `wallet-ledger outbox`;
 //! - `stream`: the optional outbound stream (`--events-stream`);
 //! - `purge`: retention.
@@ -15,6 +16,7 @@
 pub mod address;
 pub mod deliveries;
 pub mod dispatcher;
+pub mod events;
 pub mod purge;
 pub mod signing;
 pub mod stream;

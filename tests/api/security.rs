@@ -163,7 +163,10 @@ fn needed_scope(method: &Method, template: &str) -> Scope {
         "/v1/consumer",
         "/v1/stats",
     ];
-    if admin.iter().any(|area| under(area)) {
+    // A transaction's events carry their webhook deliveries: admin, like `/v1/deliveries`.
+    let transaction_events =
+        template.starts_with("/v1/transactions/") && template.ends_with("/events");
+    if admin.iter().any(|area| under(area)) || transaction_events {
         Scope::Admin
     } else if under("/v1/accounts") {
         if reading { Scope::Read } else { Scope::Admin }
@@ -340,6 +343,9 @@ fn plausible(method: &Method, template: &str, f: &Fixtures) -> (String, Option<V
             200,
         ),
         ("GET", "/v1/transactions/{id}") => (format!("/v1/transactions/{}", f.posted), None, 200),
+        ("GET", "/v1/transactions/{id}/events") => {
+            (format!("/v1/transactions/{}/events", f.posted), None, 200)
+        }
         ("POST", "/v1/transactions/{id}/post") => (
             format!("/v1/transactions/{}/post", f.hold_to_post),
             Some(json!({"amount": 200})),
@@ -563,6 +569,10 @@ async fn each_operation_answers_a_key_whose_scope_covers_it_and_403_to_the_other
         Scope::Admin
     );
     assert_eq!(needed_scope(&Method::GET, "/v1/dead-letters"), Scope::Admin);
+    assert_eq!(
+        needed_scope(&Method::GET, "/v1/transactions/{id}/events"),
+        Scope::Admin
+    );
     assert_eq!(needed_scope(&Method::GET, "/v1/consumer"), Scope::Admin);
     assert_eq!(
         needed_scope(&Method::GET, "/v1/stats/volumes"),
@@ -583,6 +593,21 @@ async fn other_spellings_of_an_admin_path_do_not_reach_it_with_a_read_key() {
         )
         .await;
     assert_eq!(r.status, StatusCode::CREATED, "{}", r.text);
+    app.create_wallet("spell-a").await;
+    app.create_wallet("spell-b").await;
+    app.fund("spell-a", 100).await;
+    let posted = Uuid::new_v4();
+    assert_eq!(
+        app.transfer(posted, "spell-a", "spell-b", 1).await.status,
+        201
+    );
+    let mut conn = app.pool.acquire().await.unwrap();
+    wallet_ledger::outbox::deliveries::fan_out(&mut conn, 1_000)
+        .await
+        .unwrap();
+    drop(conn);
+    let admin = app.get(&format!("/v1/transactions/{posted}/events")).await;
+    assert!(admin.text.contains("hooks.example.com"), "{}", admin.text);
     for path in [
         "/v1/webhooks".to_owned(),
         "/v1/webhooks/".to_owned(),
@@ -595,6 +620,14 @@ async fn other_spellings_of_an_admin_path_do_not_reach_it_with_a_read_key() {
         "/v1/./webhooks".to_owned(),
         "/v1/accounts/../webhooks".to_owned(),
         "/V1/webhooks".to_owned(),
+        // A transaction's events list the webhook's deliveries.
+        format!("/v1/transactions/{posted}/events"),
+        format!("/v1/transactions/{posted}/events/"),
+        format!("/v1/transactions/{posted}/%65vents"),
+        format!("/v1/transactions/{posted}//events"),
+        format!("/v1/transactions/{posted}/./events"),
+        format!("/v1/transactions/{posted}/events/../events"),
+        format!("/v1/transactions/{posted}/EVENTS"),
     ] {
         let r = call(&app, Method::GET, &path, &read, &[], None).await;
         assert!(
@@ -608,6 +641,7 @@ async fn other_spellings_of_an_admin_path_do_not_reach_it_with_a_read_key() {
             "{path}: {}",
             r.text
         );
+        assert!(!r.text.contains("hooks.example.com"), "{path}: {}", r.text);
     }
     app.finish().await;
 }

@@ -3,7 +3,7 @@
 //! `migrate`, which distributes the tables (backend.rs). `cargo test --test citus`.
 //!
 //! The tests of tests/api named below run here unchanged, so balances, holds, reversals,
-//! batches, `as_of` and `reconcile` answer as on one node (their `TestApp` creates its databases
+//! batches, `as_of`, `reconcile` and a transaction's outbox events answer as on one node (their `TestApp` creates its databases
 //! through this binary's `backend`, which also checks, as each finishes, that its wallets and
 //! the accounts it posted to sit on both workers), and `cluster.rs` adds what only a cluster
 //! shows: wallets on both workers, a transfer between them, a retry that names a wallet on the
@@ -55,5 +55,7 @@ mod reversals;
 mod search;
 #[path = "../api/snapshots.rs"]
 mod snapshots;
+#[path = "../api/transaction_events.rs"]
+mod transaction_events;
 #[path = "../api/transactions.rs"]
 mod transactions;

@@ -484,6 +484,22 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/transactions/{id}/events": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get: operations["list_transaction_events"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/transactions/{id}/post": {
         parameters: {
             query?: never;
@@ -910,6 +926,11 @@ export interface components {
             effective_at: string;
         };
         /**
+         * @description An outbox event's type (docs/outbox.md).
+         * @enum {string}
+         */
+        EventTypeName: "transaction.posted" | "transaction.rejected" | "transaction.voided" | "transaction.expired" | "transaction.reversed" | "hold.created" | "account.frozen" | "account.closed" | "account.negative_balance";
+        /**
          * @description One exception: one payment (or file line) and one category, with a reason per field,
          *     e.g. `"amount: ledger 50.00, provider 45.00"`.
          */
@@ -1175,6 +1196,11 @@ export interface components {
         /** @description A page of a list: `next_cursor` is opaque; pass it back as `?cursor=` for the next page. */
         Page_SubscriptionView: {
             data: components["schemas"]["SubscriptionView"][];
+            next_cursor?: string | null;
+        };
+        /** @description A page of a list: `next_cursor` is opaque; pass it back as `?cursor=` for the next page. */
+        Page_TransactionEventView: {
+            data: components["schemas"]["TransactionEventView"][];
             next_cursor?: string | null;
         };
         /** @description A page of a list: `next_cursor` is opaque; pass it back as `?cursor=` for the next page. */
@@ -1445,6 +1471,33 @@ export interface components {
              * @description Broken ledger invariants found by the same run (see `verify`).
              */
             invariant_findings: number;
+        };
+        /** @description One outbox event of a transaction, with its deliveries. */
+        TransactionEventView: {
+            /** Format: uuid */
+            id: string;
+            type: components["schemas"]["EventTypeName"];
+            /** @description The wallet an `account.negative_balance` event is about; null for the others. */
+            account_id?: string | null;
+            /** Format: date-time */
+            created_at: string;
+            /**
+             * Format: date-time
+             * @description When the dispatcher turned the event into its deliveries; null until then.
+             */
+            fanned_out_at?: string | null;
+            /**
+             * Format: date-time
+             * @description When the event went onto the outbound stream; null until then, and always without one.
+             */
+            streamed_at?: string | null;
+            /**
+             * Format: int64
+             * @description How many deliveries the event has; `deliveries` lists the first 20 of them.
+             */
+            deliveries_total: number;
+            /** @description Oldest first. */
+            deliveries: components["schemas"]["DeliveryView"][];
         };
         TransactionView: {
             /** Format: uuid */
@@ -3531,6 +3584,63 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    list_transaction_events: {
+        parameters: {
+            query?: {
+                /** @description 1-500, default 50. */
+                limit?: number;
+                /**
+                 * @description The `next_cursor` of the previous page of this same list, unchanged: opaque, tagged with
+                 *     its list; any other value (a made-up one, another list's) is 422 `cursor`.
+                 */
+                cursor?: string;
+            };
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description the transaction's outbox events, oldest first, each with its first 20 webhook deliveries (oldest first) and how many it has */
+            200: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Page_TransactionEventView"];
+                };
+            };
+            /** @description duplicate_header: the `Authorization` header sent more than once */
+            400: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["InsufficientScope"];
+            /** @description not_found: no transaction has this id */
+            404: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            422: components["responses"]["ValidationFailed"];
             429: components["responses"]["RateLimited"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];

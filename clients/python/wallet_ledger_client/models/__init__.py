@@ -28,6 +28,7 @@ from .delivery_view import DeliveryView
 from .direction import Direction
 from .entry_request import EntryRequest
 from .entry_view import EntryView
+from .event_type_name import EventTypeName
 from .exception import Exception_
 from .exception_code import ExceptionCode
 from .exception_page import ExceptionPage
@@ -57,6 +58,7 @@ from .page_account_view import PageAccountView
 from .page_delivery_view import PageDeliveryView
 from .page_entry_view import PageEntryView
 from .page_subscription_view import PageSubscriptionView
+from .page_transaction_event_view import PageTransactionEventView
 from .page_transaction_view import PageTransactionView
 from .partition_state import PartitionState
 from .patch_account_request import PatchAccountRequest
@@ -82,6 +84,7 @@ from .status_filter import StatusFilter
 from .subscription_view import SubscriptionView
 from .summary import Summary
 from .summary_exceptions import SummaryExceptions
+from .transaction_event_view import TransactionEventView
 from .transaction_view import TransactionView
 from .transaction_view_kind import TransactionViewKind
 from .transaction_view_status import TransactionViewStatus
@@ -120,6 +123,7 @@ __all__ = (
     "Direction",
     "EntryRequest",
     "EntryView",
+    "EventTypeName",
     "Exception_",
     "ExceptionCode",
     "ExceptionPage",
@@ -149,6 +153,7 @@ __all__ = (
     "PageDeliveryView",
     "PageEntryView",
     "PageSubscriptionView",
+    "PageTransactionEventView",
     "PageTransactionView",
     "PartitionState",
     "PatchAccountRequest",
@@ -174,6 +179,7 @@ __all__ = (
     "SubscriptionView",
     "Summary",
     "SummaryExceptions",
+    "TransactionEventView",
     "TransactionView",
     "TransactionViewKind",
     "TransactionViewStatus",
