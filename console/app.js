@@ -321,7 +321,10 @@ async function transaction(id) {
   const holdActions = t.status === "pending" ? [
     action("Capture", `Capture hold ${t.id} in full?`, "POST", `/v1/transactions/${seg(t.id)}/post`, {}), " ",
     action("Void", `Release hold ${t.id}?`, "POST", `/v1/transactions/${seg(t.id)}/void`, {})] : [];
-  const reversals = await api("GET", `/v1/transactions?reverses=${seg(t.id)}&limit=100`);
+  const [reversals, events] = await Promise.all([
+    api("GET", `/v1/transactions?reverses=${seg(t.id)}&limit=100`),
+    api("GET", `/v1/transactions/${seg(t.id)}/events?limit=500`),
+  ]);
   return [
     h("h1", {}, `Transaction ${id} `, holdActions),
     h("dl", {}, fields.map(([k, v]) => [h("dt", {}, k), h("dd", {}, v)])),
@@ -331,8 +334,33 @@ async function transaction(id) {
     h("h2", {}, "Reversals"),
     reversals.ok ? table(["reversal", "status", "amount", "created"], reversals.data.data.map((r) => row(
       transactionLink(r.id), r.status, num(r.entries.filter((l) => l.amount > 0).map((l) => l.amount_decimal).join(", ")), time(r.created_at)))) : problem(reversals),
+    outboxEvents(events),
     h("h2", {}, "Metadata"), json(t.metadata),
   ];
+}
+
+/** The transaction's outbox events, then their webhook deliveries (an admin key's view). */
+function outboxEvents(r) {
+  if (!r.ok) return [h("h2", {}, "Outbox events"), problem(r)];
+  const events = r.data.data;
+  const rows = events.map((e) => row(e.id, e.type, e.account_id ? accountLink(e.account_id) : "—", time(e.created_at),
+    time(e.fanned_out_at), time(e.streamed_at), e.deliveries_total > e.deliveries.length
+      ? link(`${e.deliveries.length} of ${e.deliveries_total}`, `/deliveries?event_id=${seg(e.id)}`) : num(e.deliveries_total)));
+  const deliveries = events.flatMap((e) => e.deliveries.map((d) => deliveryRow(d, e.type)));
+  return [h("h2", {}, "Outbox events"),
+    table(["event", "type", "account", "written", "fanned out", "streamed", "deliveries"], rows),
+    r.data.next_cursor ? h("p", { class: "muted" }, "More events than one page shows.") : null,
+    h("h2", {}, "Webhook deliveries"),
+    table(["delivery", "event", "status", "attempts", "last status", "last error", "next attempt", "url", ""], deliveries)];
+}
+
+/** A delivery that failed (dead, or retrying after an error) can be sent again at once. */
+const failing = (d) => d.status === "dead" || (d.status === "pending" && d.last_error != null);
+
+function deliveryRow(d, eventType) {
+  return row(d.id, eventType, d.status, num(d.attempts), d.last_status ?? "—", d.last_error ?? "",
+    time(d.next_attempt_at), d.url,
+    failing(d) ? action("Resend", `Send delivery ${d.id} again?`, "POST", `/v1/deliveries/${seg(d.id)}/redeliver`, undefined) : "");
 }
 
 /** What a transaction went through, from the times it carries. */
@@ -345,13 +373,11 @@ function history(t) {
 
 async function deliveries(params) {
   const query = new URLSearchParams({ limit: "100" });
-  for (const name of ["status", "cursor"]) if (params.get(name)) query.set(name, params.get(name));
+  for (const name of ["status", "event_id", "cursor"]) if (params.get(name)) query.set(name, params.get(name));
   const r = await api("GET", `/v1/deliveries?${query}`);
   const filters = h("p", {}, ["", "pending", "dead", "delivered", "cancelled"].map((s) => [link(s || "all", s ? `/deliveries?status=${s}` : "/deliveries"), " "]));
   if (!r.ok) return [h("h1", {}, "Webhook deliveries"), filters, problem(r)];
-  const rows = r.data.data.map((d) => row(d.id, d.event_type, d.status, num(d.attempts), d.last_status ?? "—",
-    d.last_error ?? "", time(d.next_attempt_at), d.url,
-    d.status === "dead" ? action("Resend", `Send delivery ${d.id} again?`, "POST", `/v1/deliveries/${seg(d.id)}/redeliver`, undefined) : ""));
+  const rows = r.data.data.map((d) => deliveryRow(d, d.event_type));
   return [h("h1", {}, "Webhook deliveries"), filters,
     table(["delivery", "event", "status", "attempts", "last status", "last error", "next attempt", "url", ""], rows)];
 }

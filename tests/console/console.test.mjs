@@ -4,7 +4,8 @@
 // looks like HTML render as text, and take a screenshot of each page into $OUT.
 //
 // Env: BASE (the server), TOKEN (an admin key), OUT (a folder for the screenshots),
-// CHROMIUM (default /usr/bin/chromium). The server's stream holds one dead letter, 1-1.
+// CHROMIUM (default /usr/bin/chromium). The server's stream holds one dead letter, 1-1, and a
+// dispatcher sends webhooks to 127.0.0.1:9, where nothing listens, once each.
 
 import { chromium } from "playwright-core";
 import assert from "node:assert/strict";
@@ -29,6 +30,9 @@ const SCRIPT = "<script>window.__pwned = 'script'</script>";
 const ATTRIBUTE = "\"><img src=x onerror=\"window.__pwned='img'\">";
 
 async function seed() {
+  // Before the transactions, so that each of their events gets a delivery. Nothing listens on
+  // port 9: scripts/console.sh's dispatcher (one attempt allowed) records each delivery dead.
+  await api("POST", "/v1/webhooks", { id: randomUUID(), url: "http://127.0.0.1:9/hook" });
   const metadata = { customer: "c-7", note: SCRIPT, [ATTRIBUTE]: ATTRIBUTE };
   await api("POST", "/v1/accounts", { id: "alice", currency: "SAR", type: "wallet", metadata });
   await api("POST", "/v1/accounts", { id: "bob", currency: "SAR", type: "wallet", metadata: { customer: "c-8" } });
@@ -49,6 +53,23 @@ async function cell(page, title, header) {
   const table = page.locator(`h2:has-text("${title}") + table`);
   const headers = await table.locator("th").allTextContents();
   return table.locator("tbody tr").first().locator("td").nth(headers.indexOf(header)).textContent();
+}
+
+/** The texts of the column under `header` of the table after `title`, one per body row. */
+async function column(page, title, header) {
+  const table = page.locator(`h2:has-text("${title}") + table`);
+  const headers = await table.locator("th").allTextContents();
+  return table.locator(`tbody tr td:nth-child(${headers.indexOf(header) + 1})`).allTextContents();
+}
+
+/** `probe()` until it answers something, for up to 30 s. */
+async function eventually(what, probe) {
+  for (let i = 0; i < 300; i++) {
+    const answer = await probe();
+    if (answer) return answer;
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+  throw new Error(`not within 30 s: ${what}`);
 }
 
 async function main() {
@@ -97,12 +118,27 @@ async function main() {
   assert.equal(await cell(page, "Balances", "posted"), after.balances.posted_decimal);
   assert.equal(await cell(page, "Balances", "pending out"), "0.00");
 
-  // The payment's page: its external reference, markup again, is text.
+  // The payment's page: its external reference, markup again, is text; its outbox event and
+  // the event's failed delivery as the API lists them, resent from the page.
+  const events = await eventually(`the payment's delivery is dead`, async () => {
+    const page = await api("GET", `/v1/transactions/${payment}/events`);
+    return page.data[0]?.deliveries[0]?.status === "dead" ? page.data : null;
+  });
   await page.goto(`${BASE}/console#/transactions/${payment}`);
   await page.waitForSelector("h1:has-text('Transaction')");
   assert.ok((await page.locator("main").textContent()).includes(ATTRIBUTE));
   assert.equal(await page.locator("main img").count(), 0);
+  assert.deepEqual(await column(page, "Outbox events", "event"), events.map((e) => e.id));
+  assert.deepEqual(await column(page, "Outbox events", "type"), ["transaction.posted"]);
+  const delivery = events[0].deliveries[0];
+  assert.equal(await cell(page, "Webhook deliveries", "delivery"), delivery.id);
+  assert.equal(await cell(page, "Webhook deliveries", "status"), "dead");
+  assert.equal(await cell(page, "Webhook deliveries", "last error"), delivery.last_error);
   await shot(page, "transaction");
+  await page.click(`tr:has-text("${delivery.id}") >> button:has-text('Resend')`);
+  await page.waitForSelector("text=Resend: done (200)");
+  const resent = await api("GET", `/v1/deliveries/${delivery.id}`);
+  assert.ok(resent.updated_at > delivery.updated_at, "the API shows the delivery restarted");
 
   // The seeded dead letter (scripts/console.sh): shown with its reason, replayed once from
   // the page, after which the API lists none and says a second replay is a no-op.
@@ -129,7 +165,7 @@ async function main() {
   assert.equal(await page.evaluate(() => window.__pwned), undefined, "no injected script ran");
   assert.deepEqual(violations, [], "the console itself needs nothing the CSP forbids");
   await browser.close();
-  console.log("console: logged in, found alice by metadata, matched the API, captured a hold, replayed a dead letter, rendered markup as text");
+  console.log("console: logged in, found alice by metadata, matched the API, captured a hold, showed a transaction's events and resent its delivery, replayed a dead letter, rendered markup as text");
 }
 
 main().catch((error) => {
