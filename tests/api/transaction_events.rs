@@ -3,7 +3,7 @@
 //! transaction that does not exist; admin only, like the deliveries. Runs on Citus too
 //! (tests/citus), where the outbox is a plain table on the coordinator.
 
-use super::common::{TestApp, api_key, assert_problem};
+use super::common::{TestApp, TestResponse, api_key, assert_problem};
 use axum::http::StatusCode;
 use serde_json::{Value, json};
 use uuid::Uuid;
@@ -226,20 +226,22 @@ async fn events_page_by_cursor_and_an_event_lists_at_most_20_deliveries() {
     assert_eq!(types(&second), ["transaction.voided"]);
     assert_eq!(second["next_cursor"], Value::Null);
 
-    // Another transaction's cursor, or a made-up one, names no position in this list.
+    // Another transaction's cursor, or a made-up one, names no position in this list: refused
+    // as `/v1/deliveries` refuses a cursor that is not its own.
     let other = Uuid::new_v4();
     assert_eq!(app.transfer(other, "te-b", "te-d", 1).await.status, 201);
+    let refused = app.get("/v1/deliveries?cursor=5").await;
     for query in [format!("?cursor={cursor}"), "?cursor=5".to_owned()] {
         let path = format!("/v1/transactions/{other}/events{query}");
         let r = app.get(&path).await;
-        assert_problem(&r, 422, "validation_failed", &path);
+        assert_problem(&r, refused.status.as_u16(), "validation_failed", &path);
         assert_eq!(r.body["errors"][0]["code"], json!("cursor"), "{path}");
     }
     app.finish().await;
 }
 
 /// 404 problem+json for an id that names no transaction (a malformed one included); bad paging
-/// is refused first; a read key is refused like on `/v1/deliveries`.
+/// is refused first, as the deliveries list refuses it; a read key is refused like there.
 #[tokio::test]
 async fn unknown_transactions_bad_paging_and_read_keys_are_refused() {
     let app = TestApp::new().await;
@@ -247,11 +249,26 @@ async fn unknown_transactions_bad_paging_and_read_keys_are_refused() {
         let path = format!("/v1/transactions/{id}/events");
         assert_problem(&app.get(&path).await, 404, "not_found", &path);
     }
-    for query in ["limit=0", "limit=501", "limit=x", "page=2"] {
+    // Bad paging answers what the deliveries list answers for the same query (a 4xx problem
+    // with a stable code), before the unknown id is looked up.
+    for query in ["limit=0", "limit=501", "limit=x", "page=2", "cursor=5"] {
         let path = format!("/v1/transactions/{}/events?{query}", Uuid::new_v4());
         let r = app.get(&path).await;
-        assert_eq!(r.status.as_u16(), 422, "{path}: {}", r.text);
-        assert_eq!(r.content_type(), "application/problem+json", "{path}");
+        let deliveries = app.get(&format!("/v1/deliveries?{query}")).await;
+        assert!(
+            r.status.is_client_error() && r.status != 404,
+            "{path}: {}",
+            r.text
+        );
+        assert_problem(&r, deliveries.status.as_u16(), deliveries.code(), &path);
+        let field_and_code = |r: &TestResponse| {
+            let errors = r.body["errors"].as_array().cloned().unwrap_or_default();
+            let pairs = errors
+                .iter()
+                .map(|e| (e["field"].clone(), e["code"].clone()));
+            pairs.collect::<Vec<_>>()
+        };
+        assert_eq!(field_and_code(&r), field_and_code(&deliveries), "{path}");
     }
     let read = api_key(&app.pool, "te-reader", Scope::Read).await;
     let bearer = format!("Bearer {read}");
