@@ -38,24 +38,25 @@ cargo build --quiet
 stream=console.$$
 redis=redis://127.0.0.1:6379
 start_test_server console --redis-url "$redis" --stream "$stream" --webhook-allowed-hosts 127.0.0.1:9
-# `serve` runs no dispatcher here (--no-outbox): this one sends the test's webhook deliveries to
-# 127.0.0.1:9, where nothing listens, once each, so the transaction page has dead ones to show.
-"$bin" outbox --database-url "postgres://$PGUSER@$PGHOST:$PGPORT/$database" \
-    --webhook-allowed-hosts 127.0.0.1:9 --webhook-max-attempts 1 --outbox-interval-ms 100 \
-    >>"$log" 2>&1 &
-dispatcher=$!
 redis-cli -u "$redis" XADD "$stream.dlq" 1-1 event_id 5c1a0000-0000-4000-8000-000000000201 \
     type payment.succeeded wallet ghost amount 100 currency SAR provider moyasar \
     dlq_reason unknown_account dlq_detail "no wallet ghost" dlq_differing_fields "" \
     dlq_original_id 1-1 dlq_group wallet-ledger dlq_consumer c1 dlq_failures 1 \
     dlq_at 2026-12-06T00:00:00.000Z >/dev/null
 redis-cli -u "$redis" EXPIRE "$stream.dlq" 86400 >/dev/null
+dispatcher=
 cleanup() {
-    kill -TERM "$dispatcher" 2>/dev/null && wait "$dispatcher" 2>/dev/null || true
+    if [ -n "$dispatcher" ]; then kill -TERM "$dispatcher" 2>/dev/null && wait "$dispatcher" 2>/dev/null || true; fi
     redis-cli -u "$redis" --scan --pattern "$stream*" | xargs -r redis-cli -u "$redis" DEL >/dev/null
     stop_test_server
 }
 trap cleanup EXIT
+# `serve` runs no dispatcher here (--no-outbox): this one sends the test's webhook deliveries to
+# 127.0.0.1:9, where nothing listens, once each, so the transaction page has dead ones to show.
+"$bin" outbox --database-url "postgres://$PGUSER@$PGHOST:$PGPORT/$database" \
+    --webhook-allowed-hosts 127.0.0.1:9 --webhook-max-attempts 1 --outbox-interval-ms 100 \
+    >>"$log" 2>&1 &
+dispatcher=$!
 
 BASE=$base TOKEN=$token OUT=$out CHROMIUM=$(command -v chromium) node tests/console/console.test.mjs
 echo "console: screenshots in $out"
