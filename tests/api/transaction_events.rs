@@ -234,7 +234,7 @@ async fn events_page_by_cursor_and_an_event_lists_at_most_20_deliveries() {
     for query in [format!("?cursor={cursor}"), "?cursor=5".to_owned()] {
         let path = format!("/v1/transactions/{other}/events{query}");
         let r = app.get(&path).await;
-        assert_problem(&r, refused.status.as_u16(), "validation_failed", &path);
+        assert_problem(&r, refused.status.as_u16(), refused.code(), &path);
         assert_eq!(r.body["errors"][0]["code"], json!("cursor"), "{path}");
     }
     app.finish().await;

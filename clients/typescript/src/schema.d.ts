@@ -3596,7 +3596,7 @@ export interface operations {
                 limit?: number;
                 /**
                  * @description The `next_cursor` of the previous page of this same list, unchanged: opaque, tagged with
-                 *     its list; any other value (a made-up one, another list's) is 422 `cursor`.
+                 *     its list; any other value (a made-up one, another list's) is 400 `cursor`.
                  */
                 cursor?: string;
             };
@@ -3618,7 +3618,7 @@ export interface operations {
                     "application/json": components["schemas"]["Page_TransactionEventView"];
                 };
             };
-            /** @description duplicate_header: the `Authorization` header sent more than once */
+            /** @description duplicate_header: the `Authorization` header sent more than once; invalid_query: a query parameter is unknown, malformed or out of range (`errors` names each by name and code) */
             400: {
                 headers: {
                     "x-request-id": components["headers"]["RequestId"];
@@ -3640,7 +3640,6 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            422: components["responses"]["ValidationFailed"];
             429: components["responses"]["RateLimited"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];
