@@ -307,6 +307,7 @@ const REPLAYS: &[(&str, &[&str])] = &[
     ("create_exchange", &["200", "422"]),
     ("reverse_transaction", &["200", "422"]),
     ("create_webhook", &["200"]),
+    ("create_limit", &["200"]),
     ("capture_hold", &["200"]),
     ("void_hold", &["200"]),
     ("rotate_webhook_secret", &["200"]),

@@ -2438,6 +2438,7 @@ export interface operations {
             /** @description replay of the creation response (`Idempotent-Replayed: true`) */
             200: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     "x-request-id": components["headers"]["RequestId"];
                     [name: string]: unknown;
                 };
