@@ -18,6 +18,7 @@ pub mod key_lookups;
 pub mod limits;
 pub mod metrics;
 pub mod openapi;
+pub mod openapi_rules;
 pub mod problem;
 pub mod reconciliations;
 pub mod requests;

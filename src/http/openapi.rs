@@ -241,6 +241,7 @@ fn register_components(components: &mut utoipa::openapi::Components) {
         RefOr::T(header("`true`: this is the stored answer of an earlier request with the same id, replayed; nothing was done again. Absent on a first answer.", Some("true"))),
     );
     refer_to_named_items(components);
+    super::openapi_rules::refine_schemas(components);
 }
 
 impl Modify for Common {
@@ -284,6 +285,7 @@ impl Modify for Common {
                 );
                 optional_body_is_never_null(operation);
                 page_limits(operation);
+                super::openapi_rules::refine_parameters(operation);
             }
         }
         // Last: the responses added above get their headers too.

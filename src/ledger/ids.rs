@@ -110,6 +110,12 @@ pub fn id_from_idempotency_key(owner: &str, key: &str) -> Uuid {
     )
 }
 
+/// [`parse_idempotency_key`]'s rule as a regular expression, for the OpenAPI document: a bare
+/// key (not starting with a quote; HTTP trims spaces around a header value, so it neither
+/// starts nor ends with one) or a quoted one whose escapes decode to 1-255 characters.
+pub const IDEMPOTENCY_KEY_PATTERN: &str =
+    r#"^(?:[!#-~](?:[ -~]{0,253}[!-~])?|"(?:[ !#-\[\]-~]|\\["\\]){1,255}")$"#;
+
 /// Parses an `Idempotency-Key` header value: an RFC 8941 string (quoted, with `\"` and `\\`
 /// escapes) or a bare token; 1-255 printable ASCII characters either way.
 pub fn parse_idempotency_key(raw: &str) -> Option<String> {

@@ -1926,7 +1926,7 @@ export interface operations {
             query?: never;
             header?: {
                 /** @description derives the id when the body has none */
-                "Idempotency-Key"?: string | null;
+                "Idempotency-Key"?: string;
             };
             path?: never;
             cookie?: never;
@@ -3045,7 +3045,7 @@ export interface operations {
             query?: never;
             header?: {
                 /** @description derives the id when the body has none */
-                "Idempotency-Key"?: string | null;
+                "Idempotency-Key"?: string;
             };
             path?: never;
             cookie?: never;
@@ -3113,7 +3113,7 @@ export interface operations {
             query?: never;
             header?: {
                 /** @description derives the id when the body has none */
-                "Idempotency-Key"?: string | null;
+                "Idempotency-Key"?: string;
             };
             path?: never;
             cookie?: never;
@@ -3426,7 +3426,7 @@ export interface operations {
             query?: never;
             header?: {
                 /** @description derives the id when the body has none */
-                "Idempotency-Key"?: string | null;
+                "Idempotency-Key"?: string;
             };
             path?: never;
             cookie?: never;
@@ -3728,7 +3728,7 @@ export interface operations {
             query?: never;
             header?: {
                 /** @description derives the reversal's id when the body has none */
-                "Idempotency-Key"?: string | null;
+                "Idempotency-Key"?: string;
             };
             path: {
                 id: string;
@@ -3886,7 +3886,7 @@ export interface operations {
             query?: never;
             header?: {
                 /** @description derives the id when the body has none */
-                "Idempotency-Key"?: string | null;
+                "Idempotency-Key"?: string;
             };
             path?: never;
             cookie?: never;
@@ -3998,7 +3998,7 @@ export interface operations {
             query?: never;
             header?: {
                 /** @description derives the id when the body has none */
-                "Idempotency-Key"?: string | null;
+                "Idempotency-Key"?: string;
             };
             path?: never;
             cookie?: never;
@@ -4161,7 +4161,7 @@ export interface operations {
             query?: never;
             header?: {
                 /** @description required unless the body names the `secret`: a retry with the same key answers the secret the first made */
-                "Idempotency-Key"?: string | null;
+                "Idempotency-Key"?: string;
             };
             path: {
                 id: string;

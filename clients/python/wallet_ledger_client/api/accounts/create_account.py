@@ -14,7 +14,7 @@ from ...types import UNSET, Response, Unset
 def _get_kwargs(
     *,
     body: CreateAccountRequest,
-    idempotency_key: None | str | Unset = UNSET,
+    idempotency_key: str | Unset = UNSET,
 ) -> dict[str, Any]:
     headers: dict[str, Any] = {}
     if not isinstance(idempotency_key, Unset):
@@ -115,11 +115,11 @@ def sync_detailed(
     *,
     client: AuthenticatedClient,
     body: CreateAccountRequest,
-    idempotency_key: None | str | Unset = UNSET,
+    idempotency_key: str | Unset = UNSET,
 ) -> Response[AccountView | Problem]:
     """
     Args:
-        idempotency_key (None | str | Unset):
+        idempotency_key (str | Unset):
         body (CreateAccountRequest):
 
     Raises:
@@ -146,11 +146,11 @@ def sync(
     *,
     client: AuthenticatedClient,
     body: CreateAccountRequest,
-    idempotency_key: None | str | Unset = UNSET,
+    idempotency_key: str | Unset = UNSET,
 ) -> AccountView | Problem | None:
     """
     Args:
-        idempotency_key (None | str | Unset):
+        idempotency_key (str | Unset):
         body (CreateAccountRequest):
 
     Raises:
@@ -172,11 +172,11 @@ async def asyncio_detailed(
     *,
     client: AuthenticatedClient,
     body: CreateAccountRequest,
-    idempotency_key: None | str | Unset = UNSET,
+    idempotency_key: str | Unset = UNSET,
 ) -> Response[AccountView | Problem]:
     """
     Args:
-        idempotency_key (None | str | Unset):
+        idempotency_key (str | Unset):
         body (CreateAccountRequest):
 
     Raises:
@@ -201,11 +201,11 @@ async def asyncio(
     *,
     client: AuthenticatedClient,
     body: CreateAccountRequest,
-    idempotency_key: None | str | Unset = UNSET,
+    idempotency_key: str | Unset = UNSET,
 ) -> AccountView | Problem | None:
     """
     Args:
-        idempotency_key (None | str | Unset):
+        idempotency_key (str | Unset):
         body (CreateAccountRequest):
 
     Raises:

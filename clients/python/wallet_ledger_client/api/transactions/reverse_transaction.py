@@ -17,7 +17,7 @@ def _get_kwargs(
     id: UUID,
     *,
     body: ReverseRequest,
-    idempotency_key: None | str | Unset = UNSET,
+    idempotency_key: str | Unset = UNSET,
 ) -> dict[str, Any]:
     headers: dict[str, Any] = {}
     if not isinstance(idempotency_key, Unset):
@@ -133,12 +133,12 @@ def sync_detailed(
     *,
     client: AuthenticatedClient,
     body: ReverseRequest,
-    idempotency_key: None | str | Unset = UNSET,
+    idempotency_key: str | Unset = UNSET,
 ) -> Response[Problem | TransactionView]:
     """
     Args:
         id (UUID):
-        idempotency_key (None | str | Unset):
+        idempotency_key (str | Unset):
         body (ReverseRequest):
 
     Raises:
@@ -167,12 +167,12 @@ def sync(
     *,
     client: AuthenticatedClient,
     body: ReverseRequest,
-    idempotency_key: None | str | Unset = UNSET,
+    idempotency_key: str | Unset = UNSET,
 ) -> Problem | TransactionView | None:
     """
     Args:
         id (UUID):
-        idempotency_key (None | str | Unset):
+        idempotency_key (str | Unset):
         body (ReverseRequest):
 
     Raises:
@@ -196,12 +196,12 @@ async def asyncio_detailed(
     *,
     client: AuthenticatedClient,
     body: ReverseRequest,
-    idempotency_key: None | str | Unset = UNSET,
+    idempotency_key: str | Unset = UNSET,
 ) -> Response[Problem | TransactionView]:
     """
     Args:
         id (UUID):
-        idempotency_key (None | str | Unset):
+        idempotency_key (str | Unset):
         body (ReverseRequest):
 
     Raises:
@@ -228,12 +228,12 @@ async def asyncio(
     *,
     client: AuthenticatedClient,
     body: ReverseRequest,
-    idempotency_key: None | str | Unset = UNSET,
+    idempotency_key: str | Unset = UNSET,
 ) -> Problem | TransactionView | None:
     """
     Args:
         id (UUID):
-        idempotency_key (None | str | Unset):
+        idempotency_key (str | Unset):
         body (ReverseRequest):
 
     Raises:

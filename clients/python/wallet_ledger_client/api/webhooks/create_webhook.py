@@ -14,7 +14,7 @@ from ...types import UNSET, Response, Unset
 def _get_kwargs(
     *,
     body: CreateWebhookRequest,
-    idempotency_key: None | str | Unset = UNSET,
+    idempotency_key: str | Unset = UNSET,
 ) -> dict[str, Any]:
     headers: dict[str, Any] = {}
     if not isinstance(idempotency_key, Unset):
@@ -117,11 +117,11 @@ def sync_detailed(
     *,
     client: AuthenticatedClient,
     body: CreateWebhookRequest,
-    idempotency_key: None | str | Unset = UNSET,
+    idempotency_key: str | Unset = UNSET,
 ) -> Response[Problem | SubscriptionView]:
     """
     Args:
-        idempotency_key (None | str | Unset):
+        idempotency_key (str | Unset):
         body (CreateWebhookRequest):
 
     Raises:
@@ -148,11 +148,11 @@ def sync(
     *,
     client: AuthenticatedClient,
     body: CreateWebhookRequest,
-    idempotency_key: None | str | Unset = UNSET,
+    idempotency_key: str | Unset = UNSET,
 ) -> Problem | SubscriptionView | None:
     """
     Args:
-        idempotency_key (None | str | Unset):
+        idempotency_key (str | Unset):
         body (CreateWebhookRequest):
 
     Raises:
@@ -174,11 +174,11 @@ async def asyncio_detailed(
     *,
     client: AuthenticatedClient,
     body: CreateWebhookRequest,
-    idempotency_key: None | str | Unset = UNSET,
+    idempotency_key: str | Unset = UNSET,
 ) -> Response[Problem | SubscriptionView]:
     """
     Args:
-        idempotency_key (None | str | Unset):
+        idempotency_key (str | Unset):
         body (CreateWebhookRequest):
 
     Raises:
@@ -203,11 +203,11 @@ async def asyncio(
     *,
     client: AuthenticatedClient,
     body: CreateWebhookRequest,
-    idempotency_key: None | str | Unset = UNSET,
+    idempotency_key: str | Unset = UNSET,
 ) -> Problem | SubscriptionView | None:
     """
     Args:
-        idempotency_key (None | str | Unset):
+        idempotency_key (str | Unset):
         body (CreateWebhookRequest):
 
     Raises:

@@ -17,7 +17,7 @@ def _get_kwargs(
     id: UUID,
     *,
     body: RotateSecretRequest | Unset = UNSET,
-    idempotency_key: None | str | Unset = UNSET,
+    idempotency_key: str | Unset = UNSET,
 ) -> dict[str, Any]:
     headers: dict[str, Any] = {}
     if not isinstance(idempotency_key, Unset):
@@ -124,12 +124,12 @@ def sync_detailed(
     *,
     client: AuthenticatedClient,
     body: RotateSecretRequest | Unset = UNSET,
-    idempotency_key: None | str | Unset = UNSET,
+    idempotency_key: str | Unset = UNSET,
 ) -> Response[Problem | SubscriptionView]:
     """
     Args:
         id (UUID):
-        idempotency_key (None | str | Unset):
+        idempotency_key (str | Unset):
         body (RotateSecretRequest | Unset):
 
     Raises:
@@ -158,12 +158,12 @@ def sync(
     *,
     client: AuthenticatedClient,
     body: RotateSecretRequest | Unset = UNSET,
-    idempotency_key: None | str | Unset = UNSET,
+    idempotency_key: str | Unset = UNSET,
 ) -> Problem | SubscriptionView | None:
     """
     Args:
         id (UUID):
-        idempotency_key (None | str | Unset):
+        idempotency_key (str | Unset):
         body (RotateSecretRequest | Unset):
 
     Raises:
@@ -187,12 +187,12 @@ async def asyncio_detailed(
     *,
     client: AuthenticatedClient,
     body: RotateSecretRequest | Unset = UNSET,
-    idempotency_key: None | str | Unset = UNSET,
+    idempotency_key: str | Unset = UNSET,
 ) -> Response[Problem | SubscriptionView]:
     """
     Args:
         id (UUID):
-        idempotency_key (None | str | Unset):
+        idempotency_key (str | Unset):
         body (RotateSecretRequest | Unset):
 
     Raises:
@@ -219,12 +219,12 @@ async def asyncio(
     *,
     client: AuthenticatedClient,
     body: RotateSecretRequest | Unset = UNSET,
-    idempotency_key: None | str | Unset = UNSET,
+    idempotency_key: str | Unset = UNSET,
 ) -> Problem | SubscriptionView | None:
     """
     Args:
         id (UUID):
-        idempotency_key (None | str | Unset):
+        idempotency_key (str | Unset):
         body (RotateSecretRequest | Unset):
 
     Raises:
