@@ -34,6 +34,7 @@ pub enum AccountTypeRequest {
 
 #[derive(Debug, Deserialize, Validate, ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(examples(json!({"id": "carol", "currency": "SAR", "type": "wallet", "metadata": {"customer": "c-7"}})))]
 pub struct CreateAccountRequest {
     /// The caller's id, `[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}`. Without it, an
     /// `Idempotency-Key` header derives one (a UUID).
@@ -165,6 +166,7 @@ pub struct PatchAccountRequest {
     /// Applied only when newer than the stored version.
     #[validate(custom(function = "validate::non_negative"))]
     #[serde(deserialize_with = "validate::integer::required")]
+    #[schema(minimum = 0, maximum = 9007199254740991_i64)]
     pub version: i64,
     #[validate(custom(function = "validate::metadata"))]
     #[serde(deserialize_with = "validate::metadata_field::required")]

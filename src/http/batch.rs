@@ -29,11 +29,12 @@ pub enum BatchMode {
 
 #[derive(Debug, Deserialize, Validate, ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(examples(json!({"mode": "atomic", "items": [{"id": "0b7e1a52-6f0d-4c55-9f4e-2a1c3d5e7f0b", "entries": [{"account": "alice", "amount": -100}, {"account": "bob", "amount": 100}]}]})))]
 pub struct BatchRequest {
     pub mode: BatchMode,
     /// 1 to 1,000 bodies of `POST /v1/transactions`, each with its own `id`.
     #[validate(length(min = 1, max = MAX_BATCH_ITEMS, message = "a batch has 1 to 1000 items"))]
-    #[schema(value_type = Vec<CreateTransactionRequest>)]
+    #[schema(value_type = Vec<CreateTransactionRequest>, min_items = 1, max_items = 1000)]
     pub items: Vec<Box<RawValue>>,
 }
 

@@ -30,6 +30,7 @@ use validator::Validate;
 
 #[derive(Debug, Deserialize, Validate, ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(examples(json!({"id": "0b7e1a52-6f0d-4c55-9f4e-2a1c3d5e7f09", "from": "alice", "to": "alice-usd", "amount": 2000, "currency": "SAR", "counter_currency": "USD", "rate": "0.2666"})))]
 pub struct ExchangeRequest {
     pub id: Option<Uuid>,
     /// The account debited `amount`, in `currency`.
@@ -75,7 +76,11 @@ pub struct ExchangeRequest {
     #[serde(default, deserialize_with = "validate::timestamp::optional")]
     pub effective_at: Option<DateTime<Utc>>,
     #[validate(custom(function = "validate::external_ref"))]
-    #[schema(min_length = 1, max_length = 255)]
+    #[schema(
+        min_length = 1,
+        max_length = 255,
+        pattern = "^[^\\u0000-\\u001f\\u007f-\\u009f]+$"
+    )]
     pub external_ref: Option<String>,
     #[validate(custom(function = "validate::metadata"))]
     #[serde(default, deserialize_with = "validate::metadata_field::optional")]

@@ -85,7 +85,17 @@ pub struct ExceptionsQuery {
     /// its list; any other value (a made-up one, another list's) is 400 `cursor`.
     pub cursor: Option<String>,
     /// Only exceptions of this code (`missing_in_ledger`, ..., `unparsable_row`).
+    #[param(schema_with = exception_code)]
     pub code: Option<String>,
+}
+
+/// `code` of the exceptions list: the names `ExceptionCode::parse` accepts.
+fn exception_code() -> utoipa::openapi::schema::Schema {
+    use utoipa::openapi::schema::{ObjectBuilder, Type};
+    ObjectBuilder::new()
+        .schema_type(Type::String)
+        .enum_values(Some(ExceptionCode::ALL.map(|c| c.as_str())))
+        .into()
 }
 
 #[derive(Debug, Serialize, ToSchema)]

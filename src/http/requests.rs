@@ -42,11 +42,13 @@ pub struct EntryRequest {
 
 #[derive(Debug, Deserialize, Validate, ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(examples(json!({"id": "0b7e1a52-6f0d-4c55-9f4e-2a1c3d5e7f0a", "entries": [{"account": "alice", "amount": -500}, {"account": "bob", "amount": 500}]})))]
 pub struct CreateTransactionRequest {
     /// The idempotency key. Without it, an `Idempotency-Key` header derives one.
     pub id: Option<Uuid>,
     /// Two or more legs on distinct accounts of one currency, summing to zero.
     #[validate(nested)]
+    #[schema(min_items = 2, max_items = 100)]
     pub entries: Vec<EntryRequest>,
     pub status: Option<RequestedStatus>,
     /// Holds only: when the hold expires (default: the server's hold expiry from now).
@@ -59,7 +61,11 @@ pub struct CreateTransactionRequest {
     #[serde(default, deserialize_with = "validate::timestamp::optional")]
     pub effective_at: Option<DateTime<Utc>>,
     #[validate(custom(function = "validate::external_ref"))]
-    #[schema(min_length = 1, max_length = 255)]
+    #[schema(
+        min_length = 1,
+        max_length = 255,
+        pattern = "^[^\\u0000-\\u001f\\u007f-\\u009f]+$"
+    )]
     pub external_ref: Option<String>,
     #[validate(custom(function = "validate::metadata"))]
     #[serde(default, deserialize_with = "validate::metadata_field::optional")]
@@ -69,6 +75,7 @@ pub struct CreateTransactionRequest {
 
 #[derive(Debug, Deserialize, Validate, ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(examples(json!({"id": "0b7e1a52-6f0d-4c55-9f4e-2a1c3d5e7f02", "from": "alice", "to": "bob", "amount": 3000})))]
 pub struct TransferRequest {
     pub id: Option<Uuid>,
     #[validate(custom(function = "validate::account_id"))]
@@ -93,7 +100,11 @@ pub struct TransferRequest {
     #[serde(default, deserialize_with = "validate::timestamp::optional")]
     pub effective_at: Option<DateTime<Utc>>,
     #[validate(custom(function = "validate::external_ref"))]
-    #[schema(min_length = 1, max_length = 255)]
+    #[schema(
+        min_length = 1,
+        max_length = 255,
+        pattern = "^[^\\u0000-\\u001f\\u007f-\\u009f]+$"
+    )]
     pub external_ref: Option<String>,
     #[validate(custom(function = "validate::metadata"))]
     #[serde(default, deserialize_with = "validate::metadata_field::optional")]
@@ -103,6 +114,7 @@ pub struct TransferRequest {
 
 #[derive(Debug, Deserialize, Validate, ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(examples(json!({"account": "alice", "amount": 10000, "currency": "SAR", "provider": "moyasar", "external_ref": "pay_123"})))]
 pub struct PaymentRequest {
     pub id: Option<Uuid>,
     /// The wallet credited.
@@ -122,15 +134,19 @@ pub struct PaymentRequest {
     #[validate(custom(function = "validate::provider"))]
     #[schema(pattern = "^[A-Za-z0-9][A-Za-z0-9._@-]{0,63}$")]
     pub provider: String,
-    /// The provider's reference of the payment.
     /// Posted transactions only: the past moment it counts from in balances by effective time
     /// (RFC 3339; default: its ledger time). Not in the future, at most the server's horizon
     /// (31 days by default) back; a debit dated in the past must not overdraw the wallet at any
     /// effective moment since.
     #[serde(default, deserialize_with = "validate::timestamp::optional")]
     pub effective_at: Option<DateTime<Utc>>,
+    /// The provider's reference of the payment.
     #[validate(custom(function = "validate::external_ref"))]
-    #[schema(min_length = 1, max_length = 255)]
+    #[schema(
+        min_length = 1,
+        max_length = 255,
+        pattern = "^[^\\u0000-\\u001f\\u007f-\\u009f]+$"
+    )]
     pub external_ref: Option<String>,
     #[validate(custom(function = "validate::metadata"))]
     #[serde(default, deserialize_with = "validate::metadata_field::optional")]

@@ -135,7 +135,9 @@ pub struct AccountListQuery {
     pub currency: Option<String>,
     #[param(inline)]
     pub status: Option<AccountStatusFilter>,
-    /// Accounts whose id starts with this (bytewise, case-sensitive).
+    /// Accounts whose id starts with this (bytewise, case-sensitive): the start of an account
+    /// id (`search::id_prefix_range`).
+    #[param(pattern = "^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$")]
     pub id_prefix: Option<String>,
     /// 1-500, default 50.
     pub limit: Option<i64>,

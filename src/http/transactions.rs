@@ -86,6 +86,7 @@ pub struct PostRequest {
     /// Without it the whole hold is captured.
     #[validate(custom(function = "validate::positive_amount"))]
     #[serde(default, deserialize_with = "validate::integer::optional")]
+    #[schema(minimum = 1, maximum = 9007199254740991_i64, examples(1500))]
     pub amount: Option<i64>,
 }
 
@@ -93,7 +94,7 @@ pub struct PostRequest {
 #[serde(deny_unknown_fields)]
 pub struct VoidRequest {}
 
-#[utoipa::path(post, path = "/v1/transactions/{id}/post", tag = "holds", operation_id = "capture_hold", params(("id" = Uuid, Path)),
+#[utoipa::path(post, path = "/v1/transactions/{id}/post", tag = "holds", operation_id = "capture_hold", params(("id" = Uuid, Path, example = "0b7e1a52-6f0d-4c55-9f4e-2a1c3d5e7f04")),
     request_body(content = Option<PostRequest>, description = "optional; `{}` or no body captures the whole hold"),
     responses(
         (status = 200, description = "captured; a repeat of the same request replays it (`Idempotent-Replayed: true`)", body = TransactionView),
@@ -110,7 +111,7 @@ pub async fn post(
     resolve(&state, &id, Action::Post, req.amount.and_then(Amount::new)).await
 }
 
-#[utoipa::path(post, path = "/v1/transactions/{id}/void", tag = "holds", operation_id = "void_hold", params(("id" = Uuid, Path)),
+#[utoipa::path(post, path = "/v1/transactions/{id}/void", tag = "holds", operation_id = "void_hold", params(("id" = Uuid, Path, example = "0b7e1a52-6f0d-4c55-9f4e-2a1c3d5e7f0c")),
     request_body(content = Option<VoidRequest>, description = "optional; `{}` or no body"),
     responses(
         (status = 200, description = "released; a repeat replays it (`Idempotent-Replayed: true`)", body = TransactionView),
@@ -168,6 +169,7 @@ fn own_commit_found() -> bool {
 
 #[derive(Debug, Deserialize, Validate, ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(examples(json!({"amount": 1000})))]
 pub struct ReverseRequest {
     /// The reversal's own id (its idempotency key). Without it, an `Idempotency-Key`
     /// header derives one.
@@ -176,13 +178,14 @@ pub struct ReverseRequest {
     /// exceed it). Without it, the whole original is reversed.
     #[validate(custom(function = "validate::positive_amount"))]
     #[serde(default, deserialize_with = "validate::integer::optional")]
+    #[schema(minimum = 1, maximum = 9007199254740991_i64)]
     pub amount: Option<i64>,
     #[validate(custom(function = "validate::metadata"))]
     #[schema(value_type = Option<crate::ledger::views::Metadata>)]
     pub metadata: Option<Map<String, Value>>,
 }
 
-#[utoipa::path(post, path = "/v1/transactions/{id}/reverse", tag = "transactions", operation_id = "reverse_transaction", params(("id" = Uuid, Path),
+#[utoipa::path(post, path = "/v1/transactions/{id}/reverse", tag = "transactions", operation_id = "reverse_transaction", params(("id" = Uuid, Path, example = "0b7e1a52-6f0d-4c55-9f4e-2a1c3d5e7f01"),
         ("Idempotency-Key" = Option<String>, Header, description = "derives the reversal's id when the body has none")),
     request_body = ReverseRequest,
     responses(
@@ -221,7 +224,7 @@ pub async fn reverse(
     }
 }
 
-#[utoipa::path(get, path = "/v1/transactions/{id}", tag = "transactions", operation_id = "get_transaction", params(("id" = Uuid, Path)),
+#[utoipa::path(get, path = "/v1/transactions/{id}", tag = "transactions", operation_id = "get_transaction", params(("id" = Uuid, Path, example = "0b7e1a52-6f0d-4c55-9f4e-2a1c3d5e7f01")),
     responses((status = 200, description = "the transaction in any status, `rejected` included", body = TransactionView),
         (status = 404, body = Problem, content_type = "application/problem+json")))]
 pub async fn get(State(state): State<AppState>, PathParam(id): PathParam) -> Result<Response> {

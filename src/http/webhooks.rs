@@ -31,21 +31,53 @@ const WEBHOOKS_LIST: &str = "webhooks";
 
 #[derive(Debug, Deserialize, Validate, ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(examples(json!({"id": "3c1e0f7a-2b4d-4e6f-8a9b-0c1d2e3f4a5b", "url": "https://hooks.example.com/ledger", "event_types": ["transaction.posted"]})))]
 pub struct CreateWebhookRequest {
     /// The caller's id; without it an `Idempotency-Key` header derives one.
     pub id: Option<Uuid>,
-    /// `http` or `https`, without credentials, on a host the operator allows.
+    /// `http` or `https`, without credentials, on a host the operator allows. The pattern is
+    /// what `UrlPolicy::check` asks of the text before it parses it (no control character, a
+    /// scheme of any case, spaces around it trimmed).
+    #[schema(
+        max_length = 2048,
+        pattern = "^ *[Hh][Tt][Tt][Pp][Ss]?:[^\\u0000-\\u001f\\u007f-\\u009f]+$"
+    )]
     pub url: String,
     /// The event types to send (default: all of them).
+    #[schema(schema_with = event_types)]
     pub event_types: Option<Vec<String>>,
     /// `whsec_` and 24-64 bytes in base64; generated when left out.
+    #[schema(
+        pattern = "^whsec_(?:(?:[A-Za-z0-9+/]{4}){8,21}(?:[A-Za-z0-9+/][AQgw]==)?|(?:[A-Za-z0-9+/]{4}){8,20}[A-Za-z0-9+/]{2}[AEIMQUYcgkosw048]=)$"
+    )]
     pub secret: Option<String>,
+}
+
+/// `event_types`: a list of `EventType::ALL`'s names, the ones `EventType::parse` accepts;
+/// `null` sends them all.
+fn event_types() -> utoipa::openapi::schema::Schema {
+    use utoipa::openapi::schema::{ArrayBuilder, ObjectBuilder, Type};
+    let names = EventType::ALL.map(|t| t.as_str());
+    let name = ObjectBuilder::new()
+        .schema_type(Type::String)
+        .enum_values(Some(names));
+    ArrayBuilder::new()
+        .schema_type(utoipa::openapi::schema::SchemaType::from_iter([
+            Type::Array,
+            Type::Null,
+        ]))
+        .items(name)
+        .into()
 }
 
 #[derive(Debug, Default, Deserialize, Validate, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RotateSecretRequest {
-    /// The new secret (`whsec_...`); generated when left out.
+    /// The new secret (`whsec_` and 24-64 bytes in base64, as for a new webhook); generated
+    /// when left out.
+    #[schema(
+        pattern = "^whsec_(?:(?:[A-Za-z0-9+/]{4}){8,21}(?:[A-Za-z0-9+/][AQgw]==)?|(?:[A-Za-z0-9+/]{4}){8,20}[A-Za-z0-9+/]{2}[AEIMQUYcgkosw048]=)$"
+    )]
     pub secret: Option<String>,
 }
 
@@ -185,6 +217,7 @@ pub async fn rotate_secret(
 #[serde(deny_unknown_fields)]
 pub struct DeliveryQuery {
     /// `pending`, `delivered`, `dead` or `cancelled`.
+    #[param(schema_with = delivery_status)]
     pub status: Option<String>,
     pub webhook_id: Option<Uuid>,
     pub event_id: Option<Uuid>,
@@ -193,6 +226,15 @@ pub struct DeliveryQuery {
     /// The `next_cursor` of the previous page of this same list, unchanged: opaque, tagged with
     /// its list; any other value (a made-up one, another list's) is 400 `cursor`.
     pub cursor: Option<String>,
+}
+
+/// `status` of `GET /v1/deliveries`: the names `DeliveryStatus::parse` accepts.
+fn delivery_status() -> utoipa::openapi::schema::Schema {
+    use utoipa::openapi::schema::{ObjectBuilder, Type};
+    ObjectBuilder::new()
+        .schema_type(Type::String)
+        .enum_values(Some(DeliveryStatus::ALL.map(|s| s.as_str())))
+        .into()
 }
 
 #[utoipa::path(get, path = "/v1/deliveries", tag = "webhooks", params(DeliveryQuery),

@@ -679,6 +679,26 @@ export interface components {
         };
         /** @enum {string} */
         BatchMode: "atomic" | "independent";
+        /**
+         * @example {
+         *       "items": [
+         *         {
+         *           "entries": [
+         *             {
+         *               "account": "alice",
+         *               "amount": -100
+         *             },
+         *             {
+         *               "account": "bob",
+         *               "amount": 100
+         *             }
+         *           ],
+         *           "id": "0b7e1a52-6f0d-4c55-9f4e-2a1c3d5e7f0b"
+         *         }
+         *       ],
+         *       "mode": "atomic"
+         *     }
+         */
         BatchRequest: {
             mode: components["schemas"]["BatchMode"];
             /** @description 1 to 1,000 bodies of `POST /v1/transactions`, each with its own `id`. */
@@ -704,6 +724,16 @@ export interface components {
             group: string;
             partitions: components["schemas"]["PartitionState"][];
         };
+        /**
+         * @example {
+         *       "currency": "SAR",
+         *       "id": "carol",
+         *       "metadata": {
+         *         "customer": "c-7"
+         *       },
+         *       "type": "wallet"
+         *     }
+         */
         CreateAccountRequest: {
             /**
              * @description The caller's id, `[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}`. Without it, an
@@ -745,6 +775,21 @@ export interface components {
              */
             count?: number | null;
         };
+        /**
+         * @example {
+         *       "entries": [
+         *         {
+         *           "account": "alice",
+         *           "amount": -500
+         *         },
+         *         {
+         *           "account": "bob",
+         *           "amount": 500
+         *         }
+         *       ],
+         *       "id": "0b7e1a52-6f0d-4c55-9f4e-2a1c3d5e7f0a"
+         *     }
+         */
         CreateTransactionRequest: {
             /**
              * Format: uuid
@@ -770,16 +815,28 @@ export interface components {
             external_ref?: string | null;
             metadata?: components["schemas"]["Metadata"] | null;
         };
+        /**
+         * @example {
+         *       "event_types": [
+         *         "transaction.posted"
+         *       ],
+         *       "id": "3c1e0f7a-2b4d-4e6f-8a9b-0c1d2e3f4a5b",
+         *       "url": "https://hooks.example.com/ledger"
+         *     }
+         */
         CreateWebhookRequest: {
             /**
              * Format: uuid
              * @description The caller's id; without it an `Idempotency-Key` header derives one.
              */
             id?: string | null;
-            /** @description `http` or `https`, without credentials, on a host the operator allows. */
+            /**
+             * @description `http` or `https`, without credentials, on a host the operator allows. The pattern is
+             *     what `UrlPolicy::check` asks of the text before it parses it (no control character, a
+             *     scheme of any case, spaces around it trimmed).
+             */
             url: string;
-            /** @description The event types to send (default: all of them). */
-            event_types?: string[] | null;
+            event_types?: ("transaction.posted" | "transaction.rejected" | "transaction.voided" | "transaction.expired" | "transaction.reversed" | "hold.created" | "account.frozen" | "account.closed" | "account.negative_balance")[] | null;
             /** @description `whsec_` and 24-64 bytes in base64; generated when left out. */
             secret?: string | null;
         };
@@ -954,6 +1011,17 @@ export interface components {
             data: components["schemas"]["Exception"][];
             next_cursor?: string | null;
         };
+        /**
+         * @example {
+         *       "amount": 2000,
+         *       "counter_currency": "USD",
+         *       "currency": "SAR",
+         *       "from": "alice",
+         *       "id": "0b7e1a52-6f0d-4c55-9f4e-2a1c3d5e7f09",
+         *       "rate": "0.2666",
+         *       "to": "alice-usd"
+         *     }
+         */
         ExchangeRequest: {
             /** Format: uuid */
             id?: string | null;
@@ -1232,6 +1300,15 @@ export interface components {
             version: number;
             metadata: components["schemas"]["Metadata"];
         };
+        /**
+         * @example {
+         *       "account": "alice",
+         *       "amount": 10000,
+         *       "currency": "SAR",
+         *       "external_ref": "pay_123",
+         *       "provider": "moyasar"
+         *     }
+         */
         PaymentRequest: {
             /** Format: uuid */
             id?: string | null;
@@ -1248,13 +1325,13 @@ export interface components {
             provider: string;
             /**
              * Format: date-time
-             * @description The provider's reference of the payment.
-             *     Posted transactions only: the past moment it counts from in balances by effective time
+             * @description Posted transactions only: the past moment it counts from in balances by effective time
              *     (RFC 3339; default: its ledger time). Not in the future, at most the server's horizon
              *     (31 days by default) back; a debit dated in the past must not overdraw the wallet at any
              *     effective moment since.
              */
             effective_at?: string | null;
+            /** @description The provider's reference of the payment. */
             external_ref?: string | null;
             metadata?: components["schemas"]["Metadata"] | null;
         };
@@ -1285,6 +1362,7 @@ export interface components {
              * Format: int64
              * @description Two-leg holds: capture this much (at most what is held); the rest is released.
              *     Without it the whole hold is captured.
+             * @example 1500
              */
             amount?: number | null;
         };
@@ -1336,6 +1414,11 @@ export interface components {
          * @enum {string}
          */
         RequestedStatus: "posted" | "pending";
+        /**
+         * @example {
+         *       "amount": 1000
+         *     }
+         */
         ReverseRequest: {
             /**
              * Format: uuid
@@ -1352,7 +1435,10 @@ export interface components {
             metadata?: components["schemas"]["Metadata"] | null;
         };
         RotateSecretRequest: {
-            /** @description The new secret (`whsec_...`); generated when left out. */
+            /**
+             * @description The new secret (`whsec_` and 24-64 bytes in base64, as for a new webhook); generated
+             *     when left out.
+             */
             secret?: string | null;
         };
         RunPage: {
@@ -1562,6 +1648,14 @@ export interface components {
             authorized_amount_decimal?: string | null;
             exchange?: components["schemas"]["ExchangeView"] | null;
         };
+        /**
+         * @example {
+         *       "amount": 3000,
+         *       "from": "alice",
+         *       "id": "0b7e1a52-6f0d-4c55-9f4e-2a1c3d5e7f02",
+         *       "to": "bob"
+         *     }
+         */
         TransferRequest: {
             /** Format: uuid */
             id?: string | null;
@@ -1864,7 +1958,10 @@ export interface operations {
                 /** @description ISO 4217 code. */
                 currency?: components["schemas"]["CurrencyCode"];
                 status?: "active" | "frozen" | "closed";
-                /** @description Accounts whose id starts with this (bytewise, case-sensitive). */
+                /**
+                 * @description Accounts whose id starts with this (bytewise, case-sensitive): the start of an account
+                 *     id (`search::id_prefix_range`).
+                 */
                 id_prefix?: string;
                 /** @description 1-500, default 50. */
                 limit?: number;
@@ -2422,7 +2519,7 @@ export interface operations {
             query?: never;
             header?: {
                 /** @description derives the id when the body has none */
-                "Idempotency-Key"?: string | null;
+                "Idempotency-Key"?: string;
             };
             path: {
                 id: string;
@@ -2889,8 +2986,7 @@ export interface operations {
     list_deliveries: {
         parameters: {
             query?: {
-                /** @description `pending`, `delivered`, `dead` or `cancelled`. */
-                status?: string;
+                status?: "pending" | "delivered" | "dead" | "cancelled";
                 webhook_id?: string;
                 event_id?: string;
                 /** @description 1-500, default 50. */
@@ -3278,8 +3374,7 @@ export interface operations {
                  *     its list; any other value (a made-up one, another list's) is 400 `cursor`.
                  */
                 cursor?: string;
-                /** @description Only exceptions of this code (`missing_in_ledger`, ..., `unparsable_row`). */
-                code?: string;
+                code?: "missing_in_ledger" | "missing_at_provider" | "amount_mismatch" | "currency_mismatch" | "status_mismatch" | "duplicate_in_file" | "unparsable_row";
             };
             header?: never;
             path: {
@@ -3547,6 +3642,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
+                /** @example 0b7e1a52-6f0d-4c55-9f4e-2a1c3d5e7f01 */
                 id: string;
             };
             cookie?: never;
@@ -3651,6 +3747,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
+                /** @example 0b7e1a52-6f0d-4c55-9f4e-2a1c3d5e7f04 */
                 id: string;
             };
             cookie?: never;
@@ -3731,6 +3828,7 @@ export interface operations {
                 "Idempotency-Key"?: string;
             };
             path: {
+                /** @example 0b7e1a52-6f0d-4c55-9f4e-2a1c3d5e7f01 */
                 id: string;
             };
             cookie?: never;
@@ -3818,6 +3916,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
+                /** @example 0b7e1a52-6f0d-4c55-9f4e-2a1c3d5e7f0c */
                 id: string;
             };
             cookie?: never;

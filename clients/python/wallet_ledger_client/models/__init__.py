@@ -17,6 +17,7 @@ from .create_account_request import CreateAccountRequest
 from .create_limit_request import CreateLimitRequest
 from .create_transaction_request import CreateTransactionRequest
 from .create_webhook_request import CreateWebhookRequest
+from .create_webhook_request_event_types_type_0_item import CreateWebhookRequestEventTypesType0Item
 from .currency_code import CurrencyCode
 from .currency_totals import CurrencyTotals
 from .database_readiness import DatabaseReadiness
@@ -50,6 +51,8 @@ from .limit_view import LimitView
 from .list_accounts_metadata import ListAccountsMetadata
 from .list_accounts_status import ListAccountsStatus
 from .list_accounts_type import ListAccountsType
+from .list_deliveries_status import ListDeliveriesStatus
+from .list_reconciliation_exceptions_code import ListReconciliationExceptionsCode
 from .list_transactions_metadata import ListTransactionsMetadata
 from .matched import Matched
 from .matched_status import MatchedStatus
@@ -112,6 +115,7 @@ __all__ = (
     "CreateLimitRequest",
     "CreateTransactionRequest",
     "CreateWebhookRequest",
+    "CreateWebhookRequestEventTypesType0Item",
     "CurrencyCode",
     "CurrencyTotals",
     "DatabaseReadiness",
@@ -145,6 +149,8 @@ __all__ = (
     "ListAccountsMetadata",
     "ListAccountsStatus",
     "ListAccountsType",
+    "ListDeliveriesStatus",
+    "ListReconciliationExceptionsCode",
     "ListTransactionsMetadata",
     "Matched",
     "MatchedStatus",

@@ -6,6 +6,7 @@ from uuid import UUID
 
 from attrs import define as _attrs_define
 
+from ..models.create_webhook_request_event_types_type_0_item import CreateWebhookRequestEventTypesType0Item
 from ..types import UNSET, Unset
 
 T = TypeVar("T", bound="CreateWebhookRequest")
@@ -15,15 +16,17 @@ T = TypeVar("T", bound="CreateWebhookRequest")
 class CreateWebhookRequest:
     """
     Attributes:
-        url (str): `http` or `https`, without credentials, on a host the operator allows.
+        url (str): `http` or `https`, without credentials, on a host the operator allows. The pattern is
+            what `UrlPolicy::check` asks of the text before it parses it (no control character, a
+            scheme of any case, spaces around it trimmed).
         id (None | Unset | UUID): The caller's id; without it an `Idempotency-Key` header derives one.
-        event_types (list[str] | None | Unset): The event types to send (default: all of them).
+        event_types (list[CreateWebhookRequestEventTypesType0Item] | None | Unset):
         secret (None | str | Unset): `whsec_` and 24-64 bytes in base64; generated when left out.
     """
 
     url: str
     id: None | Unset | UUID = UNSET
-    event_types: list[str] | None | Unset = UNSET
+    event_types: list[CreateWebhookRequestEventTypesType0Item] | None | Unset = UNSET
     secret: None | str | Unset = UNSET
 
     def to_dict(self) -> dict[str, Any]:
@@ -41,7 +44,10 @@ class CreateWebhookRequest:
         if isinstance(self.event_types, Unset):
             event_types = UNSET
         elif isinstance(self.event_types, list):
-            event_types = self.event_types
+            event_types = []
+            for event_types_type_0_item_data in self.event_types:
+                event_types_type_0_item = event_types_type_0_item_data.value
+                event_types.append(event_types_type_0_item)
 
         else:
             event_types = self.event_types
@@ -90,7 +96,7 @@ class CreateWebhookRequest:
 
         id = _parse_id(d.pop("id", UNSET))
 
-        def _parse_event_types(data: object) -> list[str] | None | Unset:
+        def _parse_event_types(data: object) -> list[CreateWebhookRequestEventTypesType0Item] | None | Unset:
             if data is None:
                 return data
             if isinstance(data, Unset):
@@ -98,12 +104,17 @@ class CreateWebhookRequest:
             try:
                 if not isinstance(data, list):
                     raise TypeError()
-                event_types_type_0 = cast(list[str], data)
+                event_types_type_0 = []
+                _event_types_type_0 = data
+                for event_types_type_0_item_data in _event_types_type_0:
+                    event_types_type_0_item = CreateWebhookRequestEventTypesType0Item(event_types_type_0_item_data)
+
+                    event_types_type_0.append(event_types_type_0_item)
 
                 return event_types_type_0
             except (TypeError, ValueError, AttributeError, KeyError):
                 pass
-            return cast(list[str] | None | Unset, data)
+            return cast(list[CreateWebhookRequestEventTypesType0Item] | None | Unset, data)
 
         event_types = _parse_event_types(d.pop("event_types", UNSET))
 

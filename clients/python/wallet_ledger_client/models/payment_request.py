@@ -26,12 +26,12 @@ class PaymentRequest:
         currency (CurrencyCode): An ISO 4217 code the ledger knows.
         provider (str): The payment provider; its clearing account `clearing:{provider}:{currency}` is debited.
         id (None | Unset | UUID):
-        effective_at (datetime.datetime | None | Unset): The provider's reference of the payment.
-            Posted transactions only: the past moment it counts from in balances by effective time
+        effective_at (datetime.datetime | None | Unset): Posted transactions only: the past moment it counts from in
+            balances by effective time
             (RFC 3339; default: its ledger time). Not in the future, at most the server's horizon
             (31 days by default) back; a debit dated in the past must not overdraw the wallet at any
             effective moment since.
-        external_ref (None | str | Unset):
+        external_ref (None | str | Unset): The provider's reference of the payment.
         metadata (Metadata | None | Unset):
     """
 

@@ -14,7 +14,9 @@ T = TypeVar("T", bound="RotateSecretRequest")
 class RotateSecretRequest:
     """
     Attributes:
-        secret (None | str | Unset): The new secret (`whsec_...`); generated when left out.
+        secret (None | str | Unset): The new secret (`whsec_` and 24-64 bytes in base64, as for a new webhook);
+            generated
+            when left out.
     """
 
     secret: None | str | Unset = UNSET

@@ -16,7 +16,7 @@ def _get_kwargs(
     id: str,
     *,
     body: CreateLimitRequest,
-    idempotency_key: None | str | Unset = UNSET,
+    idempotency_key: str | Unset = UNSET,
 ) -> dict[str, Any]:
     headers: dict[str, Any] = {}
     if not isinstance(idempotency_key, Unset):
@@ -128,12 +128,12 @@ def sync_detailed(
     *,
     client: AuthenticatedClient,
     body: CreateLimitRequest,
-    idempotency_key: None | str | Unset = UNSET,
+    idempotency_key: str | Unset = UNSET,
 ) -> Response[LimitView | Problem]:
     """
     Args:
         id (str):
-        idempotency_key (None | str | Unset):
+        idempotency_key (str | Unset):
         body (CreateLimitRequest):
 
     Raises:
@@ -162,12 +162,12 @@ def sync(
     *,
     client: AuthenticatedClient,
     body: CreateLimitRequest,
-    idempotency_key: None | str | Unset = UNSET,
+    idempotency_key: str | Unset = UNSET,
 ) -> LimitView | Problem | None:
     """
     Args:
         id (str):
-        idempotency_key (None | str | Unset):
+        idempotency_key (str | Unset):
         body (CreateLimitRequest):
 
     Raises:
@@ -191,12 +191,12 @@ async def asyncio_detailed(
     *,
     client: AuthenticatedClient,
     body: CreateLimitRequest,
-    idempotency_key: None | str | Unset = UNSET,
+    idempotency_key: str | Unset = UNSET,
 ) -> Response[LimitView | Problem]:
     """
     Args:
         id (str):
-        idempotency_key (None | str | Unset):
+        idempotency_key (str | Unset):
         body (CreateLimitRequest):
 
     Raises:
@@ -223,12 +223,12 @@ async def asyncio(
     *,
     client: AuthenticatedClient,
     body: CreateLimitRequest,
-    idempotency_key: None | str | Unset = UNSET,
+    idempotency_key: str | Unset = UNSET,
 ) -> LimitView | Problem | None:
     """
     Args:
         id (str):
-        idempotency_key (None | str | Unset):
+        idempotency_key (str | Unset):
         body (CreateLimitRequest):
 
     Raises:

@@ -8,6 +8,7 @@ import httpx
 from ... import errors
 from ...client import AuthenticatedClient, Client
 from ...models.exception_page import ExceptionPage
+from ...models.list_reconciliation_exceptions_code import ListReconciliationExceptionsCode
 from ...models.problem import Problem
 from ...types import UNSET, Response, Unset
 
@@ -17,7 +18,7 @@ def _get_kwargs(
     *,
     limit: int | Unset = 50,
     cursor: str | Unset = UNSET,
-    code: str | Unset = UNSET,
+    code: ListReconciliationExceptionsCode | Unset = UNSET,
 ) -> dict[str, Any]:
 
     params: dict[str, Any] = {}
@@ -26,7 +27,11 @@ def _get_kwargs(
 
     params["cursor"] = cursor
 
-    params["code"] = code
+    json_code: str | Unset = UNSET
+    if not isinstance(code, Unset):
+        json_code = code.value
+
+    params["code"] = json_code
 
     params = {k: v for k, v in params.items() if v is not UNSET and v is not None}
 
@@ -107,14 +112,14 @@ def sync_detailed(
     client: AuthenticatedClient,
     limit: int | Unset = 50,
     cursor: str | Unset = UNSET,
-    code: str | Unset = UNSET,
+    code: ListReconciliationExceptionsCode | Unset = UNSET,
 ) -> Response[ExceptionPage | Problem]:
     """
     Args:
         id (UUID):
         limit (int | Unset):  Default: 50.
         cursor (str | Unset):
-        code (str | Unset):
+        code (ListReconciliationExceptionsCode | Unset):
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -144,14 +149,14 @@ def sync(
     client: AuthenticatedClient,
     limit: int | Unset = 50,
     cursor: str | Unset = UNSET,
-    code: str | Unset = UNSET,
+    code: ListReconciliationExceptionsCode | Unset = UNSET,
 ) -> ExceptionPage | Problem | None:
     """
     Args:
         id (UUID):
         limit (int | Unset):  Default: 50.
         cursor (str | Unset):
-        code (str | Unset):
+        code (ListReconciliationExceptionsCode | Unset):
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -176,14 +181,14 @@ async def asyncio_detailed(
     client: AuthenticatedClient,
     limit: int | Unset = 50,
     cursor: str | Unset = UNSET,
-    code: str | Unset = UNSET,
+    code: ListReconciliationExceptionsCode | Unset = UNSET,
 ) -> Response[ExceptionPage | Problem]:
     """
     Args:
         id (UUID):
         limit (int | Unset):  Default: 50.
         cursor (str | Unset):
-        code (str | Unset):
+        code (ListReconciliationExceptionsCode | Unset):
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.
@@ -211,14 +216,14 @@ async def asyncio(
     client: AuthenticatedClient,
     limit: int | Unset = 50,
     cursor: str | Unset = UNSET,
-    code: str | Unset = UNSET,
+    code: ListReconciliationExceptionsCode | Unset = UNSET,
 ) -> ExceptionPage | Problem | None:
     """
     Args:
         id (UUID):
         limit (int | Unset):  Default: 50.
         cursor (str | Unset):
-        code (str | Unset):
+        code (ListReconciliationExceptionsCode | Unset):
 
     Raises:
         errors.UnexpectedStatus: If the server returns an undocumented status code and Client.raise_on_unexpected_status is True.

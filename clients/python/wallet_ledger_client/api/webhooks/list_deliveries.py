@@ -6,6 +6,7 @@ import httpx
 
 from ... import errors
 from ...client import AuthenticatedClient, Client
+from ...models.list_deliveries_status import ListDeliveriesStatus
 from ...models.page_delivery_view import PageDeliveryView
 from ...models.problem import Problem
 from ...types import UNSET, Response, Unset
@@ -13,7 +14,7 @@ from ...types import UNSET, Response, Unset
 
 def _get_kwargs(
     *,
-    status: str | Unset = UNSET,
+    status: ListDeliveriesStatus | Unset = UNSET,
     webhook_id: UUID | Unset = UNSET,
     event_id: UUID | Unset = UNSET,
     limit: int | Unset = 50,
@@ -22,7 +23,11 @@ def _get_kwargs(
 
     params: dict[str, Any] = {}
 
-    params["status"] = status
+    json_status: str | Unset = UNSET
+    if not isinstance(status, Unset):
+        json_status = status.value
+
+    params["status"] = json_status
 
     json_webhook_id: str | Unset = UNSET
     if not isinstance(webhook_id, Unset):
@@ -107,7 +112,7 @@ def _build_response(
 def sync_detailed(
     *,
     client: AuthenticatedClient,
-    status: str | Unset = UNSET,
+    status: ListDeliveriesStatus | Unset = UNSET,
     webhook_id: UUID | Unset = UNSET,
     event_id: UUID | Unset = UNSET,
     limit: int | Unset = 50,
@@ -115,7 +120,7 @@ def sync_detailed(
 ) -> Response[PageDeliveryView | Problem]:
     """
     Args:
-        status (str | Unset):
+        status (ListDeliveriesStatus | Unset):
         webhook_id (UUID | Unset):
         event_id (UUID | Unset):
         limit (int | Unset):  Default: 50.
@@ -147,7 +152,7 @@ def sync_detailed(
 def sync(
     *,
     client: AuthenticatedClient,
-    status: str | Unset = UNSET,
+    status: ListDeliveriesStatus | Unset = UNSET,
     webhook_id: UUID | Unset = UNSET,
     event_id: UUID | Unset = UNSET,
     limit: int | Unset = 50,
@@ -155,7 +160,7 @@ def sync(
 ) -> PageDeliveryView | Problem | None:
     """
     Args:
-        status (str | Unset):
+        status (ListDeliveriesStatus | Unset):
         webhook_id (UUID | Unset):
         event_id (UUID | Unset):
         limit (int | Unset):  Default: 50.
@@ -182,7 +187,7 @@ def sync(
 async def asyncio_detailed(
     *,
     client: AuthenticatedClient,
-    status: str | Unset = UNSET,
+    status: ListDeliveriesStatus | Unset = UNSET,
     webhook_id: UUID | Unset = UNSET,
     event_id: UUID | Unset = UNSET,
     limit: int | Unset = 50,
@@ -190,7 +195,7 @@ async def asyncio_detailed(
 ) -> Response[PageDeliveryView | Problem]:
     """
     Args:
-        status (str | Unset):
+        status (ListDeliveriesStatus | Unset):
         webhook_id (UUID | Unset):
         event_id (UUID | Unset):
         limit (int | Unset):  Default: 50.
@@ -220,7 +225,7 @@ async def asyncio_detailed(
 async def asyncio(
     *,
     client: AuthenticatedClient,
-    status: str | Unset = UNSET,
+    status: ListDeliveriesStatus | Unset = UNSET,
     webhook_id: UUID | Unset = UNSET,
     event_id: UUID | Unset = UNSET,
     limit: int | Unset = 50,
@@ -228,7 +233,7 @@ async def asyncio(
 ) -> PageDeliveryView | Problem | None:
     """
     Args:
-        status (str | Unset):
+        status (ListDeliveriesStatus | Unset):
         webhook_id (UUID | Unset):
         event_id (UUID | Unset):
         limit (int | Unset):  Default: 50.

@@ -1,0 +1,16 @@
+from enum import StrEnum
+
+
+class CreateWebhookRequestEventTypesType0Item(StrEnum):
+    ACCOUNT_CLOSED = "account.closed"
+    ACCOUNT_FROZEN = "account.frozen"
+    ACCOUNT_NEGATIVE_BALANCE = "account.negative_balance"
+    HOLD_CREATED = "hold.created"
+    TRANSACTION_EXPIRED = "transaction.expired"
+    TRANSACTION_POSTED = "transaction.posted"
+    TRANSACTION_REJECTED = "transaction.rejected"
+    TRANSACTION_REVERSED = "transaction.reversed"
+    TRANSACTION_VOIDED = "transaction.voided"
+
+    def __str__(self) -> str:
+        return str(self.value)
