@@ -28,14 +28,16 @@ cargo build --quiet
 export RUST_LOG=${RUST_LOG:-warn}
 
 # The seeded webhooks point at 127.0.0.1:9, listed as an in-house receiver would be (loopback
-# is refused by default).
+# is refused by default); the document's example webhook names hooks.example.com (`--no-outbox`:
+# nothing is ever sent to either).
 source scripts/test-server.sh
 # The consumer's admin endpoints read a stream of this run's own on the local Redis, with two
 # dead letters of known ids (the toml's dictionaries name them); the keys expire within a day
 # should the run stop before its cleanup.
 stream=schemathesis.$$
 redis=redis://127.0.0.1:6379
-start_test_server schemathesis --webhook-allowed-hosts 127.0.0.1:9 --redis-url "$redis" --stream "$stream"
+start_test_server schemathesis --webhook-allowed-hosts 127.0.0.1:9,hooks.example.com \
+    --redis-url "$redis" --stream "$stream"
 for id in 1-1 1-2; do
     redis-cli -u "$redis" XADD "$stream.dlq" "$id" event_id "5c1a0000-0000-4000-8000-00000000010${id#1-}" \
         wallet st-ghost amount 100 dlq_reason unknown_account dlq_detail "no wallet st-ghost" \
@@ -62,6 +64,41 @@ post /v1/transfers '{"id": "5c1a0000-0000-4000-8000-000000000003", "from": "st-w
 post /v1/transactions '{"id": "5c1a0000-0000-4000-8000-000000000004", "entries": [{"account": "st-sys", "amount": -300}, {"account": "st-w2", "amount": 300}], "status": "pending"}'
 post /v1/webhooks '{"id": "5c1a0000-0000-4000-8000-000000000005", "url": "http://127.0.0.1:9/hook"}'
 
+# The accounts and transactions the document's examples name (README's walk-through), so that
+# the examples are accepted: alice's payment (reversed by the reversal example), the holds the
+# capture and void examples name, and money enough for every example's transfer.
+post /v1/accounts '{"id": "alice", "currency": "SAR", "type": "wallet"}'
+post /v1/accounts '{"id": "bob", "currency": "SAR", "type": "wallet"}'
+post /v1/accounts '{"id": "alice-usd", "currency": "USD", "type": "wallet"}'
+post /v1/payments '{"id": "0b7e1a52-6f0d-4c55-9f4e-2a1c3d5e7f01", "account": "alice", "amount": 10000, "currency": "SAR", "provider": "moyasar", "external_ref": "pay_123"}'
+post /v1/payments '{"id": "0b7e1a52-6f0d-4c55-9f4e-2a1c3d5e7f0d", "account": "alice", "amount": 1000000, "currency": "SAR", "provider": "moyasar"}'
+post /v1/transfers '{"id": "0b7e1a52-6f0d-4c55-9f4e-2a1c3d5e7f04", "from": "alice", "to": "bob", "amount": 2000, "status": "pending"}'
+post /v1/transfers '{"id": "0b7e1a52-6f0d-4c55-9f4e-2a1c3d5e7f0c", "from": "alice", "to": "bob", "amount": 500, "status": "pending"}'
+
+# A stored reconciliation run (the example payment, settled), whose id is known only now: the
+# configuration is the committed one plus a dictionary of that id for the runs' paths.
+work=$(mktemp -d)
+printf 'payment_id,amount,currency,status,settled_at\n0b7e1a52-6f0d-4c55-9f4e-2a1c3d5e7f01,100.00,SAR,settled,%s\n' \
+    "$(date -u +%Y-%m-%dT%H:%M:%SZ)" >"$work/settlement.csv"
+reconciled=0
+"$bin" reconcile --provider moyasar --settlement "$work/settlement.csv" --out "$work/reports" \
+    --database-url "postgres://$PGUSER@$PGHOST:$PGPORT/$database" --settlement-lag-hours 0 \
+    >/dev/null 2>&1 || reconciled=$?
+# 1 is a run with exceptions (the second payment is not in the file): stored all the same.
+[ "$reconciled" -le 1 ] || { echo "seeding a reconciliation run failed" >&2; exit 1; }
+run=$(curl -fsS "$base/v1/reconciliations?limit=1" -H "Authorization: Bearer $token" |
+    python3 -c 'import json, sys; print(json.load(sys.stdin)["data"][0]["id"])')
+config=$work/schemathesis.toml
+cat scripts/schemathesis.toml - >"$config" <<EOF
+
+[dictionaries.reconciliations]
+values = ["$run"]
+
+[[operations]]
+include-path-regex = "^/v1/reconciliations/[{]id[}]"
+parameters = { "path.id" = { dictionary = "reconciliations", probability = 0.8 } }
+EOF
+
 seed=()
 [ -n "${SCHEMATHESIS_SEED:-}" ] && seed=(--seed "$SCHEMATHESIS_SEED")
 
@@ -69,7 +106,7 @@ seed=()
 # which CPython 3.11 answers now and then with "AST constructor recursion depth mismatch".
 status=0
 HYPOTHESIS_STORAGE_DIRECTORY=target/hypothesis timeout --signal=INT --kill-after=30 "$TIMEOUT" \
-    python3 -m schemathesis.cli --config-file scripts/schemathesis.toml run "$base/openapi.json" \
+    python3 -m schemathesis.cli --config-file "$config" run "$base/openapi.json" \
     --header "Authorization: Bearer $token" \
     --max-examples "$MAX_EXAMPLES" \
     --workers 1 \
@@ -77,6 +114,7 @@ HYPOTHESIS_STORAGE_DIRECTORY=target/hypothesis timeout --signal=INT --kill-after
     --no-color \
     "${seed[@]}" "$@" || status=$?
 
+rm -rf "$work"
 redis-cli -u "$redis" --scan --pattern "$stream*" |
     xargs -r redis-cli -u "$redis" DEL >/dev/null
 
