@@ -30,7 +30,7 @@ use validator::Validate;
 
 #[derive(Debug, Deserialize, Validate, ToSchema)]
 #[serde(deny_unknown_fields)]
-#[schema(examples(json!({"id": "0b7e1a52-6f0d-4c55-9f4e-2a1c3d5e7f09", "from": "alice", "to": "alice-usd", "amount": 2000, "currency": "SAR", "counter_currency": "USD", "rate": "0.2666"})))]
+#[schema(examples(json!({"id": "0b7e1a52-6f0d-4c55-9f4e-2a1c3d5e7f09", "from": "alice", "to": "alice-usd", "amount": 2000, "currency": "SAR", "counter_currency": "USD", "rate": "0.2666", "counter_amount": 533})))]
 pub struct ExchangeRequest {
     pub id: Option<Uuid>,
     /// The account debited `amount`, in `currency`.
@@ -58,7 +58,7 @@ pub struct ExchangeRequest {
     /// string: at most 18 significant digits and 18 decimal places (`"1.0842"`). Without
     /// `counter_amount`, the counter amount is `amount` at this rate rounded half up.
     #[validate(custom(function = "rate_text"))]
-    #[schema(pattern = "^[0-9]{1,18}(\\.[0-9]{1,18})?$", example = "1.0842")]
+    #[schema(pattern = "^[0-9]{1,18}(\\.[0-9]{1,18})?$")]
     pub rate: Option<String>,
     /// Positive minor units of `counter_currency` credited to `to`. With `rate`, it must be
     /// `amount` at that rate rounded either way (`rate_mismatch` otherwise); alone, it implies

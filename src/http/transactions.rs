@@ -169,7 +169,7 @@ fn own_commit_found() -> bool {
 
 #[derive(Debug, Deserialize, Validate, ToSchema)]
 #[serde(deny_unknown_fields)]
-#[schema(examples(json!({"amount": 1000})))]
+#[schema(examples(json!({"amount": 500})))]
 pub struct ReverseRequest {
     /// The reversal's own id (its idempotency key). Without it, an `Idempotency-Key`
     /// header derives one.

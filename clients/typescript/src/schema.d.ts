@@ -1014,6 +1014,7 @@ export interface components {
         /**
          * @example {
          *       "amount": 2000,
+         *       "counter_amount": 533,
          *       "counter_currency": "USD",
          *       "currency": "SAR",
          *       "from": "alice",
@@ -1042,7 +1043,6 @@ export interface components {
              * @description Units of `counter_currency` one unit of `currency` buys (major units), as a decimal
              *     string: at most 18 significant digits and 18 decimal places (`"1.0842"`). Without
              *     `counter_amount`, the counter amount is `amount` at this rate rounded half up.
-             * @example 1.0842
              */
             rate?: string | null;
             /**
@@ -1416,7 +1416,7 @@ export interface components {
         RequestedStatus: "posted" | "pending";
         /**
          * @example {
-         *       "amount": 1000
+         *       "amount": 500
          *     }
          */
         ReverseRequest: {

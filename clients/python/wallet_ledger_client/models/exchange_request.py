@@ -30,7 +30,7 @@ class ExchangeRequest:
         id (None | Unset | UUID):
         rate (None | str | Unset): Units of `counter_currency` one unit of `currency` buys (major units), as a decimal
             string: at most 18 significant digits and 18 decimal places (`"1.0842"`). Without
-            `counter_amount`, the counter amount is `amount` at this rate rounded half up. Example: 1.0842.
+            `counter_amount`, the counter amount is `amount` at this rate rounded half up.
         counter_amount (int | None | Unset): Positive minor units of `counter_currency` credited to `to`. With `rate`,
             it must be
             `amount` at that rate rounded either way (`rate_mismatch` otherwise); alone, it implies
