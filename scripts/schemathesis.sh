@@ -2,7 +2,8 @@
 # Schema-driven fuzzing of the API: schemathesis generates requests, valid and invalid, from the
 # served OpenAPI document and checks every answer against it: no 5xx, every status code, content
 # type, header and body as documented for its operation, schema-violating requests refused.
-# scripts/schemathesis.toml says which checks run. Needs PostgreSQL (scripts/services.sh).
+# scripts/schemathesis.toml says which checks run; scripts/schemathesis_hooks.py gives every
+# create a fresh id, as a client does. Needs PostgreSQL (scripts/services.sh).
 # Starts a fresh server (`--no-outbox`) on a free port over a fresh database with an admin key,
 # seeds the fixtures the toml's dictionaries name, and afterwards stops the server (SIGTERM) and
 # drops the database. Exits non-zero when schemathesis finds a failure or an error.
@@ -105,7 +106,7 @@ seed=()
 # One worker: with two threads, Hypothesis's lambda descriptions call ast.parse concurrently,
 # which CPython 3.11 answers now and then with "AST constructor recursion depth mismatch".
 status=0
-HYPOTHESIS_STORAGE_DIRECTORY=target/hypothesis timeout --signal=INT --kill-after=30 "$TIMEOUT" \
+SCHEMATHESIS_HOOKS=scripts/schemathesis_hooks.py HYPOTHESIS_STORAGE_DIRECTORY=target/hypothesis timeout --signal=INT --kill-after=30 "$TIMEOUT" \
     python3 -m schemathesis.cli --config-file "$config" run "$base/openapi.json" \
     --header "Authorization: Bearer $token" \
     --max-examples "$MAX_EXAMPLES" \
