@@ -30,7 +30,8 @@ export RUST_LOG=${RUST_LOG:-warn}
 
 # The seeded webhooks point at 127.0.0.1:9, listed as an in-house receiver would be (loopback
 # is refused by default); the document's example webhook names hooks.example.com (`--no-outbox`:
-# nothing is ever sent to either).
+# the server sends nothing; the seeding's short dispatcher run below tries 127.0.0.1:9, where
+# nothing listens).
 source scripts/test-server.sh
 # The consumer's admin endpoints read a stream of this run's own on the local Redis, with two
 # dead letters of known ids (the toml's dictionaries name them); the keys expire within a day
@@ -55,15 +56,24 @@ post() {
         -H 'Content-Type: application/json' -d "$2" ||
         { echo "seeding POST $1 failed: $2" >&2; exit 1; }
 }
+# The webhook first, so that the transactions below have deliveries to it.
+post /v1/webhooks '{"id": "5c1a0000-0000-4000-8000-000000000005", "url": "http://127.0.0.1:9/hook"}'
 post /v1/accounts '{"id": "st-w1", "currency": "USD", "type": "wallet"}'
 post /v1/accounts '{"id": "st-w2", "currency": "USD", "type": "wallet", "overdraft_limit": 5000}'
 post /v1/accounts '{"id": "st-sys", "currency": "USD", "type": "system"}'
 post /v1/accounts '{"id": "st-eur", "currency": "EUR", "type": "wallet"}'
+for n in 1 2 3; do
+    post /v1/accounts '{"id": "st-s'"$n"'", "currency": "USD", "type": "wallet"}'
+done
 post /v1/payments '{"id": "5c1a0000-0000-4000-8000-000000000001", "account": "st-w1", "amount": 1000000, "currency": "USD", "provider": "st-bank", "external_ref": "st-pay-1"}'
 post /v1/transfers '{"id": "5c1a0000-0000-4000-8000-000000000002", "from": "st-w1", "to": "st-w2", "amount": 2500}'
 post /v1/transfers '{"id": "5c1a0000-0000-4000-8000-000000000003", "from": "st-w1", "to": "st-w2", "amount": 700, "status": "pending"}'
 post /v1/transactions '{"id": "5c1a0000-0000-4000-8000-000000000004", "entries": [{"account": "st-sys", "amount": -300}, {"account": "st-w2", "amount": 300}], "status": "pending"}'
-post /v1/webhooks '{"id": "5c1a0000-0000-4000-8000-000000000005", "url": "http://127.0.0.1:9/hook"}'
+# The holds the toml's `holds` dictionary names beyond these two: capture and void use one up
+# each, and every phase needs some left.
+for n in $(seq -w 1 24); do
+    post /v1/transfers '{"id": "5c1a0000-0000-4000-8000-0000000002'"$n"'", "from": "st-w1", "to": "st-w2", "amount": 5000, "status": "pending"}'
+done
 
 # The accounts and transactions the document's examples name (README's walk-through), so that
 # the examples are accepted: alice's payment (reversed by the reversal example), the holds the
@@ -75,6 +85,23 @@ post /v1/payments '{"id": "0b7e1a52-6f0d-4c55-9f4e-2a1c3d5e7f01", "account": "al
 post /v1/payments '{"id": "0b7e1a52-6f0d-4c55-9f4e-2a1c3d5e7f0d", "account": "alice", "amount": 1000000, "currency": "SAR", "provider": "moyasar"}'
 post /v1/transfers '{"id": "0b7e1a52-6f0d-4c55-9f4e-2a1c3d5e7f04", "from": "alice", "to": "bob", "amount": 2000, "status": "pending"}'
 post /v1/transfers '{"id": "0b7e1a52-6f0d-4c55-9f4e-2a1c3d5e7f0c", "from": "alice", "to": "bob", "amount": 500, "status": "pending"}'
+
+# Webhook deliveries, made by the real dispatcher: `outbox` runs until the seeded transactions'
+# events are fanned out to the webhook (its first attempts to 127.0.0.1:9 fail and are retried
+# later: the deliveries stay pending), then stops; the server itself runs with --no-outbox.
+"$bin" outbox --database-url "postgres://$PGUSER@$PGHOST:$PGPORT/$database" --no-migrate \
+    --webhook-allowed-hosts 127.0.0.1:9 --webhook-timeout-ms 1000 >/dev/null 2>&1 &
+dispatcher=$!
+deliveries=
+for _ in $(seq 1 100); do
+    deliveries=$(curl -fsS "$base/v1/deliveries?limit=3" -H "Authorization: Bearer $token" |
+        python3 -c 'import json, sys; print(" ".join(json.dumps(d["id"]) for d in json.load(sys.stdin)["data"]))')
+    [ -n "$deliveries" ] && break
+    sleep 0.1
+done
+kill -TERM "$dispatcher" 2>/dev/null || true
+wait "$dispatcher" 2>/dev/null || true
+[ -n "$deliveries" ] || { echo "seeding webhook deliveries failed" >&2; exit 1; }
 
 # A stored reconciliation run (the example payment, settled), whose id is known only now: the
 # configuration is the committed one plus a dictionary of that id for the runs' paths.
@@ -98,6 +125,13 @@ values = ["$run"]
 [[operations]]
 include-path-regex = "^/v1/reconciliations/[{]id[}]"
 parameters = { "path.id" = { dictionary = "reconciliations", probability = 0.8 } }
+
+[dictionaries.deliveries]
+values = [$(echo "$deliveries" | sed 's/ /, /g')]
+
+[[operations]]
+include-path-regex = "^/v1/deliveries/[{]id[}]"
+parameters = { "path.id" = { dictionary = "deliveries", probability = 0.8 } }
 EOF
 
 seed=()
