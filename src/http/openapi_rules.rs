@@ -50,6 +50,9 @@ pub fn refine_schemas(components: &mut Components) {
         if name == "ExchangeRequest" {
             refused.push(no_exchange_terms());
         }
+        if name == "CreateLimitRequest" {
+            refused.extend(limit_bound_refusals());
+        }
         let RefOr::T(Schema::Object(object)) = schema else {
             continue;
         };
@@ -86,4 +89,21 @@ fn no_exchange_terms() -> serde_json::Value {
         "description": "an exchange needs rate, counter_amount or both",
         "properties": {"rate": {"type": "null"}, "counter_amount": {"type": "null"}}
     })
+}
+
+/// A velocity limit bounds `amount` or `count`, exactly one (`limits::CreateLimitRequest::limit`,
+/// `required` otherwise); `null` is the field left out.
+fn limit_bound_refusals() -> [serde_json::Value; 2] {
+    use serde_json::json;
+    [
+        json!({
+            "description": "a limit needs amount or count",
+            "properties": {"amount": {"type": "null"}, "count": {"type": "null"}}
+        }),
+        json!({
+            "description": "a limit bounds amount or count, not both",
+            "required": ["amount", "count"],
+            "properties": {"amount": {"type": "integer"}, "count": {"type": "integer"}}
+        }),
+    ]
 }
