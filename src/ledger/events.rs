@@ -33,10 +33,12 @@ pub enum EventType {
     AccountFrozen,
     AccountClosed,
     AccountNegativeBalance,
+    /// A balance monitor's condition made true by a change (`ledger::monitors`).
+    BalanceMonitorTriggered,
 }
 
 impl EventType {
-    pub const ALL: [EventType; 9] = [
+    pub const ALL: [EventType; 10] = [
         EventType::TransactionPosted,
         EventType::TransactionRejected,
         EventType::TransactionVoided,
@@ -46,6 +48,7 @@ impl EventType {
         EventType::AccountFrozen,
         EventType::AccountClosed,
         EventType::AccountNegativeBalance,
+        EventType::BalanceMonitorTriggered,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -59,6 +62,7 @@ impl EventType {
             EventType::AccountFrozen => "account.frozen",
             EventType::AccountClosed => "account.closed",
             EventType::AccountNegativeBalance => "account.negative_balance",
+            EventType::BalanceMonitorTriggered => "balance.monitor_triggered",
         }
     }
 

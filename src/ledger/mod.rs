@@ -17,6 +17,7 @@ pub mod ids;
 pub mod journal;
 pub mod limits;
 pub mod money;
+pub mod monitors;
 pub mod posting;
 pub mod replay_cache;
 pub mod reversals;

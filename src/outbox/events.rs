@@ -29,7 +29,8 @@ pub struct TransactionEventView {
     #[serde(rename = "type")]
     #[schema(value_type = EventTypeName)]
     pub event_type: String,
-    /// The wallet an `account.negative_balance` event is about; null for the others.
+    /// The wallet an `account.negative_balance` or `balance.monitor_triggered` event is about;
+    /// null for the others.
     pub account_id: Option<String>,
     pub created_at: DateTime<Utc>,
     /// When the dispatcher turned the event into its deliveries; null until then.

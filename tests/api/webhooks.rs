@@ -18,7 +18,7 @@ use wallet_ledger::outbox::deliveries;
 use wallet_ledger::outbox::subscriptions::WebhookPolicy;
 
 /// The contract's event types.
-const EVENT_TYPES: [&str; 9] = [
+const EVENT_TYPES: [&str; 10] = [
     "transaction.posted",
     "transaction.rejected",
     "transaction.voided",
@@ -28,6 +28,7 @@ const EVENT_TYPES: [&str; 9] = [
     "account.frozen",
     "account.closed",
     "account.negative_balance",
+    "balance.monitor_triggered",
 ];
 
 /// The fixed namespace of event ids, written out here so that a change to it fails a test.

@@ -5,7 +5,8 @@ use super::Action;
 use super::load::{HeldLeg, LoadedHold, LockedWallets};
 use crate::ledger::compare;
 use crate::ledger::money::Amount;
-use crate::ledger::posting::{NewEntry, ledger_time};
+use crate::ledger::monitors::{Balances, Firing, Watch};
+use crate::ledger::posting::{NewEntry, WalletState, balances, ledger_time};
 use crate::ledger::transactions::TransactionStatus;
 use crate::problem::FieldError;
 use chrono::{DateTime, Utc};
@@ -187,6 +188,56 @@ pub(crate) fn entries(locked: LockedWallets, legs: &[HeldLeg], now: DateTime<Utc
         entries,
         ledger_time,
     }
+}
+
+/// A wallet's balances once this hold is released: what its legs on the wallet reserved (going
+/// out or coming in) no longer counts. A capture releases the whole hold, whatever it
+/// captures, and posts the captured legs on top.
+pub(crate) fn released(before: Balances, legs: &[HeldLeg], account: &str) -> Balances {
+    legs.iter()
+        .filter(|l| l.account == account)
+        .fold(before, |b, l| {
+            let amount = l.amount.minor_units();
+            if amount < 0 {
+                Balances {
+                    pending_out: b.pending_out + amount,
+                    ..b
+                }
+            } else {
+                Balances {
+                    pending_in: b.pending_in - amount,
+                    ..b
+                }
+            }
+        })
+}
+
+/// The firings of a capture: each monitored wallet's balances before it (`states`, as
+/// locked) and after it (the hold released, the captured entry posted).
+pub(crate) fn capture_firings(
+    transaction_id: uuid::Uuid,
+    hold_legs: &[HeldLeg],
+    before: &std::collections::HashMap<String, WalletState>,
+    entries: &[NewEntry],
+    watches: &std::collections::HashMap<String, Watch>,
+) -> Vec<Firing> {
+    let mut firings = Vec::new();
+    for (id, watch) in watches {
+        let Some(state) = before.get(id) else {
+            continue;
+        };
+        let before = balances(state);
+        let mut after = released(before, hold_legs, id);
+        if let Some(posted) = entries
+            .iter()
+            .filter(|e| e.account == *id)
+            .find_map(|e| e.balance_after)
+        {
+            after.posted = posted.minor_units();
+        }
+        firings.extend(watch.change(id, transaction_id, before, after));
+    }
+    firings
 }
 
 #[cfg(test)]

@@ -4,7 +4,8 @@
 use crate::db::StoreError;
 use crate::ledger::accounts::AccountType;
 use crate::ledger::money::{Amount, Currency};
-use crate::ledger::posting::{SystemLocks, WalletState};
+use crate::ledger::monitors::{self, Balances, Watch};
+use crate::ledger::posting::{SystemLocks, WalletState, balances, monitored};
 use crate::ledger::store::{Db, locks, reads};
 use crate::ledger::transactions::{TransactionStatus, credited_total_in};
 use crate::ledger::views::LegView;
@@ -132,7 +133,7 @@ pub(super) async fn lock_wallets(
     db: &mut Db<'_>,
     id: Uuid,
     legs: &[HeldLeg],
-) -> Result<LockedWallets, StoreError> {
+) -> Result<(LockedWallets, HashMap<String, Watch>), StoreError> {
     let mut ids: Vec<String> = legs.iter().map(|l| l.account.clone()).collect();
     ids.sort();
     let shared = SystemLocks::Shared;
@@ -144,7 +145,7 @@ pub(super) async fn lock_wallets(
     .fetch_one(db.conn())
     .await?;
     if expired {
-        return Ok(LockedWallets::Expired);
+        return Ok((LockedWallets::Expired, HashMap::new()));
     }
     let wallets: Vec<String> = locked
         .values()
@@ -152,5 +153,39 @@ pub(super) async fn lock_wallets(
         .map(|a| a.id.clone())
         .collect();
     let states = reads::wallet_states(db, &wallets).await?;
-    Ok(LockedWallets::Ready(states))
+    let watches = monitors::store::watches_of(db.conn(), &monitored(&locked)).await?;
+    Ok((LockedWallets::Ready(states), watches))
+}
+
+/// A void's monitored wallets, locked, with their balances and monitors. A void writes no
+/// entry, so it locks no wallet unless one of the hold's wallets has monitors (read without a
+/// lock first: a monitor added meanwhile is as if added just after the void). Empty when none
+/// has.
+pub(super) async fn lock_watched(
+    db: &mut Db<'_>,
+    legs: &[HeldLeg],
+) -> Result<Vec<(String, Balances, Watch)>, StoreError> {
+    let ids: Vec<String> = legs.iter().map(|l| l.account.clone()).collect();
+    let mut watched = sqlx::query_scalar!(
+        "select id from accounts where id = any($1) and has_monitors and type = 'wallet'",
+        &ids
+    )
+    .fetch_all(db.conn())
+    .await?;
+    if watched.is_empty() {
+        return Ok(Vec::new());
+    }
+    watched.sort();
+    let locked = locks::lock_accounts(db, &watched, SystemLocks::Shared).await?;
+    let monitored = monitored(&locked);
+    let states = reads::wallet_states(db, &monitored).await?;
+    let mut watches = monitors::store::watches_of(db.conn(), &monitored).await?;
+    Ok(monitored
+        .into_iter()
+        .filter_map(|id| {
+            let before = balances(states.get(&id)?);
+            let watch = watches.remove(&id)?;
+            Some((id, before, watch))
+        })
+        .collect())
 }

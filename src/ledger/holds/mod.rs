@@ -19,6 +19,7 @@ mod load;
 
 use super::events::{self, EventType};
 use super::money::Amount;
+use super::monitors;
 use super::now_micros;
 use super::store::{Db, Store, locks};
 use super::transactions::{StoredTransaction, TransactionStatus};
@@ -202,8 +203,17 @@ pub async fn resolve_on(
         Decision::Invalid(error) => Ok(Resolution::Invalid(vec![error])),
         Decision::Expire => expire(db, id).await,
         Decision::Void { request } => {
+            let watched = load::lock_watched(db, &hold.legs).await?;
             let body = apply::void(db, id, hold.currency, &request, now).await?;
             apply::release(db.conn(), id, action, (&body, hold.currency), &[]).await?;
+            let firings: Vec<_> = watched
+                .into_iter()
+                .flat_map(|(account, before, watch)| {
+                    let after = decide::released(before, &hold.legs, &account);
+                    watch.change(&account, id, before, after)
+                })
+                .collect();
+            monitors::store::record_firings(db.conn(), &firings, now).await?;
             Ok(Resolution::Done { body })
         }
         Decision::Capture(capture) => capture_hold(db, id, &hold, &capture, now).await,
@@ -227,7 +237,11 @@ async fn capture_hold(
     capture: &Capture,
     now: DateTime<Utc>,
 ) -> Result<Resolution, StoreError> {
-    let locked = load::lock_wallets(db, id, &capture.legs).await?;
+    let (locked, watches) = load::lock_wallets(db, id, &capture.legs).await?;
+    let before = match &locked {
+        load::LockedWallets::Ready(states) if !watches.is_empty() => states.clone(),
+        _ => HashMap::new(),
+    };
     let (entries, ledger_time) = match decide::entries(locked, &capture.legs, now) {
         Entries::Ready {
             entries,
@@ -245,6 +259,8 @@ async fn capture_hold(
     let body = apply::capture(db, id, hold, posting).await?;
     let answer = (body.as_str(), hold.currency);
     apply::release(db.conn(), id, Action::Post, answer, &entries).await?;
+    let firings = decide::capture_firings(id, &hold.legs, &before, &entries, &watches);
+    monitors::store::record_firings(db.conn(), &firings, ledger_time).await?;
     Ok(Resolution::Done { body })
 }
 

@@ -13,6 +13,7 @@ use crate::ledger::ids::AccountId;
 use crate::ledger::journal::Leg;
 use crate::ledger::limits::Activity;
 use crate::ledger::money::{Amount, Currency};
+use crate::ledger::monitors::{Balances, Firing, Watch};
 use crate::ledger::transactions::{ItemError, NewTransaction, RefusalCode, Requested};
 use crate::problem::FieldError;
 use chrono::{DateTime, Utc};
@@ -40,6 +41,11 @@ pub(super) struct LockedLedger {
     /// For every wallet with velocity limits: the limits and what the wallet moved within
     /// them, kept up to date as items post or hold ([`Self::velocity_refusal`]).
     pub(super) activities: HashMap<String, Activity>,
+    /// For every wallet with balance monitors: its monitors, evaluated on the balances before
+    /// and after every item of the pass that changes them ([`Self::watch`]).
+    pub(super) watches: HashMap<String, Watch>,
+    /// The monitors the items decided so far fired, in order, written with them.
+    pub(super) firings: Vec<Firing>,
 }
 
 impl LockedLedger {
@@ -133,9 +139,43 @@ impl LockedLedger {
         }
         self.apply_to_systems(item);
         self.record_activity(item, now);
-        match item.status {
+        let before = self.watched_balances(item);
+        let decision = match item.status {
             Requested::Pending { expires_at } => Ok(self.hold(item, currency, expires_at)),
             Requested::Posted | Requested::Voided => self.post(item, currency, now),
+        };
+        if decision.is_ok() {
+            self.watch(item.id, before);
+        }
+        decision
+    }
+
+    /// The balances of the item's monitored wallets before it is applied.
+    fn watched_balances(&self, item: &NewTransaction) -> Vec<(String, Balances)> {
+        if self.watches.is_empty() {
+            return Vec::new();
+        }
+        item.journal
+            .legs()
+            .iter()
+            .map(|l| l.account.as_str())
+            .filter(|id| self.watches.contains_key(*id))
+            .filter_map(|id| Some((id.to_owned(), balances(self.wallets.get(id)?))))
+            .collect()
+    }
+
+    /// The monitors of each wallet in `before` that the item just applied fired: each is
+    /// evaluated on the wallet's balances before and after it, so that of many items crossing
+    /// a threshold in one pass (or in parallel passes, which the wallet's lock serializes)
+    /// exactly the one that crossed it fires.
+    fn watch(&mut self, transaction_id: Uuid, before: Vec<(String, Balances)>) {
+        for (id, before) in before {
+            let (Some(watch), Some(state)) = (self.watches.get(&id), self.wallets.get(&id)) else {
+                continue;
+            };
+            let after = balances(state);
+            let fired = watch.change(&id, transaction_id, before, after);
+            self.firings.extend(fired);
         }
     }
 
@@ -525,6 +565,15 @@ fn check_shape<'a>(
     match currency {
         Some(c) if errors.is_empty() => Ok(c),
         _ => Err(ItemError::Invalid(errors)),
+    }
+}
+
+/// A wallet's running state as a monitor sees it.
+pub(crate) fn balances(state: &WalletState) -> Balances {
+    Balances {
+        posted: state.chain.balance.minor_units(),
+        pending_in: state.pending_in.minor_units(),
+        pending_out: state.pending_out.minor_units(),
     }
 }
 

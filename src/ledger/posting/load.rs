@@ -12,6 +12,7 @@ use crate::ledger::effective::{self, EffectiveHistory};
 use crate::ledger::ids::AccountId;
 use crate::ledger::limits::{self, Activity};
 use crate::ledger::money::{Amount, Currency};
+use crate::ledger::monitors;
 use crate::ledger::store::{Db, locks, reads};
 use crate::ledger::transactions::{NewTransaction, WriteError};
 use chrono::{DateTime, Utc};
@@ -52,6 +53,8 @@ pub(crate) struct LockedAccount {
     pub overdraft_limit: Amount,
     /// Whether it has velocity limits (`ledger::limits`), read only then.
     pub has_limits: bool,
+    /// Whether it has balance monitors (`ledger::monitors`), read only then.
+    pub has_monitors: bool,
 }
 
 /// A wallet's running state while a batch is decided: where its chain continues and what
@@ -146,6 +149,7 @@ impl LockedLedger {
                         status: AccountStatus::Active,
                         overdraft_limit: Amount::ZERO,
                         has_limits: false,
+                        has_monitors: false,
                     },
                 );
             }
@@ -157,6 +161,7 @@ impl LockedLedger {
             .collect();
         let wallets = reads::wallet_states(db, &wallet_ids).await?;
         let activities = limited_activities(db, &accounts, &wallets).await?;
+        let watches = monitors::store::watches_of(db.conn(), &monitored(&accounts)).await?;
         let system_ids: Vec<String> = accounts
             .values()
             .filter(|a| a.kind == AccountType::System)
@@ -176,8 +181,20 @@ impl LockedLedger {
             reversed,
             histories,
             activities,
+            watches,
+            firings: Vec::new(),
         })
     }
+}
+
+/// The wallets among `accounts` whose row says they have balance monitors: an empty list (and
+/// no read at all) when none has.
+pub(crate) fn monitored(accounts: &BTreeMap<String, LockedAccount>) -> Vec<String> {
+    accounts
+        .values()
+        .filter(|a| a.has_monitors && a.kind == AccountType::Wallet)
+        .map(|a| a.id.clone())
+        .collect()
 }
 
 /// The recent activity of each wallet of the pass that has velocity limits, read under its

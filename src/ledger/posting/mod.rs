@@ -36,13 +36,15 @@ mod load;
 mod render;
 
 pub(crate) use chain::{ChainHead, NewEntry, ledger_time};
+pub(crate) use decide::balances;
 pub use load::StoredCreation;
-pub(crate) use load::{LockedAccount, SystemLocks, WalletState, wait_for_rows};
+pub(crate) use load::{LockedAccount, SystemLocks, WalletState, monitored, wait_for_rows};
 pub(crate) use render::Rendered;
 
 use super::audit::{self, Actor};
 use super::caller::{self, Caller};
 use super::holds;
+use super::monitors;
 use super::store::{Db, Store, inserts, reads};
 use super::transactions::{ItemError, NewTransaction, WriteError};
 use super::{Created, accounts, now_micros};
@@ -472,6 +474,11 @@ async fn write_decided(
     let open_holds: Vec<&holds::OpenHold> = rows.iter().flat_map(|r| r.holds.iter()).collect();
     holds::insert_open_holds(db.conn(), &open_holds).await?;
     apply::record_events(db.conn(), &rows).await?;
+    let now = decided
+        .rows
+        .first()
+        .map_or_else(now_micros, |r| r.view.created_at);
+    monitors::store::record_firings(db.conn(), &ledger.firings, now).await?;
     audit::record_each(db.conn(), "transaction.create", &decided.audited).await?;
     Ok(true)
 }

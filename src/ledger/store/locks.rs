@@ -121,21 +121,22 @@ async fn lock_accounts_plain(
     let locked = sqlx::query_as!(
         LockedRow,
         r#"with wallets as (
-               select id, currency, type as kind, status, overdraft_limit, has_limits from accounts
+               select id, currency, type as kind, status, overdraft_limit, has_limits, has_monitors from accounts
                where id = any($1) and type = 'wallet' order by id for update),
            shared as (
-               select id, currency, type as kind, status, overdraft_limit, has_limits from accounts
+               select id, currency, type as kind, status, overdraft_limit, has_limits, has_monitors from accounts
                where id = any($1) and type = 'system' and not $2 order by id for share),
            exclusive as (
-               select id, currency, type as kind, status, overdraft_limit, has_limits from accounts
+               select id, currency, type as kind, status, overdraft_limit, has_limits, has_monitors from accounts
                where id = any($1) and type = 'system' and $2 order by id for update)
            select id as "id!", currency as "currency!", kind as "kind!", status as "status!",
-                  overdraft_limit as "overdraft_limit!", has_limits as "has_limits!"
+                  overdraft_limit as "overdraft_limit!", has_limits as "has_limits!",
+                  has_monitors as "has_monitors!"
            from wallets
            union all
-           select id, currency, kind, status, overdraft_limit, has_limits from shared
+           select id, currency, kind, status, overdraft_limit, has_limits, has_monitors from shared
            union all
-           select id, currency, kind, status, overdraft_limit, has_limits from exclusive"#,
+           select id, currency, kind, status, overdraft_limit, has_limits, has_monitors from exclusive"#,
         sorted_ids,
         systems == SystemLocks::Exclusive
     )
@@ -172,6 +173,7 @@ struct LockedRow {
     status: String,
     overdraft_limit: i64,
     has_limits: bool,
+    has_monitors: bool,
 }
 
 impl TryFrom<LockedRow> for LockedAccount {
@@ -200,6 +202,7 @@ impl TryFrom<LockedRow> for LockedAccount {
             status,
             overdraft_limit,
             has_limits: row.has_limits,
+            has_monitors: row.has_monitors,
         })
     }
 }

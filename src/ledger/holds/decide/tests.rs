@@ -371,3 +371,57 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn a_capture_fires_on_its_entry_with_the_whole_hold_released() {
+    use crate::ledger::monitors::{Condition, Field, Monitor, Operator, Watch};
+    let now = Utc::now();
+    let hold_legs = [leg("from", -60), leg("to", 60)];
+    let from = WalletState {
+        pending_out: a(60),
+        ..wallet(1, 100, None)
+    };
+    let states = HashMap::from([("from".to_owned(), from)]);
+    let watch = |field, operator, value| Watch {
+        currency: "EUR".into(),
+        monitors: vec![Monitor {
+            id: uuid::Uuid::from_u128(1),
+            condition: Condition {
+                field,
+                operator,
+                value,
+            },
+        }],
+    };
+    // A partial capture of 20: posted 100 → 80, pending_out 60 → 0, available 40 → 80.
+    let legs = [leg("from", -20), leg("to", 20)];
+    let Entries::Ready {
+        entries: posted, ..
+    } = entries(LockedWallets::Ready(states.clone()), &legs, now)
+    else {
+        panic!("expected entries");
+    };
+    let id = uuid::Uuid::from_u128(9);
+    let watches = HashMap::from([("from".to_owned(), watch(Field::Posted, Operator::Lt, 90))]);
+    let fired = capture_firings(id, &hold_legs, &states, &posted, &watches);
+    assert_eq!(fired.len(), 1);
+    assert_eq!((fired[0].before.posted, fired[0].after.posted), (100, 80));
+    assert_eq!(
+        (fired[0].after.pending_out, fired[0].after.available()),
+        (0, 80)
+    );
+    // `available` rose from 40 to 80: a monitor of it below 50 re-arms, firing nothing.
+    let watches = HashMap::from([("from".to_owned(), watch(Field::Available, Operator::Lt, 50))]);
+    assert!(capture_firings(id, &hold_legs, &states, &posted, &watches).is_empty());
+    // Released whole, a void gives the reservation back to both sides.
+    let b = released(
+        crate::ledger::monitors::Balances {
+            posted: 100,
+            pending_in: 0,
+            pending_out: 60,
+        },
+        &hold_legs,
+        "from",
+    );
+    assert_eq!((b.pending_out, b.available()), (0, 100));
+}

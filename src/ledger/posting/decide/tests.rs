@@ -4,6 +4,7 @@ use super::*;
 use crate::ledger::journal::Journal;
 use crate::ledger::limits::{Bound, Direction, VelocityLimit};
 use crate::ledger::money::Amount;
+use crate::ledger::monitors::{Condition, Field, Monitor, Operator};
 use crate::ledger::posting::chain::ChainHead;
 use crate::ledger::transactions::{Kind, Reversal};
 use chrono::TimeDelta;
@@ -18,6 +19,7 @@ fn account(id: &str, kind: AccountType, status: AccountStatus, overdraft: i64) -
         status,
         overdraft_limit: a(overdraft),
         has_limits: false,
+        has_monitors: false,
     }
 }
 
@@ -50,6 +52,8 @@ fn ledger(accounts: Vec<LockedAccount>) -> LockedLedger {
         reversed: HashMap::new(),
         histories: HashMap::new(),
         activities: HashMap::new(),
+        watches: HashMap::new(),
+        firings: Vec::new(),
     }
 }
 
@@ -568,4 +572,58 @@ fn funds_are_refused_before_velocity_and_refusals_use_no_room() {
     posted(ledger.decide(&transfer("from", "to", 1), now));
     let code = refusal(ledger.decide(&transfer("from", "to", 1), now));
     assert_eq!(code, RefusalCode::VelocityLimitExceeded);
+}
+
+/// `id` watched by one monitor, as `load` hands a monitored wallet over.
+fn monitored(mut ledger: LockedLedger, id: &str, condition: Condition) -> LockedLedger {
+    let watch = Watch {
+        currency: "SAR".into(),
+        monitors: vec![Monitor {
+            id: uuid::Uuid::from_u128(7),
+            condition,
+        }],
+    };
+    ledger.watches.insert(id.to_owned(), watch);
+    ledger
+}
+
+#[test]
+fn monitors_fire_on_the_item_that_crosses_within_one_pass() {
+    let now = Utc::now();
+    let later = now + TimeDelta::hours(1);
+    let funded = ledger(vec![wallet("from", 0), wallet("to", 0)]).fund("from", 1_000, 1);
+    let below = |field, value| Condition {
+        field,
+        operator: Operator::Lt,
+        value,
+    };
+    let mut ledger = monitored(funded, "from", below(Field::Available, 950));
+    let first = transfer("from", "to", 30);
+    posted(ledger.decide(&first, now));
+    assert!(ledger.firings.is_empty());
+    let crossing = transfer("from", "to", 30);
+    posted(ledger.decide(&crossing, now));
+    posted(ledger.decide(&transfer("from", "to", 30), now));
+    assert_eq!(ledger.firings.len(), 1);
+    let f = &ledger.firings[0];
+    assert_eq!(
+        (f.transaction_id, f.before.posted, f.after.posted),
+        (crossing.id, 970, 940)
+    );
+    // A refusal changes nothing and fires nothing; a credit back re-arms it, silently.
+    refusal(ledger.decide(&transfer("from", "to", 5_000), now));
+    posted(ledger.decide(&transfer("to", "from", 90), now));
+    assert_eq!(ledger.firings.len(), 1);
+    // A hold moves `available`: it fires again, with pending_out in its balances.
+    let held = hold("from", "to", 100, later);
+    assert!(matches!(
+        ledger.decide(&held, now),
+        Ok(Decision::Hold { .. })
+    ));
+    assert_eq!(ledger.firings.len(), 2);
+    let f = &ledger.firings[1];
+    assert_eq!(
+        (f.transaction_id, f.after.pending_out, f.after.available()),
+        (held.id, 100, 900)
+    );
 }

@@ -1,0 +1,194 @@
+//! Balance monitors: a condition on a wallet's `posted`, `available` or `pending_out` balance
+//! that fires once when a change makes it true, and re-arms when a later change makes it false
+//! (docs/api.md, Balance monitors). This module is the rule, pure: what a condition is, and
+//! which changes of a sequence of balance states cross it. The posting transaction and a
+//! hold's capture or void load a monitored wallet's monitors after its lock, follow its
+//! balances through every change they make, and write each [`Firing`] with the change.
+
+use uuid::Uuid;
+
+pub mod store;
+
+/// Most monitors one account may have: each is evaluated on every change of its balances.
+pub const MAX_MONITORS_PER_ACCOUNT: i64 = 20;
+
+/// Which balance a monitor watches.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize, utoipa::ToSchema,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum Field {
+    /// The sum of the wallet's entries.
+    Posted,
+    /// `posted` less what its holds reserve going out (`pending_out`).
+    Available,
+    /// What its open holds reserve going out.
+    PendingOut,
+}
+
+impl Field {
+    pub const ALL: [Field; 3] = [Field::Posted, Field::Available, Field::PendingOut];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Field::Posted => "posted",
+            Field::Available => "available",
+            Field::PendingOut => "pending_out",
+        }
+    }
+
+    pub fn parse(stored: &str) -> Option<Field> {
+        Field::ALL.into_iter().find(|f| f.as_str() == stored)
+    }
+}
+
+/// How the balance compares with the monitor's value.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize, utoipa::ToSchema,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum Operator {
+    /// Below the value.
+    Lt,
+    /// At or below.
+    Lte,
+    /// Above.
+    Gt,
+    /// At or above.
+    Gte,
+}
+
+impl Operator {
+    pub const ALL: [Operator; 4] = [Operator::Lt, Operator::Lte, Operator::Gt, Operator::Gte];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Operator::Lt => "lt",
+            Operator::Lte => "lte",
+            Operator::Gt => "gt",
+            Operator::Gte => "gte",
+        }
+    }
+
+    pub fn parse(stored: &str) -> Option<Operator> {
+        Operator::ALL.into_iter().find(|o| o.as_str() == stored)
+    }
+}
+
+/// A wallet's balances at one moment, in minor units. `available` is derived, so it can never
+/// disagree with the two it comes from.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Balances {
+    pub posted: i64,
+    pub pending_in: i64,
+    pub pending_out: i64,
+}
+
+impl Balances {
+    /// `posted − pending_out`: both are within ±(2^53 − 1), so this never overflows an i64.
+    pub fn available(&self) -> i64 {
+        self.posted - self.pending_out
+    }
+
+    pub fn get(&self, field: Field) -> i64 {
+        match field {
+            Field::Posted => self.posted,
+            Field::Available => self.available(),
+            Field::PendingOut => self.pending_out,
+        }
+    }
+}
+
+/// A monitor's condition: `field operator value`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Condition {
+    pub field: Field,
+    pub operator: Operator,
+    pub value: i64,
+}
+
+impl Condition {
+    /// Whether it holds on these balances.
+    pub fn holds(&self, balances: &Balances) -> bool {
+        let balance = balances.get(self.field);
+        match self.operator {
+            Operator::Lt => balance < self.value,
+            Operator::Lte => balance <= self.value,
+            Operator::Gt => balance > self.value,
+            Operator::Gte => balance >= self.value,
+        }
+    }
+
+    /// Whether a change from `before` to `after` fires it: false before, true after. A change
+    /// that leaves it true fires nothing (it is triggered, not armed); one that makes it
+    /// false re-arms it, so the next crossing fires again.
+    pub fn crossed(&self, before: &Balances, after: &Balances) -> bool {
+        !self.holds(before) && self.holds(after)
+    }
+
+    /// The changes of a sequence of balance states that fire it: `i` for the change from
+    /// `states[i]` to `states[i + 1]`.
+    pub fn crossings(&self, states: &[Balances]) -> Vec<usize> {
+        states
+            .windows(2)
+            .enumerate()
+            .filter(|(_, w)| self.crossed(&w[0], &w[1]))
+            .map(|(i, _)| i)
+            .collect()
+    }
+}
+
+/// A monitor as the write path evaluates it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Monitor {
+    pub id: Uuid,
+    pub condition: Condition,
+}
+
+/// One monitor fired by one change: written as a `balance.monitor_triggered` event and as the
+/// monitor's last firing, in the change's transaction.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Firing {
+    pub monitor: Uuid,
+    pub condition: Condition,
+    pub account: String,
+    pub currency: String,
+    pub transaction_id: Uuid,
+    pub before: Balances,
+    pub after: Balances,
+}
+
+/// A monitored wallet's monitors, evaluated on each change of its balances in one pass.
+#[derive(Debug, Clone, Default)]
+pub struct Watch {
+    pub currency: String,
+    pub monitors: Vec<Monitor>,
+}
+
+impl Watch {
+    /// The firings of one change of `account`'s balances by `transaction_id`.
+    pub fn change(
+        &self,
+        account: &str,
+        transaction_id: Uuid,
+        before: Balances,
+        after: Balances,
+    ) -> Vec<Firing> {
+        self.monitors
+            .iter()
+            .filter(|m| m.condition.crossed(&before, &after))
+            .map(|m| Firing {
+                monitor: m.id,
+                condition: m.condition,
+                account: account.to_owned(),
+                currency: self.currency.clone(),
+                transaction_id,
+                before,
+                after,
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests;
