@@ -51,6 +51,9 @@ pub enum ApiError {
     /// An account that already has the most velocity limits it may have.
     #[error("the account has {0} limits already")]
     TooManyLimits(i64),
+    /// An account that already has the most balance monitors it may have.
+    #[error("the account has {0} monitors already")]
+    TooManyMonitors(i64),
     #[error("account not empty")]
     AccountNotEmpty(String),
     /// A balance outside ±(2^53 − 1), left by postings from before the range was enforced for
@@ -187,6 +190,12 @@ impl ApiError {
                 "too_many_limits",
                 "Too many limits",
                 format!("the account has {most} limits, the most it may have; delete one first"),
+            ),
+            ApiError::TooManyMonitors(most) => Problem::new(
+                409,
+                "too_many_monitors",
+                "Too many monitors",
+                format!("the account has {most} monitors, the most it may have; delete one first"),
             ),
             ApiError::AccountNotEmpty(detail) => Problem::new(
                 409,

@@ -17,6 +17,7 @@ pub mod health;
 pub mod key_lookups;
 pub mod limits;
 pub mod metrics;
+pub mod monitors;
 pub mod openapi;
 pub mod openapi_rules;
 pub mod problem;
@@ -120,6 +121,11 @@ pub fn app(state: AppState) -> Router {
         .route("/v1/accounts/{id}/holds", get(accounts::holds))
         .route("/v1/accounts/{id}/limits", post(limits::create).get(limits::list))
         .route("/v1/accounts/{id}/limits/{limit_id}", delete(limits::delete))
+        .route("/v1/accounts/{id}/monitors", post(monitors::create).get(monitors::list))
+        .route(
+            "/v1/accounts/{id}/monitors/{monitor_id}",
+            get(monitors::get).delete(monitors::delete),
+        )
         .route("/v1/transactions", post(transactions::create).get(transactions::list))
         .route(
             BATCH_ROUTE,

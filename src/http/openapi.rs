@@ -8,7 +8,7 @@
 //! fuzzing of `scripts/schemathesis.sh`, find every status the server can send documented.
 
 use super::{
-    accounts, batch, consumer_state, dead_letters, exchanges, health, limits, metrics,
+    accounts, batch, consumer_state, dead_letters, exchanges, health, limits, metrics, monitors,
     reconciliations, search, stats, transaction_events, transactions, webhooks,
 };
 use axum::http::Method;
@@ -30,6 +30,7 @@ use utoipa::{Modify, OpenApi};
         accounts::create, search::list_accounts, accounts::get, accounts::patch, accounts::entries, accounts::holds,
         accounts::freeze, accounts::unfreeze, accounts::close,
         limits::create, limits::list, limits::delete,
+        monitors::create, monitors::list, monitors::get, monitors::delete,
         transactions::create, transactions::list, transactions::get,
         transactions::transfer, transactions::payment, exchanges::exchange, batch::batch,
         transactions::post, transactions::void, transactions::reverse,
@@ -46,6 +47,7 @@ use utoipa::{Modify, OpenApi};
         (name = "accounts", description = "wallets and system accounts, with derived balances"),
         (name = "transactions", description = "moving money, exactly once per id"),
         (name = "limits", description = "velocity limits: at most an amount or a count of movements through a wallet per rolling window, held exactly under its lock"),
+        (name = "monitors", description = "balance monitors: an event when a change makes a wallet's balance cross a line, written under its lock with the change"),
         (name = "holds", description = "reserving money, then capturing or releasing it exactly once"),
         (name = "webhooks", description = "subscriptions to ledger events and their deliveries (Standard Webhooks, sent once per event id)"),
         (name = "reconciliations", description = "stored runs of the reconciliation job"),
@@ -310,6 +312,7 @@ const REPLAYS: &[(&str, &[&str])] = &[
     ("reverse_transaction", &["200", "422"]),
     ("create_webhook", &["200"]),
     ("create_limit", &["200"]),
+    ("create_monitor", &["200"]),
     ("capture_hold", &["200"]),
     ("void_hold", &["200"]),
     ("rotate_webhook_secret", &["200"]),

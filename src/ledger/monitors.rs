@@ -17,6 +17,7 @@ pub const MAX_MONITORS_PER_ACCOUNT: i64 = 20;
     Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize, utoipa::ToSchema,
 )]
 #[serde(rename_all = "snake_case")]
+#[schema(as = MonitorField)]
 pub enum Field {
     /// The sum of the wallet's entries.
     Posted,
@@ -47,6 +48,7 @@ impl Field {
     Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize, utoipa::ToSchema,
 )]
 #[serde(rename_all = "snake_case")]
+#[schema(as = MonitorOperator)]
 pub enum Operator {
     /// Below the value.
     Lt,

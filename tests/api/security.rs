@@ -319,6 +319,22 @@ fn plausible(method: &Method, template: &str, f: &Fixtures) -> (String, Option<V
             None,
             404,
         ),
+        ("GET", "/v1/accounts/{id}/monitors") => {
+            (format!("/v1/accounts/{}/monitors", f.wallet), None, 200)
+        }
+        // A monitor no request of the walk comes near.
+        ("POST", "/v1/accounts/{id}/monitors") => (
+            format!("/v1/accounts/{}/monitors", f.wallet),
+            Some(
+                json!({"id": Uuid::new_v4(), "field": "posted", "operator": "gt", "value": 9_000_000_000_000_000_i64}),
+            ),
+            201,
+        ),
+        ("GET" | "DELETE", "/v1/accounts/{id}/monitors/{monitor_id}") => (
+            format!("/v1/accounts/{}/monitors/{}", f.wallet, Uuid::nil()),
+            None,
+            404,
+        ),
         ("GET", "/v1/stats/volumes") => ("/v1/stats/volumes?window=day".into(), None, 200),
         ("GET", "/v1/dead-letters/{partition}/{id}") => {
             ("/v1/dead-letters/0/1-1".into(), None, 404)

@@ -13,25 +13,34 @@ use sqlx::PgConnection;
 use std::collections::{BTreeMap, HashMap};
 use uuid::Uuid;
 
-/// Balances as monitors and their events show them: `available` spelled out.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize, utoipa::ToSchema,
-)]
+/// Balances as monitors and their events show them: `available` spelled out, each amount with
+/// its `_decimal` form, like every amount.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize, utoipa::ToSchema)]
+#[schema(as = MonitorBalances)]
 pub struct BalancesView {
     pub posted: i64,
+    pub posted_decimal: String,
     pub pending_in: i64,
+    pub pending_in_decimal: String,
     pub pending_out: i64,
+    pub pending_out_decimal: String,
     /// `posted − pending_out`.
     pub available: i64,
+    pub available_decimal: String,
 }
 
-impl From<Balances> for BalancesView {
-    fn from(b: Balances) -> Self {
+impl BalancesView {
+    pub fn new(b: Balances, currency: &str) -> Self {
+        let decimal = |v: i64| events::decimal(currency, v);
         BalancesView {
             posted: b.posted,
+            posted_decimal: decimal(b.posted),
             pending_in: b.pending_in,
+            pending_in_decimal: decimal(b.pending_in),
             pending_out: b.pending_out,
+            pending_out_decimal: decimal(b.pending_out),
             available: b.available(),
+            available_decimal: decimal(b.available()),
         }
     }
 }
@@ -415,11 +424,11 @@ pub(crate) async fn record_firings(
     let txs: Vec<Uuid> = last.values().map(|(_, f)| f.transaction_id).collect();
     let befores: Vec<Value> = last
         .values()
-        .map(|(_, f)| json!(BalancesView::from(f.before)))
+        .map(|(_, f)| json!(BalancesView::new(f.before, &f.currency)))
         .collect();
     let afters: Vec<Value> = last
         .values()
-        .map(|(_, f)| json!(BalancesView::from(f.after)))
+        .map(|(_, f)| json!(BalancesView::new(f.after, &f.currency)))
         .collect();
     sqlx::query!(
         r#"update account_monitors m
@@ -451,8 +460,8 @@ fn event_data(f: &Firing, at: DateTime<Utc>) -> Value {
                     "value_decimal": decimal(f.condition.value)},
         "account": {"id": f.account, "currency": f.currency},
         "transaction_id": f.transaction_id,
-        "balances_before": BalancesView::from(f.before),
-        "balances_after": BalancesView::from(f.after),
+        "balances_before": BalancesView::new(f.before, &f.currency),
+        "balances_after": BalancesView::new(f.after, &f.currency),
         "triggered_at": at,
     })
 }

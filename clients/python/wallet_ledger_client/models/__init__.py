@@ -15,6 +15,7 @@ from .consumer_pending import ConsumerPending
 from .consumer_state import ConsumerState
 from .create_account_request import CreateAccountRequest
 from .create_limit_request import CreateLimitRequest
+from .create_monitor_request import CreateMonitorRequest
 from .create_transaction_request import CreateTransactionRequest
 from .create_webhook_request import CreateWebhookRequest
 from .create_webhook_request_event_types_type_0_item import CreateWebhookRequestEventTypesType0Item
@@ -44,6 +45,7 @@ from .group_state import GroupState
 from .health import Health
 from .holds_page import HoldsPage
 from .item_result import ItemResult
+from .last_firing import LastFiring
 from .leg_view import LegView
 from .lifecycle_request import LifecycleRequest
 from .limit_list import LimitList
@@ -57,6 +59,12 @@ from .list_transactions_metadata import ListTransactionsMetadata
 from .matched import Matched
 from .matched_status import MatchedStatus
 from .metadata import Metadata
+from .monitor_balances import MonitorBalances
+from .monitor_field import MonitorField
+from .monitor_list import MonitorList
+from .monitor_operator import MonitorOperator
+from .monitor_state import MonitorState
+from .monitor_view import MonitorView
 from .page_account_view import PageAccountView
 from .page_delivery_view import PageDeliveryView
 from .page_entry_view import PageEntryView
@@ -113,6 +121,7 @@ __all__ = (
     "ConsumerState",
     "CreateAccountRequest",
     "CreateLimitRequest",
+    "CreateMonitorRequest",
     "CreateTransactionRequest",
     "CreateWebhookRequest",
     "CreateWebhookRequestEventTypesType0Item",
@@ -142,6 +151,7 @@ __all__ = (
     "Health",
     "HoldsPage",
     "ItemResult",
+    "LastFiring",
     "LegView",
     "LifecycleRequest",
     "LimitList",
@@ -155,6 +165,12 @@ __all__ = (
     "Matched",
     "MatchedStatus",
     "Metadata",
+    "MonitorBalances",
+    "MonitorField",
+    "MonitorList",
+    "MonitorOperator",
+    "MonitorState",
+    "MonitorView",
     "PageAccountView",
     "PageDeliveryView",
     "PageEntryView",

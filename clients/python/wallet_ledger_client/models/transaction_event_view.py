@@ -28,7 +28,9 @@ class TransactionEventView:
         created_at (datetime.datetime):
         deliveries_total (int): How many deliveries the event has; `deliveries` lists the first 20 of them.
         deliveries (list[DeliveryView]): Oldest first.
-        account_id (None | str | Unset): The wallet an `account.negative_balance` event is about; null for the others.
+        account_id (None | str | Unset): The wallet an `account.negative_balance` or `balance.monitor_triggered` event
+            is about;
+            null for the others.
         fanned_out_at (datetime.datetime | None | Unset): When the dispatcher turned the event into its deliveries; null
             until then.
         streamed_at (datetime.datetime | None | Unset): When the event went onto the outbound stream; null until then,
