@@ -36,6 +36,7 @@ mod idempotency;
 mod limit_windows;
 mod limits;
 mod model;
+mod monitors;
 mod openapi;
 mod operations_doc;
 mod plans;

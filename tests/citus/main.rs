@@ -47,6 +47,8 @@ mod idempotency;
 mod limits;
 #[path = "../api/model.rs"]
 mod model;
+#[path = "../api/monitors.rs"]
+mod monitors;
 #[path = "../api/reconcile.rs"]
 mod reconcile;
 #[path = "../api/reversals.rs"]
