@@ -231,6 +231,33 @@ CREATE TABLE public.account_limits (
 
 
 --
+-- Name: account_monitors; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.account_monitors (
+    id uuid NOT NULL,
+    account_id text NOT NULL,
+    currency text NOT NULL,
+    field text NOT NULL,
+    operator text NOT NULL,
+    value bigint NOT NULL,
+    creation_request jsonb NOT NULL,
+    creation_response text NOT NULL,
+    created_at timestamp with time zone NOT NULL,
+    deleted_at timestamp with time zone,
+    trigger_count bigint DEFAULT 0 NOT NULL,
+    last_triggered_at timestamp with time zone,
+    last_transaction_id uuid,
+    last_before jsonb,
+    last_after jsonb,
+    CONSTRAINT account_monitors_currency_check CHECK ((currency ~ '^[A-Z]{3}$'::text)),
+    CONSTRAINT account_monitors_field_check CHECK ((field = ANY (ARRAY['posted'::text, 'available'::text, 'pending_out'::text]))),
+    CONSTRAINT account_monitors_operator_check CHECK ((operator = ANY (ARRAY['lt'::text, 'lte'::text, 'gt'::text, 'gte'::text]))),
+    CONSTRAINT account_monitors_value_check CHECK (((value >= '-9007199254740991'::bigint) AND (value <= '9007199254740991'::bigint)))
+);
+
+
+--
 -- Name: accounts; Type: TABLE; Schema: public; Owner: -
 --
 
@@ -247,6 +274,7 @@ CREATE TABLE public.accounts (
     created_at timestamp with time zone NOT NULL,
     updated_at timestamp with time zone NOT NULL,
     has_limits boolean DEFAULT false NOT NULL,
+    has_monitors boolean DEFAULT false NOT NULL,
     CONSTRAINT accounts_check CHECK (((type = 'wallet'::text) OR (overdraft_limit = 0))),
     CONSTRAINT accounts_currency_check CHECK ((currency ~ '^[A-Z]{3}$'::text)),
     CONSTRAINT accounts_id_check CHECK ((id ~ '^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$'::text)),
@@ -412,7 +440,7 @@ CREATE TABLE public.outbox_events (
     streamed_at timestamp with time zone,
     xid xid8 DEFAULT pg_current_xact_id() NOT NULL,
     CONSTRAINT outbox_events_data_check CHECK ((jsonb_typeof(data) = 'object'::text)),
-    CONSTRAINT outbox_events_type_check CHECK ((type = ANY (ARRAY['transaction.posted'::text, 'transaction.rejected'::text, 'transaction.voided'::text, 'transaction.expired'::text, 'transaction.reversed'::text, 'hold.created'::text, 'account.frozen'::text, 'account.closed'::text, 'account.negative_balance'::text])))
+    CONSTRAINT outbox_events_type_check CHECK ((type = ANY (ARRAY['transaction.posted'::text, 'transaction.rejected'::text, 'transaction.voided'::text, 'transaction.expired'::text, 'transaction.reversed'::text, 'hold.created'::text, 'account.frozen'::text, 'account.closed'::text, 'account.negative_balance'::text, 'balance.monitor_triggered'::text])))
 );
 
 
@@ -688,6 +716,14 @@ ALTER TABLE ONLY public.account_limits
 
 
 --
+-- Name: account_monitors account_monitors_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.account_monitors
+    ADD CONSTRAINT account_monitors_pkey PRIMARY KEY (id);
+
+
+--
 -- Name: accounts accounts_pkey; Type: CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -868,6 +904,13 @@ ALTER TABLE ONLY public.webhook_subscriptions
 --
 
 CREATE INDEX account_limits_account ON public.account_limits USING btree (account_id) WHERE (deleted_at IS NULL);
+
+
+--
+-- Name: account_monitors_account; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX account_monitors_account ON public.account_monitors USING btree (account_id) WHERE (deleted_at IS NULL);
 
 
 --
@@ -1143,6 +1186,14 @@ ALTER TABLE ONLY public.account_checkpoints
 
 ALTER TABLE ONLY public.account_limits
     ADD CONSTRAINT account_limits_account_id_fkey FOREIGN KEY (account_id) REFERENCES public.accounts(id);
+
+
+--
+-- Name: account_monitors account_monitors_account_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.account_monitors
+    ADD CONSTRAINT account_monitors_account_id_fkey FOREIGN KEY (account_id) REFERENCES public.accounts(id);
 
 
 --
