@@ -196,6 +196,38 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/accounts/{id}/monitors": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get: operations["list_monitors"];
+        put?: never;
+        post: operations["create_monitor"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/accounts/{id}/monitors/{monitor_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get: operations["get_monitor"];
+        put?: never;
+        post?: never;
+        delete: operations["delete_monitor"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/accounts/{id}/unfreeze": {
         parameters: {
             query?: never;
@@ -775,6 +807,22 @@ export interface components {
              */
             count?: number | null;
         };
+        CreateMonitorRequest: {
+            /**
+             * Format: uuid
+             * @description The caller's id; without it an `Idempotency-Key` header derives one.
+             */
+            id?: string | null;
+            /** @description The balance watched: `posted`, `available` (posted − pending_out) or `pending_out`. */
+            field: components["schemas"]["MonitorField"];
+            /** @description `lt` (<), `lte` (<=), `gt` (>) or `gte` (>=) the value. */
+            operator: components["schemas"]["MonitorOperator"];
+            /**
+             * Format: int64
+             * @description In minor units of the account's currency, within ±9007199254740991.
+             */
+            value: number;
+        };
         /**
          * @example {
          *       "entries": [
@@ -836,7 +884,7 @@ export interface components {
              *     scheme of any case, spaces around it trimmed).
              */
             url: string;
-            event_types?: ("transaction.posted" | "transaction.rejected" | "transaction.voided" | "transaction.expired" | "transaction.reversed" | "hold.created" | "account.frozen" | "account.closed" | "account.negative_balance")[] | null;
+            event_types?: ("transaction.posted" | "transaction.rejected" | "transaction.voided" | "transaction.expired" | "transaction.reversed" | "hold.created" | "account.frozen" | "account.closed" | "account.negative_balance" | "balance.monitor_triggered")[] | null;
             /** @description `whsec_` and 24-64 bytes in base64; generated when left out. */
             secret?: string | null;
         };
@@ -986,7 +1034,7 @@ export interface components {
          * @description An outbox event's type (docs/outbox.md).
          * @enum {string}
          */
-        EventTypeName: "transaction.posted" | "transaction.rejected" | "transaction.voided" | "transaction.expired" | "transaction.reversed" | "hold.created" | "account.frozen" | "account.closed" | "account.negative_balance";
+        EventTypeName: "transaction.posted" | "transaction.rejected" | "transaction.voided" | "transaction.expired" | "transaction.reversed" | "hold.created" | "account.frozen" | "account.closed" | "account.negative_balance" | "balance.monitor_triggered";
         /**
          * @description One exception: one payment (or file line) and one category, with a reason per field,
          *     e.g. `"amount: ledger 50.00, provider 45.00"`.
@@ -1170,6 +1218,18 @@ export interface components {
             replayed: boolean;
             body: components["schemas"]["TransactionView"] | components["schemas"]["Problem"];
         };
+        /** @description A monitor's last firing. */
+        LastFiring: {
+            /** Format: date-time */
+            triggered_at: string;
+            /**
+             * Format: uuid
+             * @description The transaction whose posting, hold, capture or void crossed the condition.
+             */
+            transaction_id: string;
+            balances_before: components["schemas"]["MonitorBalances"];
+            balances_after: components["schemas"]["MonitorBalances"];
+        };
         LegView: {
             account: string;
             /** Format: int64 */
@@ -1245,6 +1305,75 @@ export interface components {
         /** @description Any JSON object, stored and returned as sent. */
         Metadata: {
             [key: string]: unknown;
+        };
+        /**
+         * @description Balances as monitors and their events show them: `available` spelled out, each amount with
+         *     its `_decimal` form, like every amount.
+         */
+        MonitorBalances: {
+            /** Format: int64 */
+            posted: number;
+            posted_decimal: string;
+            /** Format: int64 */
+            pending_in: number;
+            pending_in_decimal: string;
+            /** Format: int64 */
+            pending_out: number;
+            pending_out_decimal: string;
+            /**
+             * Format: int64
+             * @description `posted − pending_out`.
+             */
+            available: number;
+            available_decimal: string;
+        };
+        /**
+         * @description Which balance a monitor watches.
+         * @enum {string}
+         */
+        MonitorField: "posted" | "available" | "pending_out";
+        /** @description The monitors of an account that fire. */
+        MonitorList: {
+            data: components["schemas"]["MonitorView"][];
+        };
+        /**
+         * @description How the balance compares with the monitor's value.
+         * @enum {string}
+         */
+        MonitorOperator: "lt" | "lte" | "gt" | "gte";
+        /**
+         * @description Whether a monitor's condition holds on the wallet's balances now.
+         * @enum {string}
+         */
+        MonitorState: "armed" | "triggered";
+        /** @description A monitor as the API shows it. */
+        MonitorView: {
+            /** Format: uuid */
+            id: string;
+            account_id: string;
+            field: components["schemas"]["MonitorField"];
+            operator: components["schemas"]["MonitorOperator"];
+            /**
+             * Format: int64
+             * @description In minor units of the account's currency.
+             */
+            value: number;
+            /** @description `value` in major units (`"50.00"`). */
+            value_decimal: string;
+            state?: components["schemas"]["MonitorState"] | null;
+            /**
+             * Format: int64
+             * @description How many times it fired.
+             */
+            trigger_count: number;
+            last_triggered?: components["schemas"]["LastFiring"] | null;
+            /** Format: date-time */
+            created_at: string;
+            /**
+             * Format: date-time
+             * @description When it was deleted (it no longer fires), else `null`.
+             */
+            deleted_at?: string | null;
         };
         /** @description A page of a list: `next_cursor` is opaque; pass it back as `?cursor=` for the next page. */
         Page_AccountView: {
@@ -1563,7 +1692,10 @@ export interface components {
             /** Format: uuid */
             id: string;
             type: components["schemas"]["EventTypeName"];
-            /** @description The wallet an `account.negative_balance` event is about; null for the others. */
+            /**
+             * @description The wallet an `account.negative_balance` or `balance.monitor_triggered` event is about;
+             *     null for the others.
+             */
             account_id?: string | null;
             /** Format: date-time */
             created_at: string;
@@ -2623,6 +2755,241 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["LimitView"];
+                };
+            };
+            /** @description duplicate_header: the `Authorization` header sent more than once */
+            400: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["InsufficientScope"];
+            /** @description not_found: nothing has this id */
+            404: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    list_monitors: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description the account's monitors that fire, oldest first (at most 20), with their last firing */
+            200: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["MonitorList"];
+                };
+            };
+            /** @description duplicate_header: the `Authorization` header sent more than once */
+            400: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["InsufficientScope"];
+            /** @description not_found: nothing has this id */
+            404: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    create_monitor: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description derives the id when the body has none */
+                "Idempotency-Key"?: string;
+            };
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["CreateMonitorRequest"];
+            };
+        };
+        responses: {
+            /** @description replay of the creation response (`Idempotent-Replayed: true`) */
+            200: {
+                headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    "x-request-id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["MonitorView"];
+                };
+            };
+            /** @description added: every change that locks the wallet from now on evaluates it */
+            201: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["MonitorView"];
+                };
+            };
+            /** @description duplicate_header: the `Authorization` or `Idempotency-Key` header sent more than once; malformed_json: the body is not one JSON document; id_required: neither an `id` (for a secret rotation, the `secret`) nor an `Idempotency-Key` */
+            400: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["InsufficientScope"];
+            /** @description not_found: nothing has this id */
+            404: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            408: components["responses"]["BodyTimeout"];
+            /** @description too_many_monitors: the account already has 20 */
+            409: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            /** @description validation_failed (`range`, `invalid_type`, `unknown_field`), idempotency_mismatch */
+            422: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    get_monitor: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+                monitor_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description the monitor, its `state` on the balances now (`triggered` when its condition holds, else `armed`) and its last firing */
+            200: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["MonitorView"];
+                };
+            };
+            /** @description duplicate_header: the `Authorization` header sent more than once */
+            400: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["InsufficientScope"];
+            /** @description not_found: nothing has this id */
+            404: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    delete_monitor: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+                monitor_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description deleted: changes that lock the wallet from now on no longer evaluate it (a repeat answers the same) */
+            200: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["MonitorView"];
                 };
             };
             /** @description duplicate_header: the `Authorization` header sent more than once */

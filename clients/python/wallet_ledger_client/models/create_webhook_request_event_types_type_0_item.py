@@ -5,6 +5,7 @@ class CreateWebhookRequestEventTypesType0Item(StrEnum):
     ACCOUNT_CLOSED = "account.closed"
     ACCOUNT_FROZEN = "account.frozen"
     ACCOUNT_NEGATIVE_BALANCE = "account.negative_balance"
+    BALANCE_MONITOR_TRIGGERED = "balance.monitor_triggered"
     HOLD_CREATED = "hold.created"
     TRANSACTION_EXPIRED = "transaction.expired"
     TRANSACTION_POSTED = "transaction.posted"

@@ -16,7 +16,7 @@ def _get_kwargs(
     id: str,
     *,
     body: CreateMonitorRequest,
-    idempotency_key: None | str | Unset = UNSET,
+    idempotency_key: str | Unset = UNSET,
 ) -> dict[str, Any]:
     headers: dict[str, Any] = {}
     if not isinstance(idempotency_key, Unset):
@@ -130,12 +130,12 @@ def sync_detailed(
     *,
     client: AuthenticatedClient,
     body: CreateMonitorRequest,
-    idempotency_key: None | str | Unset = UNSET,
+    idempotency_key: str | Unset = UNSET,
 ) -> Response[MonitorView | Problem]:
     """
     Args:
         id (str):
-        idempotency_key (None | str | Unset):
+        idempotency_key (str | Unset):
         body (CreateMonitorRequest):
 
     Raises:
@@ -164,12 +164,12 @@ def sync(
     *,
     client: AuthenticatedClient,
     body: CreateMonitorRequest,
-    idempotency_key: None | str | Unset = UNSET,
+    idempotency_key: str | Unset = UNSET,
 ) -> MonitorView | Problem | None:
     """
     Args:
         id (str):
-        idempotency_key (None | str | Unset):
+        idempotency_key (str | Unset):
         body (CreateMonitorRequest):
 
     Raises:
@@ -193,12 +193,12 @@ async def asyncio_detailed(
     *,
     client: AuthenticatedClient,
     body: CreateMonitorRequest,
-    idempotency_key: None | str | Unset = UNSET,
+    idempotency_key: str | Unset = UNSET,
 ) -> Response[MonitorView | Problem]:
     """
     Args:
         id (str):
-        idempotency_key (None | str | Unset):
+        idempotency_key (str | Unset):
         body (CreateMonitorRequest):
 
     Raises:
@@ -225,12 +225,12 @@ async def asyncio(
     *,
     client: AuthenticatedClient,
     body: CreateMonitorRequest,
-    idempotency_key: None | str | Unset = UNSET,
+    idempotency_key: str | Unset = UNSET,
 ) -> MonitorView | Problem | None:
     """
     Args:
         id (str):
-        idempotency_key (None | str | Unset):
+        idempotency_key (str | Unset):
         body (CreateMonitorRequest):
 
     Raises:
