@@ -258,6 +258,116 @@ CREATE TABLE public.account_monitors (
 
 
 --
+-- Name: account_set_accounts; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.account_set_accounts (
+    set_id text NOT NULL,
+    account_id text NOT NULL,
+    added_at timestamp with time zone NOT NULL
+);
+
+
+--
+-- Name: account_set_checkpoints; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.account_set_checkpoints (
+    set_id text NOT NULL,
+    below_xid xid8 NOT NULL,
+    posted numeric NOT NULL,
+    movement_count bigint NOT NULL
+);
+
+
+--
+-- Name: account_set_children; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.account_set_children (
+    set_id text NOT NULL,
+    child_id text NOT NULL,
+    added_at timestamp with time zone NOT NULL,
+    CONSTRAINT account_set_children_check CHECK ((child_id <> set_id))
+);
+
+
+--
+-- Name: account_set_closure; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.account_set_closure (
+    account_id text NOT NULL,
+    set_id text NOT NULL
+);
+
+
+--
+-- Name: account_set_movements; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.account_set_movements (
+    id bigint NOT NULL,
+    set_id text NOT NULL,
+    account_id text NOT NULL,
+    kind text NOT NULL,
+    transaction_id uuid,
+    amount bigint NOT NULL,
+    ledger_time timestamp with time zone NOT NULL,
+    effective_at timestamp with time zone,
+    xid xid8 DEFAULT pg_current_xact_id() NOT NULL,
+    CONSTRAINT account_set_movements_amount_check CHECK (((amount >= '-9007199254740991'::bigint) AND (amount <= '9007199254740991'::bigint))),
+    CONSTRAINT account_set_movements_check CHECK (((kind = 'entry'::text) = (transaction_id IS NOT NULL))),
+    CONSTRAINT account_set_movements_kind_check CHECK ((kind = ANY (ARRAY['entry'::text, 'join'::text, 'leave'::text])))
+);
+
+
+--
+-- Name: account_set_movements_id_seq; Type: SEQUENCE; Schema: public; Owner: -
+--
+
+ALTER TABLE public.account_set_movements ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME public.account_set_movements_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
+
+--
+-- Name: account_set_open_holds; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.account_set_open_holds (
+    set_id text NOT NULL,
+    transaction_id uuid NOT NULL,
+    account_id text NOT NULL,
+    amount bigint NOT NULL,
+    expires_at timestamp with time zone NOT NULL,
+    CONSTRAINT account_set_open_holds_amount_check CHECK (((amount <> 0) AND ((amount >= '-9007199254740991'::bigint) AND (amount <= '9007199254740991'::bigint))))
+);
+
+
+--
+-- Name: account_sets; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.account_sets (
+    id text NOT NULL,
+    currency text NOT NULL,
+    metadata jsonb DEFAULT '{}'::jsonb NOT NULL,
+    creation_request jsonb NOT NULL,
+    creation_response text NOT NULL,
+    created_at timestamp with time zone NOT NULL,
+    CONSTRAINT account_sets_currency_check CHECK ((currency ~ '^[A-Z]{3}$'::text)),
+    CONSTRAINT account_sets_id_check CHECK ((id ~ '^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$'::text)),
+    CONSTRAINT account_sets_metadata_check CHECK ((jsonb_typeof(metadata) = 'object'::text))
+);
+
+
+--
 -- Name: accounts; Type: TABLE; Schema: public; Owner: -
 --
 
@@ -275,6 +385,7 @@ CREATE TABLE public.accounts (
     updated_at timestamp with time zone NOT NULL,
     has_limits boolean DEFAULT false NOT NULL,
     has_monitors boolean DEFAULT false NOT NULL,
+    in_sets boolean DEFAULT false NOT NULL,
     CONSTRAINT accounts_check CHECK (((type = 'wallet'::text) OR (overdraft_limit = 0))),
     CONSTRAINT accounts_currency_check CHECK ((currency ~ '^[A-Z]{3}$'::text)),
     CONSTRAINT accounts_id_check CHECK ((id ~ '^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$'::text)),
@@ -724,6 +835,62 @@ ALTER TABLE ONLY public.account_monitors
 
 
 --
+-- Name: account_set_accounts account_set_accounts_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.account_set_accounts
+    ADD CONSTRAINT account_set_accounts_pkey PRIMARY KEY (set_id, account_id);
+
+
+--
+-- Name: account_set_checkpoints account_set_checkpoints_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.account_set_checkpoints
+    ADD CONSTRAINT account_set_checkpoints_pkey PRIMARY KEY (set_id, below_xid);
+
+
+--
+-- Name: account_set_children account_set_children_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.account_set_children
+    ADD CONSTRAINT account_set_children_pkey PRIMARY KEY (set_id, child_id);
+
+
+--
+-- Name: account_set_closure account_set_closure_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.account_set_closure
+    ADD CONSTRAINT account_set_closure_pkey PRIMARY KEY (account_id, set_id);
+
+
+--
+-- Name: account_set_movements account_set_movements_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.account_set_movements
+    ADD CONSTRAINT account_set_movements_pkey PRIMARY KEY (id);
+
+
+--
+-- Name: account_set_open_holds account_set_open_holds_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.account_set_open_holds
+    ADD CONSTRAINT account_set_open_holds_pkey PRIMARY KEY (set_id, transaction_id, account_id);
+
+
+--
+-- Name: account_sets account_sets_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.account_sets
+    ADD CONSTRAINT account_sets_pkey PRIMARY KEY (id);
+
+
+--
 -- Name: accounts accounts_pkey; Type: CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -911,6 +1078,41 @@ CREATE INDEX account_limits_account ON public.account_limits USING btree (accoun
 --
 
 CREATE INDEX account_monitors_account ON public.account_monitors USING btree (account_id) WHERE (deleted_at IS NULL);
+
+
+--
+-- Name: account_set_children_child; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX account_set_children_child ON public.account_set_children USING btree (child_id);
+
+
+--
+-- Name: account_set_closure_set; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX account_set_closure_set ON public.account_set_closure USING btree (set_id);
+
+
+--
+-- Name: account_set_movements_since; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX account_set_movements_since ON public.account_set_movements USING btree (set_id, xid) INCLUDE (amount);
+
+
+--
+-- Name: account_set_movements_time; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX account_set_movements_time ON public.account_set_movements USING btree (set_id, ledger_time);
+
+
+--
+-- Name: account_set_open_holds_transaction; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX account_set_open_holds_transaction ON public.account_set_open_holds USING btree (transaction_id);
 
 
 --
@@ -1194,6 +1396,70 @@ ALTER TABLE ONLY public.account_limits
 
 ALTER TABLE ONLY public.account_monitors
     ADD CONSTRAINT account_monitors_account_id_fkey FOREIGN KEY (account_id) REFERENCES public.accounts(id);
+
+
+--
+-- Name: account_set_accounts account_set_accounts_account_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.account_set_accounts
+    ADD CONSTRAINT account_set_accounts_account_id_fkey FOREIGN KEY (account_id) REFERENCES public.accounts(id);
+
+
+--
+-- Name: account_set_accounts account_set_accounts_set_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.account_set_accounts
+    ADD CONSTRAINT account_set_accounts_set_id_fkey FOREIGN KEY (set_id) REFERENCES public.account_sets(id);
+
+
+--
+-- Name: account_set_checkpoints account_set_checkpoints_set_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.account_set_checkpoints
+    ADD CONSTRAINT account_set_checkpoints_set_id_fkey FOREIGN KEY (set_id) REFERENCES public.account_sets(id);
+
+
+--
+-- Name: account_set_children account_set_children_child_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.account_set_children
+    ADD CONSTRAINT account_set_children_child_id_fkey FOREIGN KEY (child_id) REFERENCES public.account_sets(id);
+
+
+--
+-- Name: account_set_children account_set_children_set_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.account_set_children
+    ADD CONSTRAINT account_set_children_set_id_fkey FOREIGN KEY (set_id) REFERENCES public.account_sets(id);
+
+
+--
+-- Name: account_set_closure account_set_closure_set_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.account_set_closure
+    ADD CONSTRAINT account_set_closure_set_id_fkey FOREIGN KEY (set_id) REFERENCES public.account_sets(id);
+
+
+--
+-- Name: account_set_movements account_set_movements_set_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.account_set_movements
+    ADD CONSTRAINT account_set_movements_set_id_fkey FOREIGN KEY (set_id) REFERENCES public.account_sets(id);
+
+
+--
+-- Name: account_set_open_holds account_set_open_holds_set_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.account_set_open_holds
+    ADD CONSTRAINT account_set_open_holds_set_id_fkey FOREIGN KEY (set_id) REFERENCES public.account_sets(id);
 
 
 --

@@ -22,6 +22,7 @@ pub mod posting;
 pub mod replay_cache;
 pub mod reversals;
 pub mod search;
+pub mod sets;
 pub mod store;
 pub mod transactions;
 pub mod views;

@@ -27,7 +27,7 @@ pub struct Finding {
 
 /// Which invariant a finding breaks, by its stable name: `unbalanced_transaction`,
 /// `trial_balance`, `wallet_chain`, `checkpoint_mismatch`, `balance_range`, `posting_mismatch`,
-/// `overdue_hold`, `stale_open_hold`, `over_reversed`, `entry_mismatch`.
+/// `overdue_hold`, `stale_open_hold`, `over_reversed`, `entry_mismatch`, `set_totals`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Check {
@@ -41,11 +41,12 @@ pub enum Check {
     StaleOpenHold,
     OverReversed,
     EntryMismatch,
+    SetTotals,
 }
 
 impl Check {
     /// Every check, in the order they run (the report lists each, found or not).
-    pub const ALL: [Check; 10] = [
+    pub const ALL: [Check; 11] = [
         Check::UnbalancedTransaction,
         Check::TrialBalance,
         Check::WalletChain,
@@ -56,6 +57,7 @@ impl Check {
         Check::StaleOpenHold,
         Check::OverReversed,
         Check::EntryMismatch,
+        Check::SetTotals,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -70,6 +72,7 @@ impl Check {
             Check::StaleOpenHold => "stale_open_hold",
             Check::OverReversed => "over_reversed",
             Check::EntryMismatch => "entry_mismatch",
+            Check::SetTotals => "set_totals",
         }
     }
 }
@@ -125,6 +128,7 @@ pub async fn check(db: &mut Db<'_>, hold_grace: TimeDelta) -> Result<Vec<Finding
     mismatches.extend(entries_against_legs(&mut db).await?);
     mismatches.truncate(MAX_FINDINGS_PER_CHECK as usize);
     findings.extend(mismatches);
+    findings.extend(super::set_totals::check(&mut db).await?);
     tx.commit().await?;
     Ok(findings)
 }

@@ -9,6 +9,7 @@ use crate::ledger::audit;
 use crate::ledger::events::{self, EventType, TransactionEvent};
 use crate::ledger::money::{Amount, Currency};
 use crate::ledger::posting::NewEntry;
+use crate::ledger::sets::bookkeeping::{self, SetEntry};
 use crate::ledger::store::{Db, inserts};
 use crate::ledger::transactions::{self, TransactionStatus};
 use crate::ledger::views::{LegView, TransactionView};
@@ -169,4 +170,28 @@ pub(super) async fn expire(db: &mut Db<'_>, id: Uuid) -> Result<(), StoreError> 
         events::record_stored_transactions(db, &event).await?;
     }
     Ok(())
+}
+
+/// A capture of a hold on wallets in account sets: its entries recorded for those sets, and
+/// the hold's copies gone from them (`ledger::sets`).
+pub(super) async fn record_for_sets(
+    conn: &mut PgConnection,
+    id: Uuid,
+    entries: &[NewEntry],
+    in_sets: &[String],
+    ledger_time: DateTime<Utc>,
+) -> Result<(), sqlx::Error> {
+    let recorded: Vec<SetEntry> = entries
+        .iter()
+        .filter(|e| in_sets.contains(&e.account))
+        .map(|e| SetEntry {
+            transaction_id: id,
+            account: &e.account,
+            amount: e.amount.minor_units(),
+            ledger_time,
+            effective_at: e.effective_at,
+        })
+        .collect();
+    bookkeeping::record_entries(&mut *conn, &recorded).await?;
+    bookkeeping::release_hold(conn, id).await
 }

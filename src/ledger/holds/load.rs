@@ -5,13 +5,13 @@ use crate::db::StoreError;
 use crate::ledger::accounts::AccountType;
 use crate::ledger::money::{Amount, Currency};
 use crate::ledger::monitors::{self, Balances, Watch};
-use crate::ledger::posting::{SystemLocks, WalletState, balances, monitored};
+use crate::ledger::posting::{LockedAccount, SystemLocks, WalletState, balances, monitored};
 use crate::ledger::store::{Db, locks, reads};
 use crate::ledger::transactions::{TransactionStatus, credited_total_in};
 use crate::ledger::views::LegView;
 use serde_json::Value;
 use sqlx::PgConnection;
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use uuid::Uuid;
 
 /// One leg of a hold as requested: signed like an entry.
@@ -133,11 +133,12 @@ pub(super) async fn lock_wallets(
     db: &mut Db<'_>,
     id: Uuid,
     legs: &[HeldLeg],
-) -> Result<(LockedWallets, HashMap<String, Watch>), StoreError> {
+) -> Result<(LockedWallets, HashMap<String, Watch>, Vec<String>), StoreError> {
     let mut ids: Vec<String> = legs.iter().map(|l| l.account.clone()).collect();
     ids.sort();
     let shared = SystemLocks::Shared;
     let locked = locks::lock_accounts(db, &ids, shared).await?;
+    let in_sets = in_sets(&locked);
     let expired = sqlx::query_scalar!(
         r#"select hold_status_at(status, expires_at, clock_timestamp()) = 'expired' as "expired!" from transactions where id = $1"#,
         id
@@ -145,7 +146,7 @@ pub(super) async fn lock_wallets(
     .fetch_one(db.conn())
     .await?;
     if expired {
-        return Ok((LockedWallets::Expired, HashMap::new()));
+        return Ok((LockedWallets::Expired, HashMap::new(), in_sets));
     }
     let wallets: Vec<String> = locked
         .values()
@@ -154,38 +155,44 @@ pub(super) async fn lock_wallets(
         .collect();
     let states = reads::wallet_states(db, &wallets).await?;
     let watches = monitors::store::watches_of(db.conn(), &monitored(&locked)).await?;
-    Ok((LockedWallets::Ready(states), watches))
+    Ok((LockedWallets::Ready(states), watches, in_sets))
 }
 
-/// A void's monitored wallets, locked, with their balances and monitors. A void writes no
-/// entry, so it locks no wallet unless one of the hold's wallets has monitors (read without a
-/// lock first: a monitor added meanwhile is as if added just after the void). Empty when none
-/// has.
-pub(super) async fn lock_watched(
+/// The wallets among `locked` that count in account sets.
+fn in_sets(locked: &BTreeMap<String, LockedAccount>) -> Vec<String> {
+    locked
+        .values()
+        .filter(|a| a.in_sets && a.kind == AccountType::Wallet)
+        .map(|a| a.id.clone())
+        .collect()
+}
+
+/// A void's accounts, locked as a capture locks them: a void changes what its wallets
+/// reserve, which their monitors and the sets they count in read, and a wallet joining a set
+/// copies its open holds under this same lock. Returns the monitored wallets with their
+/// balances and monitors, and the wallets that count in sets.
+pub(super) async fn lock_for_void(
     db: &mut Db<'_>,
     legs: &[HeldLeg],
-) -> Result<Vec<(String, Balances, Watch)>, StoreError> {
-    let ids: Vec<String> = legs.iter().map(|l| l.account.clone()).collect();
-    let mut watched = sqlx::query_scalar!(
-        "select id from accounts where id = any($1) and has_monitors and type = 'wallet'",
-        &ids
-    )
-    .fetch_all(db.conn())
-    .await?;
-    if watched.is_empty() {
-        return Ok(Vec::new());
-    }
-    watched.sort();
-    let locked = locks::lock_accounts(db, &watched, SystemLocks::Shared).await?;
+) -> Result<(Vec<(String, Balances, Watch)>, Vec<String>), StoreError> {
+    let mut ids: Vec<String> = legs.iter().map(|l| l.account.clone()).collect();
+    ids.sort();
+    ids.dedup();
+    let locked = locks::lock_accounts(db, &ids, SystemLocks::Shared).await?;
+    let in_sets = in_sets(&locked);
     let monitored = monitored(&locked);
+    if monitored.is_empty() {
+        return Ok((Vec::new(), in_sets));
+    }
     let states = reads::wallet_states(db, &monitored).await?;
     let mut watches = monitors::store::watches_of(db.conn(), &monitored).await?;
-    Ok(monitored
+    let watched = monitored
         .into_iter()
         .filter_map(|id| {
             let before = balances(states.get(&id)?);
             let watch = watches.remove(&id)?;
             Some((id, before, watch))
         })
-        .collect())
+        .collect();
+    Ok((watched, in_sets))
 }

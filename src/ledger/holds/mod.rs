@@ -21,6 +21,7 @@ use super::events::{self, EventType};
 use super::money::Amount;
 use super::monitors;
 use super::now_micros;
+use super::sets::bookkeeping;
 use super::store::{Db, Store, locks};
 use super::transactions::{StoredTransaction, TransactionStatus};
 use super::views::TransactionView;
@@ -203,9 +204,12 @@ pub async fn resolve_on(
         Decision::Invalid(error) => Ok(Resolution::Invalid(vec![error])),
         Decision::Expire => expire(db, id).await,
         Decision::Void { request } => {
-            let watched = load::lock_watched(db, &hold.legs).await?;
+            let (watched, in_sets) = load::lock_for_void(db, &hold.legs).await?;
             let body = apply::void(db, id, hold.currency, &request, now).await?;
             apply::release(db.conn(), id, action, (&body, hold.currency), &[]).await?;
+            if !in_sets.is_empty() {
+                bookkeeping::release_hold(db.conn(), id).await?;
+            }
             let firings: Vec<_> = watched
                 .into_iter()
                 .flat_map(|(account, before, watch)| {
@@ -237,7 +241,7 @@ async fn capture_hold(
     capture: &Capture,
     now: DateTime<Utc>,
 ) -> Result<Resolution, StoreError> {
-    let (locked, watches) = load::lock_wallets(db, id, &capture.legs).await?;
+    let (locked, watches, in_sets) = load::lock_wallets(db, id, &capture.legs).await?;
     let before = match &locked {
         load::LockedWallets::Ready(states) if !watches.is_empty() => states.clone(),
         _ => HashMap::new(),
@@ -259,6 +263,9 @@ async fn capture_hold(
     let body = apply::capture(db, id, hold, posting).await?;
     let answer = (body.as_str(), hold.currency);
     apply::release(db.conn(), id, Action::Post, answer, &entries).await?;
+    if !in_sets.is_empty() {
+        apply::record_for_sets(db.conn(), id, &entries, &in_sets, ledger_time).await?;
+    }
     let firings = decide::capture_firings(id, &hold.legs, &before, &entries, &watches);
     monitors::store::record_firings(db.conn(), &firings, ledger_time).await?;
     Ok(Resolution::Done { body })

@@ -2,11 +2,14 @@
 //! of work in [`super`]).
 
 use super::chain::NewEntry;
+use super::load::LockedAccount;
 use super::render::Rendered;
 use crate::ledger::Outcome;
 use crate::ledger::events::{self, EventType, NegativeBalance, TransactionEvent};
+use crate::ledger::sets::bookkeeping::{self, SetEntry, SetHold};
 use crate::ledger::store::{Db, inserts};
 use sqlx::PgConnection;
+use std::collections::BTreeMap;
 
 /// The outbox events of a batch's new rows, in its transaction: one per row, and one per
 /// wallet the batch took from zero or more to below zero.
@@ -60,4 +63,43 @@ pub(super) async fn insert_entries(db: &mut Db<'_>, rows: &[&Rendered]) -> Resul
             .collect::<Vec<_>>(),
     )
     .await
+}
+
+/// The entries and new holds of wallets that count in account sets, recorded for those sets
+/// (`ledger::sets`): no statement at all when no locked wallet is in a set.
+pub(super) async fn record_for_sets(
+    conn: &mut PgConnection,
+    accounts: &BTreeMap<String, LockedAccount>,
+    rows: &[&Rendered],
+) -> Result<(), sqlx::Error> {
+    let in_sets = |account: &str| accounts.get(account).is_some_and(|a| a.in_sets);
+    let entries: Vec<SetEntry> = rows
+        .iter()
+        .flat_map(|r| {
+            let ledger_time = r.view.posted_at.unwrap_or(r.view.created_at);
+            r.entries
+                .iter()
+                .filter(|e| in_sets(&e.account))
+                .map(move |e| SetEntry {
+                    transaction_id: r.item_id,
+                    account: &e.account,
+                    amount: e.amount.minor_units(),
+                    ledger_time,
+                    effective_at: e.effective_at,
+                })
+        })
+        .collect();
+    bookkeeping::record_entries(&mut *conn, &entries).await?;
+    let holds: Vec<SetHold> = rows
+        .iter()
+        .flat_map(|r| r.holds.iter())
+        .filter(|h| in_sets(&h.account))
+        .map(|h| SetHold {
+            transaction_id: h.transaction_id,
+            account: &h.account,
+            amount: h.amount.minor_units(),
+            expires_at: h.expires_at,
+        })
+        .collect();
+    bookkeeping::copy_holds(conn, &holds).await
 }

@@ -55,6 +55,9 @@ pub(crate) struct LockedAccount {
     pub has_limits: bool,
     /// Whether it has balance monitors (`ledger::monitors`), read only then.
     pub has_monitors: bool,
+    /// Whether it counts in an account set (`ledger::sets`): its entries and holds are then
+    /// recorded for those sets too.
+    pub in_sets: bool,
 }
 
 /// A wallet's running state while a batch is decided: where its chain continues and what
@@ -150,6 +153,7 @@ impl LockedLedger {
                         overdraft_limit: Amount::ZERO,
                         has_limits: false,
                         has_monitors: false,
+                        in_sets: false,
                     },
                 );
             }

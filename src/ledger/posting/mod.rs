@@ -473,6 +473,7 @@ async fn write_decided(
     apply::insert_entries(db, &rows).await?;
     let open_holds: Vec<&holds::OpenHold> = rows.iter().flat_map(|r| r.holds.iter()).collect();
     holds::insert_open_holds(db.conn(), &open_holds).await?;
+    apply::record_for_sets(db.conn(), &ledger.accounts, &rows).await?;
     apply::record_events(db.conn(), &rows).await?;
     let now = decided
         .rows

@@ -16,11 +16,15 @@ use sqlx::PgConnection;
 /// system accounts) gets no checkpoint; it is logged and counted in
 /// `wallet_ledger_checkpoint_failures_total`, and `verify` reports it (`balance_range`). Its
 /// reads answer 409 `balance_out_of_range` until an operator corrects it.
+///
+/// Account sets' checkpoints are advanced in the same round (`sets::bookkeeping`).
 pub async fn advance(db: &mut Db<'_>) -> Result<u64, sqlx::Error> {
-    match db.engine() {
-        Engine::Plain => advance_plain(db.conn()).await,
-        Engine::Citus => advance_citus(db.conn()).await,
-    }
+    let systems = match db.engine() {
+        Engine::Plain => advance_plain(db.conn()).await?,
+        Engine::Citus => advance_citus(db.conn()).await?,
+    };
+    let sets = crate::ledger::sets::bookkeeping::advance_checkpoints(db.conn()).await?;
+    Ok(systems + sets)
 }
 
 /// [`advance`] on one PostgreSQL: the horizon, the sums and the inserts in one statement.

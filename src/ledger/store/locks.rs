@@ -121,22 +121,27 @@ async fn lock_accounts_plain(
     let locked = sqlx::query_as!(
         LockedRow,
         r#"with wallets as (
-               select id, currency, type as kind, status, overdraft_limit, has_limits, has_monitors from accounts
+               select id, currency, type as kind, status, overdraft_limit, has_limits, has_monitors,
+                      in_sets from accounts
                where id = any($1) and type = 'wallet' order by id for update),
            shared as (
-               select id, currency, type as kind, status, overdraft_limit, has_limits, has_monitors from accounts
+               select id, currency, type as kind, status, overdraft_limit, has_limits, has_monitors,
+                      in_sets from accounts
                where id = any($1) and type = 'system' and not $2 order by id for share),
            exclusive as (
-               select id, currency, type as kind, status, overdraft_limit, has_limits, has_monitors from accounts
+               select id, currency, type as kind, status, overdraft_limit, has_limits, has_monitors,
+                      in_sets from accounts
                where id = any($1) and type = 'system' and $2 order by id for update)
            select id as "id!", currency as "currency!", kind as "kind!", status as "status!",
                   overdraft_limit as "overdraft_limit!", has_limits as "has_limits!",
-                  has_monitors as "has_monitors!"
+                  has_monitors as "has_monitors!", in_sets as "in_sets!"
            from wallets
            union all
-           select id, currency, kind, status, overdraft_limit, has_limits, has_monitors from shared
+           select id, currency, kind, status, overdraft_limit, has_limits, has_monitors, in_sets
+           from shared
            union all
-           select id, currency, kind, status, overdraft_limit, has_limits, has_monitors from exclusive"#,
+           select id, currency, kind, status, overdraft_limit, has_limits, has_monitors, in_sets
+           from exclusive"#,
         sorted_ids,
         systems == SystemLocks::Exclusive
     )
@@ -174,6 +179,7 @@ struct LockedRow {
     overdraft_limit: i64,
     has_limits: bool,
     has_monitors: bool,
+    in_sets: bool,
 }
 
 impl TryFrom<LockedRow> for LockedAccount {
@@ -203,6 +209,7 @@ impl TryFrom<LockedRow> for LockedAccount {
             overdraft_limit,
             has_limits: row.has_limits,
             has_monitors: row.has_monitors,
+            in_sets: row.in_sets,
         })
     }
 }

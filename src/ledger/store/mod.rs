@@ -11,6 +11,7 @@
 pub mod checkpoints;
 pub mod inserts;
 pub mod locks;
+pub mod marks;
 pub mod reads;
 pub mod sessions;
 pub mod shards;

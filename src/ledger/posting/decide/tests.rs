@@ -20,6 +20,7 @@ fn account(id: &str, kind: AccountType, status: AccountStatus, overdraft: i64) -
         overdraft_limit: a(overdraft),
         has_limits: false,
         has_monitors: false,
+        in_sets: false,
     }
 }
 
