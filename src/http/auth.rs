@@ -44,13 +44,19 @@ pub fn required_scope(method: &Method, path: &str, metrics_require_key: bool) ->
         || admin_under_transactions(path);
     Some(if admin_area {
         Scope::Admin
-    } else if path == "/v1/accounts" || path.starts_with("/v1/accounts/") {
+    } else if is_under(path, "/v1/accounts") || is_under(path, "/v1/account-sets") {
         if reading { Scope::Read } else { Scope::Admin }
     } else if reading {
         Scope::Read
     } else {
         Scope::Write
     })
+}
+
+/// `area` itself or a path below it (`/v1/accounts/x`, never `/v1/accounts-x`).
+fn is_under(path: &str, area: &str) -> bool {
+    path.strip_prefix(area)
+        .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
 }
 
 /// `/v1/transactions/{id}/events` and below: a transaction's events carry their webhook
@@ -237,6 +243,12 @@ mod tests {
         assert_eq!(s(Method::GET, "/v1/accounts/a"), Some(Scope::Read));
         assert_eq!(s(Method::POST, "/v1/accounts"), Some(Scope::Admin));
         assert_eq!(s(Method::PATCH, "/v1/accounts/a"), Some(Scope::Admin));
+        assert_eq!(s(Method::POST, "/v1/account-sets"), Some(Scope::Admin));
+        assert_eq!(
+            s(Method::DELETE, "/v1/account-sets/s/members/account:a"),
+            Some(Scope::Admin)
+        );
+        assert_eq!(s(Method::GET, "/v1/account-sets/s"), Some(Scope::Read));
         assert_eq!(s(Method::POST, "/v1/transfers"), Some(Scope::Write));
         assert_eq!(
             s(Method::POST, "/v1/transactions/x/post"),

@@ -54,6 +54,9 @@ pub enum ApiError {
     /// An account that already has the most balance monitors it may have.
     #[error("the account has {0} monitors already")]
     TooManyMonitors(i64),
+    /// A member that would make the set contain itself.
+    #[error("set {0} would contain itself")]
+    SetCycle(String),
     #[error("account not empty")]
     AccountNotEmpty(String),
     /// A balance outside ±(2^53 − 1), left by postings from before the range was enforced for
@@ -196,6 +199,12 @@ impl ApiError {
                 "too_many_monitors",
                 "Too many monitors",
                 format!("the account has {most} monitors, the most it may have; delete one first"),
+            ),
+            ApiError::SetCycle(set) => Problem::new(
+                409,
+                "set_cycle",
+                "Set cycle",
+                format!("the member is the set {set} or contains it: a set cannot contain itself"),
             ),
             ApiError::AccountNotEmpty(detail) => Problem::new(
                 409,

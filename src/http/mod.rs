@@ -25,6 +25,7 @@ pub mod reconciliations;
 pub mod requests;
 pub mod responses;
 pub mod search;
+pub mod sets;
 pub mod settings;
 pub mod stats;
 pub mod streams;
@@ -126,6 +127,10 @@ pub fn app(state: AppState) -> Router {
             "/v1/accounts/{id}/monitors/{monitor_id}",
             get(monitors::get).delete(monitors::delete),
         )
+        .route("/v1/account-sets", post(sets::create))
+        .route("/v1/account-sets/{id}", get(sets::get))
+        .route("/v1/account-sets/{id}/members", post(sets::add_member).get(sets::list_members))
+        .route("/v1/account-sets/{id}/members/{member}", delete(sets::remove_member))
         .route("/v1/transactions", post(transactions::create).get(transactions::list))
         .route(
             BATCH_ROUTE,

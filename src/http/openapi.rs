@@ -9,7 +9,7 @@
 
 use super::{
     accounts, batch, consumer_state, dead_letters, exchanges, health, limits, metrics, monitors,
-    reconciliations, search, stats, transaction_events, transactions, webhooks,
+    reconciliations, search, sets, stats, transaction_events, transactions, webhooks,
 };
 use axum::http::Method;
 use utoipa::openapi::header::HeaderBuilder;
@@ -31,6 +31,7 @@ use utoipa::{Modify, OpenApi};
         accounts::freeze, accounts::unfreeze, accounts::close,
         limits::create, limits::list, limits::delete,
         monitors::create, monitors::list, monitors::get, monitors::delete,
+        sets::create, sets::get, sets::add_member, sets::list_members, sets::remove_member,
         transactions::create, transactions::list, transactions::get,
         transactions::transfer, transactions::payment, exchanges::exchange, batch::batch,
         transactions::post, transactions::void, transactions::reverse,
@@ -48,6 +49,7 @@ use utoipa::{Modify, OpenApi};
         (name = "transactions", description = "moving money, exactly once per id"),
         (name = "limits", description = "velocity limits: at most an amount or a count of movements through a wallet per rolling window, held exactly under its lock"),
         (name = "monitors", description = "balance monitors: an event when a change makes a wallet's balance cross a line, written under its lock with the change"),
+        (name = "account sets", description = "groups of wallets and of other sets, with the sums of their balances"),
         (name = "holds", description = "reserving money, then capturing or releasing it exactly once"),
         (name = "webhooks", description = "subscriptions to ledger events and their deliveries (Standard Webhooks, sent once per event id)"),
         (name = "reconciliations", description = "stored runs of the reconciliation job"),
@@ -313,6 +315,7 @@ const REPLAYS: &[(&str, &[&str])] = &[
     ("create_webhook", &["200"]),
     ("create_limit", &["200"]),
     ("create_monitor", &["200"]),
+    ("create_account_set", &["200"]),
     ("capture_hold", &["200"]),
     ("void_hold", &["200"]),
     ("rotate_webhook_secret", &["200"]),

@@ -55,6 +55,8 @@ mod reconcile;
 mod reversals;
 #[path = "../api/search.rs"]
 mod search;
+#[path = "../api/sets.rs"]
+mod sets;
 #[path = "../api/snapshots.rs"]
 mod snapshots;
 #[path = "../api/transaction_events.rs"]

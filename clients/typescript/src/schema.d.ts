@@ -68,6 +68,70 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/account-sets": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post: operations["create_account_set"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/account-sets/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get: operations["get_account_set"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/account-sets/{id}/members": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get: operations["list_account_set_members"];
+        put?: never;
+        post: operations["add_account_set_member"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/account-sets/{id}/members/{member}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        delete: operations["remove_account_set_member"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/accounts": {
         parameters: {
             query?: never;
@@ -683,6 +747,20 @@ export interface components {
             /** Format: date-time */
             updated_at: string;
         };
+        /**
+         * @example {
+         *       "id": "carol",
+         *       "type": "account"
+         *     }
+         */
+        AddMemberRequest: {
+            /**
+             * @description `account` (a wallet in the set's currency) or `set` (another set in it; never the set
+             *     itself or one that contains it).
+             */
+            type: components["schemas"]["MemberKind"];
+            id: string;
+        };
         /** @enum {string} */
         Alive: "ok";
         /** @description One attempt as the API shows it. */
@@ -822,6 +900,25 @@ export interface components {
              * @description In minor units of the account's currency, within ±9007199254740991.
              */
             value: number;
+        };
+        /**
+         * @example {
+         *       "currency": "SAR",
+         *       "id": "team-eu",
+         *       "metadata": {
+         *         "region": "eu"
+         *       }
+         *     }
+         */
+        CreateSetRequest: {
+            /**
+             * @description The caller's id, `[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}` (sets have their own ids: a set
+             *     may share one with an account). Without it, an `Idempotency-Key` header derives one.
+             */
+            id?: string | null;
+            /** @description ISO 4217 code: every member's currency. */
+            currency: components["schemas"]["CurrencyCode"];
+            metadata?: components["schemas"]["Metadata"] | null;
         };
         /**
          * @example {
@@ -1161,10 +1258,10 @@ export interface components {
             /**
              * @description Which invariant a finding breaks, by its stable name: `unbalanced_transaction`,
              *     `trial_balance`, `wallet_chain`, `checkpoint_mismatch`, `balance_range`, `posting_mismatch`,
-             *     `overdue_hold`, `stale_open_hold`, `over_reversed`, `entry_mismatch`.
+             *     `overdue_hold`, `stale_open_hold`, `over_reversed`, `entry_mismatch`, `set_totals`.
              * @enum {string}
              */
-            check: "unbalanced_transaction" | "trial_balance" | "wallet_chain" | "checkpoint_mismatch" | "balance_range" | "posting_mismatch" | "overdue_hold" | "stale_open_hold" | "over_reversed" | "entry_mismatch";
+            check: "unbalanced_transaction" | "trial_balance" | "wallet_chain" | "checkpoint_mismatch" | "balance_range" | "posting_mismatch" | "overdue_hold" | "stale_open_hold" | "over_reversed" | "entry_mismatch" | "set_totals";
             account?: string | null;
             /** Format: int64 */
             entry?: number | null;
@@ -1302,6 +1399,20 @@ export interface components {
              */
             status: "settled" | "refunded" | "failed";
         };
+        /**
+         * @description What a member is: a wallet or a nested set.
+         * @enum {string}
+         */
+        MemberKind: "account" | "set";
+        /** @description A direct member as the API shows it. */
+        MemberView: {
+            type: components["schemas"]["MemberKind"];
+            id: string;
+            /** @description `account:<id>` or `set:<id>`: how a path names it (`DELETE .../members/{member}`). */
+            reference: string;
+            /** Format: date-time */
+            added_at: string;
+        };
         /** @description Any JSON object, stored and returned as sent. */
         Metadata: {
             [key: string]: unknown;
@@ -1388,6 +1499,11 @@ export interface components {
         /** @description A page of a list: `next_cursor` is opaque; pass it back as `?cursor=` for the next page. */
         Page_EntryView: {
             data: components["schemas"]["EntryView"][];
+            next_cursor?: string | null;
+        };
+        /** @description A page of a list: `next_cursor` is opaque; pass it back as `?cursor=` for the next page. */
+        Page_MemberView: {
+            data: components["schemas"]["MemberView"][];
             next_cursor?: string | null;
         };
         /** @description A page of a list: `next_cursor` is opaque; pass it back as `?cursor=` for the next page. */
@@ -1602,6 +1718,21 @@ export interface components {
             /** Format: date-time */
             created_at: string;
             summary?: components["schemas"]["Summary"] | null;
+        };
+        /** @description A set as the API shows it. */
+        SetView: {
+            id: string;
+            currency: string;
+            metadata: components["schemas"]["Metadata"];
+            /** @description Sums over the wallets that count in the set (its own and its nested sets', each once). */
+            balances: components["schemas"]["BalancesView"];
+            /**
+             * Format: date-time
+             * @description The moment these balances describe, when `as_of` was asked (see the account's).
+             */
+            as_of?: string | null;
+            /** Format: date-time */
+            created_at: string;
         };
         /**
          * @description What a replay or a drop did.
@@ -2081,6 +2212,331 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+        };
+    };
+    create_account_set: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description derives the id when the body has none */
+                "Idempotency-Key"?: string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["CreateSetRequest"];
+            };
+        };
+        responses: {
+            /** @description replay of the creation response (`Idempotent-Replayed: true`) */
+            200: {
+                headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    "x-request-id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SetView"];
+                };
+            };
+            /** @description created, with no members */
+            201: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SetView"];
+                };
+            };
+            /** @description duplicate_header: the `Authorization` or `Idempotency-Key` header sent more than once; malformed_json: the body is not one JSON document; id_required: neither an `id` (for a secret rotation, the `secret`) nor an `Idempotency-Key` */
+            400: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["InsufficientScope"];
+            408: components["responses"]["BodyTimeout"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            /** @description validation_failed, idempotency_mismatch */
+            422: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    get_account_set: {
+        parameters: {
+            query?: {
+                /**
+                 * @description RFC 3339: the posted balance at that moment instead of now; a moment not final yet is
+                 *     answered at the finality horizon, which the response's `as_of` names.
+                 */
+                as_of?: string;
+                /**
+                 * @description Which clock `as_of` reads: `ledger` (default: when entries were written) or `effective`
+                 *     (when they count: a backdated transaction from its `effective_at` on). Only with `as_of`.
+                 */
+                time?: "ledger" | "effective";
+            };
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description the set with its balances: sums over the wallets that count in it (posted only, at `as_of`) */
+            200: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SetView"];
+                };
+            };
+            /** @description duplicate_header: the `Authorization` header sent more than once; invalid_query: a query parameter is unknown, malformed or out of range (`errors` names each by name and code) */
+            400: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["InsufficientScope"];
+            /** @description not_found: nothing has this id */
+            404: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description balance_out_of_range: the members' sum is outside ±(2^53 − 1) */
+            409: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    list_account_set_members: {
+        parameters: {
+            query?: {
+                /** @description 1-500, default 50. */
+                limit?: number;
+                /**
+                 * @description The `next_cursor` of the previous page of this same list, unchanged; any other value is
+                 *     400 `cursor`.
+                 */
+                cursor?: string;
+            };
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description the set's direct members (wallets and sets) in reference order */
+            200: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Page_MemberView"];
+                };
+            };
+            /** @description duplicate_header: the `Authorization` header sent more than once; invalid_query: a query parameter is unknown, malformed or out of range (`errors` names each by name and code) */
+            400: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["InsufficientScope"];
+            /** @description not_found: nothing has this id */
+            404: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    add_account_set_member: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["AddMemberRequest"];
+            };
+        };
+        responses: {
+            /** @description already a member: nothing changed */
+            200: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["MemberView"];
+                };
+            };
+            /** @description added: the member's wallets count in the set (and in every set above it) from now on, with their balances of now */
+            201: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["MemberView"];
+                };
+            };
+            /** @description duplicate_header: the `Authorization` header sent more than once; malformed_json: the body is not one JSON document */
+            400: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["InsufficientScope"];
+            /** @description not_found: nothing has this id */
+            404: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            408: components["responses"]["BodyTimeout"];
+            /** @description set_cycle: the member is the set or contains it */
+            409: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            /** @description validation_failed (`/id`: `unknown_member`, `not_a_wallet`, `currency_mismatch`) */
+            422: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    remove_account_set_member: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+                /** @description `account:<id>` or `set:<id>` */
+                member: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description not a member (any more): its wallets no longer count in the set, from now on; a repeat answers the same */
+            204: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description duplicate_header: the `Authorization` header sent more than once */
+            400: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["InsufficientScope"];
+            /** @description not_found: nothing has this id */
+            404: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
         };
     };
     list_accounts: {

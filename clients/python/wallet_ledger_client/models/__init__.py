@@ -4,6 +4,7 @@ from .account_type_request import AccountTypeRequest
 from .account_view import AccountView
 from .account_view_status import AccountViewStatus
 from .account_view_type import AccountViewType
+from .add_member_request import AddMemberRequest
 from .alive import Alive
 from .attempt_view import AttemptView
 from .balances_view import BalancesView
@@ -16,6 +17,7 @@ from .consumer_state import ConsumerState
 from .create_account_request import CreateAccountRequest
 from .create_limit_request import CreateLimitRequest
 from .create_monitor_request import CreateMonitorRequest
+from .create_set_request import CreateSetRequest
 from .create_transaction_request import CreateTransactionRequest
 from .create_webhook_request import CreateWebhookRequest
 from .create_webhook_request_event_types_type_0_item import CreateWebhookRequestEventTypesType0Item
@@ -40,6 +42,7 @@ from .feed_state import FeedState
 from .field_error import FieldError
 from .finding import Finding
 from .finding_check import FindingCheck
+from .get_account_set_time import GetAccountSetTime
 from .get_account_time import GetAccountTime
 from .group_state import GroupState
 from .health import Health
@@ -58,6 +61,8 @@ from .list_reconciliation_exceptions_code import ListReconciliationExceptionsCod
 from .list_transactions_metadata import ListTransactionsMetadata
 from .matched import Matched
 from .matched_status import MatchedStatus
+from .member_kind import MemberKind
+from .member_view import MemberView
 from .metadata import Metadata
 from .monitor_balances import MonitorBalances
 from .monitor_field import MonitorField
@@ -68,6 +73,7 @@ from .monitor_view import MonitorView
 from .page_account_view import PageAccountView
 from .page_delivery_view import PageDeliveryView
 from .page_entry_view import PageEntryView
+from .page_member_view import PageMemberView
 from .page_subscription_view import PageSubscriptionView
 from .page_transaction_event_view import PageTransactionEventView
 from .page_transaction_view import PageTransactionView
@@ -89,6 +95,7 @@ from .run_page import RunPage
 from .run_report import RunReport
 from .run_report_options import RunReportOptions
 from .run_summary import RunSummary
+from .set_view import SetView
 from .settle_outcome import SettleOutcome
 from .settled_dead_letter import SettledDeadLetter
 from .status_filter import StatusFilter
@@ -110,6 +117,7 @@ __all__ = (
     "AccountView",
     "AccountViewStatus",
     "AccountViewType",
+    "AddMemberRequest",
     "Alive",
     "AttemptView",
     "BalancesView",
@@ -122,6 +130,7 @@ __all__ = (
     "CreateAccountRequest",
     "CreateLimitRequest",
     "CreateMonitorRequest",
+    "CreateSetRequest",
     "CreateTransactionRequest",
     "CreateWebhookRequest",
     "CreateWebhookRequestEventTypesType0Item",
@@ -146,6 +155,7 @@ __all__ = (
     "FieldError",
     "Finding",
     "FindingCheck",
+    "GetAccountSetTime",
     "GetAccountTime",
     "GroupState",
     "Health",
@@ -164,6 +174,8 @@ __all__ = (
     "ListTransactionsMetadata",
     "Matched",
     "MatchedStatus",
+    "MemberKind",
+    "MemberView",
     "Metadata",
     "MonitorBalances",
     "MonitorField",
@@ -174,6 +186,7 @@ __all__ = (
     "PageAccountView",
     "PageDeliveryView",
     "PageEntryView",
+    "PageMemberView",
     "PageSubscriptionView",
     "PageTransactionEventView",
     "PageTransactionView",
@@ -197,6 +210,7 @@ __all__ = (
     "RunSummary",
     "SettledDeadLetter",
     "SettleOutcome",
+    "SetView",
     "StatusFilter",
     "SubscriptionView",
     "Summary",

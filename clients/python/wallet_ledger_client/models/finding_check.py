@@ -8,6 +8,7 @@ class FindingCheck(StrEnum):
     OVERDUE_HOLD = "overdue_hold"
     OVER_REVERSED = "over_reversed"
     POSTING_MISMATCH = "posting_mismatch"
+    SET_TOTALS = "set_totals"
     STALE_OPEN_HOLD = "stale_open_hold"
     TRIAL_BALANCE = "trial_balance"
     UNBALANCED_TRANSACTION = "unbalanced_transaction"
