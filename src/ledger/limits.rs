@@ -84,7 +84,8 @@ impl VelocityLimit {
 /// first and capturing later.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Activity {
-    pub limits: Vec<VelocityLimit>,
+    /// In id order ([`Activity::new`] sorts them), the order they are checked in.
+    limits: Vec<VelocityLimit>,
     /// Posted legs `(ledger time, signed amount)`, in any order.
     pub posted: Vec<(DateTime<Utc>, Amount)>,
     /// Signed amounts of the wallet's open holds.
@@ -100,6 +101,20 @@ pub struct Exceeded {
 }
 
 impl Activity {
+    /// The limits (sorted here, once, not per leg checked) with what the wallet moved.
+    pub fn new(
+        mut limits: Vec<VelocityLimit>,
+        posted: Vec<(DateTime<Utc>, Amount)>,
+        held: Vec<Amount>,
+    ) -> Activity {
+        limits.sort_by_key(|l| l.id);
+        Activity {
+            limits,
+            posted,
+            held,
+        }
+    }
+
     /// The longest window of the limits: how far back posted legs are read.
     pub fn longest_window(limits: &[VelocityLimit]) -> Option<TimeDelta> {
         limits.iter().map(VelocityLimit::window).max()
@@ -107,10 +122,8 @@ impl Activity {
 
     /// The first limit (in id order) that one more leg of `amount` at `now` would exceed.
     pub fn refusal(&self, amount: Amount, now: DateTime<Utc>) -> Option<Exceeded> {
-        let mut limits: Vec<&VelocityLimit> = self.limits.iter().collect();
-        limits.sort_by_key(|l| l.id);
-        limits
-            .into_iter()
+        self.limits
+            .iter()
             .filter(|l| l.direction.counts(amount))
             .find_map(|limit| self.exceeded(limit, amount, now))
     }

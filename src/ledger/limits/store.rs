@@ -339,9 +339,5 @@ pub(crate) async fn activity(
     .into_iter()
     .map(Amount::stored)
     .collect::<Result<Vec<_>, _>>()?;
-    Ok(Activity {
-        limits,
-        posted,
-        held,
-    })
+    Ok(Activity::new(limits, posted, held))
 }

@@ -19,10 +19,7 @@ fn limit(n: u128, direction: Direction, bound: Bound, window_seconds: i32) -> Ve
 }
 
 fn activity(limits: Vec<VelocityLimit>) -> Activity {
-    Activity {
-        limits,
-        ..Activity::default()
-    }
+    Activity::new(limits, Vec::new(), Vec::new())
 }
 
 #[test]

@@ -535,10 +535,7 @@ fn limited(mut ledger: LockedLedger, id: &str, direction: Direction, bound: Boun
         bound,
         window_seconds: 3600,
     };
-    let activity = Activity {
-        limits: vec![limit],
-        ..Activity::default()
-    };
+    let activity = Activity::new(vec![limit], Vec::new(), Vec::new());
     ledger.activities.insert(id.to_owned(), activity);
     ledger
 }
