@@ -71,14 +71,7 @@ pub async fn create(
     key: IdempotencyKey,
     JsonBody(req): JsonBody<CreateAccountRequest>,
 ) -> Result<Response> {
-    let id = match req.id {
-        Some(id) => id,
-        None => key.resolve(None)?.to_string(),
-    };
-    let id = AccountId::parse(&id)
-        .ok_or_else(|| ApiError::validation("/id", "account_id", "invalid account id"))?;
-    let currency = Currency::parse(&req.currency)
-        .ok_or_else(|| ApiError::validation("/currency", "currency", "unknown currency"))?;
+    let (id, currency) = id_and_currency(req.id, &key, &req.currency)?;
     let kind = match req.kind {
         AccountTypeRequest::Wallet => AccountType::Wallet,
         AccountTypeRequest::System => AccountType::System,
@@ -103,6 +96,24 @@ pub async fn create(
     }
     let mut conn = state.pool.acquire().await?;
     created(accounts::create(&mut conn, &new).await?)
+}
+
+/// The id of a create (the body's, else one derived from the `Idempotency-Key`) and its
+/// currency, as accounts and account sets take them.
+pub(super) fn id_and_currency(
+    id: Option<String>,
+    key: &IdempotencyKey,
+    currency: &str,
+) -> Result<(AccountId, Currency)> {
+    let id = match id {
+        Some(id) => id,
+        None => key.resolve(None)?.to_string(),
+    };
+    let id = AccountId::parse(&id)
+        .ok_or_else(|| ApiError::validation("/id", "account_id", "invalid id"))?;
+    let currency = Currency::parse(currency)
+        .ok_or_else(|| ApiError::validation("/currency", "currency", "unknown currency"))?;
+    Ok((id, currency))
 }
 
 #[derive(Debug, Deserialize, IntoParams)]

@@ -3,15 +3,13 @@
 //! past moment.
 
 use super::AppState;
-use super::accounts::{AccountQuery, AsOfTime, PageQuery, next_key_cursor};
+use super::accounts::{AccountQuery, AsOfTime, PageQuery, id_and_currency, next_key_cursor};
 use super::error::{ApiError, Result};
 use super::extract::{IdempotencyKey, JsonBody, PathPair, PathParam, QueryParams};
 use super::problem::Problem;
 use super::responses::{created, json};
 use super::validate;
 use crate::ledger::accounts::{TimeAxis, final_instant};
-use crate::ledger::ids::AccountId;
-use crate::ledger::money::Currency;
 use crate::ledger::sets::Member;
 use crate::ledger::sets::membership::{self, MembershipError};
 use crate::ledger::sets::store::{self, MemberKind, MemberView, NewSet, SetView};
@@ -56,19 +54,11 @@ pub async fn create(
     key: IdempotencyKey,
     JsonBody(req): JsonBody<CreateSetRequest>,
 ) -> Result<Response> {
-    let id = match req.id {
-        Some(id) => id,
-        None => key.resolve(None)?.to_string(),
-    };
-    let id = AccountId::parse(&id)
-        .ok_or_else(|| ApiError::validation("/id", "account_id", "invalid set id"))?
-        .to_string();
-    let currency = Currency::parse(&req.currency)
-        .ok_or_else(|| ApiError::validation("/currency", "currency", "unknown currency"))?;
+    let (id, currency) = id_and_currency(req.id, &key, &req.currency)?;
     let metadata = req.metadata.unwrap_or_default();
     let new = NewSet {
         request: json_value!({"currency": currency.code(), "metadata": metadata}),
-        id,
+        id: id.to_string(),
         currency,
         metadata,
     };

@@ -168,7 +168,7 @@ fn needed_scope(method: &Method, template: &str) -> Scope {
         template.starts_with("/v1/transactions/") && template.ends_with("/events");
     if admin.iter().any(|area| under(area)) || transaction_events {
         Scope::Admin
-    } else if under("/v1/accounts") {
+    } else if under("/v1/accounts") || under("/v1/account-sets") {
         if reading { Scope::Read } else { Scope::Admin }
     } else if reading {
         Scope::Read
@@ -332,6 +332,25 @@ fn plausible(method: &Method, template: &str, f: &Fixtures) -> (String, Option<V
         ),
         ("GET" | "DELETE", "/v1/accounts/{id}/monitors/{monitor_id}") => (
             format!("/v1/accounts/{}/monitors/{}", f.wallet, Uuid::nil()),
+            None,
+            404,
+        ),
+        ("POST", "/v1/account-sets") => (
+            template.to_owned(),
+            Some(json!({"id": Uuid::new_v4(), "currency": "SAR"})),
+            201,
+        ),
+        ("GET", "/v1/account-sets/{id}") => ("/v1/account-sets/no-set".into(), None, 404),
+        ("GET", "/v1/account-sets/{id}/members") => {
+            ("/v1/account-sets/no-set/members".into(), None, 404)
+        }
+        ("POST", "/v1/account-sets/{id}/members") => (
+            "/v1/account-sets/no-set/members".into(),
+            Some(json!({"type": "account", "id": f.wallet})),
+            404,
+        ),
+        ("DELETE", "/v1/account-sets/{id}/members/{member}") => (
+            format!("/v1/account-sets/no-set/members/account:{}", f.wallet),
             None,
             404,
         ),
