@@ -1109,6 +1109,13 @@ CREATE INDEX account_set_movements_time ON public.account_set_movements USING bt
 
 
 --
+-- Name: account_set_open_holds_expiry; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX account_set_open_holds_expiry ON public.account_set_open_holds USING btree (expires_at);
+
+
+--
 -- Name: account_set_open_holds_transaction; Type: INDEX; Schema: public; Owner: -
 --
 

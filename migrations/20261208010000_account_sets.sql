@@ -81,6 +81,7 @@ create table account_set_open_holds (
     primary key (set_id, transaction_id, account_id)
 );
 create index account_set_open_holds_transaction on account_set_open_holds (transaction_id);
+create index account_set_open_holds_expiry on account_set_open_holds (expires_at);
 
 -- Whether a wallet counts in any set, read by the statement that locks it: a wallet in no set
 -- costs the write path nothing more. Set and cleared under the wallet's row lock.
