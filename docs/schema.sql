@@ -212,7 +212,7 @@ CREATE TABLE public.account_checkpoints (
 
 CREATE TABLE public.account_limits (
     id uuid NOT NULL,
-    account_id text NOT NULL,
+    account_id text,
     currency text NOT NULL,
     direction text NOT NULL,
     measure text NOT NULL,
@@ -222,10 +222,12 @@ CREATE TABLE public.account_limits (
     creation_response text NOT NULL,
     created_at timestamp with time zone NOT NULL,
     deleted_at timestamp with time zone,
+    set_id text,
     CONSTRAINT account_limits_currency_check CHECK ((currency ~ '^[A-Z]{3}$'::text)),
     CONSTRAINT account_limits_direction_check CHECK ((direction = ANY (ARRAY['debit'::text, 'credit'::text, 'both'::text]))),
     CONSTRAINT account_limits_maximum_check CHECK (((maximum >= 1) AND (maximum <= '9007199254740991'::bigint))),
     CONSTRAINT account_limits_measure_check CHECK ((measure = ANY (ARRAY['amount'::text, 'count'::text]))),
+    CONSTRAINT account_limits_owner_check CHECK (((account_id IS NULL) <> (set_id IS NULL))),
     CONSTRAINT account_limits_window_seconds_check CHECK (((window_seconds >= 60) AND (window_seconds <= 2678400)))
 );
 
@@ -361,6 +363,7 @@ CREATE TABLE public.account_sets (
     creation_request jsonb NOT NULL,
     creation_response text NOT NULL,
     created_at timestamp with time zone NOT NULL,
+    has_limits boolean DEFAULT false NOT NULL,
     CONSTRAINT account_sets_currency_check CHECK ((currency ~ '^[A-Z]{3}$'::text)),
     CONSTRAINT account_sets_id_check CHECK ((id ~ '^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$'::text)),
     CONSTRAINT account_sets_metadata_check CHECK ((jsonb_typeof(metadata) = 'object'::text))
@@ -1074,6 +1077,13 @@ CREATE INDEX account_limits_account ON public.account_limits USING btree (accoun
 
 
 --
+-- Name: account_limits_set; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX account_limits_set ON public.account_limits USING btree (set_id) WHERE (deleted_at IS NULL);
+
+
+--
 -- Name: account_monitors_account; Type: INDEX; Schema: public; Owner: -
 --
 
@@ -1395,6 +1405,14 @@ ALTER TABLE ONLY public.account_checkpoints
 
 ALTER TABLE ONLY public.account_limits
     ADD CONSTRAINT account_limits_account_id_fkey FOREIGN KEY (account_id) REFERENCES public.accounts(id);
+
+
+--
+-- Name: account_limits account_limits_set_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.account_limits
+    ADD CONSTRAINT account_limits_set_id_fkey FOREIGN KEY (set_id) REFERENCES public.account_sets(id);
 
 
 --

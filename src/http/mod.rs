@@ -131,6 +131,11 @@ pub fn app(state: AppState) -> Router {
         .route("/v1/account-sets/{id}", get(sets::get))
         .route("/v1/account-sets/{id}/members", post(sets::add_member).get(sets::list_members))
         .route("/v1/account-sets/{id}/members/{member}", delete(sets::remove_member))
+        .route(
+            "/v1/account-sets/{id}/limits",
+            post(limits::create_on_set).get(limits::list_on_set),
+        )
+        .route("/v1/account-sets/{id}/limits/{limit_id}", delete(limits::delete_on_set))
         .route("/v1/transactions", post(transactions::create).get(transactions::list))
         .route(
             BATCH_ROUTE,

@@ -16,6 +16,38 @@ pub const MAX_WINDOW_SECONDS: i32 = 31 * 24 * 60 * 60;
 /// Most limits one account may have: each is checked on every movement through it.
 pub const MAX_LIMITS_PER_ACCOUNT: i64 = 20;
 
+/// Who a limit holds: a wallet, or an account set (every movement of the wallets counted in
+/// it, summed: `ledger::sets`).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Owner {
+    Account(String),
+    Set(String),
+}
+
+impl Owner {
+    pub fn account(&self) -> Option<&str> {
+        match self {
+            Owner::Account(id) => Some(id),
+            Owner::Set(_) => None,
+        }
+    }
+
+    pub fn set(&self) -> Option<&str> {
+        match self {
+            Owner::Account(_) => None,
+            Owner::Set(id) => Some(id),
+        }
+    }
+
+    /// How answers name it: `account carol`, `account set family`.
+    pub fn label(&self) -> String {
+        match self {
+            Owner::Account(id) => format!("account {id}"),
+            Owner::Set(id) => format!("account set {id}"),
+        }
+    }
+}
+
 /// Which movements a limit counts.
 #[derive(
     Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize, utoipa::ToSchema,
@@ -171,8 +203,9 @@ impl Activity {
 }
 
 impl Exceeded {
-    /// The refusal's detail: which limit, what it allows, what is left.
-    pub fn detail(&self, account: &str, currency: Currency) -> String {
+    /// The refusal's detail: which limit (of `owner`, [`Owner::label`]), what it allows, what
+    /// is left.
+    pub fn detail(&self, owner: &str, currency: Currency) -> String {
         let l = &self.limit;
         let (allowed, left) = match l.bound {
             Bound::Amount(max) => (
@@ -185,7 +218,7 @@ impl Exceeded {
             ),
         };
         format!(
-            "velocity limit {} of account {account}: at most {allowed} ({}) per {} s; {left} left in the window",
+            "velocity limit {} of {owner}: at most {allowed} ({}) per {} s; {left} left in the window",
             l.id,
             l.direction.as_str(),
             l.window_seconds

@@ -9,6 +9,8 @@ use axum::http::{Method, StatusCode};
 use serde_json::{Value, json};
 use std::sync::Arc;
 use uuid::Uuid;
+use wallet_ledger::http::settings::HttpSettings;
+use wallet_ledger::ledger::group_commit::GroupCommitSettings;
 
 /// `vel-a` funded with `balance`, and `vel-b`, its payee.
 async fn two_wallets(app: &TestApp, balance: i64) {
@@ -270,5 +272,160 @@ async fn a_credit_limit_caps_what_a_wallet_receives() {
     let second = app.transfer(Uuid::new_v4(), "vel-a", "vel-b", 1).await;
     assert_problem(&second, 422, "velocity_limit_exceeded", "a 301st unit");
     assert_eq!(app.posted_balance("vel-a").await, 700);
+    app.finish().await;
+}
+
+/// `team`, a set of `vel-a` and `vel-b` (on different Citus workers), both funded, and
+/// `mon-a` outside it.
+async fn limited_team(app: &TestApp, limit: Value) {
+    two_wallets(app, 10_000).await;
+    app.fund("vel-b", 10_000).await;
+    app.create_wallet("mon-a").await;
+    let r = app
+        .post(
+            "/v1/account-sets",
+            &json!({"id": "team", "currency": "SAR"}),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::CREATED, "{}", r.text);
+    for wallet in ["vel-a", "vel-b"] {
+        let body = json!({"type": "account", "id": wallet});
+        let r = app.post("/v1/account-sets/team/members", &body).await;
+        assert_eq!(r.status, StatusCode::CREATED, "{}", r.text);
+    }
+    let r = app.post("/v1/account-sets/team/limits", &limit).await;
+    assert_eq!(r.status, StatusCode::CREATED, "{}", r.text);
+    assert_eq!(
+        (&r.body["set_id"], &r.body["account_id"]),
+        (&json!("team"), &Value::Null)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn fifty_parallel_debits_from_a_sets_wallets_let_exactly_ten_through() {
+    // One create per database transaction, eight at once: the debits of vel-a and of vel-b
+    // race in transactions of their own, which only the set's lock keeps in line.
+    let config = HttpSettings {
+        group_commit: GroupCommitSettings {
+            max_items: 1,
+            max_in_flight: 8,
+            ..GroupCommitSettings::default()
+        },
+        ..HttpSettings::default()
+    };
+    let app = Arc::new(TestApp::with_config(config).await);
+    let limit =
+        json!({"id": Uuid::new_v4(), "direction": "debit", "window_seconds": 3600, "count": 10});
+    limited_team(&app, limit).await;
+    // Eight more wallets in the set, so that up to eight debits race at once.
+    let mut wallets = vec!["vel-a".to_owned(), "vel-b".to_owned()];
+    for i in 2..10 {
+        let wallet = format!("team-{i}");
+        app.create_wallet(&wallet).await;
+        app.fund(&wallet, 1_000).await;
+        let body = json!({"type": "account", "id": wallet});
+        app.post("/v1/account-sets/team/members", &body).await;
+        wallets.push(wallet);
+    }
+    // Each pays a payee of its own: a shared payee's lock would line the debits up anyway.
+    for i in 0..wallets.len() {
+        app.create_wallet(&format!("payee-{i}")).await;
+    }
+    let tasks: Vec<_> = (0..50)
+        .map(|i| {
+            let app = app.clone();
+            let from = wallets[i % wallets.len()].clone();
+            let to = format!("payee-{}", i % wallets.len());
+            tokio::spawn(async move { app.transfer(Uuid::new_v4(), &from, &to, 7).await })
+        })
+        .collect();
+    let mut created = 0;
+    for task in tasks {
+        let r = task.await.unwrap();
+        match r.status {
+            StatusCode::CREATED => created += 1,
+            _ => {
+                assert_problem(&r, 422, "velocity_limit_exceeded", "past the set's limit");
+                let detail = r.body["detail"].as_str().unwrap();
+                assert!(detail.contains("of account set team"), "{detail}");
+            }
+        }
+    }
+    assert_eq!(created, 10);
+    let payees: Vec<String> = (0..wallets.len()).map(|i| format!("payee-{i}")).collect();
+    let paid: i64 = app.posted_balances(&payees).await.values().sum();
+    assert_eq!(paid, 70);
+    // Money moving into the set is not a debit of it; a wallet outside it is not held to it.
+    app.fund("mon-a", 5).await;
+    let inward = app.transfer(Uuid::new_v4(), "mon-a", "vel-a", 5).await;
+    assert_eq!(inward.status, StatusCode::CREATED, "{}", inward.text);
+    Arc::try_unwrap(app)
+        .ok()
+        .expect("tasks finished")
+        .finish()
+        .await;
+}
+
+#[tokio::test]
+async fn a_sets_limit_counts_its_wallets_holds_until_a_void_gives_the_room_back() {
+    let app = TestApp::new().await;
+    let id = Uuid::new_v4();
+    let limit = json!({"id": id, "direction": "debit", "window_seconds": 86_400, "amount": 100});
+    limited_team(&app, limit.clone()).await;
+    let again = app.post("/v1/account-sets/team/limits", &limit).await;
+    assert_eq!((again.status, again.replayed()), (StatusCode::OK, true));
+    let elsewhere = add_limit(&app, "vel-a", limit).await;
+    assert_problem(
+        &elsewhere,
+        422,
+        "idempotency_mismatch",
+        "a wallet, not the set",
+    );
+    let hold = Uuid::new_v4();
+    let expires = (chrono::Utc::now() + chrono::TimeDelta::hours(1)).to_rfc3339();
+    let r = app
+        .post(
+            "/v1/transfers",
+            &json!({"id": hold, "from": "vel-a", "to": "mon-a", "amount": 60, "status": "pending", "expires_at": expires}),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::CREATED, "{}", r.text);
+    // vel-b is held to what vel-a's hold used of the set's room.
+    let over = app.transfer(Uuid::new_v4(), "vel-b", "mon-a", 41).await;
+    assert_problem(&over, 422, "velocity_limit_exceeded", "60 held + 41");
+    assert!(
+        over.body["detail"]
+            .as_str()
+            .unwrap()
+            .contains("0.40 SAR left"),
+        "{}",
+        over.text
+    );
+    let void = app
+        .post_empty(&format!("/v1/transactions/{hold}/void"))
+        .await;
+    assert_eq!(void.status, StatusCode::OK, "{}", void.text);
+    let fits = app.transfer(Uuid::new_v4(), "vel-b", "mon-a", 100).await;
+    assert_eq!(fits.status, StatusCode::CREATED, "{}", fits.text);
+    let list = app.get("/v1/account-sets/team/limits").await;
+    assert_eq!(list.body["data"][0]["id"], json!(id), "{}", list.text);
+    let path = format!("/v1/account-sets/team/limits/{id}");
+    let deleted = delete(&app, &path).await;
+    assert_eq!(deleted.status, StatusCode::OK, "{}", deleted.text);
+    let free = app.transfer(Uuid::new_v4(), "vel-a", "mon-a", 500).await;
+    assert_eq!(free.status, StatusCode::CREATED, "{}", free.text);
+    let unknown = app
+        .post(
+            "/v1/account-sets/nobody/limits",
+            &json!({"direction": "debit", "window_seconds": 60, "count": 1, "id": Uuid::new_v4()}),
+        )
+        .await;
+    assert_problem(&unknown, 404, "not_found", "an unknown set");
+    assert_problem(
+        &app.get("/v1/account-sets/nobody/limits").await,
+        404,
+        "not_found",
+        "the limits of an unknown set",
+    );
     app.finish().await;
 }

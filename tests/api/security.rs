@@ -340,6 +340,21 @@ fn plausible(method: &Method, template: &str, f: &Fixtures) -> (String, Option<V
             Some(json!({"id": Uuid::new_v4(), "currency": "SAR"})),
             201,
         ),
+        ("GET", "/v1/account-sets/{id}/limits") => {
+            ("/v1/account-sets/no-set/limits".into(), None, 404)
+        }
+        ("POST", "/v1/account-sets/{id}/limits") => (
+            "/v1/account-sets/no-set/limits".into(),
+            Some(
+                json!({"id": Uuid::new_v4(), "direction": "debit", "window_seconds": 60, "count": 1}),
+            ),
+            404,
+        ),
+        ("DELETE", "/v1/account-sets/{id}/limits/{limit_id}") => (
+            format!("/v1/account-sets/no-set/limits/{}", Uuid::nil()),
+            None,
+            404,
+        ),
         ("GET", "/v1/account-sets/{id}") => ("/v1/account-sets/no-set".into(), None, 404),
         ("GET", "/v1/account-sets/{id}/members") => {
             ("/v1/account-sets/no-set/members".into(), None, 404)

@@ -1,9 +1,10 @@
-//! The rows of velocity limits, and the recent activity of a limited wallet read under its
-//! lock. The statements are the same on both engines: `account_limits` is a table of the
-//! coordinator on Citus (like the outbox), and a wallet's entries and holds are read with its
-//! id, so Citus routes them to its one shard.
+//! The rows of velocity limits (of a wallet or of an account set), and the recent activity of
+//! a limited wallet or set read under its lock. The statements are the same on both engines:
+//! `account_limits` and the set tables are tables of the coordinator on Citus (like the
+//! outbox), and a wallet's entries and holds are read with its id, so Citus routes them to its
+//! one shard.
 
-use super::{Activity, Bound, Direction, VelocityLimit};
+use super::{Activity, Bound, Direction, Owner, VelocityLimit};
 use crate::db::StoreError;
 use crate::ledger::money::{Amount, Currency};
 use crate::ledger::posting::ChainHead;
@@ -18,7 +19,10 @@ use uuid::Uuid;
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize, utoipa::ToSchema)]
 pub struct LimitView {
     pub id: Uuid,
-    pub account_id: String,
+    /// The wallet it holds; `null` for a set's limit.
+    pub account_id: Option<String>,
+    /// The account set it holds; `null` for a wallet's limit.
+    pub set_id: Option<String>,
     pub direction: Direction,
     /// The most the window lets through, in minor units of the account's currency (an amount
     /// limit), else `null`.
@@ -37,7 +41,7 @@ pub struct LimitView {
 /// A limit to add, checked by the API.
 pub struct NewLimit {
     pub id: Uuid,
-    pub account_id: String,
+    pub owner: Owner,
     pub limit: VelocityLimit,
     /// The request as the caller sent it, for idempotency.
     pub request: Value,
@@ -46,7 +50,8 @@ pub struct NewLimit {
 /// Why a limit was not added.
 #[derive(Debug)]
 pub enum AddError {
-    UnknownAccount,
+    /// No such account, or no such set.
+    UnknownOwner,
     /// The account already has [`super::MAX_LIMITS_PER_ACCOUNT`].
     TooMany,
     Store(StoreError),
@@ -60,7 +65,8 @@ impl From<sqlx::Error> for AddError {
 
 struct LimitRow {
     id: Uuid,
-    account_id: String,
+    account_id: Option<String>,
+    set_id: Option<String>,
     currency: String,
     direction: String,
     measure: String,
@@ -97,6 +103,7 @@ impl LimitRow {
         Ok(LimitView {
             id: self.id,
             account_id: self.account_id.clone(),
+            set_id: self.set_id.clone(),
             direction: limit.direction,
             amount_decimal: amount.and_then(decimal),
             amount,
@@ -115,18 +122,14 @@ fn measure_and_maximum(bound: Bound) -> (&'static str, i64) {
     }
 }
 
-/// Adds a limit, once per id: the account's row is locked (and marked limited) first, so the
-/// limit applies to every posting that locks the wallet after this commits, and to none that
-/// decided before. A retry with the same id and request replays the first answer.
+/// Adds a limit, once per id: the owner's row is locked (and marked limited) first, so the
+/// limit applies to every posting that locks the wallet (or set) after this commits, and to
+/// none that decided before. A retry with the same id and request replays the first answer.
 pub async fn add(conn: &mut PgConnection, new: &NewLimit) -> Result<Created, AddError> {
     let mut tx = sqlx::Connection::begin(&mut *conn).await?;
-    let currency = sqlx::query_scalar!(
-        "update accounts set has_limits = true where id = $1 returning currency",
-        new.account_id
-    )
-    .fetch_optional(&mut *tx)
-    .await?
-    .ok_or(AddError::UnknownAccount)?;
+    let currency = mark_limited(&mut tx, &new.owner)
+        .await?
+        .ok_or(AddError::UnknownOwner)?;
     if let Some(stored) = stored_request(&mut tx, new.id).await? {
         tx.rollback().await?;
         return Ok(Created::replay_or_mismatch(
@@ -136,8 +139,10 @@ pub async fn add(conn: &mut PgConnection, new: &NewLimit) -> Result<Created, Add
         ));
     }
     let active = sqlx::query_scalar!(
-        r#"select count(*) as "n!" from account_limits where account_id = $1 and deleted_at is null"#,
-        new.account_id
+        r#"select count(*) as "n!" from account_limits
+           where (account_id = $1 or set_id = $2) and deleted_at is null"#,
+        new.owner.account(),
+        new.owner.set()
     )
     .fetch_one(&mut *tx)
     .await?;
@@ -147,7 +152,8 @@ pub async fn add(conn: &mut PgConnection, new: &NewLimit) -> Result<Created, Add
     let (measure, maximum) = measure_and_maximum(new.limit.bound);
     let row = LimitRow {
         id: new.id,
-        account_id: new.account_id.clone(),
+        account_id: new.owner.account().map(str::to_owned),
+        set_id: new.owner.set().map(str::to_owned),
         currency,
         direction: new.limit.direction.as_str().to_owned(),
         measure: measure.to_owned(),
@@ -159,12 +165,13 @@ pub async fn add(conn: &mut PgConnection, new: &NewLimit) -> Result<Created, Add
     let body = serde_json::to_string(&row.view().map_err(AddError::Store)?)
         .expect("a limit view always serializes");
     sqlx::query!(
-        r#"insert into account_limits (id, account_id, currency, direction, measure, maximum,
-                                       window_seconds, creation_request, creation_response,
-                                       created_at)
-           values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)"#,
+        r#"insert into account_limits (id, account_id, set_id, currency, direction, measure,
+                                       maximum, window_seconds, creation_request,
+                                       creation_response, created_at)
+           values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)"#,
         row.id,
         row.account_id,
+        row.set_id,
         row.currency,
         row.direction,
         row.measure,
@@ -179,6 +186,76 @@ pub async fn add(conn: &mut PgConnection, new: &NewLimit) -> Result<Created, Add
     audit::record(&mut tx, "account.limit.create", &[new.id.to_string()]).await?;
     crate::ledger::caller::commit_in_request(tx).await?;
     Ok(Created::First(Outcome::Created { body }))
+}
+
+/// Marks the owner limited, taking its row's lock; its currency, `None` when it does not
+/// exist.
+async fn mark_limited(
+    conn: &mut PgConnection,
+    owner: &Owner,
+) -> Result<Option<String>, sqlx::Error> {
+    match owner {
+        Owner::Account(id) => {
+            sqlx::query_scalar!(
+                "update accounts set has_limits = true where id = $1 returning currency",
+                id
+            )
+            .fetch_optional(conn)
+            .await
+        }
+        Owner::Set(id) => {
+            sqlx::query_scalar!(
+                "update account_sets set has_limits = true where id = $1 returning currency",
+                id
+            )
+            .fetch_optional(conn)
+            .await
+        }
+    }
+}
+
+/// Locks the owner's row and sets its flag to whether it still has a limit that counts.
+async fn remark_limited(conn: &mut PgConnection, owner: &Owner) -> Result<(), sqlx::Error> {
+    match owner {
+        Owner::Account(id) => sqlx::query!(
+            r#"update accounts set has_limits = exists (
+                   select 1 from account_limits where account_id = $1 and deleted_at is null)
+               where id = $1"#,
+            id
+        ),
+        Owner::Set(id) => sqlx::query!(
+            r#"update account_sets set has_limits = exists (
+                   select 1 from account_limits where set_id = $1 and deleted_at is null)
+               where id = $1"#,
+            id
+        ),
+    }
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+/// One statement per owner kind: on Citus `accounts` is distributed and `account_sets` is the
+/// coordinator's, which one statement may not read together.
+async fn owner_exists(conn: &mut PgConnection, owner: &Owner) -> Result<bool, sqlx::Error> {
+    match owner {
+        Owner::Account(id) => {
+            sqlx::query_scalar!(
+                r#"select exists (select 1 from accounts where id = $1) as "e!""#,
+                id
+            )
+            .fetch_one(conn)
+            .await
+        }
+        Owner::Set(id) => {
+            sqlx::query_scalar!(
+                r#"select exists (select 1 from account_sets where id = $1) as "e!""#,
+                id
+            )
+            .fetch_one(conn)
+            .await
+        }
+    }
 }
 
 /// The stored request and answer of a limit id, if it is taken (by any account).
@@ -202,26 +279,22 @@ async fn stored_request(
     }))
 }
 
-/// An account's limits that count (not deleted), oldest first; `None` for no such account.
+/// An owner's limits that count (not deleted), oldest first; `None` for no such owner.
 pub async fn list(
     conn: &mut PgConnection,
-    account: &str,
+    owner: &Owner,
 ) -> Result<Option<Vec<LimitView>>, StoreError> {
-    let exists = sqlx::query_scalar!(
-        "select exists (select 1 from accounts where id = $1) as \"e!\"",
-        account
-    )
-    .fetch_one(&mut *conn)
-    .await?;
-    if !exists {
+    if !owner_exists(&mut *conn, owner).await? {
         return Ok(None);
     }
     let rows = sqlx::query_as!(
         LimitRow,
-        r#"select id, account_id, currency, direction, measure, maximum, window_seconds, created_at, deleted_at
-           from account_limits where account_id = $1 and deleted_at is null
+        r#"select id, account_id, set_id, currency, direction, measure, maximum, window_seconds,
+                  created_at, deleted_at
+           from account_limits where (account_id = $1 or set_id = $2) and deleted_at is null
            order by created_at, id"#,
-        account
+        owner.account(),
+        owner.set()
     )
     .fetch_all(conn)
     .await?;
@@ -231,28 +304,27 @@ pub async fn list(
         .map(Some)
 }
 
-/// Deletes a limit of `account`: it no longer counts for postings that lock the wallet after
-/// this commits. A repeat answers the limit as deleted the first time; `None` when the
-/// account has no limit with this id.
+/// Deletes a limit of `owner`: it no longer counts for postings that lock the wallet (or set)
+/// after this commits. A repeat answers the limit as deleted the first time; `None` when the
+/// owner has no limit with this id.
 pub async fn delete(
     conn: &mut PgConnection,
-    account: &str,
+    owner: &Owner,
     id: Uuid,
 ) -> Result<Option<LimitView>, StoreError> {
     let mut tx = sqlx::Connection::begin(&mut *conn).await?;
-    // The account's row first, as every writer locks it: the flag and the limits change
+    // The owner's row first, as every writer locks it: the flag and the limits change
     // together for the postings that follow.
-    sqlx::query!("select id from accounts where id = $1 for update", account)
-        .fetch_optional(&mut *tx)
-        .await?;
+    remark_limited(&mut tx, owner).await?;
     let row = sqlx::query_as!(
         LimitRow,
-        r#"update account_limits set deleted_at = coalesce(deleted_at, $3)
-           where id = $1 and account_id = $2
-           returning id, account_id, currency, direction, measure, maximum, window_seconds, created_at,
-                     deleted_at"#,
+        r#"update account_limits set deleted_at = coalesce(deleted_at, $4)
+           where id = $1 and (account_id = $2 or set_id = $3)
+           returning id, account_id, set_id, currency, direction, measure, maximum,
+                     window_seconds, created_at, deleted_at"#,
         id,
-        account,
+        owner.account(),
+        owner.set(),
         now_micros()
     )
     .fetch_optional(&mut *tx)
@@ -260,38 +332,72 @@ pub async fn delete(
     let Some(row) = row else {
         return Ok(None);
     };
-    sqlx::query!(
-        r#"update accounts set has_limits = exists (
-               select 1 from account_limits where account_id = $1 and deleted_at is null)
-           where id = $1"#,
-        account
-    )
-    .execute(&mut *tx)
-    .await?;
+    remark_limited(&mut tx, owner).await?;
     audit::record(&mut tx, "account.limit.delete", &[id.to_string()]).await?;
     crate::ledger::caller::commit_in_request(tx).await?;
     row.view().map(Some)
 }
 
-/// The limits that count of these wallets (those whose row says they have one).
+/// The limits that count of these wallets (those whose row says they have one), or with
+/// `of_sets`, of these account sets.
 pub(crate) async fn limits_of(
     conn: &mut PgConnection,
-    wallets: &[String],
+    owners: &[String],
+    of_sets: bool,
 ) -> Result<HashMap<String, Vec<VelocityLimit>>, StoreError> {
     let rows = sqlx::query_as!(
         LimitRow,
-        r#"select id, account_id, currency, direction, measure, maximum, window_seconds, created_at, deleted_at
-           from account_limits where account_id = any($1) and deleted_at is null"#,
-        wallets
+        r#"select id, account_id, set_id, currency, direction, measure, maximum, window_seconds,
+                  created_at, deleted_at
+           from account_limits
+           where (case when $2 then set_id else account_id end) = any($1)
+             and deleted_at is null"#,
+        owners,
+        of_sets
     )
     .fetch_all(conn)
     .await?;
     let mut limits: HashMap<String, Vec<VelocityLimit>> = HashMap::new();
     for row in rows {
         let limit = row.limit()?;
-        limits.entry(row.account_id).or_default().push(limit);
+        let owner = row.account_id.or(row.set_id).unwrap_or_default();
+        limits.entry(owner).or_default().push(limit);
     }
     Ok(limits)
+}
+
+/// A limited set's activity under its lock: its wallets' entries since `now` less its longest
+/// window (its movements of kind `entry`, by ledger time) and the copies of their open holds.
+pub(crate) async fn set_activity(
+    conn: &mut PgConnection,
+    set: &str,
+    limits: Vec<VelocityLimit>,
+    now: DateTime<Utc>,
+) -> Result<Activity, StoreError> {
+    let Some(window) = Activity::longest_window(&limits) else {
+        return Ok(Activity::default());
+    };
+    let posted = sqlx::query!(
+        "select ledger_time, amount from account_set_movements
+         where set_id = $1 and kind = 'entry' and ledger_time > $2",
+        set,
+        now - window
+    )
+    .fetch_all(&mut *conn)
+    .await?
+    .into_iter()
+    .map(|r| Ok((r.ledger_time, Amount::stored(r.amount)?)))
+    .collect::<Result<Vec<_>, sqlx::Error>>()?;
+    let held = sqlx::query_scalar!(
+        "select amount from account_set_open_holds where set_id = $1 and expires_at > now()",
+        set
+    )
+    .fetch_all(conn)
+    .await?
+    .into_iter()
+    .map(Amount::stored)
+    .collect::<Result<Vec<_>, _>>()?;
+    Ok(Activity::new(limits, posted, held))
 }
 
 /// A limited wallet's activity under its lock: its posted legs since `now` less its longest

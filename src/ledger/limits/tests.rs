@@ -119,7 +119,7 @@ fn the_first_limit_in_id_order_is_the_one_named() {
     let refused = a.refusal(amount(-5), at(0)).unwrap();
     assert_eq!(refused.limit.id, Uuid::from_u128(3));
     assert_eq!(
-        refused.detail("w1", Currency::parse("SAR").unwrap()),
+        refused.detail("account w1", Currency::parse("SAR").unwrap()),
         "velocity limit 00000000-0000-0000-0000-000000000003 of account w1: at most 0.01 SAR (debit) per 60 s; 0.01 SAR left in the window"
     );
 }

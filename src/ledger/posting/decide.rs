@@ -11,7 +11,7 @@ use crate::ledger::effective::{DateError, EffectiveHistory};
 use crate::ledger::holds;
 use crate::ledger::ids::AccountId;
 use crate::ledger::journal::Leg;
-use crate::ledger::limits::Activity;
+use crate::ledger::limits::{Activity, Owner};
 use crate::ledger::money::{Amount, Currency};
 use crate::ledger::monitors::{Balances, Firing, Watch};
 use crate::ledger::transactions::{ItemError, NewTransaction, RefusalCode, Requested};
@@ -41,6 +41,11 @@ pub(super) struct LockedLedger {
     /// For every wallet with velocity limits: the limits and what the wallet moved within
     /// them, kept up to date as items post or hold ([`Self::velocity_refusal`]).
     pub(super) activities: HashMap<String, Activity>,
+    /// The same for every account set with velocity limits that a wallet of the pass counts
+    /// in (locked after the wallets), kept up to date with the items' legs on its wallets.
+    pub(super) set_activities: HashMap<String, Activity>,
+    /// For each wallet of the pass, the limited sets it counts in (keys of `set_activities`).
+    pub(super) limited_sets: HashMap<String, Vec<String>>,
     /// For every wallet with balance monitors: its monitors, evaluated on the balances before
     /// and after every item of the pass that changes them ([`Self::watch`]).
     pub(super) watches: HashMap<String, Watch>,
@@ -337,11 +342,25 @@ impl LockedLedger {
             return None;
         }
         item.journal.legs().iter().find_map(|leg| {
-            let activity = self.activities.get(leg.account.as_str())?;
-            let exceeded = activity.refusal(leg.amount, now)?;
-            let detail = exceeded.detail(leg.account.as_str(), currency);
+            let account = leg.account.as_str();
+            let own = (self.activities.get(account))
+                .and_then(|a| a.refusal(leg.amount, now))
+                .map(|exceeded| (Owner::Account(account.to_owned()), exceeded));
+            let exceeded = own.or_else(|| {
+                self.sets_of(account).find_map(|set| {
+                    let exceeded = self.set_activities.get(set)?.refusal(leg.amount, now)?;
+                    Some((Owner::Set(set.to_owned()), exceeded))
+                })
+            });
+            let (owner, exceeded) = exceeded?;
+            let detail = exceeded.detail(&owner.label(), currency);
             Some(refuse(currency, RefusalCode::VelocityLimitExceeded, detail))
         })
+    }
+
+    /// The limited account sets `account` counts in.
+    fn sets_of(&self, account: &str) -> impl Iterator<Item = &str> {
+        (self.limited_sets.get(account).into_iter().flatten()).map(String::as_str)
     }
 
     /// What a posted or held item moves through limited wallets, for the items after it. A
@@ -349,12 +368,21 @@ impl LockedLedger {
     /// counting them at `now` keeps them in every window they are in.
     fn record_activity(&mut self, item: &NewTransaction, now: DateTime<Utc>) {
         let held = matches!(item.status, Requested::Pending { .. });
+        let record = |activity: &mut Activity, amount: Amount| {
+            if held {
+                activity.record_held(amount);
+            } else {
+                activity.record_posted(now, amount);
+            }
+        };
         for leg in item.journal.legs() {
-            if let Some(activity) = self.activities.get_mut(leg.account.as_str()) {
-                if held {
-                    activity.record_held(leg.amount);
-                } else {
-                    activity.record_posted(now, leg.amount);
+            let account = leg.account.as_str();
+            if let Some(activity) = self.activities.get_mut(account) {
+                record(activity, leg.amount);
+            }
+            for set in self.limited_sets.get(account).into_iter().flatten() {
+                if let Some(activity) = self.set_activities.get_mut(set) {
+                    record(activity, leg.amount);
                 }
             }
         }

@@ -13,6 +13,7 @@ use crate::ledger::ids::AccountId;
 use crate::ledger::limits::{self, Activity};
 use crate::ledger::money::{Amount, Currency};
 use crate::ledger::monitors;
+use crate::ledger::sets;
 use crate::ledger::store::{Db, locks, reads};
 use crate::ledger::transactions::{NewTransaction, WriteError};
 use chrono::{DateTime, Utc};
@@ -165,6 +166,7 @@ impl LockedLedger {
             .collect();
         let wallets = reads::wallet_states(db, &wallet_ids).await?;
         let activities = limited_activities(db, &accounts, &wallets).await?;
+        let (set_activities, limited_sets) = limited_sets(db, &accounts).await?;
         let watches = monitors::store::watches_of(db.conn(), &monitored(&accounts)).await?;
         let system_ids: Vec<String> = accounts
             .values()
@@ -185,6 +187,8 @@ impl LockedLedger {
             reversed,
             histories,
             activities,
+            set_activities,
+            limited_sets,
             watches,
             firings: Vec::new(),
         })
@@ -217,7 +221,7 @@ async fn limited_activities(
         return Ok(HashMap::new());
     }
     let now = Utc::now();
-    let mut limits = limits::store::limits_of(db.conn(), &limited).await?;
+    let mut limits = limits::store::limits_of(db.conn(), &limited, false).await?;
     let mut activities = HashMap::with_capacity(limits.len());
     for wallet in limited {
         let (Some(of_wallet), Some(state)) = (limits.remove(&wallet), wallets.get(&wallet)) else {
@@ -228,6 +232,49 @@ async fn limited_activities(
         activities.insert(wallet, activity);
     }
     Ok(activities)
+}
+
+/// The account sets with velocity limits that the pass's wallets count in, locked after the
+/// wallets (sorted: every locker takes them in one order), with their limits and recent
+/// activity; and for each such wallet, its limited sets. Nothing is read when no locked
+/// wallet is in a set, and no set is locked when none of them has limits.
+async fn limited_sets(
+    db: &mut Db<'_>,
+    accounts: &BTreeMap<String, LockedAccount>,
+) -> Result<(HashMap<String, Activity>, HashMap<String, Vec<String>>), StoreError> {
+    let in_sets: Vec<String> = accounts
+        .values()
+        .filter(|a| a.in_sets && a.kind == AccountType::Wallet)
+        .map(|a| a.id.clone())
+        .collect();
+    if in_sets.is_empty() {
+        return Ok(Default::default());
+    }
+    let counted = sets::bookkeeping::limited_sets_of(db.conn(), &in_sets).await?;
+    if counted.is_empty() {
+        return Ok(Default::default());
+    }
+    let limited: Vec<String> = (counted.iter().map(|(_, set)| set.clone()))
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    sets::bookkeeping::lock_sets(db.conn(), &limited).await?;
+    let now = Utc::now();
+    let mut limits = limits::store::limits_of(db.conn(), &limited, true).await?;
+    let mut activities = HashMap::with_capacity(limited.len());
+    for set in limited {
+        if let Some(of_set) = limits.remove(&set) {
+            let activity = limits::store::set_activity(db.conn(), &set, of_set, now).await?;
+            activities.insert(set, activity);
+        }
+    }
+    let mut sets_of: HashMap<String, Vec<String>> = HashMap::new();
+    for (wallet, set) in counted {
+        if activities.contains_key(&set) {
+            sets_of.entry(wallet).or_default().push(set);
+        }
+    }
+    Ok((activities, sets_of))
 }
 
 /// For each wallet a backdated item of this pass debits, its entries effective since the

@@ -133,3 +133,35 @@ pub async fn advance_checkpoints(conn: &mut PgConnection) -> Result<u64, sqlx::E
         .await?;
     Ok(written as u64)
 }
+
+/// The (wallet, set) pairs of `wallets` whose set has velocity limits (read under the
+/// wallets' locks, like every read of their sets).
+pub async fn limited_sets_of(
+    conn: &mut PgConnection,
+    wallets: &[String],
+) -> Result<Vec<(String, String)>, sqlx::Error> {
+    Ok(sqlx::query!(
+        "select c.account_id, c.set_id from account_set_closure c
+         join account_sets s on s.id = c.set_id
+         where c.account_id = any($1) and s.has_limits",
+        wallets
+    )
+    .fetch_all(conn)
+    .await?
+    .into_iter()
+    .map(|r| (r.account_id, r.set_id))
+    .collect())
+}
+
+/// Locks these sets' rows, `sorted`: what serializes the postings of a limited set's wallets
+/// (each checks the set's limits against what the others committed) and a change of its
+/// limits.
+pub async fn lock_sets(conn: &mut PgConnection, sorted: &[String]) -> Result<(), sqlx::Error> {
+    sqlx::query!(
+        "select id from account_sets where id = any($1) order by id for update",
+        sorted
+    )
+    .fetch_all(conn)
+    .await?;
+    Ok(())
+}

@@ -20,10 +20,11 @@ class LimitView:
 
     Attributes:
         id (UUID):
-        account_id (str):
         direction (Direction): Which movements a limit counts.
         window_seconds (int): The rolling window, 60 to 2,678,400 seconds (1 minute to 31 days).
         created_at (datetime.datetime):
+        account_id (None | str | Unset): The wallet it holds; `null` for a set's limit.
+        set_id (None | str | Unset): The account set it holds; `null` for a wallet's limit.
         amount (int | None | Unset): The most the window lets through, in minor units of the account's currency (an
             amount
             limit), else `null`.
@@ -33,10 +34,11 @@ class LimitView:
     """
 
     id: UUID
-    account_id: str
     direction: Direction
     window_seconds: int
     created_at: datetime.datetime
+    account_id: None | str | Unset = UNSET
+    set_id: None | str | Unset = UNSET
     amount: int | None | Unset = UNSET
     amount_decimal: None | str | Unset = UNSET
     count: int | None | Unset = UNSET
@@ -46,13 +48,23 @@ class LimitView:
     def to_dict(self) -> dict[str, Any]:
         id = str(self.id)
 
-        account_id = self.account_id
-
         direction = self.direction.value
 
         window_seconds = self.window_seconds
 
         created_at = self.created_at.isoformat()
+
+        account_id: None | str | Unset
+        if isinstance(self.account_id, Unset):
+            account_id = UNSET
+        else:
+            account_id = self.account_id
+
+        set_id: None | str | Unset
+        if isinstance(self.set_id, Unset):
+            set_id = UNSET
+        else:
+            set_id = self.set_id
 
         amount: int | None | Unset
         if isinstance(self.amount, Unset):
@@ -85,12 +97,15 @@ class LimitView:
         field_dict.update(
             {
                 "id": id,
-                "account_id": account_id,
                 "direction": direction,
                 "window_seconds": window_seconds,
                 "created_at": created_at,
             }
         )
+        if account_id is not UNSET:
+            field_dict["account_id"] = account_id
+        if set_id is not UNSET:
+            field_dict["set_id"] = set_id
         if amount is not UNSET:
             field_dict["amount"] = amount
         if amount_decimal is not UNSET:
@@ -107,13 +122,29 @@ class LimitView:
         d = dict(src_dict)
         id = UUID(d.pop("id"))
 
-        account_id = d.pop("account_id")
-
         direction = Direction(d.pop("direction"))
 
         window_seconds = d.pop("window_seconds")
 
         created_at = datetime.datetime.fromisoformat(d.pop("created_at"))
+
+        def _parse_account_id(data: object) -> None | str | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            return cast(None | str | Unset, data)
+
+        account_id = _parse_account_id(d.pop("account_id", UNSET))
+
+        def _parse_set_id(data: object) -> None | str | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            return cast(None | str | Unset, data)
+
+        set_id = _parse_set_id(d.pop("set_id", UNSET))
 
         def _parse_amount(data: object) -> int | None | Unset:
             if data is None:
@@ -161,10 +192,11 @@ class LimitView:
 
         limit_view = cls(
             id=id,
-            account_id=account_id,
             direction=direction,
             window_seconds=window_seconds,
             created_at=created_at,
+            account_id=account_id,
+            set_id=set_id,
             amount=amount,
             amount_decimal=amount_decimal,
             count=count,

@@ -53,6 +53,8 @@ fn ledger(accounts: Vec<LockedAccount>) -> LockedLedger {
         reversed: HashMap::new(),
         histories: HashMap::new(),
         activities: HashMap::new(),
+        set_activities: HashMap::new(),
+        limited_sets: HashMap::new(),
         watches: HashMap::new(),
         firings: Vec::new(),
     }
