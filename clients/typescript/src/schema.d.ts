@@ -3170,7 +3170,9 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
+                /** @example 0 */
                 partition: number;
+                /** @example 1796016587604-0 */
                 id: string;
             };
             cookie?: never;
@@ -3219,7 +3221,9 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
+                /** @example 0 */
                 partition: number;
+                /** @example 1796016587604-2 */
                 id: string;
             };
             cookie?: never;
@@ -3287,7 +3291,9 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
+                /** @example 0 */
                 partition: number;
+                /** @example 1796016587604-1 */
                 id: string;
             };
             cookie?: never;
