@@ -143,7 +143,10 @@ seed=()
 # One worker: with two threads, Hypothesis's lambda descriptions call ast.parse concurrently,
 # which CPython 3.11 answers now and then with "AST constructor recursion depth mismatch".
 status=0
-SCHEMATHESIS_HOOKS=scripts/schemathesis_hooks.py HYPOTHESIS_STORAGE_DIRECTORY=target/hypothesis timeout --signal=INT --kill-after=30 "$TIMEOUT" \
+# The hook makes a hold or a transaction for some captures and reversals: it is given the
+# server and the key.
+SCHEMATHESIS_LEDGER_URL=$base SCHEMATHESIS_LEDGER_TOKEN=$token \
+    SCHEMATHESIS_HOOKS=scripts/schemathesis_hooks.py HYPOTHESIS_STORAGE_DIRECTORY=target/hypothesis timeout --signal=INT --kill-after=30 "$TIMEOUT" \
     python3 -m schemathesis.cli --config-file "$config" run "$base/openapi.json" \
     --header "Authorization: Bearer $token" \
     --max-examples "$MAX_EXAMPLES" \
