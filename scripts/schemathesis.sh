@@ -72,8 +72,8 @@ post /v1/payments '{"id": "5c1a0000-0000-4000-8000-000000000001", "account": "st
 post /v1/transfers '{"id": "5c1a0000-0000-4000-8000-000000000002", "from": "st-w1", "to": "st-w2", "amount": 2500}'
 post /v1/transfers '{"id": "5c1a0000-0000-4000-8000-000000000003", "from": "st-w1", "to": "st-w2", "amount": 700, "status": "pending"}'
 post /v1/transactions '{"id": "5c1a0000-0000-4000-8000-000000000004", "entries": [{"account": "st-sys", "amount": -300}, {"account": "st-w2", "amount": 300}], "status": "pending"}'
-# The holds the toml's `holds` dictionary names beyond these two: capture and void use one up
-# each, and every phase needs some left.
+# The holds the toml's `holds` dictionary names beyond these two: void uses one up each, and
+# every phase needs some left (a capture the hook sends to a hold made for it).
 for n in $(seq -w 1 24); do
     post /v1/transfers '{"id": "5c1a0000-0000-4000-8000-0000000002'"$n"'", "from": "st-w1", "to": "st-w2", "amount": 5000, "status": "pending"}'
 done
