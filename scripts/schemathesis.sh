@@ -33,15 +33,18 @@ export RUST_LOG=${RUST_LOG:-warn}
 # the server sends nothing; the seeding's short dispatcher run below tries 127.0.0.1:9, where
 # nothing listens).
 source scripts/test-server.sh
-# The consumer's admin endpoints read a stream of this run's own on the local Redis, with two
-# dead letters of known ids (the toml's dictionaries name them); the keys expire within a day
-# should the run stop before its cleanup.
+# The consumer's admin endpoints read a stream of this run's own on the local Redis, with dead
+# letters of known ids in partition 0: two the toml's dictionaries name (one replayed, one
+# dropped, so that neither action finds the other's 409) and the three the document's examples
+# name (get, replay, drop); the keys expire within a day should the run stop before its cleanup.
 stream=schemathesis.$$
 redis=redis://127.0.0.1:6379
 start_test_server schemathesis --webhook-allowed-hosts 127.0.0.1:9,hooks.example.com \
     --redis-url "$redis" --stream "$stream"
-for id in 1-1 1-2; do
-    redis-cli -u "$redis" XADD "$stream.dlq" "$id" event_id "5c1a0000-0000-4000-8000-00000000010${id#1-}" \
+n=0
+for id in 1-1 1-2 1796016587604-0 1796016587604-1 1796016587604-2; do
+    n=$((n + 1))
+    redis-cli -u "$redis" XADD "$stream.dlq" "$id" event_id "5c1a0000-0000-4000-8000-00000000010$n" \
         wallet st-ghost amount 100 dlq_reason unknown_account dlq_detail "no wallet st-ghost" \
         dlq_differing_fields "" dlq_original_id "$id" dlq_group wallet-ledger dlq_consumer st \
         dlq_failures 1 dlq_at 2026-12-06T00:00:00.000Z >/dev/null ||
@@ -69,8 +72,8 @@ post /v1/payments '{"id": "5c1a0000-0000-4000-8000-000000000001", "account": "st
 post /v1/transfers '{"id": "5c1a0000-0000-4000-8000-000000000002", "from": "st-w1", "to": "st-w2", "amount": 2500}'
 post /v1/transfers '{"id": "5c1a0000-0000-4000-8000-000000000003", "from": "st-w1", "to": "st-w2", "amount": 700, "status": "pending"}'
 post /v1/transactions '{"id": "5c1a0000-0000-4000-8000-000000000004", "entries": [{"account": "st-sys", "amount": -300}, {"account": "st-w2", "amount": 300}], "status": "pending"}'
-# The holds the toml's `holds` dictionary names beyond these two: capture and void use one up
-# each, and every phase needs some left.
+# The holds the toml's `holds` dictionary names beyond these two: void uses one up each, and
+# every phase needs some left (a capture the hook sends to a hold made for it).
 for n in $(seq -w 1 24); do
     post /v1/transfers '{"id": "5c1a0000-0000-4000-8000-0000000002'"$n"'", "from": "st-w1", "to": "st-w2", "amount": 5000, "status": "pending"}'
 done
@@ -140,7 +143,10 @@ seed=()
 # One worker: with two threads, Hypothesis's lambda descriptions call ast.parse concurrently,
 # which CPython 3.11 answers now and then with "AST constructor recursion depth mismatch".
 status=0
-SCHEMATHESIS_HOOKS=scripts/schemathesis_hooks.py HYPOTHESIS_STORAGE_DIRECTORY=target/hypothesis timeout --signal=INT --kill-after=30 "$TIMEOUT" \
+# The hook makes a hold or a transaction for some captures and reversals: it is given the
+# server and the key.
+SCHEMATHESIS_LEDGER_URL=$base SCHEMATHESIS_LEDGER_TOKEN=$token \
+    SCHEMATHESIS_HOOKS=scripts/schemathesis_hooks.py HYPOTHESIS_STORAGE_DIRECTORY=target/hypothesis timeout --signal=INT --kill-after=30 "$TIMEOUT" \
     python3 -m schemathesis.cli --config-file "$config" run "$base/openapi.json" \
     --header "Authorization: Bearer $token" \
     --max-examples "$MAX_EXAMPLES" \

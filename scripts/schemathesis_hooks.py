@@ -11,27 +11,54 @@ send it, where the API's rules are ones JSON Schema cannot state:
 - A create carries a body `id` or an Idempotency-Key (400 id_required otherwise): one rule across
   two parts of the request, which the document can only say in words. Where neither is sent, a
   fresh key is.
-- Integers are JSON integers: `2.0` is refused (docs/api.md, "a number with a fraction or an
-  exponent"), although to JSON Schema it is the integer 2. An integer field's whole float is sent
-  as the integer it equals.
+- Integers are JSON integers: `2.0` is refused, 422 `invalid_type` (docs/api.md, "a number with
+  a fraction or an exponent"; the document's description says so too), although to JSON Schema
+  it is the integer 2. Schemathesis sends such whole floats on purpose: for a JSON body it draws
+  every `type: integer` value as either `n` or `float(n)` (schemathesis 4.x,
+  `generation/jsonschema/strategy.py`, `_integer` with `whole_floats`), to find readers stricter
+  than their schema. The server is stricter by design, and no JSON Schema keyword can say so (a
+  schema sees values, not how they are written), so schemathesis would count each such request
+  as valid data refused. An integer field's whole float is therefore sent as the integer it
+  equals, as a client's JSON encoder writes an integer: a normalisation on the client's side, not
+  a rule the server relaxes (requests meant to be refused are left alone, and
+  tests/api/bad_input.rs checks the 422 of `"amount": 100.0`).
+- A capture or a reversal can take only what is left of its hold or original: more is 422, and
+  a hold captured (or an original reversed) whole takes nothing more. The document cannot tie
+  `amount` to another resource's state, and the run sends hundreds of them to a few seeded ids.
+  So a capture or reversal meant to be accepted whose path names one of the seeded holds
+  (`holds` in scripts/schemathesis.toml) or seeded transactions (`transactions`), the document's
+  examples among them, or one this hook made (schemathesis reuses ids from earlier answers), is
+  sent to a hold or posted transaction made for it just before, of its `amount` (5000 without
+  one), between two accounts of its own (balances are bounded: one pair could not take every
+  amount up to the maximum). Other path ids (found in other answers, or generated) are left as
+  they are.
 
-Requests meant to be refused are left as generated, and so are path ids: they name existing
-resources.
+Requests meant to be refused are left as generated, and so are other path ids: they name
+existing resources.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import pathlib
 import re
+import tomllib
 import uuid
 
+import requests
 import schemathesis
 
-_DOCUMENT = json.loads(
-    (pathlib.Path(__file__).resolve().parent.parent / "openapi" / "openapi.json").read_text()
-)
+_ROOT = pathlib.Path(__file__).resolve().parent.parent
+_DOCUMENT = json.loads((_ROOT / "openapi" / "openapi.json").read_text())
+_DICTIONARIES = tomllib.loads((_ROOT / "scripts" / "schemathesis.toml").read_text())["dictionaries"]
 _KEY_HEADER = "Idempotency-Key"
+# The server under test, for the holds and transactions made for captures and reversals
+# (scripts/schemathesis.sh sets both).
+_BASE_URL = os.environ.get("SCHEMATHESIS_LEDGER_URL")
+_TOKEN = os.environ.get("SCHEMATHESIS_LEDGER_TOKEN")
+# What a hold or an original is made of when the request names no amount.
+_DEFAULT_AMOUNT = 5000
 
 
 def _key_pattern() -> re.Pattern[str]:
@@ -85,6 +112,50 @@ def _spell_integers(value: object) -> None:
                 _spell_integers(item)
 
 
+def _post(path: str, body: dict) -> None:
+    response = requests.post(
+        f"{_BASE_URL}{path}", json=body, headers={"Authorization": f"Bearer {_TOKEN}"}, timeout=30
+    )
+    if response.status_code != 201:
+        raise RuntimeError(f"seeding POST {path} answered {response.status_code}: {response.text}")
+
+
+def _made_for(amount: int, status: str) -> str:
+    """A new transaction of `amount` (a hold or posted) from a new system account to a new wallet."""
+    stem = f"st-made-{uuid.uuid4().hex[:12]}"
+    _post("/v1/accounts", {"id": f"{stem}-from", "currency": "USD", "type": "system"})
+    _post("/v1/accounts", {"id": f"{stem}-to", "currency": "USD", "type": "wallet"})
+    transaction = str(uuid.uuid4())
+    _MADE.add(transaction)
+    entries = [{"account": f"{stem}-from", "amount": -amount}, {"account": f"{stem}-to", "amount": amount}]
+    _post("/v1/transactions", {"id": transaction, "entries": entries, "status": status})
+    return transaction
+
+
+# The holds and transactions made so far: each stands, as a seeded id does, for a new one.
+_MADE: set[str] = set()
+
+# Operation path, the dictionary of the seeded ids it stands for, the status of what is made.
+_MADE_FOR = {
+    "/v1/transactions/{id}/post": ("holds", "pending"),
+    "/v1/transactions/{id}/reverse": ("transactions", "posted"),
+}
+
+
+def _send_to_one_made_for_it(case) -> None:
+    made = _MADE_FOR.get(case.path)
+    if made is None or _BASE_URL is None or _TOKEN is None:
+        return
+    dictionary, status = made
+    named = (case.path_parameters or {}).get("id")
+    if named not in _DICTIONARIES[dictionary]["values"] and named not in _MADE:
+        return
+    amount = case.body.get("amount") if isinstance(case.body, dict) else None
+    if not isinstance(amount, int) or isinstance(amount, bool):
+        amount = _DEFAULT_AMOUNT
+    case.path_parameters["id"] = _made_for(amount, status)
+
+
 def _takes_key(case) -> bool:
     parameters = _DOCUMENT["paths"].get(case.path, {}).get(case.method.lower(), {}).get("parameters", [])
     return any(p.get("in") == "header" and p.get("name") == _KEY_HEADER for p in parameters)
@@ -100,6 +171,7 @@ def before_call(context, case, kwargs):
         return
     body = case.body
     _spell_integers(body)
+    _send_to_one_made_for_it(case)
     _fresh_id(body)
     # A batch's items are bodies of POST /v1/transactions, each with its own id.
     if isinstance(body, dict) and isinstance(body.get("items"), list):

@@ -176,7 +176,7 @@ fn locate(streams: &StreamsSettings, partition: &str, id: &str) -> Result<(u16, 
 }
 
 #[utoipa::path(get, path = "/v1/dead-letters/{partition}/{id}", tag = "consumer", operation_id = "get_dead_letter",
-    params(("partition" = u16, Path, minimum = 0, maximum = 1023), ("id" = String, Path, pattern = "^[0-9]+-[0-9]+$")),
+    params(("partition" = u16, Path, minimum = 0, maximum = 1023, example = 0), ("id" = String, Path, pattern = "^[0-9]+-[0-9]+$", example = "1796016587604-0")),
     responses((status = 200, description = "the dead letter", body = DeadLetter),
         (status = 404, body = Problem, content_type = "application/problem+json")))]
 pub async fn get(
@@ -278,7 +278,7 @@ async fn settle(
 }
 
 #[utoipa::path(post, path = "/v1/dead-letters/{partition}/{id}/replay", tag = "consumer", operation_id = "replay_dead_letter",
-    params(("partition" = u16, Path, minimum = 0, maximum = 1023), ("id" = String, Path, pattern = "^[0-9]+-[0-9]+$")),
+    params(("partition" = u16, Path, minimum = 0, maximum = 1023, example = 0), ("id" = String, Path, pattern = "^[0-9]+-[0-9]+$", example = "1796016587604-1")),
     request_body(content = Option<LifecycleRequest>, description = "optional: no body, or `{}`"),
     responses((status = 200, description = "`replayed` now, or `already_replayed` by an earlier request (nothing done again)", body = SettledDeadLetter),
         (status = 404, body = Problem, content_type = "application/problem+json"),
@@ -292,7 +292,7 @@ pub async fn replay(
 }
 
 #[utoipa::path(post, path = "/v1/dead-letters/{partition}/{id}/drop", tag = "consumer", operation_id = "drop_dead_letter",
-    params(("partition" = u16, Path, minimum = 0, maximum = 1023), ("id" = String, Path, pattern = "^[0-9]+-[0-9]+$")),
+    params(("partition" = u16, Path, minimum = 0, maximum = 1023, example = 0), ("id" = String, Path, pattern = "^[0-9]+-[0-9]+$", example = "1796016587604-2")),
     request_body(content = Option<LifecycleRequest>, description = "optional: no body, or `{}`"),
     responses((status = 200, description = "`dropped` now, or `already_dropped` by an earlier request", body = SettledDeadLetter),
         (status = 404, body = Problem, content_type = "application/problem+json"),

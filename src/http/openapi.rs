@@ -24,7 +24,7 @@ use utoipa::{Modify, OpenApi};
 #[openapi(
     info(
         title = "wallet-ledger",
-        description = "A double-entry wallet ledger built on natural idempotency. Every create is keyed by its id: a retry replays the stored answer (`Idempotent-Replayed: true`), a different payload under the same id is `idempotency_mismatch`. Errors are `application/problem+json` with a stable `code`."
+        description = "A double-entry wallet ledger built on natural idempotency. Every create is keyed by its id: a retry replays the stored answer (`Idempotent-Replayed: true`), a different payload under the same id is `idempotency_mismatch`. Errors are `application/problem+json` with a stable `code`. Integers are JSON integers: a number written with a fraction or an exponent (`5.0`, `5e0`) is refused (422 `invalid_type`), although JSON Schema counts it as the integer 5."
     ),
     paths(
         accounts::create, search::list_accounts, accounts::get, accounts::patch, accounts::entries, accounts::holds,

@@ -56,6 +56,14 @@ pub fn refine_schemas(components: &mut Components) {
         let RefOr::T(Schema::Object(object)) = schema else {
             continue;
         };
+        for (property, not) in refused_values(name) {
+            if let Some(RefOr::T(Schema::Object(field))) = object.properties.get_mut(*property) {
+                field
+                    .extensions
+                    .get_or_insert_with(Default::default)
+                    .insert("not".into(), not());
+            }
+        }
         if !refused.is_empty() {
             object
                 .extensions
@@ -63,6 +71,28 @@ pub fn refine_schemas(components: &mut Components) {
                 .insert("not".into(), serde_json::json!({ "anyOf": refused }));
         }
     }
+}
+
+/// Values of one field that its type, range and pattern admit and its validation refuses, each
+/// as the `not` of that property.
+type RefusedValue = (&'static str, fn() -> serde_json::Value);
+
+fn refused_values(schema: &str) -> &'static [RefusedValue] {
+    match schema {
+        // `validate::signed_amount`: a leg of zero is `range` ("must not be zero").
+        "EntryRequest" => &[("amount", zero)],
+        // `exchange::Rate::parse`: a rate of zero (`"0"`, `"0.00"`) is `rate`.
+        "ExchangeRequest" => &[("rate", zero_rate)],
+        _ => &[],
+    }
+}
+
+fn zero() -> serde_json::Value {
+    serde_json::json!({ "const": 0 })
+}
+
+fn zero_rate() -> serde_json::Value {
+    serde_json::json!({ "type": "string", "pattern": "^[0.]*$" })
 }
 
 /// `expires_at` on a posted transaction (no `status` is `posted`), `effective_at` on a hold.

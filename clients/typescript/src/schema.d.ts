@@ -3847,7 +3847,9 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
+                /** @example 0 */
                 partition: number;
+                /** @example 1796016587604-0 */
                 id: string;
             };
             cookie?: never;
@@ -3896,7 +3898,9 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
+                /** @example 0 */
                 partition: number;
+                /** @example 1796016587604-2 */
                 id: string;
             };
             cookie?: never;
@@ -3964,7 +3968,9 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
+                /** @example 0 */
                 partition: number;
+                /** @example 1796016587604-1 */
                 id: string;
             };
             cookie?: never;
