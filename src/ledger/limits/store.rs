@@ -345,18 +345,29 @@ pub(crate) async fn limits_of(
     owners: &[String],
     of_sets: bool,
 ) -> Result<HashMap<String, Vec<VelocityLimit>>, StoreError> {
-    let rows = sqlx::query_as!(
-        LimitRow,
-        r#"select id, account_id, set_id, currency, direction, measure, maximum, window_seconds,
-                  created_at, deleted_at
-           from account_limits
-           where (case when $2 then set_id else account_id end) = any($1)
-             and deleted_at is null"#,
-        owners,
-        of_sets
-    )
-    .fetch_all(conn)
-    .await?;
+    // Two statements, each with its own index (a wallet's limits are read on every pass of a
+    // limited wallet).
+    let rows = if of_sets {
+        sqlx::query_as!(
+            LimitRow,
+            r#"select id, account_id, set_id, currency, direction, measure, maximum,
+                      window_seconds, created_at, deleted_at
+               from account_limits where set_id = any($1) and deleted_at is null"#,
+            owners
+        )
+        .fetch_all(conn)
+        .await?
+    } else {
+        sqlx::query_as!(
+            LimitRow,
+            r#"select id, account_id, set_id, currency, direction, measure, maximum,
+                      window_seconds, created_at, deleted_at
+               from account_limits where account_id = any($1) and deleted_at is null"#,
+            owners
+        )
+        .fetch_all(conn)
+        .await?
+    };
     let mut limits: HashMap<String, Vec<VelocityLimit>> = HashMap::new();
     for row in rows {
         let limit = row.limit()?;
