@@ -9,6 +9,7 @@ use super::client::{
 };
 use super::report::{self, Check, CpuClock, Measurement};
 use super::server::Server;
+use super::sets;
 use super::{Bench, TransferPairs};
 use crate::ledger::MAX_BATCH_ITEMS;
 use crate::ledger::accounts::AccountType;
@@ -374,6 +375,13 @@ pub async fn transfers(bench: &Bench, pool: &PgPool, shape: Shape) -> anyhow::Re
     let (funding, expected) = funding_and_expected(&setup.wallets, &plan);
     let funded: Vec<(String, i64)> = setup.wallets.iter().map(|w| (w.clone(), funding)).collect();
     client::fund(pool, &setup.api, &funded).await?;
+    // Every wallet in one set: each entry then also writes the set's movement.
+    let set_members = if bench.wallets_in_set {
+        let took = sets::put_in_set(&setup.api, &sets::ALL_WALLETS_SET, &setup.wallets).await?;
+        Some(took)
+    } else {
+        None
+    };
     let requests: Vec<Request> = plan
         .iter()
         .map(|t| Request {
@@ -406,6 +414,27 @@ pub async fn transfers(bench: &Bench, pool: &PgPool, shape: Shape) -> anyhow::Re
     m.extra.insert("db_cpu_pct_by_server", by_server.into());
     if shape == Shape::Spread {
         m.params.insert("transfer_pairs", pairs.name().into());
+    }
+    m.params
+        .insert("wallets_in_set", bench.wallets_in_set.into());
+    if let Some(took) = set_members {
+        m.extra.insert(
+            "member_adds_per_second",
+            report::round(setup.wallets.len() as f64 / took.as_secs_f64().max(1e-9), 1).into(),
+        );
+        // Transfers between its members leave the set's total as funded.
+        let funded_total = funding * setup.wallets.len() as i64;
+        let view = setup
+            .api
+            .get_json(
+                &setup.api.connection()?,
+                &format!("/v1/account-sets/{}", sets::ALL_WALLETS_SET.id),
+            )
+            .await?;
+        let posted = view["balances"]["posted"].as_i64();
+        m.check.expect(posted == Some(funded_total), || {
+            format!("the set of every wallet reads posted {posted:?}, expected {funded_total}")
+        });
     }
     if !bench.worker_admin_urls.is_empty() {
         let workers: Vec<String> = bench

@@ -88,37 +88,20 @@ pub async fn balance_read(bench: &Bench, pool: &PgPool) -> anyhow::Result<Measur
             reads = sizes.balance_reads,
             "{name}: reading the balance"
         );
-        for _ in 0..WARM_UP_READS.min(sizes.balance_reads) {
-            api.get_json(&reader, &path).await?;
-        }
-        let clock = CpuClock::start(Some(server.child.pid()));
-        let mut latencies = Latencies::with_capacity(sizes.balance_reads as usize);
-        let mut errors = 0;
-        let mut problem = None;
-        for _ in 0..sizes.balance_reads {
-            let started = Instant::now();
-            let answer = async {
-                let response = api.get(&reader, &path).send().await?;
-                let status = response.status();
-                Ok::<_, reqwest::Error>((status, response.bytes().await?))
-            }
-            .await;
-            latencies.record(started.elapsed());
-            let posted = answer.as_ref().ok().and_then(|(status, body)| {
-                (status.as_u16() == 200)
-                    .then(|| serde_json::from_slice::<Value>(body).ok())
-                    .flatten()
-                    .and_then(|v| v["balances"]["posted"].as_i64())
-            });
-            if posted != Some(total) {
-                errors += 1;
-                problem.get_or_insert_with(|| match &answer {
-                    Ok((status, body)) => format!("{status} {}", String::from_utf8_lossy(body)),
-                    Err(e) => e.to_string(),
-                });
-            }
-        }
-        let cpu = clock.stop();
+        let Reads {
+            mut latencies,
+            cpu,
+            errors,
+            problem,
+        } = timed_reads(
+            &api,
+            &reader,
+            &path,
+            sizes.balance_reads,
+            total,
+            Some(server.child.pid()),
+        )
+        .await?;
         m.check.expect(errors == 0, || {
             format!(
                 "{errors} balance reads at {entries} entries did not answer posted {total}: {}",
@@ -176,6 +159,65 @@ pub async fn balance_read(bench: &Bench, pool: &PgPool) -> anyhow::Result<Measur
         Err(e) => m.check.expect(false, || format!("{e:#}")),
     }
     Ok(m)
+}
+
+/// What `timed_reads` measured.
+pub(super) struct Reads {
+    pub latencies: Latencies,
+    pub cpu: super::report::CpuUse,
+    /// Answers that were not 200 with `balances.posted` as expected.
+    pub errors: u64,
+    /// The first such answer.
+    pub problem: Option<String>,
+}
+
+/// `WARM_UP_READS` untimed reads of `path` (at most `reads`), then `reads` sequential timed
+/// ones on the one connection `reader`, each checked to answer 200 with `balances.posted`
+/// equal to `posted`. `child`: the server whose CPU the phase reports.
+pub(super) async fn timed_reads(
+    api: &client::Api,
+    reader: &reqwest::Client,
+    path: &str,
+    reads: u64,
+    posted: i64,
+    child: Option<u32>,
+) -> anyhow::Result<Reads> {
+    for _ in 0..WARM_UP_READS.min(reads) {
+        api.get_json(reader, path).await?;
+    }
+    let clock = CpuClock::start(child);
+    let mut latencies = Latencies::with_capacity(reads as usize);
+    let mut errors = 0;
+    let mut problem = None;
+    for _ in 0..reads {
+        let started = Instant::now();
+        let answer = async {
+            let response = api.get(reader, path).send().await?;
+            let status = response.status();
+            Ok::<_, reqwest::Error>((status, response.bytes().await?))
+        }
+        .await;
+        latencies.record(started.elapsed());
+        let read = answer.as_ref().ok().and_then(|(status, body)| {
+            (status.as_u16() == 200)
+                .then(|| serde_json::from_slice::<Value>(body).ok())
+                .flatten()
+                .and_then(|v| v["balances"]["posted"].as_i64())
+        });
+        if read != Some(posted) {
+            errors += 1;
+            problem.get_or_insert_with(|| match &answer {
+                Ok((status, body)) => format!("{status} {}", String::from_utf8_lossy(body)),
+                Err(e) => e.to_string(),
+            });
+        }
+    }
+    Ok(Reads {
+        latencies,
+        cpu: clock.stop(),
+        errors,
+        problem,
+    })
 }
 
 /// Deliberate exceptions of each kind in the settlement file.

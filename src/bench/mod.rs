@@ -11,6 +11,7 @@ mod consumer;
 mod history;
 mod report;
 mod server;
+mod sets;
 
 use crate::db::DatabaseSettings;
 use anyhow::{Context, anyhow, bail};
@@ -47,6 +48,8 @@ pub const DEFAULT_BENCH_RECONCILE_ROWS: u64 = 1_000_000;
 pub const DEFAULT_BENCH_BALANCE_READ_MAX_ENTRIES: u64 = 1_000_000;
 /// Sequential balance reads measured at each history size (after a warm-up).
 pub const DEFAULT_BENCH_BALANCE_READS: u64 = 2_000;
+/// The largest set of `set-read` (the other has `sets::SMALL_SET_MEMBERS`).
+pub const DEFAULT_BENCH_SET_MEMBERS: u64 = 10_000;
 pub const DEFAULT_BENCH_CEILING_TRANSFERS: u64 = 200_000;
 pub const DEFAULT_BENCH_CEILING_WORKERS: u64 = 4;
 /// `--quick` divides every size it does not override by this (connections stay as they are).
@@ -75,6 +78,8 @@ pub enum BenchScenario {
     Consumer,
     /// Balance-read latency of one wallet at growing history sizes.
     BalanceRead,
+    /// Balance-read latency of an account set of 10 members and of `--set-members`.
+    SetRead,
     /// A `reconcile` child process on a large settlement file with known exceptions.
     Reconcile,
 }
@@ -90,6 +95,7 @@ impl BenchScenario {
         BenchScenario::ApiBatch,
         BenchScenario::Consumer,
         BenchScenario::BalanceRead,
+        BenchScenario::SetRead,
         BenchScenario::Reconcile,
     ];
 
@@ -104,6 +110,7 @@ impl BenchScenario {
             BenchScenario::ApiBatch => "api-batch",
             BenchScenario::Consumer => "consumer",
             BenchScenario::BalanceRead => "balance-read",
+            BenchScenario::SetRead => "set-read",
             BenchScenario::Reconcile => "reconcile",
         }
     }
@@ -161,6 +168,8 @@ pub struct BenchSettings {
     pub server_args: Vec<String>,
     /// Where the wallets of each api-transfers transfer sit (anything but `Any` needs Citus).
     pub transfer_pairs: TransferPairs,
+    /// api-transfers and api-hot with every wallet in one account set (what sets cost writers).
+    pub wallets_in_set: bool,
     pub quick: bool,
     /// Keep the logs and the database after a clean run too.
     pub keep: bool,
@@ -178,6 +187,7 @@ pub struct BenchSettings {
     pub reconcile_rows: Option<u64>,
     pub balance_read_max_entries: Option<u64>,
     pub balance_reads: Option<u64>,
+    pub set_members: Option<u64>,
     pub ceiling_transfers: Option<u64>,
     pub ceiling_workers: u64,
 }
@@ -199,6 +209,7 @@ pub struct Sizes {
     pub reconcile_rows: u64,
     pub balance_read_max_entries: u64,
     pub balance_reads: u64,
+    pub set_members: u64,
     pub ceiling_transfers: u64,
     pub ceiling_workers: u64,
 }
@@ -237,6 +248,7 @@ impl Sizes {
                 1,
             ),
             balance_reads: size(args.balance_reads, DEFAULT_BENCH_BALANCE_READS, 1),
+            set_members: size(args.set_members, DEFAULT_BENCH_SET_MEMBERS, 1),
             ceiling_transfers: size(args.ceiling_transfers, DEFAULT_BENCH_CEILING_TRANSFERS, 1),
             ceiling_workers: args.ceiling_workers,
         }
@@ -257,6 +269,7 @@ pub struct Bench {
     pub binary: PathBuf,
     pub server_args: Vec<String>,
     pub transfer_pairs: TransferPairs,
+    pub wallets_in_set: bool,
     /// This run's logs and files (settlement files, reports).
     pub dir: PathBuf,
     /// Every stream this run created, deleted again if a signal interrupts it.
@@ -411,16 +424,27 @@ impl Bench {
         pool: &PgPool,
         label: &str,
     ) -> anyhow::Result<(server::Server, client::Api)> {
+        self.serve_with(pool, label, &[]).await
+    }
+
+    /// `serve` with flags of the scenario's own after `--server-arg`'s.
+    pub async fn serve_with(
+        &self,
+        pool: &PgPool,
+        label: &str,
+        extra: &[String],
+    ) -> anyhow::Result<(server::Server, client::Api)> {
         let (_, token) = crate::api_keys::create(
             &mut *pool.acquire().await?,
             "bench",
             crate::api_keys::Scope::Admin,
         )
         .await?;
+        let args: Vec<String> = self.server_args.iter().chain(extra).cloned().collect();
         let server = server::start_server(
             &self.binary,
             &self.database_url,
-            &self.server_args,
+            &args,
             self.log(&format!("serve-{label}")),
         )
         .await?;
@@ -450,6 +474,7 @@ impl Bench {
             BenchScenario::ApiBatch => vec![api::batch(self, &pool).await?],
             BenchScenario::Consumer => vec![consumer::run(self, &pool).await?],
             BenchScenario::BalanceRead => vec![history::balance_read(self, &pool).await?],
+            BenchScenario::SetRead => vec![sets::set_read(self, &pool).await?],
             BenchScenario::Reconcile => vec![history::reconcile(self, &pool).await?],
         };
         pool.close().await;
@@ -558,6 +583,7 @@ pub async fn run(args: BenchSettings) -> anyhow::Result<ExitCode> {
         binary,
         server_args: args.server_args.clone(),
         transfer_pairs: args.transfer_pairs,
+        wallets_in_set: args.wallets_in_set,
         dir,
         streams: Default::default(),
     };

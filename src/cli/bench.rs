@@ -43,6 +43,10 @@ pub struct BenchArgs {
     /// the coordinator once the wallets exist); anything but `any` needs --citus-workers.
     #[arg(long, value_enum, default_value = "any")]
     pub transfer_pairs: TransferPairs,
+    /// Put every wallet of api-transfers and api-hot in one account set before the transfers
+    /// (through the API), to measure what sets cost writers; the check adds the set's total.
+    #[arg(long)]
+    pub wallets_in_set: bool,
     /// Shrink every size not given explicitly about 20 times (tests, CI smoke runs).
     #[arg(long)]
     pub quick: bool,
@@ -94,9 +98,13 @@ pub struct BenchArgs {
     /// and 1,000,000 entries [default: 1000000].
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     pub balance_read_max_entries: Option<u64>,
-    /// Sequential balance reads measured at each history size [default: 2000].
+    /// Sequential balance reads measured at each history size of balance-read, and at each set
+    /// size of set-read [default: 2000].
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     pub balance_reads: Option<u64>,
+    /// Members of set-read's largest set, measured beside a set of 10 [default: 10000].
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    pub set_members: Option<u64>,
     /// Transfers inserted by the ceiling scenario [default: 200000].
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     pub ceiling_transfers: Option<u64>,
@@ -117,6 +125,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
         binary: args.binary,
         server_args: args.server_args,
         transfer_pairs: args.transfer_pairs,
+        wallets_in_set: args.wallets_in_set,
         quick: args.quick,
         keep: args.keep,
         connections: args.connections,
@@ -136,6 +145,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
         reconcile_rows: args.reconcile_rows,
         balance_read_max_entries: args.balance_read_max_entries,
         balance_reads: args.balance_reads,
+        set_members: args.set_members,
         ceiling_transfers: args.ceiling_transfers,
         ceiling_workers: args.ceiling_workers,
     })
@@ -168,6 +178,9 @@ impl clap::ValueEnum for BenchScenario {
             }
             BenchScenario::BalanceRead => {
                 "Balance-read latency of one wallet at growing history sizes"
+            }
+            BenchScenario::SetRead => {
+                "Balance-read latency of an account set of 10 members and of `--set-members`"
             }
             BenchScenario::Reconcile => {
                 "A `reconcile` child process on a large settlement file with known exceptions"

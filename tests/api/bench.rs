@@ -75,6 +75,7 @@ async fn every_scenario_runs_checks_itself_and_prints_one_json_line() {
             "1500",
         ])
         .args(["--balance-reads", "50", "--ceiling-transfers", "2000"])
+        .args(["--set-members", "30"])
         .env("RUST_LOG", "warn")
         .env_remove("BENCH_DATABASE_URL")
         .kill_on_drop(true);
@@ -113,6 +114,7 @@ async fn every_scenario_runs_checks_itself_and_prints_one_json_line() {
             "api-batch",
             "consumer",
             "balance-read",
+            "set-read",
             "reconcile"
         ]
     );
@@ -159,12 +161,13 @@ async fn every_scenario_runs_checks_itself_and_prints_one_json_line() {
                 "{line}"
             );
         }
-        if scenario.starts_with("api-") || scenario == "balance-read" {
+        if scenario.starts_with("api-") || scenario.ends_with("-read") {
             assert_eq!(line["rate_limit_per_second"], 10_000_000, "{line}");
         }
     }
     assert_eq!(lines[1]["requests"], 200);
     assert_eq!(lines[1]["transfer_pairs"], "any");
+    assert_eq!(lines[1]["wallets_in_set"], false);
     // The one server of the bench database, by its host:port, its CPU apart from the host's
     // other PostgreSQL servers.
     let url = url::Url::parse(&server_url()).unwrap();
@@ -182,10 +185,69 @@ async fn every_scenario_runs_checks_itself_and_prints_one_json_line() {
     assert_eq!(lines[7]["messages"], 550, "10% resent");
     let sizes = lines[8]["p50_ms_by_entries"].as_object().unwrap();
     assert_eq!(sizes.keys().collect::<Vec<_>>(), ["1000", "1500"]);
-    assert_eq!(lines[9]["exceptions"]["missing_in_ledger"], 10);
+    let set = &lines[9];
+    let sizes = set["p50_ms_by_members"].as_object().unwrap();
+    assert_eq!(sizes.keys().collect::<Vec<_>>(), ["10", "30"], "{set}");
+    assert!(
+        set["p50_ratio_largest_to_first"].as_f64().unwrap() > 0.0,
+        "{set}"
+    );
+    // What each read summed after the checkpoint: 500 transfers (two movements) and 500
+    // top-ups per set.
+    let since = set["movements_since_checkpoint_by_members"]
+        .as_object()
+        .unwrap();
+    assert!(since.values().all(|n| n == 1_500), "{set}");
+    assert_eq!(set["largest_without_checkpoint"]["movements_summed"], 30);
+    assert_eq!(lines[10]["exceptions"]["missing_in_ledger"], 10);
 
     let written = std::fs::read_to_string(&results).unwrap();
     assert_eq!(written, stdout, "the results file holds the same lines");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test]
+async fn api_transfers_with_every_wallet_in_one_set_checks_the_sets_total() {
+    let (name, url) = bench_database();
+    let dir = std::env::temp_dir().join(format!("wl-bench-test-{}", uuid::Uuid::new_v4().simple()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let results = dir.join("results.jsonl");
+    let output = Command::new(bin())
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .args(["bench", "api-transfers", "--wallets-in-set"])
+        .args(["--bench-database-url", &url])
+        .args([
+            "--accounts",
+            "40",
+            "--connections",
+            "4",
+            "--requests",
+            "200",
+        ])
+        .arg("--results")
+        .arg(&results)
+        .env("RUST_LOG", "warn")
+        .env_remove("BENCH_DATABASE_URL")
+        .kill_on_drop(true)
+        .output()
+        .await
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    drop_database(&name).await;
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "stdout:\n{stdout}\nstderr:\n{stderr}"
+    );
+    let line: Value = serde_json::from_str(stdout.trim()).unwrap();
+    assert_eq!(line["scenario"], "api-transfers", "{line}");
+    assert_eq!(line["check"], "passed", "{line}");
+    assert_eq!(line["wallets_in_set"], true, "{line}");
+    assert!(
+        line["member_adds_per_second"].as_f64().unwrap() > 0.0,
+        "{line}"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 
