@@ -89,6 +89,31 @@ post /v1/payments '{"id": "0b7e1a52-6f0d-4c55-9f4e-2a1c3d5e7f0d", "account": "al
 post /v1/transfers '{"id": "0b7e1a52-6f0d-4c55-9f4e-2a1c3d5e7f04", "from": "alice", "to": "bob", "amount": 2000, "status": "pending"}'
 post /v1/transfers '{"id": "0b7e1a52-6f0d-4c55-9f4e-2a1c3d5e7f0c", "from": "alice", "to": "bob", "amount": 500, "status": "pending"}'
 
+# The account sets the toml's dictionaries name, each with members in its own currency: the
+# document's example set (created as its example creates it) with its example member, carol
+# (made as the account example makes her), and another riyal wallet; a dollar set of two dollar
+# wallets, itself a member of a second dollar set. Their wallets move no money in the run: a
+# limit on a set holds every wallet in it, and the run puts limits on sets it finds in earlier
+# answers (`team-eu` among them), which would refuse the transfers of alice or st-w1 for the
+# rest of the run. A set of its own, without members, has a limit of a known id (for
+# `DELETE .../limits/{limit_id}`; a repeat answers the same).
+post /v1/accounts '{"id": "carol", "currency": "SAR", "type": "wallet", "metadata": {"customer": "c-7"}}'
+post /v1/accounts '{"id": "st-m-sar", "currency": "SAR", "type": "wallet"}'
+post /v1/accounts '{"id": "st-m-usd1", "currency": "USD", "type": "wallet"}'
+post /v1/accounts '{"id": "st-m-usd2", "currency": "USD", "type": "wallet"}'
+post /v1/payments '{"id": "5c1a0000-0000-4000-8000-000000000300", "account": "st-m-usd1", "amount": 4200, "currency": "USD", "provider": "st-bank"}'
+post /v1/account-sets '{"id": "team-eu", "currency": "SAR", "metadata": {"region": "eu"}}'
+post /v1/account-sets '{"id": "st-set-sar", "currency": "SAR"}'
+post /v1/account-sets '{"id": "st-set-usd", "currency": "USD"}'
+post /v1/account-sets '{"id": "st-set-top", "currency": "USD", "metadata": {"level": "top"}}'
+post /v1/account-sets '{"id": "st-set-lim", "currency": "USD"}'
+post /v1/account-sets/team-eu/members '{"type": "account", "id": "carol"}'
+post /v1/account-sets/st-set-sar/members '{"type": "account", "id": "st-m-sar"}'
+post /v1/account-sets/st-set-usd/members '{"type": "account", "id": "st-m-usd1"}'
+post /v1/account-sets/st-set-usd/members '{"type": "account", "id": "st-m-usd2"}'
+post /v1/account-sets/st-set-top/members '{"type": "set", "id": "st-set-usd"}'
+post /v1/account-sets/st-set-lim/limits '{"id": "5c1a0000-0000-4000-8000-000000000301", "direction": "debit", "window_seconds": 3600, "amount": 100000}'
+
 # Webhook deliveries, made by the real dispatcher: `outbox` runs until the seeded transactions'
 # events are fanned out to the webhook (its first attempts to 127.0.0.1:9 fail and are retried
 # later: the deliveries stay pending), then stops; the server itself runs with --no-outbox.

@@ -66,7 +66,7 @@ pub async fn create(
     created(store::create(&mut conn, &new).await?)
 }
 
-#[utoipa::path(get, path = "/v1/account-sets/{id}", tag = "account sets", operation_id = "get_account_set", params(("id" = String, Path), AccountQuery),
+#[utoipa::path(get, path = "/v1/account-sets/{id}", tag = "account sets", operation_id = "get_account_set", params(("id" = String, Path, example = "team-eu"), AccountQuery),
     responses((status = 200, description = "the set with its balances: sums over the wallets that count in it (posted only, at `as_of`)", body = SetView),
         (status = 400, description = "invalid_query", body = Problem, content_type = "application/problem+json"),
         (status = 404, body = Problem, content_type = "application/problem+json"),
@@ -116,7 +116,7 @@ pub struct AddMemberRequest {
 }
 
 #[utoipa::path(post, path = "/v1/account-sets/{id}/members", tag = "account sets", operation_id = "add_account_set_member", request_body = AddMemberRequest,
-    params(("id" = String, Path)),
+    params(("id" = String, Path, example = "team-eu")),
     responses(
         (status = 201, description = "added: the member's wallets count in the set (and in every set above it) from now on, with their balances of now", body = MemberView),
         (status = 200, description = "already a member: nothing changed", body = MemberView),
@@ -146,7 +146,7 @@ pub async fn add_member(
 }
 
 #[utoipa::path(delete, path = "/v1/account-sets/{id}/members/{member}", tag = "account sets", operation_id = "remove_account_set_member",
-    params(("id" = String, Path), ("member" = String, Path, description = "`account:<id>` or `set:<id>`", pattern = "^(account|set):[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$")),
+    params(("id" = String, Path, example = "team-eu"), ("member" = String, Path, description = "`account:<id>` or `set:<id>`", pattern = "^(account|set):[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$", example = "account:carol")),
     responses(
         (status = 204, description = "not a member (any more): its wallets no longer count in the set, from now on; a repeat answers the same"),
         (status = 404, body = Problem, content_type = "application/problem+json"),
@@ -183,7 +183,7 @@ pub struct MembersQuery {
 }
 
 #[utoipa::path(get, path = "/v1/account-sets/{id}/members", tag = "account sets", operation_id = "list_account_set_members",
-    params(("id" = String, Path), MembersQuery),
+    params(("id" = String, Path, example = "team-eu"), MembersQuery),
     responses((status = 200, description = "the set's direct members (wallets and sets) in reference order", body = Page<MemberView>),
         (status = 400, description = "invalid_query", body = Problem, content_type = "application/problem+json"),
         (status = 404, body = Problem, content_type = "application/problem+json")))]

@@ -2332,6 +2332,7 @@ export interface operations {
             };
             header?: never;
             path: {
+                /** @example team-eu */
                 id: string;
             };
             cookie?: never;
@@ -2584,6 +2585,7 @@ export interface operations {
             };
             header?: never;
             path: {
+                /** @example team-eu */
                 id: string;
             };
             cookie?: never;
@@ -2632,6 +2634,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
+                /** @example team-eu */
                 id: string;
             };
             cookie?: never;
@@ -2717,8 +2720,12 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
+                /** @example team-eu */
                 id: string;
-                /** @description `account:<id>` or `set:<id>` */
+                /**
+                 * @description `account:<id>` or `set:<id>`
+                 * @example account:carol
+                 */
                 member: string;
             };
             cookie?: never;
