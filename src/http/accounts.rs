@@ -130,6 +130,24 @@ pub struct AccountQuery {
     pub time: Option<AsOfTime>,
 }
 
+impl AccountQuery {
+    /// The moment asked for and the clock it is read on; `time` without `as_of` is 400.
+    pub(super) fn asked(&self) -> Result<Option<(DateTime<Utc>, TimeAxis)>> {
+        if self.time.is_some() && self.as_of.is_none() {
+            return Err(ApiError::query(
+                "/time",
+                "not_applicable",
+                "time chooses the clock of as_of: give as_of too",
+            ));
+        }
+        let axis = match self.time {
+            None | Some(AsOfTime::Ledger) => TimeAxis::Ledger,
+            Some(AsOfTime::Effective) => TimeAxis::Effective,
+        };
+        Ok(self.as_of.map(|t| (t, axis)))
+    }
+}
+
 /// `time` of an `as_of` read.
 #[derive(Debug, Clone, Copy, Deserialize, ToSchema)]
 #[serde(rename_all = "lowercase")]
@@ -146,20 +164,10 @@ pub async fn get(
     PathParam(id): PathParam,
     QueryParams(query): QueryParams<AccountQuery>,
 ) -> Result<Response> {
+    let asked = query.asked()?;
     let mut conn = state.pool.acquire().await?;
     let db = &mut state.store.on(&mut conn);
-    let axis = match query.time {
-        None | Some(AsOfTime::Ledger) => TimeAxis::Ledger,
-        Some(AsOfTime::Effective) => TimeAxis::Effective,
-    };
-    if query.time.is_some() && query.as_of.is_none() {
-        return Err(ApiError::query(
-            "/time",
-            "not_applicable",
-            "time chooses the clock of as_of: give as_of too",
-        ));
-    }
-    let (account, balances, as_of) = accounts::read(db, &id, query.as_of.map(|t| (t, axis)))
+    let (account, balances, as_of) = accounts::read(db, &id, asked)
         .await?
         .ok_or_else(|| ApiError::NotFound(format!("account {id}")))?;
     json(StatusCode::OK, &account.view(balances, as_of))

@@ -3,13 +3,13 @@
 //! past moment.
 
 use super::AppState;
-use super::accounts::{AccountQuery, AsOfTime, PageQuery, id_and_currency, next_key_cursor};
+use super::accounts::{AccountQuery, PageQuery, id_and_currency, next_key_cursor};
 use super::error::{ApiError, Result};
 use super::extract::{IdempotencyKey, JsonBody, PathPair, PathParam, QueryParams};
 use super::problem::Problem;
 use super::responses::{created, json};
 use super::validate;
-use crate::ledger::accounts::{TimeAxis, final_instant};
+use crate::ledger::accounts::final_instant;
 use crate::ledger::sets::Member;
 use crate::ledger::sets::membership::{self, MembershipError};
 use crate::ledger::sets::store::{self, MemberKind, MemberView, NewSet, SetView};
@@ -76,30 +76,20 @@ pub async fn get(
     PathParam(id): PathParam,
     QueryParams(query): QueryParams<AccountQuery>,
 ) -> Result<Response> {
-    if query.time.is_some() && query.as_of.is_none() {
-        return Err(ApiError::query(
-            "/time",
-            "not_applicable",
-            "time chooses the clock of as_of: give as_of too",
-        ));
-    }
-    let axis = match query.time {
-        None | Some(AsOfTime::Ledger) => TimeAxis::Ledger,
-        Some(AsOfTime::Effective) => TimeAxis::Effective,
-    };
+    let asked = query.asked()?;
     let mut conn = state.pool.acquire().await?;
     // The horizon is read before the snapshot is taken, as for an account.
-    let as_of = match query.as_of {
-        Some(asked) => {
+    let as_of = match asked {
+        Some((at, axis)) => {
             let horizon = reads::final_horizon(&mut state.store.on(&mut conn)).await?;
-            Some(final_instant(asked, horizon))
+            Some((final_instant(at, horizon), axis))
         }
         None => None,
     };
-    let (set, balances) = store::read(&mut conn, &id, as_of.map(|t| (t, axis)))
+    let (set, balances) = store::read(&mut conn, &id, as_of)
         .await?
         .ok_or_else(|| ApiError::NotFound(format!("account set {id}")))?;
-    json(StatusCode::OK, &set.view(balances, as_of))
+    json(StatusCode::OK, &set.view(balances, as_of.map(|(at, _)| at)))
 }
 
 #[derive(Debug, Deserialize, Validate, ToSchema)]
