@@ -5,14 +5,15 @@
 //! same code runs on both engines.
 
 use super::invariants::{Check, Finding, MAX_FINDINGS_PER_CHECK};
-use crate::ledger::sets::{self, Counted};
+use crate::ledger::sets::{self, Counted, membership};
 use crate::ledger::store::{Db, reads};
 use sqlx::PgConnection;
 use std::collections::{BTreeSet, HashMap};
 
 pub async fn check(db: &mut Db<'_>) -> Result<Vec<Finding>, sqlx::Error> {
-    let stored = stored_pairs(db.conn()).await?;
-    let mut findings = membership_findings(&stored, &implied_pairs(db.conn()).await?);
+    let stored = membership::stored_pairs(db.conn(), None).await?;
+    let implied = membership::implied_pairs(db.conn(), None).await?;
+    let mut findings = membership_findings(&stored, &implied);
     let pairs: Vec<Counted> = stored.into_iter().collect();
     let wallets: Vec<String> = pairs
         .iter()
@@ -68,33 +69,6 @@ fn membership_findings(stored: &BTreeSet<Counted>, implied: &BTreeSet<Counted>) 
         .difference(stored)
         .map(|p| finding(p, "by its memberships, but is not counted there"));
     extra.chain(missing).collect()
-}
-
-async fn stored_pairs(conn: &mut PgConnection) -> Result<BTreeSet<Counted>, sqlx::Error> {
-    Ok(
-        sqlx::query!("select account_id, set_id from account_set_closure")
-            .fetch_all(conn)
-            .await?
-            .into_iter()
-            .map(|r| (r.account_id, r.set_id))
-            .collect(),
-    )
-}
-
-async fn implied_pairs(conn: &mut PgConnection) -> Result<BTreeSet<Counted>, sqlx::Error> {
-    Ok(sqlx::query!(
-        r#"with recursive up(account_id, set_id) as (
-               select account_id, set_id from account_set_accounts
-               union
-               select up.account_id, c.set_id
-               from up join account_set_children c on c.child_id = up.set_id)
-           select account_id as "account_id!", set_id as "set_id!" from up"#
-    )
-    .fetch_all(conn)
-    .await?
-    .into_iter()
-    .map(|r| (r.account_id, r.set_id))
-    .collect())
 }
 
 struct StoredTotals {

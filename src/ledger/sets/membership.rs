@@ -276,8 +276,8 @@ async fn wallets_under(conn: &mut PgConnection, set: &str) -> Result<Vec<String>
 /// Brings the stored pairs of `wallets` to what the (already changed) graph implies: each
 /// wallet that joins or leaves a set is locked, and its balances of that moment written.
 async fn sync_closure(db: &mut Db<'_>, wallets: &[String]) -> Result<(), StoreError> {
-    let before = stored_pairs(db.conn(), wallets).await?;
-    let after = implied_pairs(db.conn(), wallets).await?;
+    let before = stored_pairs(db.conn(), Some(wallets)).await?;
+    let after = implied_pairs(db.conn(), Some(wallets)).await?;
     let change = ClosureChange::between(&before, &after);
     if change.is_empty() {
         return Ok(());
@@ -303,13 +303,15 @@ async fn sync_closure(db: &mut Db<'_>, wallets: &[String]) -> Result<(), StoreEr
     Ok(())
 }
 
-async fn stored_pairs(
+/// The stored (wallet, set) pairs of `wallets`, or of every wallet (`None`: `verify`).
+pub(crate) async fn stored_pairs(
     conn: &mut PgConnection,
-    wallets: &[String],
+    wallets: Option<&[String]>,
 ) -> Result<BTreeSet<Counted>, sqlx::Error> {
     Ok(sqlx::query!(
-        "select account_id, set_id from account_set_closure where account_id = any($1)",
-        wallets
+        "select account_id, set_id from account_set_closure
+         where $1::text[] is null or account_id = any($1)",
+        wallets as Option<&[String]>
     )
     .fetch_all(conn)
     .await?
@@ -318,20 +320,21 @@ async fn stored_pairs(
     .collect())
 }
 
-/// The pairs the graph implies for `wallets`: each set a wallet is a direct member of, and
-/// every set above those.
-async fn implied_pairs(
+/// The pairs the graph implies for `wallets` (or for every wallet, `None`): each set a wallet
+/// is a direct member of, and every set above those.
+pub(crate) async fn implied_pairs(
     conn: &mut PgConnection,
-    wallets: &[String],
+    wallets: Option<&[String]>,
 ) -> Result<BTreeSet<Counted>, sqlx::Error> {
     Ok(sqlx::query!(
         r#"with recursive up(account_id, set_id) as (
-               select account_id, set_id from account_set_accounts where account_id = any($1)
+               select account_id, set_id from account_set_accounts
+               where $1::text[] is null or account_id = any($1)
                union
                select up.account_id, c.set_id
                from up join account_set_children c on c.child_id = up.set_id)
            select account_id as "account_id!", set_id as "set_id!" from up"#,
-        wallets
+        wallets as Option<&[String]>
     )
     .fetch_all(conn)
     .await?
