@@ -238,7 +238,7 @@ CREATE TABLE public.account_limits (
 
 CREATE TABLE public.account_monitors (
     id uuid NOT NULL,
-    account_id text NOT NULL,
+    account_id text,
     currency text NOT NULL,
     field text NOT NULL,
     operator text NOT NULL,
@@ -252,9 +252,11 @@ CREATE TABLE public.account_monitors (
     last_transaction_id uuid,
     last_before jsonb,
     last_after jsonb,
+    set_id text,
     CONSTRAINT account_monitors_currency_check CHECK ((currency ~ '^[A-Z]{3}$'::text)),
     CONSTRAINT account_monitors_field_check CHECK ((field = ANY (ARRAY['posted'::text, 'available'::text, 'pending_out'::text]))),
     CONSTRAINT account_monitors_operator_check CHECK ((operator = ANY (ARRAY['lt'::text, 'lte'::text, 'gt'::text, 'gte'::text]))),
+    CONSTRAINT account_monitors_owner_check CHECK (((account_id IS NULL) <> (set_id IS NULL))),
     CONSTRAINT account_monitors_value_check CHECK (((value >= '-9007199254740991'::bigint) AND (value <= '9007199254740991'::bigint)))
 );
 
@@ -364,6 +366,7 @@ CREATE TABLE public.account_sets (
     creation_response text NOT NULL,
     created_at timestamp with time zone NOT NULL,
     has_limits boolean DEFAULT false NOT NULL,
+    has_monitors boolean DEFAULT false NOT NULL,
     CONSTRAINT account_sets_currency_check CHECK ((currency ~ '^[A-Z]{3}$'::text)),
     CONSTRAINT account_sets_id_check CHECK ((id ~ '^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$'::text)),
     CONSTRAINT account_sets_metadata_check CHECK ((jsonb_typeof(metadata) = 'object'::text))
@@ -1091,6 +1094,13 @@ CREATE INDEX account_monitors_account ON public.account_monitors USING btree (ac
 
 
 --
+-- Name: account_monitors_set; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX account_monitors_set ON public.account_monitors USING btree (set_id) WHERE (deleted_at IS NULL);
+
+
+--
 -- Name: account_set_children_child; Type: INDEX; Schema: public; Owner: -
 --
 
@@ -1421,6 +1431,14 @@ ALTER TABLE ONLY public.account_limits
 
 ALTER TABLE ONLY public.account_monitors
     ADD CONSTRAINT account_monitors_account_id_fkey FOREIGN KEY (account_id) REFERENCES public.accounts(id);
+
+
+--
+-- Name: account_monitors account_monitors_set_id_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.account_monitors
+    ADD CONSTRAINT account_monitors_set_id_fkey FOREIGN KEY (set_id) REFERENCES public.account_sets(id);
 
 
 --

@@ -96,7 +96,8 @@ post /v1/transfers '{"id": "0b7e1a52-6f0d-4c55-9f4e-2a1c3d5e7f0c", "from": "alic
 # limit on a set holds every wallet in it, and the run puts limits on sets it finds in earlier
 # answers (`team-eu` among them), which would refuse the transfers of alice or st-w1 for the
 # rest of the run. A set of its own, without members, has a limit of a known id (for
-# `DELETE .../limits/{limit_id}`; a repeat answers the same).
+# `DELETE .../limits/{limit_id}`; a repeat answers the same); the top dollar set has a monitor
+# of a known id (for `GET`/`DELETE .../monitors/{monitor_id}`).
 post /v1/accounts '{"id": "carol", "currency": "SAR", "type": "wallet", "metadata": {"customer": "c-7"}}'
 post /v1/accounts '{"id": "st-m-sar", "currency": "SAR", "type": "wallet"}'
 post /v1/accounts '{"id": "st-m-usd1", "currency": "USD", "type": "wallet"}'
@@ -113,6 +114,7 @@ post /v1/account-sets/st-set-usd/members '{"type": "account", "id": "st-m-usd1"}
 post /v1/account-sets/st-set-usd/members '{"type": "account", "id": "st-m-usd2"}'
 post /v1/account-sets/st-set-top/members '{"type": "set", "id": "st-set-usd"}'
 post /v1/account-sets/st-set-lim/limits '{"id": "5c1a0000-0000-4000-8000-000000000301", "direction": "debit", "window_seconds": 3600, "amount": 100000}'
+post /v1/account-sets/st-set-top/monitors '{"id": "5c1a0000-0000-4000-8000-000000000302", "field": "available", "operator": "lt", "value": 1000}'
 
 # Webhook deliveries, made by the real dispatcher: `outbox` runs until the seeded transactions'
 # events are fanned out to the webhook (its first attempts to 127.0.0.1:9 fail and are retried

@@ -159,10 +159,7 @@ fn canonical_request(owner: &Owner, limit: &VelocityLimit) -> serde_json::Value 
         "count": count,
     });
     // A wallet's limit keeps the form it was first stored in (its retries compare with it).
-    let (field, id) = match owner {
-        Owner::Account(id) => ("account_id", id),
-        Owner::Set(id) => ("set_id", id),
-    };
+    let (field, id) = owner.request_key();
     request[field] = json!(id);
     request
 }

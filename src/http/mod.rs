@@ -136,6 +136,14 @@ pub fn app(state: AppState) -> Router {
             post(limits::create_on_set).get(limits::list_on_set),
         )
         .route("/v1/account-sets/{id}/limits/{limit_id}", delete(limits::delete_on_set))
+        .route(
+            "/v1/account-sets/{id}/monitors",
+            post(monitors::create_on_set).get(monitors::list_on_set),
+        )
+        .route(
+            "/v1/account-sets/{id}/monitors/{monitor_id}",
+            get(monitors::get_on_set).delete(monitors::delete_on_set),
+        )
         .route("/v1/transactions", post(transactions::create).get(transactions::list))
         .route(
             BATCH_ROUTE,

@@ -16,37 +16,7 @@ pub const MAX_WINDOW_SECONDS: i32 = 31 * 24 * 60 * 60;
 /// Most limits one account may have: each is checked on every movement through it.
 pub const MAX_LIMITS_PER_ACCOUNT: i64 = 20;
 
-/// Who a limit holds: a wallet, or an account set (every movement of the wallets counted in
-/// it, summed: `ledger::sets`).
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Owner {
-    Account(String),
-    Set(String),
-}
-
-impl Owner {
-    pub fn account(&self) -> Option<&str> {
-        match self {
-            Owner::Account(id) => Some(id),
-            Owner::Set(_) => None,
-        }
-    }
-
-    pub fn set(&self) -> Option<&str> {
-        match self {
-            Owner::Account(_) => None,
-            Owner::Set(id) => Some(id),
-        }
-    }
-
-    /// How answers name it: `account carol`, `account set family`.
-    pub fn label(&self) -> String {
-        match self {
-            Owner::Account(id) => format!("account {id}"),
-            Owner::Set(id) => format!("account set {id}"),
-        }
-    }
-}
+pub use super::owner::Owner;
 
 /// Which movements a limit counts.
 #[derive(

@@ -18,6 +18,7 @@ pub mod journal;
 pub mod limits;
 pub mod money;
 pub mod monitors;
+pub mod owner;
 pub mod posting;
 pub mod replay_cache;
 pub mod reversals;

@@ -1,10 +1,13 @@
-//! Balance monitors: a condition on a wallet's `posted`, `available` or `pending_out` balance
-//! that fires once when a change makes it true, and re-arms when a later change makes it false
-//! (docs/api.md, Balance monitors). This module is the rule, pure: what a condition is, and
-//! which changes of a sequence of balance states cross it. The posting transaction and a
-//! hold's capture or void load a monitored wallet's monitors after its lock, follow its
-//! balances through every change they make, and write each [`Firing`] with the change.
+//! Balance monitors: a condition on a wallet's (or an account set's) `posted`, `available` or
+//! `pending_out` balance that fires once when a change makes it true, and re-arms when a later
+//! change makes it false (docs/api.md, Balance monitors). This module is the rule, pure: what
+//! a condition is, and which changes of a sequence of balance states cross it. The posting
+//! transaction and a hold's capture or void load the monitors of their monitored wallets (and
+//! of the monitored sets those wallets count in, locked after them) into [`Watches`], follow
+//! the balances through every change they make, and write each [`Firing`] with the change.
 
+use super::owner::Owner;
+use std::collections::{BTreeMap, HashMap};
 use uuid::Uuid;
 
 pub mod store;
@@ -92,6 +95,17 @@ impl Balances {
         self.posted - self.pending_out
     }
 
+    /// These balances moved by one wallet's change from `before` to `after`: how a set's
+    /// balances follow its wallets'. Saturating: a set's sum may pass any wallet's range.
+    pub fn moved_by(&self, before: &Balances, after: &Balances) -> Balances {
+        let moved = |total: i64, from: i64, to: i64| total.saturating_add(to - from);
+        Balances {
+            posted: moved(self.posted, before.posted, after.posted),
+            pending_in: moved(self.pending_in, before.pending_in, after.pending_in),
+            pending_out: moved(self.pending_out, before.pending_out, after.pending_out),
+        }
+    }
+
     pub fn get(&self, field: Field) -> i64 {
         match field {
             Field::Posted => self.posted,
@@ -153,14 +167,16 @@ pub struct Monitor {
 pub struct Firing {
     pub monitor: Uuid,
     pub condition: Condition,
-    pub account: String,
+    /// The wallet or the account set whose balances crossed.
+    pub owner: Owner,
     pub currency: String,
     pub transaction_id: Uuid,
     pub before: Balances,
     pub after: Balances,
 }
 
-/// A monitored wallet's monitors, evaluated on each change of its balances in one pass.
+/// A monitored wallet's (or set's) monitors, evaluated on each change of its balances in one
+/// pass.
 #[derive(Debug, Clone, Default)]
 pub struct Watch {
     pub currency: String,
@@ -168,10 +184,10 @@ pub struct Watch {
 }
 
 impl Watch {
-    /// The firings of one change of `account`'s balances by `transaction_id`.
+    /// The firings of one change of `owner`'s balances by `transaction_id`.
     pub fn change(
         &self,
-        account: &str,
+        owner: &Owner,
         transaction_id: Uuid,
         before: Balances,
         after: Balances,
@@ -182,13 +198,81 @@ impl Watch {
             .map(|m| Firing {
                 monitor: m.id,
                 condition: m.condition,
-                account: account.to_owned(),
+                owner: owner.clone(),
                 currency: self.currency.clone(),
                 transaction_id,
                 before,
                 after,
             })
             .collect()
+    }
+}
+
+/// A monitored set's monitors and its balances as the pass has left them so far: read under
+/// the set's lock, then moved by every change of its wallets the pass makes.
+#[derive(Debug, Clone, Default)]
+pub struct SetWatch {
+    pub watch: Watch,
+    pub balances: Balances,
+}
+
+/// One wallet's balances before and after one transaction's change of them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WalletChange {
+    pub wallet: String,
+    pub before: Balances,
+    pub after: Balances,
+}
+
+/// Everything a pass (a posting's, a capture's, a void's) evaluates: the monitors of its
+/// monitored wallets, and those of the monitored sets its wallets count in.
+#[derive(Debug, Clone, Default)]
+pub struct Watches {
+    pub wallets: HashMap<String, Watch>,
+    pub sets: BTreeMap<String, SetWatch>,
+    /// For each wallet of the pass that counts in a monitored set: those sets (keys of `sets`).
+    pub sets_of: HashMap<String, Vec<String>>,
+}
+
+impl Watches {
+    pub fn is_empty(&self) -> bool {
+        self.wallets.is_empty() && self.sets.is_empty()
+    }
+
+    /// Whether a change of this wallet's balances is evaluated: it has monitors, or counts in
+    /// a set that has.
+    pub fn watches(&self, wallet: &str) -> bool {
+        self.wallets.contains_key(wallet) || self.sets_of.contains_key(wallet)
+    }
+
+    /// The firings of one transaction's changes, one per wallet it changed: each wallet's
+    /// monitors on its own balances before and after; then each set's monitors on the set's
+    /// balances before and after all of its wallets' changes (one transaction is one change of
+    /// the set, however many of its wallets it moves), which the set keeps for the next.
+    pub fn change(&mut self, transaction_id: Uuid, changes: &[WalletChange]) -> Vec<Firing> {
+        let mut firings = Vec::new();
+        let mut moved: BTreeMap<&str, Balances> = BTreeMap::new();
+        for c in changes {
+            if let Some(watch) = self.wallets.get(&c.wallet) {
+                let owner = Owner::Account(c.wallet.clone());
+                firings.extend(watch.change(&owner, transaction_id, c.before, c.after));
+            }
+            for set in self.sets_of.get(&c.wallet).into_iter().flatten() {
+                let Some(watched) = self.sets.get(set) else {
+                    continue;
+                };
+                let total = moved.entry(set).or_insert(watched.balances);
+                *total = total.moved_by(&c.before, &c.after);
+            }
+        }
+        for (set, after) in moved {
+            let watched = self.sets.get_mut(set).expect("moved sets are watched");
+            let owner = Owner::Set(set.to_owned());
+            let before = watched.balances;
+            firings.extend(watched.watch.change(&owner, transaction_id, before, after));
+            watched.balances = after;
+        }
+        firings
     }
 }
 

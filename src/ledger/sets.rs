@@ -90,6 +90,16 @@ impl ClosureChange {
             .collect();
         wallets.into_iter().cloned().collect()
     }
+
+    /// The sets whose wallets change, sorted and once each: locked after the wallets, as a
+    /// posting locks the sets with rules, so that a set's limits and monitors see a join or a
+    /// leave wholly before or wholly after a change of its wallets.
+    pub fn sets(&self) -> Vec<String> {
+        let sets: BTreeSet<&String> = (self.joined.iter().chain(&self.left))
+            .map(|(_, set)| set)
+            .collect();
+        sets.into_iter().cloned().collect()
+    }
 }
 
 /// Whether adding `child` under `parent` would make a set contain itself: `descendants` are

@@ -46,6 +46,7 @@ mod schema;
 mod search;
 mod search_plans;
 mod security;
+mod set_monitors;
 mod sets;
 mod snapshots;
 mod transaction_events;

@@ -355,6 +355,19 @@ fn plausible(method: &Method, template: &str, f: &Fixtures) -> (String, Option<V
             None,
             404,
         ),
+        ("GET", "/v1/account-sets/{id}/monitors") => {
+            ("/v1/account-sets/no-set/monitors".into(), None, 404)
+        }
+        ("POST", "/v1/account-sets/{id}/monitors") => (
+            "/v1/account-sets/no-set/monitors".into(),
+            Some(json!({"id": Uuid::new_v4(), "field": "posted", "operator": "lt", "value": 0})),
+            404,
+        ),
+        ("GET" | "DELETE", "/v1/account-sets/{id}/monitors/{monitor_id}") => (
+            format!("/v1/account-sets/no-set/monitors/{}", Uuid::nil()),
+            None,
+            404,
+        ),
         ("GET", "/v1/account-sets/{id}") => ("/v1/account-sets/no-set".into(), None, 404),
         ("GET", "/v1/account-sets/{id}/members") => {
             ("/v1/account-sets/no-set/members".into(), None, 404)

@@ -55,6 +55,8 @@ mod reconcile;
 mod reversals;
 #[path = "../api/search.rs"]
 mod search;
+#[path = "../api/set_monitors.rs"]
+mod set_monitors;
 #[path = "../api/sets.rs"]
 mod sets;
 #[path = "../api/snapshots.rs"]

@@ -5,7 +5,7 @@ use super::Action;
 use super::load::{HeldLeg, LoadedHold, LockedWallets};
 use crate::ledger::compare;
 use crate::ledger::money::Amount;
-use crate::ledger::monitors::{Balances, Firing, Watch};
+use crate::ledger::monitors::{Balances, Firing, WalletChange, Watches};
 use crate::ledger::posting::{NewEntry, WalletState, balances, ledger_time};
 use crate::ledger::transactions::TransactionStatus;
 use crate::problem::FieldError;
@@ -212,32 +212,36 @@ pub(crate) fn released(before: Balances, legs: &[HeldLeg], account: &str) -> Bal
         })
 }
 
-/// The firings of a capture: each monitored wallet's balances before it (`states`, as
-/// locked) and after it (the hold released, the captured entry posted).
+/// The firings of a capture: each watched wallet's balances before it (`states`, as locked)
+/// and after it (the hold released, the captured entries posted), evaluated on the wallets'
+/// monitors and on their monitored sets'.
 pub(crate) fn capture_firings(
     transaction_id: uuid::Uuid,
     hold_legs: &[HeldLeg],
     before: &std::collections::HashMap<String, WalletState>,
     entries: &[NewEntry],
-    watches: &std::collections::HashMap<String, Watch>,
+    watches: &mut Watches,
 ) -> Vec<Firing> {
-    let mut firings = Vec::new();
-    for (id, watch) in watches {
-        let Some(state) = before.get(id) else {
-            continue;
-        };
-        let before = balances(state);
-        let mut after = released(before, hold_legs, id);
-        if let Some(posted) = entries
-            .iter()
-            .filter(|e| e.account == *id)
-            .find_map(|e| e.balance_after)
-        {
-            after.posted = posted.minor_units();
-        }
-        firings.extend(watch.change(id, transaction_id, before, after));
-    }
-    firings
+    let mut wallets: Vec<&String> = before.keys().filter(|id| watches.watches(id)).collect();
+    wallets.sort();
+    let changes: Vec<WalletChange> = wallets
+        .into_iter()
+        .map(|id| {
+            let before = balances(&before[id]);
+            let mut after = released(before, hold_legs, id);
+            let posted =
+                (entries.iter().filter(|e| e.account == *id)).filter_map(|e| e.balance_after);
+            if let Some(posted) = posted.last() {
+                after.posted = posted.minor_units();
+            }
+            WalletChange {
+                wallet: id.clone(),
+                before,
+                after,
+            }
+        })
+        .collect();
+    watches.change(transaction_id, &changes)
 }
 
 #[cfg(test)]

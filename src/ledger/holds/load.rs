@@ -4,14 +4,16 @@
 use crate::db::StoreError;
 use crate::ledger::accounts::AccountType;
 use crate::ledger::money::{Amount, Currency};
-use crate::ledger::monitors::{self, Balances, Watch};
-use crate::ledger::posting::{LockedAccount, SystemLocks, WalletState, balances, monitored};
+use crate::ledger::monitors::{self, Balances, Watches};
+use crate::ledger::posting::{
+    RuledSets, SystemLocks, WalletState, balances, in_sets, lock_ruled_sets, monitored,
+};
 use crate::ledger::store::{Db, locks, reads};
 use crate::ledger::transactions::{TransactionStatus, credited_total_in};
 use crate::ledger::views::LegView;
 use serde_json::Value;
 use sqlx::PgConnection;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use uuid::Uuid;
 
 /// One leg of a hold as requested: signed like an entry.
@@ -128,12 +130,12 @@ pub(crate) enum LockedWallets {
 /// states. Funds are not read: the hold reserved them. Expiry is checked again once the
 /// wallets are locked, with the clock at that moment: a writer that already treated the hold
 /// as expired (and spent what it reserved) held these locks first, so the capture must see
-/// the expiry too.
+/// the expiry too. Then the monitored sets its wallets count in are locked, after them.
 pub(super) async fn lock_wallets(
     db: &mut Db<'_>,
     id: Uuid,
     legs: &[HeldLeg],
-) -> Result<(LockedWallets, HashMap<String, Watch>, Vec<String>), StoreError> {
+) -> Result<(LockedWallets, Watches, Vec<String>), StoreError> {
     let mut ids: Vec<String> = legs.iter().map(|l| l.account.clone()).collect();
     ids.sort();
     let shared = SystemLocks::Shared;
@@ -146,7 +148,7 @@ pub(super) async fn lock_wallets(
     .fetch_one(db.conn())
     .await?;
     if expired {
-        return Ok((LockedWallets::Expired, HashMap::new(), in_sets));
+        return Ok((LockedWallets::Expired, Watches::default(), in_sets));
     }
     let wallets: Vec<String> = locked
         .values()
@@ -154,45 +156,41 @@ pub(super) async fn lock_wallets(
         .map(|a| a.id.clone())
         .collect();
     let states = reads::wallet_states(db, &wallets).await?;
-    let watches = monitors::store::watches_of(db.conn(), &monitored(&locked)).await?;
+    let ruled = lock_ruled_sets(db, &in_sets, RuledSets::Monitored).await?;
+    let watches = monitors::store::watches(db.conn(), &monitored(&locked), &ruled).await?;
     Ok((LockedWallets::Ready(states), watches, in_sets))
 }
 
-/// The wallets among `locked` that count in account sets.
-fn in_sets(locked: &BTreeMap<String, LockedAccount>) -> Vec<String> {
-    locked
-        .values()
-        .filter(|a| a.in_sets && a.kind == AccountType::Wallet)
-        .map(|a| a.id.clone())
-        .collect()
-}
-
-/// A void's accounts, locked as a capture locks them: a void changes what its wallets
-/// reserve, which their monitors and the sets they count in read, and a wallet joining a set
-/// copies its open holds under this same lock. Returns the monitored wallets with their
-/// balances and monitors, and the wallets that count in sets.
+/// A void's accounts, locked as a capture locks them (and the monitored sets they count in,
+/// after them): a void changes what its wallets reserve, which their monitors and the sets
+/// they count in read, and a wallet joining a set copies its open holds under this same lock.
+/// Returns the watched wallets with their balances, what watches them, and the wallets that
+/// count in sets.
 pub(super) async fn lock_for_void(
     db: &mut Db<'_>,
     legs: &[HeldLeg],
-) -> Result<(Vec<(String, Balances, Watch)>, Vec<String>), StoreError> {
+) -> Result<(Vec<(String, Balances)>, Watches, Vec<String>), StoreError> {
     let mut ids: Vec<String> = legs.iter().map(|l| l.account.clone()).collect();
     ids.sort();
     ids.dedup();
     let locked = locks::lock_accounts(db, &ids, SystemLocks::Shared).await?;
     let in_sets = in_sets(&locked);
-    let monitored = monitored(&locked);
-    if monitored.is_empty() {
-        return Ok((Vec::new(), in_sets));
+    let ruled = lock_ruled_sets(db, &in_sets, RuledSets::Monitored).await?;
+    let watches = monitors::store::watches(db.conn(), &monitored(&locked), &ruled).await?;
+    let watched: Vec<String> = (locked.keys())
+        .filter(|id| watches.watches(id))
+        .cloned()
+        .collect();
+    if watched.is_empty() {
+        return Ok((Vec::new(), watches, in_sets));
     }
-    let states = reads::wallet_states(db, &monitored).await?;
-    let mut watches = monitors::store::watches_of(db.conn(), &monitored).await?;
-    let watched = monitored
+    let states = reads::wallet_states(db, &watched).await?;
+    let before = watched
         .into_iter()
         .filter_map(|id| {
             let before = balances(states.get(&id)?);
-            let watch = watches.remove(&id)?;
-            Some((id, before, watch))
+            Some((id, before))
         })
         .collect();
-    Ok((watched, in_sets))
+    Ok((before, watches, in_sets))
 }

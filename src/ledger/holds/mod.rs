@@ -204,19 +204,24 @@ pub async fn resolve_on(
         Decision::Invalid(error) => Ok(Resolution::Invalid(vec![error])),
         Decision::Expire => expire(db, id).await,
         Decision::Void { request } => {
-            let (watched, in_sets) = load::lock_for_void(db, &hold.legs).await?;
+            let (watched, mut watches, in_sets) = load::lock_for_void(db, &hold.legs).await?;
             let body = apply::void(db, id, hold.currency, &request, now).await?;
             apply::release(db.conn(), id, action, (&body, hold.currency), &[]).await?;
             if !in_sets.is_empty() {
                 bookkeeping::release_hold(db.conn(), id).await?;
             }
-            let firings: Vec<_> = watched
+            let changes: Vec<_> = watched
                 .into_iter()
-                .flat_map(|(account, before, watch)| {
-                    let after = decide::released(before, &hold.legs, &account);
-                    watch.change(&account, id, before, after)
+                .map(|(wallet, before)| {
+                    let after = decide::released(before, &hold.legs, &wallet);
+                    monitors::WalletChange {
+                        wallet,
+                        before,
+                        after,
+                    }
                 })
                 .collect();
+            let firings = watches.change(id, &changes);
             monitors::store::record_firings(db.conn(), &firings, now).await?;
             Ok(Resolution::Done { body })
         }
@@ -241,7 +246,7 @@ async fn capture_hold(
     capture: &Capture,
     now: DateTime<Utc>,
 ) -> Result<Resolution, StoreError> {
-    let (locked, watches, in_sets) = load::lock_wallets(db, id, &capture.legs).await?;
+    let (locked, mut watches, in_sets) = load::lock_wallets(db, id, &capture.legs).await?;
     let before = match &locked {
         load::LockedWallets::Ready(states) if !watches.is_empty() => states.clone(),
         _ => HashMap::new(),
@@ -266,7 +271,7 @@ async fn capture_hold(
     if !in_sets.is_empty() {
         apply::record_for_sets(db.conn(), id, &entries, &in_sets, ledger_time).await?;
     }
-    let firings = decide::capture_firings(id, &hold.legs, &before, &entries, &watches);
+    let firings = decide::capture_firings(id, &hold.legs, &before, &entries, &mut watches);
     monitors::store::record_firings(db.conn(), &firings, ledger_time).await?;
     Ok(Resolution::Done { body })
 }

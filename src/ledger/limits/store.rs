@@ -235,29 +235,6 @@ async fn remark_limited(conn: &mut PgConnection, owner: &Owner) -> Result<(), sq
     Ok(())
 }
 
-/// One statement per owner kind: on Citus `accounts` is distributed and `account_sets` is the
-/// coordinator's, which one statement may not read together.
-async fn owner_exists(conn: &mut PgConnection, owner: &Owner) -> Result<bool, sqlx::Error> {
-    match owner {
-        Owner::Account(id) => {
-            sqlx::query_scalar!(
-                r#"select exists (select 1 from accounts where id = $1) as "e!""#,
-                id
-            )
-            .fetch_one(conn)
-            .await
-        }
-        Owner::Set(id) => {
-            sqlx::query_scalar!(
-                r#"select exists (select 1 from account_sets where id = $1) as "e!""#,
-                id
-            )
-            .fetch_one(conn)
-            .await
-        }
-    }
-}
-
 /// The stored request and answer of a limit id, if it is taken (by any account).
 async fn stored_request(
     conn: &mut PgConnection,
@@ -284,7 +261,7 @@ pub async fn list(
     conn: &mut PgConnection,
     owner: &Owner,
 ) -> Result<Option<Vec<LimitView>>, StoreError> {
-    if !owner_exists(&mut *conn, owner).await? {
+    if !owner.exists(&mut *conn).await? {
         return Ok(None);
     }
     let rows = sqlx::query_as!(

@@ -1,11 +1,14 @@
-//! The rows of balance monitors: added, listed, read and deleted through the API, loaded by
-//! the write path under a monitored wallet's lock, and their firings recorded in the change's
-//! transaction. The statements are the same on both engines: `account_monitors` is a table of
-//! the coordinator on Citus (like the outbox and `account_limits`).
+//! The rows of balance monitors (of a wallet or of an account set): added, listed, read and
+//! deleted through the API, loaded by the write path under a monitored wallet's (or set's)
+//! lock, and their firings recorded in the change's transaction. The statements are the same
+//! on both engines: `account_monitors` and the set tables are tables of the coordinator on
+//! Citus (like the outbox and `account_limits`).
 
-use super::{Balances, Condition, Field, Firing, Monitor, Operator, Watch};
+use super::{Balances, Condition, Field, Firing, Monitor, Operator, SetWatch, Watch, Watches};
 use crate::db::StoreError;
 use crate::ledger::events::{self, EventType};
+use crate::ledger::owner::Owner;
+use crate::ledger::sets::bookkeeping::RuledSet;
 use crate::ledger::{Created, Outcome, audit, now_micros};
 use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
@@ -45,7 +48,7 @@ impl BalancesView {
     }
 }
 
-/// Whether a monitor's condition holds on the wallet's balances now.
+/// Whether a monitor's condition holds on its owner's balances now.
 #[derive(
     Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize, utoipa::ToSchema,
 )]
@@ -71,7 +74,10 @@ pub struct LastFiring {
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize, utoipa::ToSchema)]
 pub struct MonitorView {
     pub id: Uuid,
-    pub account_id: String,
+    /// The wallet it watches; `null` for a set's monitor.
+    pub account_id: Option<String>,
+    /// The account set it watches; `null` for a wallet's monitor.
+    pub set_id: Option<String>,
     pub field: Field,
     pub operator: Operator,
     /// In minor units of the account's currency.
@@ -94,7 +100,7 @@ pub struct MonitorView {
 /// A monitor to add, checked by the API.
 pub struct NewMonitor {
     pub id: Uuid,
-    pub account_id: String,
+    pub owner: Owner,
     pub condition: Condition,
     /// The request as understood, for idempotency.
     pub request: Value,
@@ -103,8 +109,9 @@ pub struct NewMonitor {
 /// Why a monitor was not added.
 #[derive(Debug)]
 pub enum AddError {
-    UnknownAccount,
-    /// The account already has [`super::MAX_MONITORS_PER_ACCOUNT`].
+    /// No such account, or no such set.
+    UnknownOwner,
+    /// The owner already has [`super::MAX_MONITORS_PER_ACCOUNT`].
     TooMany,
     Store(StoreError),
 }
@@ -117,7 +124,8 @@ impl From<sqlx::Error> for AddError {
 
 struct MonitorRow {
     id: Uuid,
-    account_id: String,
+    account_id: Option<String>,
+    set_id: Option<String>,
     currency: String,
     field: String,
     operator: String,
@@ -161,6 +169,7 @@ impl MonitorRow {
         Ok(MonitorView {
             id: self.id,
             account_id: self.account_id.clone(),
+            set_id: self.set_id.clone(),
             field: condition.field,
             operator: condition.operator,
             value: self.value,
@@ -174,25 +183,23 @@ impl MonitorRow {
     }
 }
 
-/// Adds a monitor, once per id: the account's row is locked (and marked monitored) first, so
-/// the monitor is evaluated by every change that locks the wallet after this commits. A retry
-/// with the same id and request replays the first answer.
+/// Adds a monitor, once per id: the owner's row is locked (and marked monitored) first, so
+/// the monitor is evaluated by every change that locks the wallet (or set) after this commits.
+/// A retry with the same id and request replays the first answer.
 pub async fn add(conn: &mut PgConnection, new: &NewMonitor) -> Result<Created, AddError> {
     let mut tx = sqlx::Connection::begin(&mut *conn).await?;
-    let currency = sqlx::query_scalar!(
-        "update accounts set has_monitors = true where id = $1 returning currency",
-        new.account_id
-    )
-    .fetch_optional(&mut *tx)
-    .await?
-    .ok_or(AddError::UnknownAccount)?;
+    let currency = mark_monitored(&mut tx, &new.owner)
+        .await?
+        .ok_or(AddError::UnknownOwner)?;
     if let Some((request, outcome)) = stored_request(&mut tx, new.id).await? {
         tx.rollback().await?;
         return Ok(Created::replay_or_mismatch(&request, &new.request, outcome));
     }
     let active = sqlx::query_scalar!(
-        r#"select count(*) as "n!" from account_monitors where account_id = $1 and deleted_at is null"#,
-        new.account_id
+        r#"select count(*) as "n!" from account_monitors
+           where (account_id = $1 or set_id = $2) and deleted_at is null"#,
+        new.owner.account(),
+        new.owner.set()
     )
     .fetch_one(&mut *tx)
     .await?;
@@ -201,7 +208,8 @@ pub async fn add(conn: &mut PgConnection, new: &NewMonitor) -> Result<Created, A
     }
     let row = MonitorRow {
         id: new.id,
-        account_id: new.account_id.clone(),
+        account_id: new.owner.account().map(str::to_owned),
+        set_id: new.owner.set().map(str::to_owned),
         currency,
         field: new.condition.field.as_str().to_owned(),
         operator: new.condition.operator.as_str().to_owned(),
@@ -217,11 +225,12 @@ pub async fn add(conn: &mut PgConnection, new: &NewMonitor) -> Result<Created, A
     let body = serde_json::to_string(&row.view().map_err(AddError::Store)?)
         .expect("a monitor view always serializes");
     sqlx::query!(
-        r#"insert into account_monitors (id, account_id, currency, field, operator, value,
+        r#"insert into account_monitors (id, account_id, set_id, currency, field, operator, value,
                                          creation_request, creation_response, created_at)
-           values ($1, $2, $3, $4, $5, $6, $7, $8, $9)"#,
+           values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)"#,
         row.id,
         row.account_id,
+        row.set_id,
         row.currency,
         row.field,
         row.operator,
@@ -254,27 +263,70 @@ async fn stored_request(
     }))
 }
 
-/// An account's monitors that fire (not deleted), oldest first; `None` for no such account.
+/// Marks the owner monitored, taking its row's lock; its currency, `None` when it does not
+/// exist.
+async fn mark_monitored(
+    conn: &mut PgConnection,
+    owner: &Owner,
+) -> Result<Option<String>, sqlx::Error> {
+    match owner {
+        Owner::Account(id) => {
+            sqlx::query_scalar!(
+                "update accounts set has_monitors = true where id = $1 returning currency",
+                id
+            )
+            .fetch_optional(conn)
+            .await
+        }
+        Owner::Set(id) => {
+            sqlx::query_scalar!(
+                "update account_sets set has_monitors = true where id = $1 returning currency",
+                id
+            )
+            .fetch_optional(conn)
+            .await
+        }
+    }
+}
+
+/// Locks the owner's row and sets its flag to whether it still has a monitor that fires.
+async fn remark_monitored(conn: &mut PgConnection, owner: &Owner) -> Result<(), sqlx::Error> {
+    match owner {
+        Owner::Account(id) => sqlx::query!(
+            r#"update accounts set has_monitors = exists (
+                   select 1 from account_monitors where account_id = $1 and deleted_at is null)
+               where id = $1"#,
+            id
+        ),
+        Owner::Set(id) => sqlx::query!(
+            r#"update account_sets set has_monitors = exists (
+                   select 1 from account_monitors where set_id = $1 and deleted_at is null)
+               where id = $1"#,
+            id
+        ),
+    }
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+/// An owner's monitors that fire (not deleted), oldest first; `None` for no such owner.
 pub async fn list(
     conn: &mut PgConnection,
-    account: &str,
+    owner: &Owner,
 ) -> Result<Option<Vec<MonitorView>>, StoreError> {
-    let exists = sqlx::query_scalar!(
-        "select exists (select 1 from accounts where id = $1) as \"e!\"",
-        account
-    )
-    .fetch_one(&mut *conn)
-    .await?;
-    if !exists {
+    if !owner.exists(&mut *conn).await? {
         return Ok(None);
     }
     let rows = sqlx::query_as!(
         MonitorRow,
-        r#"select id, account_id, currency, field, operator, value, created_at, deleted_at,
-                  trigger_count, last_triggered_at, last_transaction_id, last_before, last_after
-           from account_monitors where account_id = $1 and deleted_at is null
+        r#"select id, account_id, set_id, currency, field, operator, value, created_at,
+                  deleted_at, trigger_count, last_triggered_at, last_transaction_id, last_before,
+                  last_after
+           from account_monitors where (account_id = $1 or set_id = $2) and deleted_at is null
            order by created_at, id"#,
-        account
+        owner.account(),
+        owner.set()
     )
     .fetch_all(conn)
     .await?;
@@ -284,49 +336,50 @@ pub async fn list(
         .map(Some)
 }
 
-/// One monitor of `account` (deleted ones too), without its state; `None` if it has none
-/// with this id.
+/// One monitor of `owner` (deleted ones too), without its state; `None` if it has none with
+/// this id.
 pub async fn find(
     conn: &mut PgConnection,
-    account: &str,
+    owner: &Owner,
     id: Uuid,
 ) -> Result<Option<(MonitorView, Condition)>, StoreError> {
     let row = sqlx::query_as!(
         MonitorRow,
-        r#"select id, account_id, currency, field, operator, value, created_at, deleted_at,
-                  trigger_count, last_triggered_at, last_transaction_id, last_before, last_after
-           from account_monitors where id = $1 and account_id = $2"#,
+        r#"select id, account_id, set_id, currency, field, operator, value, created_at,
+                  deleted_at, trigger_count, last_triggered_at, last_transaction_id, last_before,
+                  last_after
+           from account_monitors where id = $1 and (account_id = $2 or set_id = $3)"#,
         id,
-        account
+        owner.account(),
+        owner.set()
     )
     .fetch_optional(conn)
     .await?;
     row.map(|r| Ok((r.view()?, r.condition()?))).transpose()
 }
 
-/// Deletes a monitor of `account`: changes that lock the wallet after this commits no longer
-/// evaluate it. A repeat answers the monitor as deleted the first time; `None` when the
-/// account has no monitor with this id.
+/// Deletes a monitor of `owner`: changes that lock the wallet (or set) after this commits no
+/// longer evaluate it. A repeat answers the monitor as deleted the first time; `None` when the
+/// owner has no monitor with this id.
 pub async fn delete(
     conn: &mut PgConnection,
-    account: &str,
+    owner: &Owner,
     id: Uuid,
 ) -> Result<Option<MonitorView>, StoreError> {
     let mut tx = sqlx::Connection::begin(&mut *conn).await?;
-    // The account's row first, as every writer locks it: the flag and the monitors change
+    // The owner's row first, as every writer locks it: the flag and the monitors change
     // together for the changes that follow.
-    sqlx::query!("select id from accounts where id = $1 for update", account)
-        .fetch_optional(&mut *tx)
-        .await?;
+    remark_monitored(&mut tx, owner).await?;
     let row = sqlx::query_as!(
         MonitorRow,
-        r#"update account_monitors set deleted_at = coalesce(deleted_at, $3)
-           where id = $1 and account_id = $2
-           returning id, account_id, currency, field, operator, value, created_at, deleted_at,
-                     trigger_count, last_triggered_at, last_transaction_id, last_before,
-                     last_after"#,
+        r#"update account_monitors set deleted_at = coalesce(deleted_at, $4)
+           where id = $1 and (account_id = $2 or set_id = $3)
+           returning id, account_id, set_id, currency, field, operator, value, created_at,
+                     deleted_at, trigger_count, last_triggered_at, last_transaction_id,
+                     last_before, last_after"#,
         id,
-        account,
+        owner.account(),
+        owner.set(),
         now_micros()
     )
     .fetch_optional(&mut *tx)
@@ -334,42 +387,94 @@ pub async fn delete(
     let Some(row) = row else {
         return Ok(None);
     };
-    sqlx::query!(
-        r#"update accounts set has_monitors = exists (
-               select 1 from account_monitors where account_id = $1 and deleted_at is null)
-           where id = $1"#,
-        account
-    )
-    .execute(&mut *tx)
-    .await?;
+    remark_monitored(&mut tx, owner).await?;
     audit::record(&mut tx, "account.monitor.delete", &[id.to_string()]).await?;
     crate::ledger::caller::commit_in_request(tx).await?;
     row.view().map(Some)
 }
 
-/// The monitors that fire of these wallets (those whose row says they have one), read under
-/// their locks.
-pub(crate) async fn watches_of(
+/// What a pass evaluates: the monitors of these wallets (those whose row says they have one),
+/// and of the monitored sets among `ruled` with their balances now, all read under the locks
+/// the caller took (the wallets', then the sets').
+pub(crate) async fn watches(
     conn: &mut PgConnection,
     wallets: &[String],
+    ruled: &[RuledSet],
+) -> Result<Watches, StoreError> {
+    let mut watches = Watches {
+        wallets: watches_of(&mut *conn, wallets, false).await?,
+        ..Watches::default()
+    };
+    let sets: std::collections::BTreeSet<&str> = ruled
+        .iter()
+        .filter(|r| r.has_monitors)
+        .map(|r| r.set.as_str())
+        .collect();
+    if sets.is_empty() {
+        return Ok(watches);
+    }
+    let sets: Vec<String> = sets.into_iter().map(str::to_owned).collect();
+    for (set, watch) in watches_of(&mut *conn, &sets, true).await? {
+        let (posted, pending_in, pending_out) =
+            crate::ledger::sets::store::balances_now(&mut *conn, &set).await?;
+        let balances = Balances {
+            posted,
+            pending_in,
+            pending_out,
+        };
+        watches.sets.insert(set, SetWatch { watch, balances });
+    }
+    for r in ruled.iter().filter(|r| watches.sets.contains_key(&r.set)) {
+        let of_wallet = watches.sets_of.entry(r.wallet.clone()).or_default();
+        of_wallet.push(r.set.clone());
+    }
+    Ok(watches)
+}
+
+/// The monitors that fire of these wallets, or with `of_sets`, of these account sets.
+async fn watches_of(
+    conn: &mut PgConnection,
+    owners: &[String],
+    of_sets: bool,
 ) -> Result<HashMap<String, Watch>, StoreError> {
-    if wallets.is_empty() {
+    if owners.is_empty() {
         return Ok(HashMap::new());
     }
-    let rows = sqlx::query_as!(
-        MonitorRow,
-        r#"select id, account_id, currency, field, operator, value, created_at, deleted_at,
-                  trigger_count, last_triggered_at, last_transaction_id, last_before, last_after
-           from account_monitors where account_id = any($1) and deleted_at is null
-           order by created_at, id"#,
-        wallets
-    )
-    .fetch_all(conn)
-    .await?;
+    // Two statements, each with its own index.
+    let rows = if of_sets {
+        sqlx::query_as!(
+            MonitorRow,
+            r#"select id, account_id, set_id, currency, field, operator, value, created_at,
+                      deleted_at, trigger_count, last_triggered_at, last_transaction_id,
+                      last_before, last_after
+               from account_monitors where set_id = any($1) and deleted_at is null
+               order by created_at, id"#,
+            owners
+        )
+        .fetch_all(conn)
+        .await?
+    } else {
+        sqlx::query_as!(
+            MonitorRow,
+            r#"select id, account_id, set_id, currency, field, operator, value, created_at,
+                      deleted_at, trigger_count, last_triggered_at, last_transaction_id,
+                      last_before, last_after
+               from account_monitors where account_id = any($1) and deleted_at is null
+               order by created_at, id"#,
+            owners
+        )
+        .fetch_all(conn)
+        .await?
+    };
     let mut watches: HashMap<String, Watch> = HashMap::new();
     for row in rows {
         let condition = row.condition()?;
-        let watch = watches.entry(row.account_id.clone()).or_default();
+        let owner = row
+            .account_id
+            .clone()
+            .or(row.set_id.clone())
+            .unwrap_or_default();
+        let watch = watches.entry(owner).or_default();
         watch.currency = row.currency.clone();
         watch.monitors.push(Monitor {
             id: row.id,
@@ -396,7 +501,7 @@ pub(crate) async fn record_firings(
         .map(|f| events::event_id(event, &format!("{}\n{}", f.monitor, f.transaction_id)))
         .collect();
     let transactions: Vec<Uuid> = firings.iter().map(|f| f.transaction_id).collect();
-    let accounts: Vec<&str> = firings.iter().map(|f| f.account.as_str()).collect();
+    let accounts: Vec<Option<&str>> = firings.iter().map(|f| f.owner.account()).collect();
     let data: Vec<Value> = firings.iter().map(|f| event_data(f, at)).collect();
     sqlx::query!(
         r#"insert into outbox_events (id, type, transaction_id, account_id, data)
@@ -408,7 +513,7 @@ pub(crate) async fn record_firings(
         event.as_str(),
         &ids,
         &transactions,
-        &accounts as &[&str],
+        &accounts as &[Option<&str>],
         &data,
     )
     .execute(&mut *conn)
@@ -450,15 +555,17 @@ pub(crate) async fn record_firings(
     Ok(())
 }
 
-/// The event's `data`: the monitor, its account, the transaction that crossed, and the
-/// wallet's balances before and after it.
+/// The event's `data`: the monitor, its wallet (`account`) or its set (`account_set`), the
+/// other one null, the transaction that crossed, and the balances before and after it.
 fn event_data(f: &Firing, at: DateTime<Utc>) -> Value {
     let decimal = |v: i64| events::decimal(&f.currency, v);
+    let named = |id: Option<&str>| id.map(|id| json!({"id": id, "currency": f.currency}));
     json!({
         "monitor": {"id": f.monitor, "field": f.condition.field,
                     "operator": f.condition.operator, "value": f.condition.value,
                     "value_decimal": decimal(f.condition.value)},
-        "account": {"id": f.account, "currency": f.currency},
+        "account": named(f.owner.account()),
+        "account_set": named(f.owner.set()),
         "transaction_id": f.transaction_id,
         "balances_before": BalancesView::new(f.before, &f.currency),
         "balances_after": BalancesView::new(f.after, &f.currency),

@@ -13,7 +13,7 @@ use crate::ledger::ids::AccountId;
 use crate::ledger::journal::Leg;
 use crate::ledger::limits::{Activity, Owner};
 use crate::ledger::money::{Amount, Currency};
-use crate::ledger::monitors::{Balances, Firing, Watch};
+use crate::ledger::monitors::{Balances, Firing, WalletChange, Watches};
 use crate::ledger::transactions::{ItemError, NewTransaction, RefusalCode, Requested};
 use crate::problem::FieldError;
 use chrono::{DateTime, Utc};
@@ -46,9 +46,10 @@ pub(super) struct LockedLedger {
     pub(super) set_activities: HashMap<String, Activity>,
     /// For each wallet of the pass, the limited sets it counts in (keys of `set_activities`).
     pub(super) limited_sets: HashMap<String, Vec<String>>,
-    /// For every wallet with balance monitors: its monitors, evaluated on the balances before
-    /// and after every item of the pass that changes them ([`Self::watch`]).
-    pub(super) watches: HashMap<String, Watch>,
+    /// The monitors of the pass's monitored wallets and of the monitored sets they count in
+    /// (locked after the wallets), evaluated on the balances before and after every item of
+    /// the pass that changes them ([`Self::watch`]).
+    pub(super) watches: Watches,
     /// The monitors the items decided so far fired, in order, written with them.
     pub(super) firings: Vec<Firing>,
 }
@@ -155,33 +156,42 @@ impl LockedLedger {
         decision
     }
 
-    /// The balances of the item's monitored wallets before it is applied.
+    /// The balances of the item's watched wallets (monitored, or in a monitored set) before it
+    /// is applied, each wallet once.
     fn watched_balances(&self, item: &NewTransaction) -> Vec<(String, Balances)> {
         if self.watches.is_empty() {
             return Vec::new();
         }
-        item.journal
-            .legs()
-            .iter()
-            .map(|l| l.account.as_str())
-            .filter(|id| self.watches.contains_key(*id))
-            .filter_map(|id| Some((id.to_owned(), balances(self.wallets.get(id)?))))
-            .collect()
+        let mut watched: Vec<(String, Balances)> = Vec::new();
+        for id in item.journal.legs().iter().map(|l| l.account.as_str()) {
+            let seen = watched.iter().any(|(w, _)| w == id);
+            if let (false, true, Some(state)) =
+                (seen, self.watches.watches(id), self.wallets.get(id))
+            {
+                watched.push((id.to_owned(), balances(state)));
+            }
+        }
+        watched
     }
 
-    /// The monitors of each wallet in `before` that the item just applied fired: each is
-    /// evaluated on the wallet's balances before and after it, so that of many items crossing
-    /// a threshold in one pass (or in parallel passes, which the wallet's lock serializes)
+    /// The monitors that the item just applied fired, on each watched wallet's balances and on
+    /// each monitored set's before and after it: so that of many items crossing a threshold in
+    /// one pass (or in parallel passes, which the wallet's and the set's locks serialize)
     /// exactly the one that crossed it fires.
     fn watch(&mut self, transaction_id: Uuid, before: Vec<(String, Balances)>) {
-        for (id, before) in before {
-            let (Some(watch), Some(state)) = (self.watches.get(&id), self.wallets.get(&id)) else {
-                continue;
-            };
-            let after = balances(state);
-            let fired = watch.change(&id, transaction_id, before, after);
-            self.firings.extend(fired);
-        }
+        let changes: Vec<WalletChange> = before
+            .into_iter()
+            .filter_map(|(wallet, before)| {
+                let after = balances(self.wallets.get(&wallet)?);
+                Some(WalletChange {
+                    wallet,
+                    before,
+                    after,
+                })
+            })
+            .collect();
+        let fired = self.watches.change(transaction_id, &changes);
+        self.firings.extend(fired);
     }
 
     /// Request problems, which store nothing: unknown accounts, the shape

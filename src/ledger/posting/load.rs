@@ -14,6 +14,7 @@ use crate::ledger::limits::{self, Activity};
 use crate::ledger::money::{Amount, Currency};
 use crate::ledger::monitors;
 use crate::ledger::sets;
+use crate::ledger::sets::bookkeeping::RuledSet;
 use crate::ledger::store::{Db, locks, reads};
 use crate::ledger::transactions::{NewTransaction, WriteError};
 use chrono::{DateTime, Utc};
@@ -166,8 +167,9 @@ impl LockedLedger {
             .collect();
         let wallets = reads::wallet_states(db, &wallet_ids).await?;
         let activities = limited_activities(db, &accounts, &wallets).await?;
-        let (set_activities, limited_sets) = limited_sets(db, &accounts).await?;
-        let watches = monitors::store::watches_of(db.conn(), &monitored(&accounts)).await?;
+        let ruled = lock_ruled_sets(db, &in_sets(&accounts), RuledSets::All).await?;
+        let (set_activities, limited_sets) = set_limits(db, &ruled).await?;
+        let watches = monitors::store::watches(db.conn(), &monitored(&accounts), &ruled).await?;
         let system_ids: Vec<String> = accounts
             .values()
             .filter(|a| a.kind == AccountType::System)
@@ -234,31 +236,66 @@ async fn limited_activities(
     Ok(activities)
 }
 
-/// The account sets with velocity limits that the pass's wallets count in, locked after the
-/// wallets (sorted: every locker takes them in one order), with their limits and recent
-/// activity; and for each such wallet, its limited sets. Nothing is read when no locked
-/// wallet is in a set, and no set is locked when none of them has limits.
-async fn limited_sets(
-    db: &mut Db<'_>,
-    accounts: &BTreeMap<String, LockedAccount>,
-) -> Result<(HashMap<String, Activity>, HashMap<String, Vec<String>>), StoreError> {
-    let in_sets: Vec<String> = accounts
+/// The wallets among `accounts` that count in account sets (their row says so).
+pub(crate) fn in_sets(accounts: &BTreeMap<String, LockedAccount>) -> Vec<String> {
+    accounts
         .values()
         .filter(|a| a.in_sets && a.kind == AccountType::Wallet)
         .map(|a| a.id.clone())
-        .collect();
+        .collect()
+}
+
+/// Which ruled sets a pass locks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum RuledSets {
+    /// Sets with limits or monitors: a posting checks the first and evaluates the second.
+    All,
+    /// Sets with monitors: a capture or a void changes balances but checks no limit (a hold
+    /// counted against the limits when it was placed).
+    Monitored,
+}
+
+/// The account sets with rules that `in_sets` (wallets of the pass, locked) count in, locked
+/// after the wallets, sorted: every locker takes them in one order, and each checks a set's
+/// rules against what the others committed. Nothing is read when no wallet is in a set, and no
+/// set is locked when none of theirs has rules. Returns the (wallet, set) pairs.
+pub(crate) async fn lock_ruled_sets(
+    db: &mut Db<'_>,
+    in_sets: &[String],
+    which: RuledSets,
+) -> Result<Vec<RuledSet>, StoreError> {
     if in_sets.is_empty() {
-        return Ok(Default::default());
+        return Ok(Vec::new());
     }
-    let counted = sets::bookkeeping::limited_sets_of(db.conn(), &in_sets).await?;
-    if counted.is_empty() {
-        return Ok(Default::default());
+    let mut ruled = sets::bookkeeping::ruled_sets_of(db.conn(), in_sets).await?;
+    if which == RuledSets::Monitored {
+        ruled.retain(|r| r.has_monitors);
     }
-    let limited: Vec<String> = (counted.iter().map(|(_, set)| set.clone()))
+    if ruled.is_empty() {
+        return Ok(ruled);
+    }
+    let sorted: Vec<String> = (ruled.iter().map(|r| r.set.clone()))
         .collect::<std::collections::BTreeSet<_>>()
         .into_iter()
         .collect();
-    sets::bookkeeping::lock_sets(db.conn(), &limited).await?;
+    sets::bookkeeping::lock_sets(db.conn(), &sorted).await?;
+    Ok(ruled)
+}
+
+/// The limits and recent activity of the sets with limits among `ruled` (locked), and for each
+/// wallet of the pass, its limited sets.
+async fn set_limits(
+    db: &mut Db<'_>,
+    ruled: &[RuledSet],
+) -> Result<(HashMap<String, Activity>, HashMap<String, Vec<String>>), StoreError> {
+    let limited: Vec<String> = (ruled.iter().filter(|r| r.has_limits))
+        .map(|r| r.set.clone())
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    if limited.is_empty() {
+        return Ok(Default::default());
+    }
     let now = Utc::now();
     let mut limits = limits::store::limits_of(db.conn(), &limited, true).await?;
     let mut activities = HashMap::with_capacity(limited.len());
@@ -269,10 +306,11 @@ async fn limited_sets(
         }
     }
     let mut sets_of: HashMap<String, Vec<String>> = HashMap::new();
-    for (wallet, set) in counted {
-        if activities.contains_key(&set) {
-            sets_of.entry(wallet).or_default().push(set);
-        }
+    for r in ruled.iter().filter(|r| activities.contains_key(&r.set)) {
+        sets_of
+            .entry(r.wallet.clone())
+            .or_default()
+            .push(r.set.clone());
     }
     Ok((activities, sets_of))
 }

@@ -38,7 +38,10 @@ mod render;
 pub(crate) use chain::{ChainHead, NewEntry, ledger_time};
 pub(crate) use decide::balances;
 pub use load::StoredCreation;
-pub(crate) use load::{LockedAccount, SystemLocks, WalletState, monitored, wait_for_rows};
+pub(crate) use load::{
+    LockedAccount, RuledSets, SystemLocks, WalletState, in_sets, lock_ruled_sets, monitored,
+    wait_for_rows,
+};
 pub(crate) use render::Rendered;
 
 use super::audit::{self, Actor};

@@ -134,28 +134,36 @@ pub async fn advance_checkpoints(conn: &mut PgConnection) -> Result<u64, sqlx::E
     Ok(written as u64)
 }
 
-/// The (wallet, set) pairs of `wallets` whose set has velocity limits (read under the
+/// A set with rules (velocity limits, balance monitors) that a wallet counts in.
+#[derive(Debug, Clone)]
+pub struct RuledSet {
+    pub wallet: String,
+    pub set: String,
+    pub has_limits: bool,
+    pub has_monitors: bool,
+}
+
+/// The sets with rules that `wallets` count in, one row per (wallet, set) pair (read under the
 /// wallets' locks, like every read of their sets).
-pub async fn limited_sets_of(
+pub async fn ruled_sets_of(
     conn: &mut PgConnection,
     wallets: &[String],
-) -> Result<Vec<(String, String)>, sqlx::Error> {
-    Ok(sqlx::query!(
-        "select c.account_id, c.set_id from account_set_closure c
+) -> Result<Vec<RuledSet>, sqlx::Error> {
+    sqlx::query_as!(
+        RuledSet,
+        "select c.account_id as wallet, c.set_id as set, s.has_limits, s.has_monitors
+         from account_set_closure c
          join account_sets s on s.id = c.set_id
-         where c.account_id = any($1) and s.has_limits",
+         where c.account_id = any($1) and (s.has_limits or s.has_monitors)",
         wallets
     )
     .fetch_all(conn)
-    .await?
-    .into_iter()
-    .map(|r| (r.account_id, r.set_id))
-    .collect())
+    .await
 }
 
-/// Locks these sets' rows, `sorted`: what serializes the postings of a limited set's wallets
-/// (each checks the set's limits against what the others committed) and a change of its
-/// limits.
+/// Locks these sets' rows, `sorted`: what serializes the changes of a ruled set's wallets
+/// (each checks the set's limits and monitors against what the others committed), a change
+/// of its rules, and a change of its members.
 pub async fn lock_sets(conn: &mut PgConnection, sorted: &[String]) -> Result<(), sqlx::Error> {
     sqlx::query!(
         "select id from account_sets where id = any($1) order by id for update",

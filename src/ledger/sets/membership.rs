@@ -284,6 +284,7 @@ async fn sync_closure(db: &mut Db<'_>, wallets: &[String]) -> Result<(), StoreEr
     }
     let touched = change.wallets();
     locks::lock_accounts(db, &touched, SystemLocks::Shared).await?;
+    super::bookkeeping::lock_sets(db.conn(), &change.sets()).await?;
     let states = reads::wallet_states(db, &touched).await?;
     let posted: HashMap<&str, i64> = states
         .iter()

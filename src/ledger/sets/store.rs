@@ -144,8 +144,12 @@ pub async fn read(
 
 /// Posted: the latest checkpoint plus the movements since (an index range of the set's own
 /// rows, whatever its size); pending: the unexpired copies of its members' open holds. Each
-/// saturated one past ±(2^53 − 1) (`super::balances`).
-async fn balances_now(conn: &mut PgConnection, id: &str) -> Result<(i64, i64, i64), sqlx::Error> {
+/// saturated one past ±(2^53 − 1) (`super::balances`). Read by `GET`, and by a change of a
+/// monitored set's wallet under the set's lock (`ledger::monitors`).
+pub(crate) async fn balances_now(
+    conn: &mut PgConnection,
+    id: &str,
+) -> Result<(i64, i64, i64), sqlx::Error> {
     let row = sqlx::query!(
         r#"with cp as (
                select posted, below_xid from account_set_checkpoints

@@ -15,7 +15,7 @@ T = TypeVar("T", bound="MonitorList")
 
 @_attrs_define
 class MonitorList:
-    """The monitors of an account that fire.
+    """The monitors of an account (or a set) that fire.
 
     Attributes:
         data (list[MonitorView]):

@@ -26,26 +26,28 @@ class MonitorView:
 
     Attributes:
         id (UUID):
-        account_id (str):
         field (MonitorField): Which balance a monitor watches.
         operator (MonitorOperator): How the balance compares with the monitor's value.
         value (int): In minor units of the account's currency.
         value_decimal (str): `value` in major units (`"50.00"`).
         trigger_count (int): How many times it fired.
         created_at (datetime.datetime):
+        account_id (None | str | Unset): The wallet it watches; `null` for a set's monitor.
+        set_id (None | str | Unset): The account set it watches; `null` for a wallet's monitor.
         state (MonitorState | None | Unset):
         last_triggered (LastFiring | None | Unset):
         deleted_at (datetime.datetime | None | Unset): When it was deleted (it no longer fires), else `null`.
     """
 
     id: UUID
-    account_id: str
     field: MonitorField
     operator: MonitorOperator
     value: int
     value_decimal: str
     trigger_count: int
     created_at: datetime.datetime
+    account_id: None | str | Unset = UNSET
+    set_id: None | str | Unset = UNSET
     state: MonitorState | None | Unset = UNSET
     last_triggered: LastFiring | None | Unset = UNSET
     deleted_at: datetime.datetime | None | Unset = UNSET
@@ -55,8 +57,6 @@ class MonitorView:
         from ..models.last_firing import LastFiring  # noqa: PLC0415
 
         id = str(self.id)
-
-        account_id = self.account_id
 
         field = self.field.value
 
@@ -69,6 +69,18 @@ class MonitorView:
         trigger_count = self.trigger_count
 
         created_at = self.created_at.isoformat()
+
+        account_id: None | str | Unset
+        if isinstance(self.account_id, Unset):
+            account_id = UNSET
+        else:
+            account_id = self.account_id
+
+        set_id: None | str | Unset
+        if isinstance(self.set_id, Unset):
+            set_id = UNSET
+        else:
+            set_id = self.set_id
 
         state: None | str | Unset
         if isinstance(self.state, Unset):
@@ -99,7 +111,6 @@ class MonitorView:
         field_dict.update(
             {
                 "id": id,
-                "account_id": account_id,
                 "field": field,
                 "operator": operator,
                 "value": value,
@@ -108,6 +119,10 @@ class MonitorView:
                 "created_at": created_at,
             }
         )
+        if account_id is not UNSET:
+            field_dict["account_id"] = account_id
+        if set_id is not UNSET:
+            field_dict["set_id"] = set_id
         if state is not UNSET:
             field_dict["state"] = state
         if last_triggered is not UNSET:
@@ -124,8 +139,6 @@ class MonitorView:
         d = dict(src_dict)
         id = UUID(d.pop("id"))
 
-        account_id = d.pop("account_id")
-
         field = MonitorField(d.pop("field"))
 
         operator = MonitorOperator(d.pop("operator"))
@@ -137,6 +150,24 @@ class MonitorView:
         trigger_count = d.pop("trigger_count")
 
         created_at = datetime.datetime.fromisoformat(d.pop("created_at"))
+
+        def _parse_account_id(data: object) -> None | str | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            return cast(None | str | Unset, data)
+
+        account_id = _parse_account_id(d.pop("account_id", UNSET))
+
+        def _parse_set_id(data: object) -> None | str | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            return cast(None | str | Unset, data)
+
+        set_id = _parse_set_id(d.pop("set_id", UNSET))
 
         def _parse_state(data: object) -> MonitorState | None | Unset:
             if data is None:
@@ -191,13 +222,14 @@ class MonitorView:
 
         monitor_view = cls(
             id=id,
-            account_id=account_id,
             field=field,
             operator=operator,
             value=value,
             value_decimal=value_decimal,
             trigger_count=trigger_count,
             created_at=created_at,
+            account_id=account_id,
+            set_id=set_id,
             state=state,
             last_triggered=last_triggered,
             deleted_at=deleted_at,

@@ -374,7 +374,7 @@ proptest! {
 
 #[test]
 fn a_capture_fires_on_its_entry_with_the_whole_hold_released() {
-    use crate::ledger::monitors::{Condition, Field, Monitor, Operator, Watch};
+    use crate::ledger::monitors::{Condition, Field, Monitor, Operator, Watch, Watches};
     let now = Utc::now();
     let hold_legs = [leg("from", -60), leg("to", 60)];
     let from = WalletState {
@@ -402,8 +402,12 @@ fn a_capture_fires_on_its_entry_with_the_whole_hold_released() {
         panic!("expected entries");
     };
     let id = uuid::Uuid::from_u128(9);
-    let watches = HashMap::from([("from".to_owned(), watch(Field::Posted, Operator::Lt, 90))]);
-    let fired = capture_firings(id, &hold_legs, &states, &posted, &watches);
+    let of_from = |watch| Watches {
+        wallets: HashMap::from([("from".to_owned(), watch)]),
+        ..Watches::default()
+    };
+    let mut watches = of_from(watch(Field::Posted, Operator::Lt, 90));
+    let fired = capture_firings(id, &hold_legs, &states, &posted, &mut watches);
     assert_eq!(fired.len(), 1);
     assert_eq!((fired[0].before.posted, fired[0].after.posted), (100, 80));
     assert_eq!(
@@ -411,8 +415,8 @@ fn a_capture_fires_on_its_entry_with_the_whole_hold_released() {
         (0, 80)
     );
     // `available` rose from 40 to 80: a monitor of it below 50 re-arms, firing nothing.
-    let watches = HashMap::from([("from".to_owned(), watch(Field::Available, Operator::Lt, 50))]);
-    assert!(capture_firings(id, &hold_legs, &states, &posted, &watches).is_empty());
+    let mut watches = of_from(watch(Field::Available, Operator::Lt, 50));
+    assert!(capture_firings(id, &hold_legs, &states, &posted, &mut watches).is_empty());
     // Released whole, a void gives the reservation back to both sides.
     let b = released(
         crate::ledger::monitors::Balances {

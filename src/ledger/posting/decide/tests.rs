@@ -4,7 +4,8 @@ use super::*;
 use crate::ledger::journal::Journal;
 use crate::ledger::limits::{Bound, Direction, VelocityLimit};
 use crate::ledger::money::Amount;
-use crate::ledger::monitors::{Condition, Field, Monitor, Operator};
+use crate::ledger::monitors::{Condition, Field, Monitor, Operator, SetWatch, Watch};
+use crate::ledger::owner::Owner;
 use crate::ledger::posting::chain::ChainHead;
 use crate::ledger::transactions::{Kind, Reversal};
 use chrono::TimeDelta;
@@ -55,7 +56,7 @@ fn ledger(accounts: Vec<LockedAccount>) -> LockedLedger {
         activities: HashMap::new(),
         set_activities: HashMap::new(),
         limited_sets: HashMap::new(),
-        watches: HashMap::new(),
+        watches: Default::default(),
         firings: Vec::new(),
     }
 }
@@ -583,7 +584,7 @@ fn monitored(mut ledger: LockedLedger, id: &str, condition: Condition) -> Locked
             condition,
         }],
     };
-    ledger.watches.insert(id.to_owned(), watch);
+    ledger.watches.wallets.insert(id.to_owned(), watch);
     ledger
 }
 
@@ -625,5 +626,56 @@ fn monitors_fire_on_the_item_that_crosses_within_one_pass() {
     assert_eq!(
         (f.transaction_id, f.after.pending_out, f.after.available()),
         (held.id, 100, 900)
+    );
+}
+
+/// `wallets` counted in the set `family`, watched by one monitor, which held `posted` when
+/// locked, as `load` hands a monitored set over.
+fn in_monitored_set(
+    mut ledger: LockedLedger,
+    wallets: &[&str],
+    posted: i64,
+    condition: Condition,
+) -> LockedLedger {
+    let watch = Watch {
+        currency: "SAR".into(),
+        monitors: vec![Monitor {
+            id: uuid::Uuid::from_u128(8),
+            condition,
+        }],
+    };
+    let balances = Balances {
+        posted,
+        ..Balances::default()
+    };
+    (ledger.watches.sets).insert("family".into(), SetWatch { watch, balances });
+    for w in wallets {
+        (ledger.watches.sets_of).insert(w.to_string(), vec!["family".into()]);
+    }
+    ledger
+}
+
+#[test]
+fn a_set_monitor_fires_on_the_item_that_takes_the_sets_sum_across() {
+    let now = Utc::now();
+    let wallets = vec![wallet("a", 0), wallet("b", 0), wallet("out", 0)];
+    let funded = ledger(wallets).fund("a", 500, 1).fund("b", 500, 1);
+    let below = Condition {
+        field: Field::Posted,
+        operator: Operator::Lt,
+        value: 900,
+    };
+    let mut ledger = in_monitored_set(funded, &["a", "b"], 1_000, below);
+    posted(ledger.decide(&transfer("a", "b", 300), now)); // within the set: 1,000
+    posted(ledger.decide(&transfer("a", "out", 60), now)); // 940
+    let crossing = transfer("b", "out", 60); // 880: crosses
+    posted(ledger.decide(&crossing, now));
+    posted(ledger.decide(&transfer("b", "out", 10), now)); // stays below
+    assert_eq!(ledger.firings.len(), 1);
+    let f = &ledger.firings[0];
+    assert_eq!(f.owner, Owner::Set("family".into()));
+    assert_eq!(
+        (f.transaction_id, f.before.posted, f.after.posted),
+        (crossing.id, 940, 880)
     );
 }
