@@ -30,7 +30,7 @@ pub struct TransactionEventView {
     #[schema(value_type = EventTypeName)]
     pub event_type: String,
     /// The wallet an `account.negative_balance` or `balance.monitor_triggered` event is about;
-    /// null for the others.
+    /// null for the others, and for a monitor of an account set (its event's data names the set).
     pub account_id: Option<String>,
     pub created_at: DateTime<Utc>,
     /// When the dispatcher turned the event into its deliveries; null until then.

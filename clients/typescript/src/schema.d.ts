@@ -1895,7 +1895,7 @@ export interface components {
             type: components["schemas"]["EventTypeName"];
             /**
              * @description The wallet an `account.negative_balance` or `balance.monitor_triggered` event is about;
-             *     null for the others.
+             *     null for the others, and for a monitor of an account set (its event's data names the set).
              */
             account_id?: string | null;
             /** Format: date-time */

@@ -229,9 +229,10 @@ pub(crate) fn capture_firings(
         .map(|id| {
             let before = balances(&before[id]);
             let mut after = released(before, hold_legs, id);
-            let posted =
+            // The wallet's last captured entry carries its balance after the capture.
+            let mut posted =
                 (entries.iter().filter(|e| e.account == *id)).filter_map(|e| e.balance_after);
-            if let Some(posted) = posted.last() {
+            if let Some(posted) = posted.next_back() {
                 after.posted = posted.minor_units();
             }
             WalletChange {

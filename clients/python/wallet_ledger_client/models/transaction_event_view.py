@@ -30,7 +30,7 @@ class TransactionEventView:
         deliveries (list[DeliveryView]): Oldest first.
         account_id (None | str | Unset): The wallet an `account.negative_balance` or `balance.monitor_triggered` event
             is about;
-            null for the others.
+            null for the others, and for a monitor of an account set (its event's data names the set).
         fanned_out_at (datetime.datetime | None | Unset): When the dispatcher turned the event into its deliveries; null
             until then.
         streamed_at (datetime.datetime | None | Unset): When the event went onto the outbound stream; null until then,
