@@ -2413,17 +2413,24 @@ impl<'a> Case<'a> {
             // plus the entry.
             let n = entries.len() as i64;
             let mut below = 0;
-            let mut time = String::new();
+            let mut time: Option<chrono::DateTime<chrono::FixedOffset>> = None;
             for (k, e) in entries.iter().rev().enumerate() {
                 let (seq, amount, after) = (
                     e["sequence"].as_i64(),
                     e["amount"].as_i64().unwrap_or(0),
                     e["balance_after"].as_i64(),
                 );
-                let at = e["ledger_time"].as_str().unwrap_or("").to_owned();
+                // Compared as instants: RFC 3339 text leaves out a zero fraction
+                // (`...:15Z` is before `...:15.057369Z`, though it sorts after it as text).
+                let at =
+                    chrono::DateTime::parse_from_rfc3339(e["ledger_time"].as_str().unwrap_or(""))
+                        .ok();
                 ensure!(
-                    seq == Some(k as i64 + 1) && after == Some(below + amount) && at >= time,
-                    "the chain of {} breaks at entry {k} of {n}: {e} (balance before {below}, previous ledger time {time})",
+                    seq == Some(k as i64 + 1)
+                        && after == Some(below + amount)
+                        && at.is_some()
+                        && at >= time,
+                    "the chain of {} breaks at entry {k} of {n}: {e} (balance before {below}, previous ledger time {time:?})",
                     account.id
                 );
                 below += amount;
