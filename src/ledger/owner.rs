@@ -4,6 +4,16 @@
 
 use sqlx::PgConnection;
 
+/// Which rules an owner's row flag says it has: the write path reads the flag under the row's
+/// lock and loads the rules only when it is set.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Rule {
+    /// Velocity limits (`has_limits`).
+    Limits,
+    /// Balance monitors (`has_monitors`).
+    Monitors,
+}
+
 /// A rule's owner.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Owner {
@@ -64,5 +74,83 @@ impl Owner {
                 .await
             }
         }
+    }
+
+    /// Marks it as having rules of this kind, taking its row's lock: a rule added in this
+    /// transaction binds every change that locks the row after it commits. Its currency;
+    /// `None` when it does not exist.
+    pub async fn mark(
+        &self,
+        conn: &mut PgConnection,
+        rule: Rule,
+    ) -> Result<Option<String>, sqlx::Error> {
+        match (self, rule) {
+            (Owner::Account(id), Rule::Limits) => {
+                sqlx::query_scalar!(
+                    "update accounts set has_limits = true where id = $1 returning currency",
+                    id
+                )
+                .fetch_optional(conn)
+                .await
+            }
+            (Owner::Set(id), Rule::Limits) => {
+                sqlx::query_scalar!(
+                    "update account_sets set has_limits = true where id = $1 returning currency",
+                    id
+                )
+                .fetch_optional(conn)
+                .await
+            }
+            (Owner::Account(id), Rule::Monitors) => {
+                sqlx::query_scalar!(
+                    "update accounts set has_monitors = true where id = $1 returning currency",
+                    id
+                )
+                .fetch_optional(conn)
+                .await
+            }
+            (Owner::Set(id), Rule::Monitors) => {
+                sqlx::query_scalar!(
+                    "update account_sets set has_monitors = true where id = $1 returning currency",
+                    id
+                )
+                .fetch_optional(conn)
+                .await
+            }
+        }
+    }
+
+    /// Locks its row and sets its flag to whether it still has a rule of this kind that counts
+    /// (one not deleted).
+    pub async fn remark(&self, conn: &mut PgConnection, rule: Rule) -> Result<(), sqlx::Error> {
+        match (self, rule) {
+            (Owner::Account(id), Rule::Limits) => sqlx::query!(
+                r#"update accounts set has_limits = exists (
+                       select 1 from account_limits where account_id = $1 and deleted_at is null)
+                   where id = $1"#,
+                id
+            ),
+            (Owner::Set(id), Rule::Limits) => sqlx::query!(
+                r#"update account_sets set has_limits = exists (
+                       select 1 from account_limits where set_id = $1 and deleted_at is null)
+                   where id = $1"#,
+                id
+            ),
+            (Owner::Account(id), Rule::Monitors) => sqlx::query!(
+                r#"update accounts set has_monitors = exists (
+                       select 1 from account_monitors where account_id = $1 and deleted_at is null)
+                   where id = $1"#,
+                id
+            ),
+            (Owner::Set(id), Rule::Monitors) => sqlx::query!(
+                r#"update account_sets set has_monitors = exists (
+                       select 1 from account_monitors where set_id = $1 and deleted_at is null)
+                   where id = $1"#,
+                id
+            ),
+        }
+        .execute(conn)
+        .await?;
+        Ok(())
     }
 }

@@ -7,6 +7,7 @@
 use super::{Activity, Bound, Direction, Owner, VelocityLimit};
 use crate::db::StoreError;
 use crate::ledger::money::{Amount, Currency};
+use crate::ledger::owner::Rule;
 use crate::ledger::posting::ChainHead;
 use crate::ledger::{Created, Outcome, audit, now_micros};
 use chrono::{DateTime, Utc};
@@ -127,7 +128,9 @@ fn measure_and_maximum(bound: Bound) -> (&'static str, i64) {
 /// none that decided before. A retry with the same id and request replays the first answer.
 pub async fn add(conn: &mut PgConnection, new: &NewLimit) -> Result<Created, AddError> {
     let mut tx = sqlx::Connection::begin(&mut *conn).await?;
-    let currency = mark_limited(&mut tx, &new.owner)
+    let currency = new
+        .owner
+        .mark(&mut tx, Rule::Limits)
         .await?
         .ok_or(AddError::UnknownOwner)?;
     if let Some(stored) = stored_request(&mut tx, new.id).await? {
@@ -188,53 +191,6 @@ pub async fn add(conn: &mut PgConnection, new: &NewLimit) -> Result<Created, Add
     Ok(Created::First(Outcome::Created { body }))
 }
 
-/// Marks the owner limited, taking its row's lock; its currency, `None` when it does not
-/// exist.
-async fn mark_limited(
-    conn: &mut PgConnection,
-    owner: &Owner,
-) -> Result<Option<String>, sqlx::Error> {
-    match owner {
-        Owner::Account(id) => {
-            sqlx::query_scalar!(
-                "update accounts set has_limits = true where id = $1 returning currency",
-                id
-            )
-            .fetch_optional(conn)
-            .await
-        }
-        Owner::Set(id) => {
-            sqlx::query_scalar!(
-                "update account_sets set has_limits = true where id = $1 returning currency",
-                id
-            )
-            .fetch_optional(conn)
-            .await
-        }
-    }
-}
-
-/// Locks the owner's row and sets its flag to whether it still has a limit that counts.
-async fn remark_limited(conn: &mut PgConnection, owner: &Owner) -> Result<(), sqlx::Error> {
-    match owner {
-        Owner::Account(id) => sqlx::query!(
-            r#"update accounts set has_limits = exists (
-                   select 1 from account_limits where account_id = $1 and deleted_at is null)
-               where id = $1"#,
-            id
-        ),
-        Owner::Set(id) => sqlx::query!(
-            r#"update account_sets set has_limits = exists (
-                   select 1 from account_limits where set_id = $1 and deleted_at is null)
-               where id = $1"#,
-            id
-        ),
-    }
-    .execute(conn)
-    .await?;
-    Ok(())
-}
-
 /// The stored request and answer of a limit id, if it is taken (by any account).
 async fn stored_request(
     conn: &mut PgConnection,
@@ -292,7 +248,7 @@ pub async fn delete(
     let mut tx = sqlx::Connection::begin(&mut *conn).await?;
     // The owner's row first, as every writer locks it: the flag and the limits change
     // together for the postings that follow.
-    remark_limited(&mut tx, owner).await?;
+    owner.remark(&mut tx, Rule::Limits).await?;
     let row = sqlx::query_as!(
         LimitRow,
         r#"update account_limits set deleted_at = coalesce(deleted_at, $4)
@@ -309,7 +265,7 @@ pub async fn delete(
     let Some(row) = row else {
         return Ok(None);
     };
-    remark_limited(&mut tx, owner).await?;
+    owner.remark(&mut tx, Rule::Limits).await?;
     audit::record(&mut tx, "account.limit.delete", &[id.to_string()]).await?;
     crate::ledger::caller::commit_in_request(tx).await?;
     row.view().map(Some)

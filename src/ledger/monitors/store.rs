@@ -7,7 +7,7 @@
 use super::{Balances, Condition, Field, Firing, Monitor, Operator, SetWatch, Watch, Watches};
 use crate::db::StoreError;
 use crate::ledger::events::{self, EventType};
-use crate::ledger::owner::Owner;
+use crate::ledger::owner::{Owner, Rule};
 use crate::ledger::sets::bookkeeping::RuledSet;
 use crate::ledger::{Created, Outcome, audit, now_micros};
 use chrono::{DateTime, Utc};
@@ -188,7 +188,9 @@ impl MonitorRow {
 /// A retry with the same id and request replays the first answer.
 pub async fn add(conn: &mut PgConnection, new: &NewMonitor) -> Result<Created, AddError> {
     let mut tx = sqlx::Connection::begin(&mut *conn).await?;
-    let currency = mark_monitored(&mut tx, &new.owner)
+    let currency = new
+        .owner
+        .mark(&mut tx, Rule::Monitors)
         .await?
         .ok_or(AddError::UnknownOwner)?;
     if let Some((request, outcome)) = stored_request(&mut tx, new.id).await? {
@@ -263,53 +265,6 @@ async fn stored_request(
     }))
 }
 
-/// Marks the owner monitored, taking its row's lock; its currency, `None` when it does not
-/// exist.
-async fn mark_monitored(
-    conn: &mut PgConnection,
-    owner: &Owner,
-) -> Result<Option<String>, sqlx::Error> {
-    match owner {
-        Owner::Account(id) => {
-            sqlx::query_scalar!(
-                "update accounts set has_monitors = true where id = $1 returning currency",
-                id
-            )
-            .fetch_optional(conn)
-            .await
-        }
-        Owner::Set(id) => {
-            sqlx::query_scalar!(
-                "update account_sets set has_monitors = true where id = $1 returning currency",
-                id
-            )
-            .fetch_optional(conn)
-            .await
-        }
-    }
-}
-
-/// Locks the owner's row and sets its flag to whether it still has a monitor that fires.
-async fn remark_monitored(conn: &mut PgConnection, owner: &Owner) -> Result<(), sqlx::Error> {
-    match owner {
-        Owner::Account(id) => sqlx::query!(
-            r#"update accounts set has_monitors = exists (
-                   select 1 from account_monitors where account_id = $1 and deleted_at is null)
-               where id = $1"#,
-            id
-        ),
-        Owner::Set(id) => sqlx::query!(
-            r#"update account_sets set has_monitors = exists (
-                   select 1 from account_monitors where set_id = $1 and deleted_at is null)
-               where id = $1"#,
-            id
-        ),
-    }
-    .execute(conn)
-    .await?;
-    Ok(())
-}
-
 /// An owner's monitors that fire (not deleted), oldest first; `None` for no such owner.
 pub async fn list(
     conn: &mut PgConnection,
@@ -369,7 +324,7 @@ pub async fn delete(
     let mut tx = sqlx::Connection::begin(&mut *conn).await?;
     // The owner's row first, as every writer locks it: the flag and the monitors change
     // together for the changes that follow.
-    remark_monitored(&mut tx, owner).await?;
+    owner.remark(&mut tx, Rule::Monitors).await?;
     let row = sqlx::query_as!(
         MonitorRow,
         r#"update account_monitors set deleted_at = coalesce(deleted_at, $4)
@@ -387,7 +342,7 @@ pub async fn delete(
     let Some(row) = row else {
         return Ok(None);
     };
-    remark_monitored(&mut tx, owner).await?;
+    owner.remark(&mut tx, Rule::Monitors).await?;
     audit::record(&mut tx, "account.monitor.delete", &[id.to_string()]).await?;
     crate::ledger::caller::commit_in_request(tx).await?;
     row.view().map(Some)
