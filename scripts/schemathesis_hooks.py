@@ -97,6 +97,20 @@ def _fresh_id(body: object) -> None:
         body["id"] = str(uuid.uuid4())
 
 
+def _balance(item: object) -> None:
+    """A transaction's legs summing to zero, as a client writes them: the last leg takes what
+    the others leave (the rule is across array items, which JSON Schema cannot state)."""
+    legs = item.get("entries") if isinstance(item, dict) else None
+    if not isinstance(legs, list) or len(legs) < 2 or not all(isinstance(l, dict) for l in legs):
+        return
+    amounts = [l.get("amount") for l in legs[:-1]]
+    if not all(isinstance(a, int) and not isinstance(a, bool) for a in amounts):
+        return
+    rest = -sum(amounts)
+    if rest != 0 and abs(rest) <= 9007199254740991:
+        legs[-1]["amount"] = rest
+
+
 def _spell_integers(value: object) -> None:
     """Whole floats of integer fields as integers, at any depth but inside `metadata` (any JSON)."""
     if isinstance(value, list):
@@ -173,10 +187,12 @@ def before_call(context, case, kwargs):
     _spell_integers(body)
     _send_to_one_made_for_it(case)
     _fresh_id(body)
-    # A batch's items are bodies of POST /v1/transactions, each with its own id.
+    # A batch's items are bodies of POST /v1/transactions, each with its own id and legs that
+    # balance (an atomic batch with one item that does not is refused whole).
     if isinstance(body, dict) and isinstance(body.get("items"), list):
         for item in body["items"]:
             _fresh_id(item)
+            _balance(item)
     if not _takes_key(case):
         return
     if case.headers is None:
