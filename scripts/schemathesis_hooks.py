@@ -8,6 +8,9 @@ send it, where the API's rules are ones JSON Schema cannot state:
   document's examples, in earlier answers, or the same generated UUID case after case) into new,
   different requests, each rightly answered 422 idempotency_mismatch. So a well-formed body `id`
   (and each batch item's) and a well-formed Idempotency-Key are replaced by fresh ones.
+- A batch item's legs sum to zero (a rule across the items of an array, which JSON Schema cannot
+  state), and an atomic batch with one item that does not is refused whole: the last leg of
+  each item takes what the others leave.
 - A create carries a body `id` or an Idempotency-Key (400 id_required otherwise): one rule across
   two parts of the request, which the document can only say in words. Where neither is sent, a
   fresh key is.
