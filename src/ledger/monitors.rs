@@ -266,7 +266,9 @@ impl Watches {
             }
         }
         for (set, after) in moved {
-            let watched = self.sets.get_mut(set).expect("moved sets are watched");
+            let Some(watched) = self.sets.get_mut(set) else {
+                continue; // not reached: `moved` holds only keys of `sets`
+            };
             let owner = Owner::Set(set.to_owned());
             let before = watched.balances;
             firings.extend(watched.watch.change(&owner, transaction_id, before, after));
