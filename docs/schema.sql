@@ -57,12 +57,33 @@ CREATE FUNCTION public.check_new_entries() RETURNS trigger
                    where n.sequence is not null
                      and (coalesce(p.balance_after, 0) + n.amount <> n.balance_after
                           or n.ledger_time < p.ledger_time
-                          or (p.id is null and n.sequence <> 1))) then
-            raise exception 'broken wallet chain: sequence or running balance does not follow'
+                          or (p.id is null and n.sequence <> 1)
+                          or n.chain_hash is distinct from entry_chain_hash(
+                                 p.chain_hash, n.transaction_id, n.account_id, n.currency,
+                                 n.amount, n.sequence, n.balance_after, n.ledger_time,
+                                 n.effective_at))) then
+            raise exception 'broken wallet chain: sequence, running balance or link does not follow'
                 using errcode = 'check_violation';
         end if;
         return null;
     end $$;
+
+
+--
+-- Name: entry_chain_hash(bytea, uuid, text, text, bigint, bigint, bigint, timestamp with time zone, timestamp with time zone); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.entry_chain_hash(previous bytea, transaction_id uuid, account_id text, currency text, amount bigint, sequence bigint, balance_after bigint, ledger_time timestamp with time zone, effective_at timestamp with time zone) RETURNS bytea
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    AS $$
+    select sha256(coalesce(previous, '\x0000000000000000000000000000000000000000000000000000000000000000'::bytea)
+                  || convert_to(concat_ws(E'\n', 'wallet-ledger/entry/v1', transaction_id::text,
+                                          account_id, currency, amount::text, sequence::text,
+                                          balance_after::text,
+                                          (extract(epoch from ledger_time) * 1000000)::bigint::text,
+                                          coalesce((extract(epoch from effective_at) * 1000000)::bigint::text, '-')),
+                                'UTF8'))
+$$;
 
 
 --
@@ -493,8 +514,10 @@ CREATE TABLE public.entries (
     ledger_time timestamp with time zone NOT NULL,
     xid xid8 DEFAULT pg_current_xact_id() NOT NULL,
     effective_at timestamp with time zone,
+    chain_hash bytea,
     CONSTRAINT entries_amount_check CHECK (((amount <> 0) AND ((amount >= '-9007199254740991'::bigint) AND (amount <= '9007199254740991'::bigint)))),
     CONSTRAINT entries_balance_after_check CHECK (((balance_after >= '-9007199254740991'::bigint) AND (balance_after <= '9007199254740991'::bigint))),
+    CONSTRAINT entries_chain_hash_check CHECK (((chain_hash IS NULL) OR ((sequence IS NOT NULL) AND (octet_length(chain_hash) = 32)))),
     CONSTRAINT entries_check CHECK (((sequence IS NULL) = (balance_after IS NULL))),
     CONSTRAINT entries_effective_at_check CHECK (((effective_at IS NULL) OR (effective_at < ledger_time))),
     CONSTRAINT entries_sequence_check CHECK ((sequence >= 1))

@@ -22,6 +22,11 @@ pub enum Engine {
 /// The distribution, run in one transaction while `entries` is not distributed yet.
 const DISTRIBUTE: &str = include_str!("../../migrations/citus/distribute.sql");
 
+/// The journal trigger's function on Citus, which reads its own shard: replaced by every
+/// `migrate`, before the distribution when there is one, so that a journal rule added by a
+/// numbered migration reaches the shards too.
+const JOURNAL: &str = include_str!("../../migrations/citus/journal.sql");
+
 /// The tables distributed by [`DISTRIBUTE`], each with its distribution column.
 pub const DISTRIBUTED: [(&str, &str); 5] = [
     ("accounts", "id"),
@@ -80,18 +85,27 @@ async fn distributed_count(conn: &mut PgConnection) -> Result<i64, sqlx::Error> 
     .await
 }
 
-/// Distributes the ledger's tables unless done: a second `migrate` is a no-op. The check and
-/// the work run in one transaction under the migrator's advisory lock key, so two `migrate`s
-/// at once distribute once, and a failure leaves the plain tables as they were.
+/// Distributes the ledger's tables unless done: a second `migrate` only replaces the journal
+/// trigger's function ([`JOURNAL`]) again. The check and the work run in one transaction under
+/// the migrator's advisory lock key, so two `migrate`s at once distribute once, and a failure
+/// leaves the plain tables as they were.
 pub async fn distribute(pool: &PgPool) -> anyhow::Result<Distribution> {
     let mut tx = pool.begin().await?;
     // The same lock sqlx's migrator takes (any key would do; this one says why it is held).
     sqlx::query("select pg_advisory_xact_lock(hashtext('wallet-ledger citus distribute'))")
         .execute(&mut *tx)
         .await?;
-    match distributed_count(&mut tx).await? {
+    let count = distributed_count(&mut tx).await?;
+    sqlx::raw_sql(sqlx::AssertSqlSafe(JOURNAL))
+        .execute(&mut *tx)
+        .await
+        .context("the journal trigger on Citus (migrations/citus/journal.sql)")?;
+    match count {
         0 => {}
-        n if n == DISTRIBUTED.len() as i64 => return Ok(Distribution::AlreadyDone),
+        n if n == DISTRIBUTED.len() as i64 => {
+            tx.commit().await?;
+            return Ok(Distribution::AlreadyDone);
+        }
         n => {
             return Err(anyhow!(
                 "{n} of the {} ledger tables are distributed by Citus, not all or none: \

@@ -26,14 +26,16 @@ pub struct Finding {
 }
 
 /// Which invariant a finding breaks, by its stable name: `unbalanced_transaction`,
-/// `trial_balance`, `wallet_chain`, `checkpoint_mismatch`, `balance_range`, `posting_mismatch`,
-/// `overdue_hold`, `stale_open_hold`, `over_reversed`, `entry_mismatch`, `set_totals`.
+/// `trial_balance`, `wallet_chain`, `chain_link`, `checkpoint_mismatch`, `balance_range`,
+/// `posting_mismatch`, `overdue_hold`, `stale_open_hold`, `over_reversed`, `entry_mismatch`,
+/// `set_totals`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Check {
     UnbalancedTransaction,
     TrialBalance,
     WalletChain,
+    ChainLink,
     CheckpointMismatch,
     BalanceRange,
     PostingMismatch,
@@ -46,10 +48,11 @@ pub enum Check {
 
 impl Check {
     /// Every check, in the order they run (the report lists each, found or not).
-    pub const ALL: [Check; 11] = [
+    pub const ALL: [Check; 12] = [
         Check::UnbalancedTransaction,
         Check::TrialBalance,
         Check::WalletChain,
+        Check::ChainLink,
         Check::CheckpointMismatch,
         Check::BalanceRange,
         Check::PostingMismatch,
@@ -65,6 +68,7 @@ impl Check {
             Check::UnbalancedTransaction => "unbalanced_transaction",
             Check::TrialBalance => "trial_balance",
             Check::WalletChain => "wallet_chain",
+            Check::ChainLink => "chain_link",
             Check::CheckpointMismatch => "checkpoint_mismatch",
             Check::BalanceRange => "balance_range",
             Check::PostingMismatch => "posting_mismatch",
@@ -118,6 +122,7 @@ pub async fn check(db: &mut Db<'_>, hold_grace: TimeDelta) -> Result<Vec<Finding
     findings.extend(unbalanced_transactions(&mut tx).await?);
     findings.extend(trial_balance(&mut tx).await?);
     findings.extend(wallet_chains(&mut tx).await?);
+    findings.extend(chain_links(&mut tx).await?);
     findings.extend(checkpoints(&mut tx).await?);
     findings.extend(balances_out_of_range(&mut tx).await?);
     let mut db = Db::new(&mut tx, engine);
@@ -211,6 +216,50 @@ async fn wallet_chains(conn: &mut PgConnection) -> Result<Vec<Finding>, sqlx::Er
             };
             Finding {
                 check: Check::WalletChain,
+                account: Some(r.account_id),
+                entry: Some(r.id),
+                transaction: None,
+                detail,
+            }
+        })
+        .collect())
+}
+
+/// Every linked wallet entry's `chain_hash` is the link recomputed from the entry as stored and
+/// the link of the entry now before it (`entry_chain_hash`, docs/verification.md). An entry
+/// changed after it was written fails its own link; one removed, the entry after the gap; one
+/// moved to another place in its chain, its own link and that of the entry after its new place.
+/// Entries written before links existed (none on a chain's linked part) are not checked.
+async fn chain_links(conn: &mut PgConnection) -> Result<Vec<Finding>, sqlx::Error> {
+    let rows = sqlx::query!(
+        r#"select account_id as "account_id!", id as "id!", sequence as "sequence!",
+                  chain_hash is null as "unlinked!"
+           from (select account_id, id, sequence, chain_hash,
+                        entry_chain_hash(lag(chain_hash) over w, transaction_id, account_id,
+                                         currency, amount, sequence, balance_after,
+                                         ledger_time, effective_at) as recomputed,
+                        bool_or(chain_hash is not null) over w as linked
+                 from entries where sequence is not null
+                 window w as (partition by account_id order by sequence)) chain
+           where linked and chain_hash is distinct from recomputed
+           order by account_id, sequence limit $1"#,
+        MAX_FINDINGS_PER_CHECK
+    )
+    .fetch_all(conn)
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(|r| {
+            let detail = if r.unlinked {
+                format!("sequence {} has no link, after linked entries", r.sequence)
+            } else {
+                format!(
+                    "the link at sequence {} is not the hash of the entry and the link before it",
+                    r.sequence
+                )
+            };
+            Finding {
+                check: Check::ChainLink,
                 account: Some(r.account_id),
                 entry: Some(r.id),
                 transaction: None,

@@ -10,7 +10,8 @@ use wallet_ledger::ledger::{accounts, checkpoints};
 
 /// Writes `n` payments of 1 minor unit into wallet `w` from system account `clearing:bulk:SAR`
 /// with plain SQL (100,000 API calls would take minutes), in one statement per table so the
-/// journal trigger checks every entry as the API's own inserts are checked.
+/// journal trigger checks every entry as the API's own inserts are checked; the wallet's links
+/// are chained by a recursive query, as the write path would chain them.
 async fn bulk_payments(app: &TestApp, n: i64) {
     sqlx::query(
         "insert into transactions (id, kind, status, currency, legs, account_ids, creation_request,
@@ -24,10 +25,18 @@ async fn bulk_payments(app: &TestApp, n: i64) {
     .await
     .unwrap();
     sqlx::query(
-        "insert into entries (transaction_id, account_id, currency, amount, sequence, balance_after, ledger_time)
-         select md5('bulk' || i)::uuid, 'w', 'SAR', 1, i, i, now() from generate_series(1, $1) i
+        "with recursive chain (i, link) as (
+             select 1::bigint, entry_chain_hash(null, md5('bulk1')::uuid, 'w', 'SAR', 1, 1, 1, now(), null)
+             union all
+             select i + 1, entry_chain_hash(link, md5('bulk' || (i + 1))::uuid, 'w', 'SAR', 1,
+                                            i + 1, i + 1, now(), null)
+             from chain where i < $1)
+         insert into entries (transaction_id, account_id, currency, amount, sequence, balance_after,
+                              ledger_time, chain_hash)
+         select md5('bulk' || i)::uuid, 'w', 'SAR', 1, i, i, now(), link from chain
          union all
-         select md5('bulk' || i)::uuid, 'clearing:bulk:SAR', 'SAR', -1, null, null, now() from generate_series(1, $1) i",
+         select md5('bulk' || i)::uuid, 'clearing:bulk:SAR', 'SAR', -1, null, null, now(), null
+         from generate_series(1, $1) i",
     )
     .bind(n)
     .execute(&app.pool)

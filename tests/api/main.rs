@@ -11,6 +11,7 @@ mod balance_range;
 mod balances;
 mod batch;
 mod bench;
+mod chain_links;
 mod cli;
 mod console;
 mod consumer_apply;

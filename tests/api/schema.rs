@@ -81,7 +81,8 @@ async fn insert_transaction<'e>(executor: impl PgExecutor<'e>) -> Uuid {
     id
 }
 
-/// All `rows` of `transaction` in one INSERT statement (the unit the journal trigger checks).
+/// All `rows` of `transaction` in one INSERT statement (the unit the journal trigger checks),
+/// each wallet entry linked to the stored entry before it, as the write path would.
 async fn insert_entries<'e>(
     executor: impl PgExecutor<'e>,
     transaction: Uuid,
@@ -93,8 +94,13 @@ async fn insert_entries<'e>(
     let sequences: Vec<Option<i64>> = rows.iter().map(|r| r.sequence).collect();
     let balances: Vec<Option<i64>> = rows.iter().map(|r| r.balance_after).collect();
     sqlx::query(
-        "insert into entries (transaction_id, account_id, currency, amount, sequence, balance_after, ledger_time)
-         select $1, account, currency, amount, sequence, balance_after, now()
+        "insert into entries (transaction_id, account_id, currency, amount, sequence, balance_after,
+                              ledger_time, chain_hash)
+         select $1, account, currency, amount, sequence, balance_after, now(),
+                case when sequence is not null then entry_chain_hash(
+                    (select p.chain_hash from entries p
+                     where p.account_id = e.account and p.sequence = e.sequence - 1),
+                    $1, account, currency, amount, sequence, balance_after, now(), null) end
          from unnest($2::text[], $3::text[], $4::bigint[], $5::bigint[], $6::bigint[])
               with ordinality as e(account, currency, amount, sequence, balance_after, n)
          order by n",

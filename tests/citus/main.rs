@@ -31,6 +31,8 @@ mod balance_range;
 mod balances;
 #[path = "../api/batch.rs"]
 mod batch;
+#[path = "../api/chain_links.rs"]
+mod chain_links;
 #[path = "../api/consumer_apply.rs"]
 mod consumer_apply;
 #[path = "../api/effective.rs"]

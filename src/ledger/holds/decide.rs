@@ -4,13 +4,14 @@
 use super::Action;
 use super::load::{HeldLeg, LoadedHold, LockedWallets};
 use crate::ledger::compare;
-use crate::ledger::money::Amount;
+use crate::ledger::money::{Amount, Currency};
 use crate::ledger::monitors::{Balances, Firing, WalletChange, Watches};
-use crate::ledger::posting::{NewEntry, WalletState, balances, ledger_time};
+use crate::ledger::posting::{NewEntry, Part, WalletState, balances, ledger_time};
 use crate::ledger::transactions::TransactionStatus;
 use crate::problem::FieldError;
 use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
+use uuid::Uuid;
 
 /// What a post or void of a hold comes to.
 #[derive(Debug, PartialEq)]
@@ -160,34 +161,55 @@ pub(crate) enum Entries {
 
 /// The capture's entries against its locked wallets, at `now` or later (ledger time never
 /// decreases along a chain). Funds are not checked: the hold reserved them.
-pub(crate) fn entries(locked: LockedWallets, legs: &[HeldLeg], now: DateTime<Utc>) -> Entries {
+pub(crate) fn entries(
+    locked: LockedWallets,
+    hold: HoldTerms,
+    legs: &[HeldLeg],
+    now: DateTime<Utc>,
+) -> Entries {
     let LockedWallets::Ready(mut states) = locked else {
         return Entries::Expired;
     };
     let ledger_time = ledger_time(states.values().map(|s| &s.chain), now);
     let mut entries = Vec::with_capacity(legs.len());
     for leg in legs {
-        let account = leg.account.clone();
         let entry = match states.get_mut(&leg.account) {
-            None => NewEntry::unchained(account, leg.amount),
-            Some(s) => match s.chain.next(account, leg.amount, ledger_time) {
-                Some(entry) => entry,
-                None => {
-                    let message = "capturing would take a balance past 9007199254740991";
-                    let error = FieldError::new("/amount", "balance_overflow", message);
-                    return Entries::Invalid(error);
-                }
+            None => NewEntry {
+                currency: leg.currency,
+                ..NewEntry::unchained(leg.account.clone(), leg.amount)
             },
+            Some(s) => {
+                let part = Part {
+                    transaction: hold.id,
+                    account: &leg.account,
+                    currency: leg.currency.unwrap_or(hold.currency),
+                    amount: leg.amount,
+                    ledger_time,
+                    effective_at: None,
+                };
+                match s.chain.next(part) {
+                    Some(entry) => entry,
+                    None => {
+                        let message = "capturing would take a balance past 9007199254740991";
+                        let error = FieldError::new("/amount", "balance_overflow", message);
+                        return Entries::Invalid(error);
+                    }
+                }
+            }
         };
-        entries.push(NewEntry {
-            currency: leg.currency,
-            ..entry
-        });
+        entries.push(entry);
     }
     Entries::Ready {
         entries,
         ledger_time,
     }
+}
+
+/// Whose entries a capture writes: the hold's transaction, in its currency.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct HoldTerms {
+    pub id: Uuid,
+    pub currency: Currency,
 }
 
 /// A wallet's balances once this hold is released: what its legs on the wallet reserved (going

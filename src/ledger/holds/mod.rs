@@ -251,7 +251,11 @@ async fn capture_hold(
         load::LockedWallets::Ready(states) if !watches.is_empty() => states.clone(),
         _ => HashMap::new(),
     };
-    let (entries, ledger_time) = match decide::entries(locked, &capture.legs, now) {
+    let terms = decide::HoldTerms {
+        id,
+        currency: hold.currency,
+    };
+    let (entries, ledger_time) = match decide::entries(locked, terms, &capture.legs, now) {
         Entries::Ready {
             entries,
             ledger_time,

@@ -1,9 +1,12 @@
 //! A wallet's chain of entries: each entry takes the next sequence number, carries the balance
-//! after it, and a ledger time that never decreases. Posting and a hold's capture both
-//! continue chains through [`ChainHead::next`], so the rule is written once.
+//! after it, a ledger time that never decreases, and a hash over its content and its
+//! predecessor's hash ([`ChainHash`]). Posting and a hold's capture both continue chains
+//! through [`ChainHead::next`], so the rule is written once.
 
 use crate::ledger::money::{Amount, Currency};
 use chrono::{DateTime, Utc};
+use sha2::{Digest, Sha256};
+use uuid::Uuid;
 
 /// An entry ready to insert.
 #[derive(Debug, Clone)]
@@ -16,6 +19,8 @@ pub(crate) struct NewEntry {
     pub effective_at: Option<DateTime<Utc>>,
     /// An exchange's entry: its own currency. `None`: the transaction's one currency.
     pub currency: Option<Currency>,
+    /// A wallet entry's link in its chain; none on a system account.
+    pub hash: Option<ChainHash>,
 }
 
 impl NewEntry {
@@ -38,17 +43,86 @@ impl NewEntry {
             balance_after: None,
             effective_at: None,
             currency: None,
+            hash: None,
         }
     }
 }
 
-/// Where a wallet's chain continues: its last entry's sequence, balance and ledger time
-/// (zero, zero and none before its first entry).
+/// The SHA-256 link of a wallet entry: over its predecessor's link (32 zero bytes before the
+/// first entry, or after an entry written before links existed) and the entry's own content,
+/// in the text [`ChainHash::of`] spells out. The entries trigger recomputes it with
+/// `entry_chain_hash` (migrations/20261210010000_entry_chain_hashes.sql) and refuses an entry
+/// whose link differs, and `verify` recomputes every chain: an entry changed, removed or moved
+/// after it was written breaks its own link or its successor's (docs/verification.md).
+#[derive(Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub struct ChainHash(pub [u8; 32]);
+
+/// What an entry's link covers besides its predecessor's: everything the entry says, its
+/// transaction's part and its place in the chain.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Link<'a> {
+    pub part: Part<'a>,
+    pub sequence: i64,
+    pub balance_after: Amount,
+}
+
+impl ChainHash {
+    /// Which construction a link follows; a new one would get a new tag.
+    const TAG: &'static str = "wallet-ledger/entry/v1";
+
+    /// SHA-256 of the predecessor's 32 bytes followed by the UTF-8 lines: the tag, the
+    /// transaction id (lowercase, hyphenated), the account, the currency, the amount, the
+    /// sequence and the balance after (decimal minor units), the ledger time and the effective
+    /// date (microseconds since 1970-01-01 UTC, as stored; `-` for none). Times are cut to
+    /// the microsecond first, as PostgreSQL stores them.
+    pub(crate) fn of(previous: ChainHash, link: &Link<'_>) -> ChainHash {
+        let micros = |t: DateTime<Utc>| t.timestamp_micros().to_string();
+        let part = &link.part;
+        let text = [
+            Self::TAG.to_owned(),
+            part.transaction.to_string(),
+            part.account.to_owned(),
+            part.currency.code().to_owned(),
+            part.amount.minor_units().to_string(),
+            link.sequence.to_string(),
+            link.balance_after.minor_units().to_string(),
+            micros(part.ledger_time),
+            part.effective_at.map_or_else(|| "-".to_owned(), micros),
+        ]
+        .join("\n");
+        let mut hasher = Sha256::new();
+        hasher.update(previous.0);
+        hasher.update(text.as_bytes());
+        ChainHash(hasher.finalize().into())
+    }
+
+    /// As stored: a wallet's last entry's `chain_hash`, none before its first entry (or
+    /// before links existed). Another length than 32 is refused by the schema.
+    pub(crate) fn stored(bytes: Option<Vec<u8>>) -> ChainHash {
+        bytes
+            .and_then(|b| <[u8; 32]>::try_from(b).ok())
+            .map_or_else(ChainHash::default, ChainHash)
+    }
+
+    pub fn hex(&self) -> String {
+        self.0.iter().map(|b| format!("{b:02x}")).collect()
+    }
+}
+
+impl std::fmt::Debug for ChainHash {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "ChainHash({})", self.hex())
+    }
+}
+
+/// Where a wallet's chain continues: its last entry's sequence, balance, ledger time and link
+/// (zero, zero, none and zero bytes before its first entry).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct ChainHead {
     pub sequence: i64,
     pub balance: Amount,
     pub ledger_time: Option<DateTime<Utc>>,
+    pub hash: ChainHash,
 }
 
 impl ChainHead {
@@ -57,31 +131,45 @@ impl ChainHead {
         self.balance.checked_add(amount)
     }
 
-    /// The entry that continues this chain, the head moved past it; `None`, the head
-    /// unchanged, when the balance would leave the safe range. `ledger_time` is the
+    /// The entry of `part` that continues this chain, the head moved past it; `None`, the head
+    /// unchanged, when the balance would leave the safe range. `part.ledger_time` is the
     /// transaction's, from [`ledger_time`] over every chain it continues.
-    pub fn next(
-        &mut self,
-        account: String,
-        amount: Amount,
-        ledger_time: DateTime<Utc>,
-    ) -> Option<NewEntry> {
-        let balance = self.balance_after(amount)?;
+    pub fn next(&mut self, part: Part<'_>) -> Option<NewEntry> {
+        let balance = self.balance_after(part.amount)?;
         let sequence = self.sequence.checked_add(1)?;
+        let link = Link {
+            part,
+            sequence,
+            balance_after: balance,
+        };
+        let hash = ChainHash::of(self.hash, &link);
         *self = ChainHead {
             sequence,
             balance,
-            ledger_time: Some(ledger_time),
+            ledger_time: Some(part.ledger_time),
+            hash,
         };
         Some(NewEntry {
-            account,
-            amount,
+            account: part.account.to_owned(),
+            amount: part.amount,
             sequence: Some(sequence),
             balance_after: Some(balance),
-            effective_at: None,
-            currency: None,
+            effective_at: part.effective_at,
+            currency: Some(part.currency),
+            hash: Some(hash),
         })
     }
+}
+
+/// A transaction's part on one wallet, before the chain places it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Part<'a> {
+    pub transaction: Uuid,
+    pub account: &'a str,
+    pub currency: Currency,
+    pub amount: Amount,
+    pub ledger_time: DateTime<Utc>,
+    pub effective_at: Option<DateTime<Utc>>,
 }
 
 /// The ledger time of a transaction that continues these chains: `now`, unless one of them
@@ -107,12 +195,23 @@ mod tests {
         Amount::new(minor_units).unwrap()
     }
 
+    fn part(minor_units: i64, ledger_time: DateTime<Utc>) -> Part<'static> {
+        Part {
+            transaction: Uuid::nil(),
+            account: "w",
+            currency: Currency::parse("SAR").unwrap(),
+            amount: amount(minor_units),
+            ledger_time,
+            effective_at: None,
+        }
+    }
+
     #[test]
     fn next_takes_the_next_sequence_and_carries_the_balance() {
         let now = Utc::now();
         let mut head = ChainHead::default();
-        let first = head.next("w".into(), amount(500), now).unwrap();
-        let second = head.next("w".into(), amount(-200), now).unwrap();
+        let first = head.next(part(500, now)).unwrap();
+        let second = head.next(part(-200, now)).unwrap();
         assert_eq!(
             (first.sequence, first.balance_after),
             (Some(1), Some(amount(500)))
@@ -130,10 +229,10 @@ mod tests {
         let mut head = ChainHead {
             sequence: 7,
             balance: amount(MAX_AMOUNT),
-            ledger_time: None,
+            ..ChainHead::default()
         };
-        assert!(head.next("w".into(), amount(1), now).is_none());
-        assert!(head.next("w".into(), amount(MAX_AMOUNT), now).is_none());
+        assert!(head.next(part(1, now)).is_none());
+        assert!(head.next(part(MAX_AMOUNT, now)).is_none());
         assert_eq!(head.sequence, 7);
         assert_eq!(head.balance, amount(MAX_AMOUNT));
         assert_eq!(head.ledger_time, None);
@@ -156,5 +255,38 @@ mod tests {
             now + TimeDelta::seconds(5)
         );
         assert_eq!(ledger_time([], now), now);
+    }
+
+    /// The same values through `entry_chain_hash` in PostgreSQL (the migration's function)
+    /// gave these links: the write path and the schema hash alike, the effective date and a
+    /// time's microseconds included, and a link depends on its predecessor's.
+    #[test]
+    fn links_are_the_schemas_and_chain_on() {
+        let at = DateTime::parse_from_rfc3339("2026-12-06T12:00:00.123456789Z")
+            .unwrap()
+            .to_utc();
+        let mut head = ChainHead::default();
+        let first = head.next(part(500, at)).unwrap();
+        let backdated = Part {
+            effective_at: Some(
+                DateTime::parse_from_rfc3339("2026-11-30T00:00:00Z")
+                    .unwrap()
+                    .to_utc(),
+            ),
+            ..part(-200, at)
+        };
+        let second = head.next(backdated).unwrap();
+        assert_eq!(
+            first.hash.unwrap().hex(),
+            "4da8175418a80bfb8274c05aa6e207e9715cda6ee49b7f288465f234a3348efa"
+        );
+        assert_eq!(
+            second.hash.unwrap().hex(),
+            "9ce452a9c48f90cf2185b9e36ec35cfa6411956a7dcb55c92a49102275f1b8ac"
+        );
+        assert_eq!(head.hash, second.hash.unwrap());
+        let mut other = ChainHead::default();
+        other.next(part(501, at)).unwrap();
+        assert_ne!(other.next(part(-200, at)).unwrap().hash, second.hash);
     }
 }

@@ -481,15 +481,26 @@ impl LockedLedger {
             .iter()
             .filter_map(|l| self.wallets.get(l.account.as_str()));
         let ledger_time = chain::ledger_time(heads.map(|s| &s.chain), now);
+        let effective_at = item.effective_at.and_then(|d| d.backdates(ledger_time));
         let mut entries = Vec::with_capacity(legs.len());
         for leg in legs {
-            let (account, amount) = (leg.account.to_string(), leg.amount);
-            let entry = match self.wallets.get_mut(leg.account.as_str()) {
-                None => NewEntry::unchained(account, amount),
-                Some(state) => state
-                    .chain
-                    .next(account, amount, ledger_time)
-                    .ok_or_else(|| {
+            let (account, amount) = (leg.account.as_str(), leg.amount);
+            let entry = match self.wallets.get_mut(account) {
+                None => NewEntry {
+                    effective_at,
+                    currency: leg.currency,
+                    ..NewEntry::unchained(account.to_owned(), amount)
+                },
+                Some(state) => {
+                    let part = chain::Part {
+                        transaction: item.id,
+                        account,
+                        currency: leg.currency.unwrap_or(currency),
+                        amount,
+                        ledger_time,
+                        effective_at,
+                    };
+                    state.chain.next(part).ok_or_else(|| {
                         // Not reached: every balance after was checked above (a debit past the
                         // range is beyond any overdraft), and a journal's accounts are distinct.
                         let detail =
@@ -497,7 +508,8 @@ impl LockedLedger {
                         let error =
                             FieldError::new(leg.amount_field.clone(), "balance_overflow", detail);
                         ItemError::Invalid(vec![error])
-                    })?,
+                    })?
+                }
             };
             entries.push(entry);
         }
@@ -506,11 +518,6 @@ impl LockedLedger {
             *total = total
                 .checked_add(r.amount)
                 .expect("reversal_refusal checked it against the original");
-        }
-        let effective_at = item.effective_at.and_then(|d| d.backdates(ledger_time));
-        for (entry, leg) in entries.iter_mut().zip(legs) {
-            entry.effective_at = effective_at;
-            entry.currency = leg.currency;
         }
         for leg in legs {
             if let Some(history) = self.histories.get_mut(leg.account.as_str()) {

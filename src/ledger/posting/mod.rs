@@ -35,7 +35,8 @@ mod decide;
 mod load;
 mod render;
 
-pub(crate) use chain::{ChainHead, NewEntry, ledger_time};
+pub use chain::ChainHash;
+pub(crate) use chain::{ChainHead, NewEntry, Part, ledger_time};
 pub(crate) use decide::balances;
 pub use load::StoredCreation;
 pub(crate) use load::{

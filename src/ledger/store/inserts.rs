@@ -293,15 +293,16 @@ async fn insert_entries_plain(
         .map(|e| e.3.balance_after.map(Amount::minor_units))
         .collect();
     let backdated: Vec<Option<DateTime<Utc>>> = entries.iter().map(|e| e.3.effective_at).collect();
+    let hashes: Vec<Option<&[u8]>> = entries.iter().map(|e| stored_hash(e.3)).collect();
     sqlx::query!(
         r#"insert into entries (transaction_id, account_id, currency, amount, sequence,
-                                balance_after, ledger_time, effective_at)
+                                balance_after, ledger_time, effective_at, chain_hash)
            select transaction_id, account, currency, amount, sequence, balance_after, ledger_time,
-                  effective_at
+                  effective_at, chain_hash
            from unnest($1::uuid[], $2::text[], $3::text[], $4::bigint[], $5::bigint[],
-                       $6::bigint[], $7::timestamptz[], $8::timestamptz[])
+                       $6::bigint[], $7::timestamptz[], $8::timestamptz[], $9::bytea[])
                 with ordinality as e(transaction_id, account, currency, amount, sequence,
-                                     balance_after, ledger_time, effective_at, n)
+                                     balance_after, ledger_time, effective_at, chain_hash, n)
            order by n"#,
         &transactions,
         &accounts as &[&str],
@@ -311,14 +312,20 @@ async fn insert_entries_plain(
         &balances as &[Option<i64>],
         &times,
         &backdated as &[Option<DateTime<Utc>>],
+        &hashes as &[Option<&[u8]>],
     )
     .execute(conn)
     .await?;
     Ok(())
 }
 
+/// A wallet entry's link as the column stores it.
+fn stored_hash(entry: &NewEntry) -> Option<&[u8]> {
+    entry.hash.as_ref().map(|h| h.0.as_slice())
+}
+
 /// Columns bound per entry by [`insert_entries_citus`].
-const ENTRY_COLUMNS: usize = 8;
+const ENTRY_COLUMNS: usize = 9;
 
 /// [`insert_entry_rows`] on Citus: one multi-row `insert ... values`. Citus routes each row
 /// by its bound account and sends each shard its rows as one statement (so a transaction's
@@ -331,7 +338,7 @@ async fn insert_entries_citus(
 ) -> Result<(), sqlx::Error> {
     let mut insert = sqlx::QueryBuilder::new(
         "insert into entries (transaction_id, account_id, currency, amount, sequence,
-                              balance_after, ledger_time, effective_at) ",
+                              balance_after, ledger_time, effective_at, chain_hash) ",
     );
     insert.push_values(entries, |mut row, (transaction, currency, time, entry)| {
         row.push_bind(*transaction)
@@ -341,7 +348,8 @@ async fn insert_entries_citus(
             .push_bind(entry.sequence)
             .push_bind(entry.balance_after.map(Amount::minor_units))
             .push_bind(*time)
-            .push_bind(entry.effective_at);
+            .push_bind(entry.effective_at)
+            .push_bind(stored_hash(entry));
     });
     // Not kept prepared: the text changes with the row count, and each would evict another.
     insert.build().persistent(false).execute(conn).await?;

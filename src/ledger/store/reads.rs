@@ -7,7 +7,7 @@ use crate::db::Engine;
 use crate::db::StoreError;
 use crate::ledger::bounds::{SATURATED, SystemState, SystemStates};
 use crate::ledger::money::Amount;
-use crate::ledger::posting::{ChainHead, StoredCreation, WalletState};
+use crate::ledger::posting::{ChainHash, ChainHead, StoredCreation, WalletState};
 use crate::ledger::transactions::{
     RefusalCode, StoredTransaction, TransactionFilter, TransactionStatus, page,
 };
@@ -96,11 +96,11 @@ async fn wallet_states_plain(
 ) -> Result<HashMap<String, WalletState>, sqlx::Error> {
     let states = sqlx::query!(
         r#"select w.id as "id!", h.sequence, h.balance_after, h.ledger_time as "ledger_time?",
-                  coalesce(p.pending_out, 0) as "pending_out!",
+                  h.chain_hash, coalesce(p.pending_out, 0) as "pending_out!",
                   coalesce(p.pending_in, 0) as "pending_in!"
            from unnest($1::text[]) as w(id)
            left join lateral (
-               select sequence, balance_after, ledger_time from entries
+               select sequence, balance_after, ledger_time, chain_hash from entries
                where account_id = w.id and sequence is not null
                order by sequence desc limit 1) h on true
            left join lateral (
@@ -113,16 +113,24 @@ async fn wallet_states_plain(
     states
         .into_iter()
         .map(|r| {
-            let head = (r.sequence, r.balance_after, r.ledger_time);
+            let head = (r.sequence, r.balance_after, r.ledger_time, r.chain_hash);
             Ok((r.id, wallet_state(head, r.pending_out, r.pending_in)?))
         })
         .collect()
 }
 
-/// A wallet's state from its stored head `(sequence, balance_after, ledger_time)` (all `None`
-/// before its first entry) and its holds' totals.
+/// A wallet's stored head: `(sequence, balance_after, ledger_time, chain_hash)` of its last
+/// entry, all `None` before its first.
+type StoredHead = (
+    Option<i64>,
+    Option<i64>,
+    Option<DateTime<Utc>>,
+    Option<Vec<u8>>,
+);
+
+/// A wallet's state from its stored head and its holds' totals.
 fn wallet_state(
-    (sequence, balance_after, ledger_time): (Option<i64>, Option<i64>, Option<DateTime<Utc>>),
+    (sequence, balance_after, ledger_time, chain_hash): StoredHead,
     pending_out: i64,
     pending_in: i64,
 ) -> Result<WalletState, sqlx::Error> {
@@ -131,6 +139,7 @@ fn wallet_state(
             sequence: sequence.unwrap_or(0),
             balance: Amount::stored(balance_after.unwrap_or(0))?,
             ledger_time,
+            hash: ChainHash::stored(chain_hash),
         },
         pending_out: Amount::stored(pending_out)?,
         pending_in: Amount::stored(pending_in)?,
@@ -149,12 +158,12 @@ async fn wallet_states_citus(
     for shard in super::shards::accounts_by_shard(&mut *conn, wallets).await? {
         let rows = sqlx::query!(
             r#"select w.id, h.sequence as "sequence?", h.balance_after as "balance_after?",
-                      h.ledger_time as "ledger_time?",
+                      h.ledger_time as "ledger_time?", h.chain_hash as "chain_hash?",
                       coalesce(p.pending_out, 0) as "pending_out!",
                       coalesce(p.pending_in, 0) as "pending_in!"
                from accounts w
                left join lateral (
-                   select sequence, balance_after, ledger_time from entries
+                   select sequence, balance_after, ledger_time, chain_hash from entries
                    where account_id = w.id and account_id = any($1) and sequence is not null
                    order by sequence desc limit 1) h on true
                left join lateral (
@@ -167,7 +176,7 @@ async fn wallet_states_citus(
         .fetch_all(&mut *conn)
         .await?;
         for r in rows {
-            let head = (r.sequence, r.balance_after, r.ledger_time);
+            let head = (r.sequence, r.balance_after, r.ledger_time, r.chain_hash);
             states.insert(r.id, wallet_state(head, r.pending_out, r.pending_in)?);
         }
     }

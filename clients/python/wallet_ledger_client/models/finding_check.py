@@ -3,6 +3,7 @@ from enum import StrEnum
 
 class FindingCheck(StrEnum):
     BALANCE_RANGE = "balance_range"
+    CHAIN_LINK = "chain_link"
     CHECKPOINT_MISMATCH = "checkpoint_mismatch"
     ENTRY_MISMATCH = "entry_mismatch"
     OVERDUE_HOLD = "overdue_hold"

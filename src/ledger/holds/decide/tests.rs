@@ -181,11 +181,20 @@ fn an_ended_hold_answers_with_its_status() {
     }
 }
 
+/// The hold a capture's entries belong to.
+fn terms() -> HoldTerms {
+    HoldTerms {
+        id: Uuid::nil(),
+        currency: Currency::parse("SAR").unwrap(),
+    }
+}
+
 fn wallet(sequence: i64, balance: i64, at: Option<DateTime<Utc>>) -> WalletState {
     let chain = ChainHead {
         sequence,
         balance: a(balance),
         ledger_time: at,
+        ..ChainHead::default()
     };
     WalletState {
         chain,
@@ -205,7 +214,7 @@ fn a_capture_continues_its_wallets_chains_at_the_latest_time() {
     let Entries::Ready {
         entries,
         ledger_time,
-    } = entries(LockedWallets::Ready(states), &legs, now)
+    } = entries(LockedWallets::Ready(states), terms(), &legs, now)
     else {
         panic!("expected entries");
     };
@@ -228,7 +237,7 @@ fn a_capture_continues_its_wallets_chains_at_the_latest_time() {
 #[test]
 fn a_capture_whose_wallets_were_locked_after_its_expiry_is_expired() {
     let legs = [leg("from", -30), leg("to", 30)];
-    let outcome = entries(LockedWallets::Expired, &legs, Utc::now());
+    let outcome = entries(LockedWallets::Expired, terms(), &legs, Utc::now());
     assert!(matches!(outcome, Entries::Expired), "{outcome:?}");
 }
 
@@ -236,7 +245,7 @@ fn a_capture_whose_wallets_were_locked_after_its_expiry_is_expired() {
 fn a_capture_past_the_balance_range_is_refused() {
     let states = HashMap::from([("to".to_owned(), wallet(1, MAX_AMOUNT, None))]);
     let legs = [leg("from", -1), leg("to", 1)];
-    match entries(LockedWallets::Ready(states), &legs, Utc::now()) {
+    match entries(LockedWallets::Ready(states), terms(), &legs, Utc::now()) {
         Entries::Invalid(error) => assert_eq!(error.code, "balance_overflow"),
         other => panic!("expected a field error, got {other:?}"),
     }
@@ -397,7 +406,7 @@ fn a_capture_fires_on_its_entry_with_the_whole_hold_released() {
     let legs = [leg("from", -20), leg("to", 20)];
     let Entries::Ready {
         entries: posted, ..
-    } = entries(LockedWallets::Ready(states.clone()), &legs, now)
+    } = entries(LockedWallets::Ready(states.clone()), terms(), &legs, now)
     else {
         panic!("expected entries");
     };

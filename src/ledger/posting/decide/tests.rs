@@ -205,7 +205,8 @@ fn refusals_come_in_their_fixed_order() {
             ChainHead {
                 sequence: 1,
                 balance: a(10),
-                ledger_time: None
+                ledger_time: None,
+                ..ChainHead::default()
             }
         );
     }
