@@ -74,7 +74,7 @@ CREATE FUNCTION public.check_new_entries() RETURNS trigger
 --
 
 CREATE FUNCTION public.entry_chain_hash(previous bytea, transaction_id uuid, account_id text, currency text, amount bigint, sequence bigint, balance_after bigint, ledger_time timestamp with time zone, effective_at timestamp with time zone) RETURNS bytea
-    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    LANGUAGE sql STABLE PARALLEL SAFE
     AS $$
     select sha256(coalesce(previous, '\x0000000000000000000000000000000000000000000000000000000000000000'::bytea)
                   || convert_to(concat_ws(E'\n', 'wallet-ledger/entry/v1', transaction_id::text,
