@@ -539,6 +539,44 @@ ALTER TABLE public.entries ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
 
 
 --
+-- Name: journal_checkpoint_heads; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.journal_checkpoint_heads (
+    checkpoint bigint NOT NULL,
+    account_id text NOT NULL,
+    sequence bigint NOT NULL,
+    link bytea NOT NULL,
+    CONSTRAINT journal_checkpoint_heads_link_check CHECK ((octet_length(link) = 32)),
+    CONSTRAINT journal_checkpoint_heads_sequence_check CHECK ((sequence >= 1))
+);
+
+
+--
+-- Name: journal_checkpoints; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.journal_checkpoints (
+    n bigint NOT NULL,
+    sealed_at timestamp with time zone NOT NULL,
+    previous_root bytea,
+    head_count bigint NOT NULL,
+    heads_root bytea NOT NULL,
+    root bytea NOT NULL,
+    public_key bytea NOT NULL,
+    signature bytea NOT NULL,
+    CONSTRAINT journal_checkpoints_check CHECK (((n = 1) = (previous_root IS NULL))),
+    CONSTRAINT journal_checkpoints_head_count_check CHECK ((head_count >= 0)),
+    CONSTRAINT journal_checkpoints_heads_root_check CHECK ((octet_length(heads_root) = 32)),
+    CONSTRAINT journal_checkpoints_n_check CHECK ((n >= 1)),
+    CONSTRAINT journal_checkpoints_previous_root_check CHECK ((octet_length(previous_root) = 32)),
+    CONSTRAINT journal_checkpoints_public_key_check CHECK ((octet_length(public_key) = 32)),
+    CONSTRAINT journal_checkpoints_root_check CHECK ((octet_length(root) = 32)),
+    CONSTRAINT journal_checkpoints_signature_check CHECK ((octet_length(signature) = 64))
+);
+
+
+--
 -- Name: open_holds; Type: TABLE; Schema: public; Owner: -
 --
 
@@ -976,6 +1014,22 @@ ALTER TABLE ONLY public.entries
 
 
 --
+-- Name: journal_checkpoint_heads journal_checkpoint_heads_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.journal_checkpoint_heads
+    ADD CONSTRAINT journal_checkpoint_heads_pkey PRIMARY KEY (account_id, checkpoint);
+
+
+--
+-- Name: journal_checkpoints journal_checkpoints_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.journal_checkpoints
+    ADD CONSTRAINT journal_checkpoints_pkey PRIMARY KEY (n);
+
+
+--
 -- Name: open_holds open_holds_pkey; Type: CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -1236,6 +1290,13 @@ CREATE INDEX entries_transaction_id ON public.entries USING btree (transaction_i
 
 
 --
+-- Name: journal_checkpoint_heads_checkpoint; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX journal_checkpoint_heads_checkpoint ON public.journal_checkpoint_heads USING btree (checkpoint);
+
+
+--
 -- Name: open_holds_account; Type: INDEX; Schema: public; Owner: -
 --
 
@@ -1397,6 +1458,34 @@ CREATE TRIGGER entries_no_truncate BEFORE TRUNCATE ON public.entries FOR EACH ST
 
 
 --
+-- Name: journal_checkpoint_heads journal_checkpoint_heads_immutable; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER journal_checkpoint_heads_immutable BEFORE DELETE OR UPDATE ON public.journal_checkpoint_heads FOR EACH ROW EXECUTE FUNCTION public.refuse_entry_change();
+
+
+--
+-- Name: journal_checkpoint_heads journal_checkpoint_heads_no_truncate; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER journal_checkpoint_heads_no_truncate BEFORE TRUNCATE ON public.journal_checkpoint_heads FOR EACH STATEMENT EXECUTE FUNCTION public.refuse_entry_change();
+
+
+--
+-- Name: journal_checkpoints journal_checkpoints_immutable; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER journal_checkpoints_immutable BEFORE DELETE OR UPDATE ON public.journal_checkpoints FOR EACH ROW EXECUTE FUNCTION public.refuse_entry_change();
+
+
+--
+-- Name: journal_checkpoints journal_checkpoints_no_truncate; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER journal_checkpoints_no_truncate BEFORE TRUNCATE ON public.journal_checkpoints FOR EACH STATEMENT EXECUTE FUNCTION public.refuse_entry_change();
+
+
+--
 -- Name: transactions transactions_creation_immutable; Type: TRIGGER; Schema: public; Owner: -
 --
 
@@ -1542,6 +1631,14 @@ ALTER TABLE ONLY public.audit_log
 
 ALTER TABLE ONLY public.delivery_attempts
     ADD CONSTRAINT delivery_attempts_delivery_id_fkey FOREIGN KEY (delivery_id) REFERENCES public.webhook_deliveries(id);
+
+
+--
+-- Name: journal_checkpoint_heads journal_checkpoint_heads_checkpoint_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.journal_checkpoint_heads
+    ADD CONSTRAINT journal_checkpoint_heads_checkpoint_fkey FOREIGN KEY (checkpoint) REFERENCES public.journal_checkpoints(n);
 
 
 --

@@ -12,12 +12,14 @@ pub mod consume;
 pub mod deliveries;
 pub mod demo;
 pub mod dlq;
+pub mod keys;
 pub mod migrate;
 pub mod openapi;
 pub mod outbox;
 pub mod publish;
 pub mod purge;
 pub mod reconcile;
+pub mod seal;
 pub mod serve;
 pub mod shared;
 pub mod verify;
@@ -93,6 +95,13 @@ pub enum Command {
     /// mid-batch, a second one taking over; exits 0 when the wallet gained exactly 250.00.
     #[command(after_help = "Example:\n  wallet-ledger demo")]
     Demo(demo::DemoArgs),
+    /// Commit the next signed checkpoint of the journal (every wallet's chain head), once or
+    /// every `--every-ms`.
+    #[command(after_help = "Example:\n  wallet-ledger seal --signing-key-file checkpoint.key")]
+    Seal(seal::SealArgs),
+    /// Make a checkpoint signing key.
+    #[command(after_help = "Example:\n  wallet-ledger keys generate")]
+    Keys(keys::KeysArgs),
     /// Run the benchmark scenarios: one JSON line each on stdout (and appended to
     /// `--results`); exit 0 when every scenario's own check passed, 1 when one failed, 2 on error.
     #[command(after_help = "Example:\n  wallet-ledger bench --quick api-transfers")]
@@ -131,6 +140,8 @@ pub async fn run(command: Command) -> anyhow::Result<ExitCode> {
         Command::Publish(args) => publish::run(args).await,
         Command::Demo(args) => demo::run(args).await,
         Command::Bench(args) => bench::run(args).await,
+        Command::Seal(args) => seal::run(args).await,
+        Command::Keys(args) => Ok(keys::run(args)),
     }
 }
 

@@ -22,6 +22,7 @@ pub mod owner;
 pub mod posting;
 pub mod replay_cache;
 pub mod reversals;
+pub mod seals;
 pub mod search;
 pub mod sets;
 pub mod store;

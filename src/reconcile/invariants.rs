@@ -26,9 +26,9 @@ pub struct Finding {
 }
 
 /// Which invariant a finding breaks, by its stable name: `unbalanced_transaction`,
-/// `trial_balance`, `wallet_chain`, `chain_link`, `checkpoint_mismatch`, `balance_range`,
-/// `posting_mismatch`, `overdue_hold`, `stale_open_hold`, `over_reversed`, `entry_mismatch`,
-/// `set_totals`.
+/// `trial_balance`, `wallet_chain`, `chain_link`, `checkpoint_seal`, `sealed_head`,
+/// `checkpoint_mismatch`, `balance_range`, `posting_mismatch`, `overdue_hold`,
+/// `stale_open_hold`, `over_reversed`, `entry_mismatch`, `set_totals`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Check {
@@ -36,6 +36,8 @@ pub enum Check {
     TrialBalance,
     WalletChain,
     ChainLink,
+    CheckpointSeal,
+    SealedHead,
     CheckpointMismatch,
     BalanceRange,
     PostingMismatch,
@@ -48,11 +50,13 @@ pub enum Check {
 
 impl Check {
     /// Every check, in the order they run (the report lists each, found or not).
-    pub const ALL: [Check; 12] = [
+    pub const ALL: [Check; 14] = [
         Check::UnbalancedTransaction,
         Check::TrialBalance,
         Check::WalletChain,
         Check::ChainLink,
+        Check::CheckpointSeal,
+        Check::SealedHead,
         Check::CheckpointMismatch,
         Check::BalanceRange,
         Check::PostingMismatch,
@@ -69,6 +73,8 @@ impl Check {
             Check::TrialBalance => "trial_balance",
             Check::WalletChain => "wallet_chain",
             Check::ChainLink => "chain_link",
+            Check::CheckpointSeal => "checkpoint_seal",
+            Check::SealedHead => "sealed_head",
             Check::CheckpointMismatch => "checkpoint_mismatch",
             Check::BalanceRange => "balance_range",
             Check::PostingMismatch => "posting_mismatch",
@@ -123,6 +129,7 @@ pub async fn check(db: &mut Db<'_>, hold_grace: TimeDelta) -> Result<Vec<Finding
     findings.extend(trial_balance(&mut tx).await?);
     findings.extend(wallet_chains(&mut tx).await?);
     findings.extend(chain_links(&mut tx).await?);
+    findings.extend(super::seals::check(&mut tx).await?);
     findings.extend(checkpoints(&mut tx).await?);
     findings.extend(balances_out_of_range(&mut tx).await?);
     let mut db = Db::new(&mut tx, engine);

@@ -3,7 +3,7 @@
 //! recomputes every chain, names the entries that were changed, removed or moved behind the
 //! service's back (as a superuser, with the immutability trigger disabled). Also in tests/citus.
 
-use super::common::TestApp;
+use super::common::{TestApp, behind_the_guards};
 use chrono::TimeDelta;
 use std::collections::BTreeSet;
 use uuid::Uuid;
@@ -24,33 +24,6 @@ async fn sql(app: &TestApp, statement: &str) {
         .execute(&app.pool)
         .await
         .unwrap_or_else(|e| panic!("{statement}: {e}"));
-}
-
-/// Runs `statements` in one transaction with every trigger off, as an intruder with the
-/// superuser's rights would: `session_replication_role = replica`, which Citus passes on to
-/// the workers' shards when told to propagate `set local` (a setting one PostgreSQL ignores).
-async fn behind_the_guards(app: &TestApp, statements: &[String]) {
-    let mut conn = app.pool.acquire().await.unwrap();
-    sqlx::query("set citus.propagate_set_commands = 'local'")
-        .execute(&mut *conn)
-        .await
-        .unwrap();
-    let mut tx = sqlx::Connection::begin(&mut *conn).await.unwrap();
-    sqlx::query("set local session_replication_role = replica")
-        .execute(&mut *tx)
-        .await
-        .unwrap();
-    for statement in statements {
-        sqlx::query(sqlx::AssertSqlSafe(statement.clone()))
-            .execute(&mut *tx)
-            .await
-            .unwrap_or_else(|e| panic!("{statement}: {e}"));
-    }
-    tx.commit().await.unwrap();
-    sqlx::query("reset citus.propagate_set_commands")
-        .execute(&mut *conn)
-        .await
-        .unwrap();
 }
 
 /// The transaction of `wallet`'s entry at `sequence`.
@@ -115,7 +88,7 @@ async fn entries_changed_removed_or_moved_behind_the_guards_are_named_by_their_l
     let edited = entry_ids(&app, "link-edited", &[2, 3, 4, 5]).await;
     let payment = transaction_at(&app, "link-edited", 2).await;
     behind_the_guards(
-        &app,
+        &app.pool,
         &[
             format!(
                 "update entries set amount = amount - 1
@@ -133,7 +106,7 @@ async fn entries_changed_removed_or_moved_behind_the_guards_are_named_by_their_l
     let after_the_gap = entry_ids(&app, "link-removed", &[4]).await;
     let payment = transaction_at(&app, "link-removed", 3).await;
     behind_the_guards(
-        &app,
+        &app.pool,
         &[format!(
             "delete from entries where account_id in ('link-removed', 'clearing:test:SAR')
                and transaction_id = '{payment}'"
@@ -145,7 +118,7 @@ async fn entries_changed_removed_or_moved_behind_the_guards_are_named_by_their_l
     let moved = entry_ids(&app, "link-moved", &[2, 3]).await;
     let after_the_move = entry_ids(&app, "link-moved", &[4]).await;
     behind_the_guards(
-        &app,
+        &app.pool,
         &[
             "update entries set sequence = 1002 where account_id = 'link-moved' and sequence = 2"
                 .into(),

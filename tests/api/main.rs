@@ -44,6 +44,7 @@ mod plans;
 mod reconcile;
 mod reversals;
 mod schema;
+mod seals;
 mod search;
 mod search_plans;
 mod security;

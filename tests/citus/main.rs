@@ -55,6 +55,8 @@ mod monitors;
 mod reconcile;
 #[path = "../api/reversals.rs"]
 mod reversals;
+#[path = "../api/seals.rs"]
+mod seals;
 #[path = "../api/search.rs"]
 mod search;
 #[path = "../api/set_monitors.rs"]

@@ -1321,12 +1321,12 @@ export interface components {
         Finding: {
             /**
              * @description Which invariant a finding breaks, by its stable name: `unbalanced_transaction`,
-             *     `trial_balance`, `wallet_chain`, `chain_link`, `checkpoint_mismatch`, `balance_range`,
-             *     `posting_mismatch`, `overdue_hold`, `stale_open_hold`, `over_reversed`, `entry_mismatch`,
-             *     `set_totals`.
+             *     `trial_balance`, `wallet_chain`, `chain_link`, `checkpoint_seal`, `sealed_head`,
+             *     `checkpoint_mismatch`, `balance_range`, `posting_mismatch`, `overdue_hold`,
+             *     `stale_open_hold`, `over_reversed`, `entry_mismatch`, `set_totals`.
              * @enum {string}
              */
-            check: "unbalanced_transaction" | "trial_balance" | "wallet_chain" | "chain_link" | "checkpoint_mismatch" | "balance_range" | "posting_mismatch" | "overdue_hold" | "stale_open_hold" | "over_reversed" | "entry_mismatch" | "set_totals";
+            check: "unbalanced_transaction" | "trial_balance" | "wallet_chain" | "chain_link" | "checkpoint_seal" | "sealed_head" | "checkpoint_mismatch" | "balance_range" | "posting_mismatch" | "overdue_hold" | "stale_open_hold" | "over_reversed" | "entry_mismatch" | "set_totals";
             account?: string | null;
             /** Format: int64 */
             entry?: number | null;

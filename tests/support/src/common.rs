@@ -570,3 +570,32 @@ pub async fn wait_for_lock_waiters<B: Backend>(app: &TestApp<B>, n: i64) {
     })
     .await
 }
+
+/// Runs `statements` in one transaction with every trigger off, as an intruder with the
+/// superuser's rights would (`session_replication_role = replica`), to corrupt the ledger on
+/// purpose. Citus passes the setting on to the workers' shards when told to propagate `set
+/// local` (a setting one PostgreSQL ignores); `alter table ... disable trigger`, the other way,
+/// is refused on a distributed table.
+pub async fn behind_the_guards(pool: &PgPool, statements: &[String]) {
+    let mut conn = pool.acquire().await.unwrap();
+    sqlx::query("set citus.propagate_set_commands = 'local'")
+        .execute(&mut *conn)
+        .await
+        .unwrap();
+    let mut tx = sqlx::Connection::begin(&mut *conn).await.unwrap();
+    sqlx::query("set local session_replication_role = replica")
+        .execute(&mut *tx)
+        .await
+        .unwrap();
+    for statement in statements {
+        sqlx::query(sqlx::AssertSqlSafe(statement.clone()))
+            .execute(&mut *tx)
+            .await
+            .unwrap_or_else(|e| panic!("{statement}: {e}"));
+    }
+    tx.commit().await.unwrap();
+    sqlx::query("reset citus.propagate_set_commands")
+        .execute(&mut *conn)
+        .await
+        .unwrap();
+}

@@ -1,0 +1,92 @@
+//! Two checks of `verify` over the signed checkpoints of the journal (`ledger::seals`,
+//! docs/verification.md):
+//!
+//! - `checkpoint_seal`: each checkpoint's stored heads hash to its `heads_root`, its text hashes
+//!   to its `root`, it names the root before it, and its signature is its key's over its root;
+//! - `sealed_head`: the entry at each sealed head's place still carries the sealed link, so a
+//!   rewrite of any entry at or before a sealed head shows even when every link after it was
+//!   recomputed.
+//!
+//! Plain tables and one read of entries by (account, sequence): the same code on both engines.
+
+use super::invariants::{Check, Finding, MAX_FINDINGS_PER_CHECK};
+use crate::ledger::seals::{self, Sealed, hex};
+use sqlx::PgConnection;
+
+pub async fn check(conn: &mut PgConnection) -> Result<Vec<Finding>, sqlx::Error> {
+    let mut findings = Vec::new();
+    let mut previous: Option<Vec<u8>> = None;
+    for sealed in seals::checkpoints(&mut *conn).await? {
+        let heads = seals::heads_at(&mut *conn, sealed.checkpoint.n).await?;
+        let problem = seal_problem(&sealed, &heads, previous.as_deref());
+        if let Some(detail) = problem {
+            findings.push(finding(Check::CheckpointSeal, None, None, detail));
+        }
+        previous = Some(sealed.root);
+    }
+    findings.truncate(MAX_FINDINGS_PER_CHECK as usize);
+    let limit = MAX_FINDINGS_PER_CHECK as usize;
+    for unsealed in seals::sealed_heads_out_of_their_chain(conn, limit).await? {
+        let head = &unsealed.head;
+        let detail = match unsealed.entry {
+            None => format!(
+                "checkpoint {} sealed sequence {}, which is gone",
+                unsealed.checkpoint, head.sequence
+            ),
+            Some(_) => format!(
+                "checkpoint {} sealed sequence {} with link {}, which is not the entry's now",
+                unsealed.checkpoint,
+                head.sequence,
+                head.link.hex()
+            ),
+        };
+        let entry = unsealed.entry.map(|(id, _)| id);
+        let account = Some(head.account.clone());
+        findings.push(finding(Check::SealedHead, account, entry, detail));
+    }
+    Ok(findings)
+}
+
+fn finding(check: Check, account: Option<String>, entry: Option<i64>, detail: String) -> Finding {
+    Finding {
+        check,
+        account,
+        entry,
+        transaction: None,
+        detail,
+    }
+}
+
+/// What is wrong with a stored checkpoint, given the heads stored up to it and the root of the
+/// one before it; `None` when it holds.
+fn seal_problem(
+    sealed: &Sealed,
+    heads: &[seals::Head],
+    previous_root: Option<&[u8]>,
+) -> Option<String> {
+    let c = &sealed.checkpoint;
+    let n = c.n;
+    if heads.len() as i64 != c.head_count || seals::heads_root(heads) != c.heads_root {
+        return Some(format!(
+            "checkpoint {n}: its {} stored heads do not hash to its heads_root {}",
+            heads.len(),
+            hex(&c.heads_root)
+        ));
+    }
+    if c.previous_root.as_ref().map(|r| r.as_slice()) != previous_root {
+        return Some(format!(
+            "checkpoint {n}: it does not name the root of the checkpoint before it"
+        ));
+    }
+    if c.root().as_slice() != sealed.root.as_slice() {
+        return Some(format!(
+            "checkpoint {n}: its fields do not hash to its root"
+        ));
+    }
+    if !sealed.signature_holds() {
+        return Some(format!(
+            "checkpoint {n}: the signature is not its public key's over its root"
+        ));
+    }
+    None
+}

@@ -1,0 +1,238 @@
+//! Signed checkpoints of the journal (docs/verification.md): `keys generate` makes a key,
+//! `seal` commits every wallet's chain head under it, and `verify` finds a rewrite that the
+//! links alone cannot show (the last entry of a chain changed and its link recomputed), a
+//! sealed head changed in the checkpoint tables, and a signature that is not the key's.
+//! Also in tests/citus.
+
+use super::common::{TestApp, behind_the_guards};
+use chrono::TimeDelta;
+use serde_json::Value;
+use tokio::process::Command;
+use wallet_ledger::reconcile::invariants::{self, Check, Finding};
+
+const BIN: &str = env!("CARGO_BIN_EXE_wallet-ledger");
+
+async fn findings(app: &TestApp) -> Vec<Finding> {
+    invariants::check(
+        &mut crate::backend::db(&mut app.pool.acquire().await.unwrap()),
+        TimeDelta::seconds(60),
+    )
+    .await
+    .unwrap()
+}
+
+fn of(found: &[Finding], check: Check) -> Vec<(Option<String>, Option<i64>, String)> {
+    found
+        .iter()
+        .filter(|f| f.check == check)
+        .map(|f| (f.account.clone(), f.entry, f.detail.clone()))
+        .collect()
+}
+
+/// `keys generate`'s two lines, as (signing key, public key).
+async fn generated_key() -> (String, String) {
+    let out = Command::new(BIN)
+        .args(["keys", "generate"])
+        .output()
+        .await
+        .unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    let value = |name: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix(&format!("{name}=")))
+            .unwrap_or_else(|| panic!("{name} in {text}"))
+            .to_owned()
+    };
+    (
+        value("CHECKPOINT_SIGNING_KEY"),
+        value("CHECKPOINT_PUBLIC_KEY"),
+    )
+}
+
+/// Runs `seal` once; its JSON line, or `None` when nothing moved.
+async fn seal(app: &TestApp, key: &str) -> Option<Value> {
+    let out = Command::new(BIN)
+        .args(["seal", "--database-url", &app.database_url])
+        .env("CHECKPOINT_SIGNING_KEY", key)
+        .output()
+        .await
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+        .lines()
+        .next()
+        .map(|l| serde_json::from_str(l).unwrap())
+}
+
+#[tokio::test]
+async fn a_rewrite_past_the_links_is_found_by_the_signed_heads() {
+    let app = TestApp::new().await;
+    let (key, public) = generated_key().await;
+    for wallet in ["seal-a", "seal-b", "seal-c"] {
+        app.create_wallet(wallet).await;
+        app.fund(wallet, 100).await;
+        app.fund(wallet, 200).await;
+    }
+    let first = seal(&app, &key).await.expect("a first checkpoint");
+    assert_eq!(
+        (first["checkpoint"].as_i64(), first["heads"].as_i64()),
+        (Some(1), Some(3))
+    );
+    assert_eq!(seal(&app, &key).await, None, "nothing moved since");
+    app.fund("seal-b", 300).await;
+    let second = seal(&app, &key).await.expect("a second checkpoint");
+    assert_eq!(
+        (second["checkpoint"].as_i64(), second["changed"].as_i64()),
+        (Some(2), Some(1))
+    );
+    let stored: Vec<u8> =
+        sqlx::query_scalar("select public_key from journal_checkpoints where n = 2")
+            .fetch_one(&app.pool)
+            .await
+            .unwrap();
+    assert_eq!(wallet_ledger::ledger::seals::keys::encode(&stored), public);
+    assert_eq!(findings(&app).await, []);
+
+    // seal-a's last entry (sequence 2, sealed) made 201 instead of 200, the provider's side to
+    // agree, and its link recomputed: every sum, balance and link holds again.
+    let (entry, payment): (i64, uuid::Uuid) = sqlx::query_as(
+        "select id, transaction_id from entries where account_id = 'seal-a' and sequence = 2",
+    )
+    .fetch_one(&app.pool)
+    .await
+    .unwrap();
+    // The new link computed first: Citus takes neither a subquery nor a stable function of the
+    // columns in an UPDATE's SET.
+    let link: String = sqlx::query_scalar(
+        "select encode(entry_chain_hash(p.chain_hash, e.transaction_id, e.account_id, e.currency,
+                                        201, e.sequence, 301, e.ledger_time, e.effective_at), 'hex')
+         from entries e join entries p on p.account_id = e.account_id and p.sequence = 1
+         where e.account_id = 'seal-a' and e.sequence = 2",
+    )
+    .fetch_one(&app.pool)
+    .await
+    .unwrap();
+    behind_the_guards(
+        &app.pool,
+        &[
+            format!(
+                "update entries set amount = amount - 1
+                 where account_id = 'clearing:test:SAR' and transaction_id = '{payment}'"
+            ),
+            format!(
+                "update entries set amount = 201, balance_after = 301,
+                        chain_hash = decode('{link}', 'hex')
+                 where account_id = 'seal-a' and sequence = 2"
+            ),
+        ],
+    )
+    .await;
+    let found = findings(&app).await;
+    assert_eq!(
+        of(&found, Check::ChainLink),
+        [],
+        "the links were recomputed"
+    );
+    let sealed = of(&found, Check::SealedHead);
+    assert_eq!(sealed.len(), 1, "{found:?}");
+    assert_eq!(
+        (sealed[0].0.as_deref(), sealed[0].1),
+        (Some("seal-a"), Some(entry))
+    );
+    assert!(
+        sealed[0].2.contains("checkpoint 1 sealed sequence 2"),
+        "{sealed:?}"
+    );
+    assert_eq!(of(&found, Check::CheckpointSeal), []);
+
+    // A sealed head rewritten in the checkpoint's own table, and a signature replaced.
+    behind_the_guards(
+        &app.pool,
+        &[
+            "update journal_checkpoint_heads set link = sha256(link) where account_id = 'seal-c'"
+                .into(),
+            "update journal_checkpoints set signature = overlay(signature placing '\\x00' from 1)
+             where n = 2"
+                .into(),
+        ],
+    )
+    .await;
+    let found = findings(&app).await;
+    let seals: Vec<String> = of(&found, Check::CheckpointSeal)
+        .into_iter()
+        .map(|f| f.2)
+        .collect();
+    assert_eq!(seals.len(), 2, "{seals:?}");
+    assert!(
+        seals[0].starts_with("checkpoint 1: its 3 stored heads do not hash"),
+        "{seals:?}"
+    );
+    assert!(
+        seals[1].starts_with("checkpoint 2: its 3 stored heads do not hash"),
+        "{seals:?}"
+    );
+    let out = Command::new(BIN)
+        .args(["verify", "--database-url", &app.database_url])
+        .output()
+        .await
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    assert!(
+        stdout.contains("checkpoint_seal") && stdout.contains("sealed_head"),
+        "{stdout}"
+    );
+    app.finish().await;
+}
+
+#[tokio::test]
+async fn a_signature_that_is_not_the_keys_is_named_and_bad_keys_are_refused() {
+    let app = TestApp::new().await;
+    let (key, _) = generated_key().await;
+    app.create_wallet("seal-d").await;
+    app.fund("seal-d", 100).await;
+    seal(&app, &key).await.expect("a checkpoint");
+    let other = Command::new(BIN)
+        .args(["keys", "generate"])
+        .output()
+        .await
+        .unwrap();
+    let other = String::from_utf8(other.stdout).unwrap();
+    let other_public = other
+        .lines()
+        .find_map(|l| l.strip_prefix("CHECKPOINT_PUBLIC_KEY="))
+        .unwrap();
+    behind_the_guards(
+        &app.pool,
+        &[format!(
+            "update journal_checkpoints set public_key = decode('{other_public}', 'base64') where n = 1"
+        )],
+    )
+    .await;
+    let found = findings(&app).await;
+    let seals = of(&found, Check::CheckpointSeal);
+    assert_eq!(seals.len(), 1, "{found:?}");
+    assert_eq!(
+        seals[0].2,
+        "checkpoint 1: the signature is not its public key's over its root"
+    );
+
+    for bad in ["not base64!", "AAAA"] {
+        let out = Command::new(BIN)
+            .args(["seal", "--database-url", &app.database_url])
+            .env("CHECKPOINT_SIGNING_KEY", bad)
+            .output()
+            .await
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{stderr}");
+        assert!(stderr.contains("checkpoint signing key"), "{stderr}");
+    }
+    app.finish().await;
+}
