@@ -144,6 +144,11 @@ reconciled=0
     >/dev/null 2>&1 || reconciled=$?
 # 1 is a run with exceptions (the second payment is not in the file): stored all the same.
 [ "$reconciled" -le 1 ] || { echo "seeding a reconciliation run failed" >&2; exit 1; }
+# A signed checkpoint of the seeded wallets' chain heads (checkpoints 1; a head of alice).
+eval "$("$bin" keys generate)"
+CHECKPOINT_SIGNING_KEY=$CHECKPOINT_SIGNING_KEY "$bin" seal --no-migrate \
+    --database-url "postgres://$PGUSER@$PGHOST:$PGPORT/$database" >/dev/null ||
+    { echo "seeding a checkpoint failed" >&2; exit 1; }
 run=$(curl -fsS "$base/v1/reconciliations?limit=1" -H "Authorization: Bearer $token" |
     python3 -c 'import json, sys; print(json.load(sys.stdin)["data"][0]["id"])')
 config=$work/schemathesis.toml

@@ -23,6 +23,7 @@ pub mod seal;
 pub mod serve;
 pub mod shared;
 pub mod verify;
+pub mod verify_proof;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -99,6 +100,12 @@ pub enum Command {
     /// every `--every-ms`.
     #[command(after_help = "Example:\n  wallet-ledger seal --signing-key-file checkpoint.key")]
     Seal(seal::SealArgs),
+    /// Check a proof that a wallet's chain head is sealed in a checkpoint, offline: exit 0 when
+    /// it holds, 1 when it does not, 2 on error.
+    #[command(
+        after_help = "Example:\n  wallet-ledger verify-proof proof.json --public-key \"$CHECKPOINT_PUBLIC_KEY\""
+    )]
+    VerifyProof(verify_proof::VerifyProofArgs),
     /// Make a checkpoint signing key.
     #[command(after_help = "Example:\n  wallet-ledger keys generate")]
     Keys(keys::KeysArgs),
@@ -142,6 +149,7 @@ pub async fn run(command: Command) -> anyhow::Result<ExitCode> {
         Command::Bench(args) => bench::run(args).await,
         Command::Seal(args) => seal::run(args).await,
         Command::Keys(args) => Ok(keys::run(args)),
+        Command::VerifyProof(args) => verify_proof::run(args),
     }
 }
 

@@ -6,6 +6,7 @@ pub mod accounts;
 pub mod auth;
 pub mod batch;
 pub mod body;
+pub mod checkpoints;
 pub mod console;
 pub mod consumer_state;
 pub mod dead_letters;
@@ -163,6 +164,9 @@ pub fn app(state: AppState) -> Router {
         .route("/v1/deliveries", get(webhooks::list_deliveries))
         .route("/v1/deliveries/{id}", get(webhooks::get_delivery))
         .route("/v1/deliveries/{id}/redeliver", post(webhooks::redeliver))
+        .route("/v1/checkpoints", get(checkpoints::list))
+        .route("/v1/checkpoints/{n}", get(checkpoints::get))
+        .route("/v1/checkpoints/{n}/heads/{account}", get(checkpoints::head))
         .route("/v1/reconciliations", get(reconciliations::list))
         .route("/v1/reconciliations/{id}", get(reconciliations::get))
         .route(

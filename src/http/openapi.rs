@@ -8,8 +8,8 @@
 //! fuzzing of `scripts/schemathesis.sh`, find every status the server can send documented.
 
 use super::{
-    accounts, batch, consumer_state, dead_letters, exchanges, health, limits, metrics, monitors,
-    reconciliations, search, sets, stats, transaction_events, transactions, webhooks,
+    accounts, batch, checkpoints, consumer_state, dead_letters, exchanges, health, limits, metrics,
+    monitors, reconciliations, search, sets, stats, transaction_events, transactions, webhooks,
 };
 use axum::http::Method;
 use utoipa::openapi::header::HeaderBuilder;
@@ -41,6 +41,7 @@ use utoipa::{Modify, OpenApi};
         webhooks::create, webhooks::list, webhooks::get, webhooks::delete, webhooks::rotate_secret,
         webhooks::list_deliveries, webhooks::get_delivery, webhooks::redeliver, transaction_events::list,
         reconciliations::list, reconciliations::get, reconciliations::exceptions,
+        checkpoints::list, checkpoints::get, checkpoints::head,
         dead_letters::list, dead_letters::get, dead_letters::replay, dead_letters::drop, consumer_state::get,
         stats::volumes,
         health::healthz, health::readyz, health::openapi, metrics::metrics,
@@ -56,6 +57,7 @@ use utoipa::{Modify, OpenApi};
         (name = "holds", description = "reserving money, then capturing or releasing it exactly once"),
         (name = "webhooks", description = "subscriptions to ledger events and their deliveries (Standard Webhooks, sent once per event id)"),
         (name = "reconciliations", description = "stored runs of the reconciliation job"),
+        (name = "checkpoints", description = "signed checkpoints of the journal (every wallet's chain head) and proofs that check offline"),
         (name = "stats", description = "the dashboard's figures, from a rollup"),
         (name = "consumer", description = "the stream consumer: its dead letters (replay, drop) and its backlog"),
         (name = "operations", description = "health, readiness, this document"),

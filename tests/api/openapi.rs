@@ -227,7 +227,7 @@ async fn every_limit_states_the_range_the_server_enforces() {
             );
         }
     }
-    assert_eq!(lists, 11, "the lists with a limit");
+    assert_eq!(lists, 12, "the lists with a limit");
     app.finish().await;
 }
 

@@ -236,3 +236,86 @@ async fn a_signature_that_is_not_the_keys_is_named_and_bad_keys_are_refused() {
     }
     app.finish().await;
 }
+
+#[tokio::test]
+async fn a_head_proof_from_the_api_checks_offline_and_a_bent_one_is_refused() {
+    let app = TestApp::new().await;
+    let (key, public) = generated_key().await;
+    for wallet in ["proof-a", "proof-b", "proof-c"] {
+        app.create_wallet(wallet).await;
+        app.fund(wallet, 100).await;
+    }
+    seal(&app, &key).await.expect("checkpoint 1");
+    app.fund("proof-b", 50).await;
+    seal(&app, &key).await.expect("checkpoint 2");
+
+    let page = app.get("/v1/checkpoints?limit=1").await;
+    assert_eq!(page.status, 200, "{}", page.text);
+    assert_eq!(page.body["data"][0]["n"], 2);
+    assert_eq!(page.body["data"][0]["public_key"], public.as_str());
+    let cursor = page.body["next_cursor"].as_str().expect("a second page");
+    let older = app.get(&format!("/v1/checkpoints?cursor={cursor}")).await;
+    assert_eq!(older.body["data"][0]["n"], 1);
+    assert_eq!(older.body["data"][0]["previous_root"], Value::Null);
+    assert_eq!(
+        app.get("/v1/checkpoints/2").await.body["previous_root"],
+        older.body["data"][0]["root"]
+    );
+    for missing in [
+        "/v1/checkpoints/3",
+        "/v1/checkpoints/0",
+        "/v1/checkpoints/two",
+    ] {
+        assert_eq!(app.get(missing).await.status, 404, "{missing}");
+    }
+    let nobody = app.get("/v1/checkpoints/2/heads/nobody").await;
+    assert_eq!(nobody.status, 404);
+    assert_eq!(nobody.headers["content-type"], "application/problem+json");
+
+    let file = std::env::temp_dir().join(format!("wl-proof-{}.json", uuid::Uuid::new_v4()));
+    let check = async |proof: &Value, key: &str| {
+        std::fs::write(&file, proof.to_string()).unwrap();
+        let out = Command::new(BIN)
+            .arg("verify-proof")
+            .arg(&file)
+            .args(["--public-key", key])
+            .env_remove("DATABASE_URL")
+            .output()
+            .await
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+        )
+    };
+    for (n, wallet, sequence) in [(1, "proof-b", 1), (2, "proof-b", 2), (2, "proof-c", 1)] {
+        let proof = app
+            .get(&format!("/v1/checkpoints/{n}/heads/{wallet}"))
+            .await;
+        assert_eq!(proof.status, 200, "{}", proof.text);
+        assert_eq!(proof.body["head"]["sequence"], sequence);
+        let (code, out) = check(&proof.body, &public).await;
+        assert_eq!(code, Some(0), "{out}");
+        assert!(
+            out.starts_with(&format!("proof holds: {wallet} was at sequence {sequence}")),
+            "{out}"
+        );
+    }
+    let proof = app.get("/v1/checkpoints/2/heads/proof-a").await.body;
+    let mut bent = proof.clone();
+    bent["head"]["sequence"] = 2.into();
+    let (code, out) = check(&bent, &public).await;
+    assert_eq!(
+        (code, out.trim()),
+        (
+            Some(1),
+            "proof refused: the head and its path do not lead to the checkpoint's heads_root"
+        )
+    );
+    let (_, other) = generated_key().await;
+    let (code, out) = check(&proof, &other).await;
+    assert_eq!(code, Some(1), "{out}");
+    assert!(out.contains("signed by another key"), "{out}");
+    std::fs::remove_file(&file).unwrap();
+    app.finish().await;
+}

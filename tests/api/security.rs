@@ -291,6 +291,11 @@ fn plausible(method: &Method, template: &str, f: &Fixtures) -> (String, Option<V
             ),
             201,
         ),
+        ("GET", "/v1/checkpoints") => (template.to_owned(), None, 200),
+        ("GET", "/v1/checkpoints/{n}") => ("/v1/checkpoints/999".to_owned(), None, 404),
+        ("GET", "/v1/checkpoints/{n}/heads/{account}") => {
+            (format!("/v1/checkpoints/1/heads/{}", f.wallet), None, 404)
+        }
         ("GET", "/v1/reconciliations") => (template.to_owned(), None, 200),
         ("GET", "/v1/reconciliations/{id}") => {
             (format!("/v1/reconciliations/{}", Uuid::new_v4()), None, 404)

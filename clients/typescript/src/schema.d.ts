@@ -372,6 +372,54 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/checkpoints": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get: operations["list_checkpoints"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/checkpoints/{n}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get: operations["get_checkpoint"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/checkpoints/{n}/heads/{account}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get: operations["get_checkpoint_head_proof"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/consumer": {
         parameters: {
             query?: never;
@@ -886,6 +934,34 @@ export interface components {
          * @enum {string}
          */
         Bucket: "minute" | "hour";
+        CheckpointPage: {
+            data: components["schemas"]["CheckpointView"][];
+            next_cursor?: string | null;
+        };
+        /** @description A signed checkpoint: hashes in lowercase hex, the key and the signature in base64. */
+        CheckpointView: {
+            /** Format: int64 */
+            n: number;
+            /**
+             * Format: date-time
+             * @description When it was sealed; its microseconds are part of what is hashed.
+             */
+            sealed_at: string;
+            /** @description The root of checkpoint n − 1; `null` for the first. */
+            previous_root?: string | null;
+            /**
+             * Format: int64
+             * @description How many wallets' heads its tree holds.
+             */
+            head_count: number;
+            heads_root: string;
+            /** @description SHA-256 of the checkpoint's text (docs/verification.md), which the signature covers. */
+            root: string;
+            /** @description The Ed25519 key that signed it (base64). */
+            public_key: string;
+            /** @description Ed25519 over the root (base64). */
+            signature: string;
+        };
         ConsumerPending: {
             consumer: string;
             /** Format: int64 */
@@ -1361,6 +1437,29 @@ export interface components {
             oldest_pending_id?: string | null;
             /** @description Pending messages of each consumer that holds any, by name. */
             pending_by_consumer: components["schemas"]["ConsumerPending"][];
+        };
+        /** @description That `head` is leaf `leaf_index` of `checkpoint`'s heads tree. */
+        HeadProof: {
+            checkpoint: components["schemas"]["CheckpointView"];
+            head: components["schemas"]["HeadView"];
+            /**
+             * Format: int64
+             * @description The head's place among the checkpoint's heads, ordered by account id's bytes.
+             */
+            leaf_index: number;
+            /** @description The RFC 6962 audit path from the head's leaf up to `heads_root`, lowercase hex. */
+            path: string[];
+        };
+        /** @description A wallet's chain head at a checkpoint. */
+        HeadView: {
+            account: string;
+            /**
+             * Format: int64
+             * @description Its last entry's sequence at the checkpoint.
+             */
+            sequence: number;
+            /** @description That entry's link (`chain_hash`), lowercase hex. */
+            link: string;
         };
         /** @description The body of `/healthz`. */
         Health: {
@@ -4036,6 +4135,147 @@ export interface operations {
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             422: components["responses"]["ValidationFailed"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    list_checkpoints: {
+        parameters: {
+            query?: {
+                /** @description 1-500, default 50. */
+                limit?: number;
+                /**
+                 * @description The `next_cursor` of the previous page of this same list, unchanged: opaque, tagged with
+                 *     its list; any other value (a made-up one, another list's) is 400 `cursor`.
+                 */
+                cursor?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description signed checkpoints, newest first */
+            200: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CheckpointPage"];
+                };
+            };
+            /** @description duplicate_header: the `Authorization` header sent more than once; invalid_query: a query parameter is unknown, malformed or out of range (`errors` names each by name and code) */
+            400: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["InsufficientScope"];
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    get_checkpoint: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                n: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description the checkpoint */
+            200: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CheckpointView"];
+                };
+            };
+            /** @description duplicate_header: the `Authorization` header sent more than once */
+            400: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["InsufficientScope"];
+            /** @description not_found: nothing has this id */
+            404: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    get_checkpoint_head_proof: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                n: number;
+                account: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description the wallet's chain head at the checkpoint, with its audit path to the signed root: `wallet-ledger verify-proof` checks it offline */
+            200: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HeadProof"];
+                };
+            };
+            /** @description duplicate_header: the `Authorization` header sent more than once */
+            400: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["InsufficientScope"];
+            /** @description not_found: nothing has this id */
+            404: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             429: components["responses"]["RateLimited"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];

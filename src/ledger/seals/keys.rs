@@ -42,6 +42,10 @@ pub fn encode(bytes: &[u8]) -> String {
     STANDARD.encode(bytes)
 }
 
+pub fn decode(text: &str) -> Result<Vec<u8>, base64::DecodeError> {
+    STANDARD.decode(text.trim())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -46,6 +46,48 @@ pub fn root(leaves: &[Hash]) -> Hash {
     }
 }
 
+/// The audit path of leaf `index` (RFC 6962, 2.1.1 PATH): the sibling hashes from the leaf up.
+/// Empty for a tree of one leaf; `index` must be below `leaves.len()`.
+pub fn path(index: usize, leaves: &[Hash]) -> Vec<Hash> {
+    if leaves.len() <= 1 {
+        return Vec::new();
+    }
+    let k = split(leaves.len());
+    let (mut below, sibling) = if index < k {
+        (path(index, &leaves[..k]), root(&leaves[k..]))
+    } else {
+        (path(index - k, &leaves[k..]), root(&leaves[..k]))
+    };
+    below.push(sibling);
+    below
+}
+
+/// The root that `leaf` at `index` of a tree of `size` leaves and its audit path `path`
+/// imply (RFC 9162, 2.1.3.2); `None` when the path cannot belong to such a tree.
+pub fn root_from_path(leaf: Hash, index: u64, size: u64, path: &[Hash]) -> Option<Hash> {
+    if index >= size {
+        return None;
+    }
+    let (mut f, mut s, mut r) = (index, size - 1, leaf);
+    for p in path {
+        if s == 0 {
+            return None;
+        }
+        if f & 1 == 1 || f == s {
+            r = node_hash(p, &r);
+            while f & 1 == 0 && f != 0 {
+                f >>= 1;
+                s >>= 1;
+            }
+        } else {
+            r = node_hash(&r, p);
+        }
+        f >>= 1;
+        s >>= 1;
+    }
+    (s == 0).then_some(r)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -78,5 +120,26 @@ mod tests {
         assert_ne!(root(&changed), original);
         assert_ne!(root(&swapped), original);
         assert_ne!(root(&l[..6]), original);
+    }
+
+    #[test]
+    fn every_leaf_of_every_small_tree_proves_against_its_root_and_nothing_else_does() {
+        for size in 1..=17 {
+            let l = leaves(size);
+            let r = root(&l);
+            for (i, leaf) in l.iter().enumerate() {
+                let p = path(i, &l);
+                let (i, n) = (i as u64, size as u64);
+                assert_eq!(root_from_path(*leaf, i, n, &p), Some(r), "{i} of {size}");
+                assert_ne!(root_from_path(leaf_hash(b"x"), i, n, &p), Some(r));
+                if size > 1 {
+                    assert_ne!(root_from_path(*leaf, (i + 1) % n, n, &p), Some(r));
+                    let mut bent = p.clone();
+                    bent[0][0] ^= 1;
+                    assert_ne!(root_from_path(*leaf, i, n, &bent), Some(r));
+                }
+                assert_eq!(root_from_path(*leaf, n, n, &p), None, "index past the tree");
+            }
+        }
     }
 }

@@ -8,6 +8,7 @@
 
 pub mod keys;
 pub mod merkle;
+pub mod proof;
 mod store;
 
 use crate::ledger::posting::ChainHash;
@@ -17,7 +18,22 @@ use ed25519_dalek::{Signature, Signer, SigningKey, Verifier, VerifyingKey};
 use merkle::Hash;
 use sha2::{Digest, Sha256};
 
-pub use store::{checkpoints, heads_at, sealed_heads_out_of_their_chain};
+pub use store::{checkpoints, heads_at, one, page, sealed_heads_out_of_their_chain};
+
+/// The proof that `account`'s chain head is sealed in checkpoint `n`; `None` when there is no
+/// such checkpoint or it holds no head of that wallet.
+pub async fn head_proof(
+    conn: &mut sqlx::PgConnection,
+    n: i64,
+    account: &str,
+) -> Result<Option<proof::HeadProof>, sqlx::Error> {
+    let Some(sealed) = one(&mut *conn, n).await? else {
+        return Ok(None);
+    };
+    let heads = heads_at(conn, n).await?;
+    let index = heads.iter().position(|h| h.account == account);
+    Ok(index.map(|i| proof::HeadProof::of(&sealed, &heads, i)))
+}
 
 /// A wallet's chain head as a checkpoint seals it.
 #[derive(Debug, Clone, PartialEq, Eq)]

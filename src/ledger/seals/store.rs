@@ -81,6 +81,34 @@ pub(super) async fn latest(conn: &mut PgConnection) -> Result<Option<Sealed>, sq
     Ok(row.map(sealed))
 }
 
+/// Up to `limit` checkpoints below `before` (all when `None`), newest first.
+pub async fn page(
+    conn: &mut PgConnection,
+    before: Option<i64>,
+    limit: i64,
+) -> Result<Vec<Sealed>, sqlx::Error> {
+    let rows: Vec<CheckpointRow> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+        "select {CHECKPOINT_COLUMNS} from journal_checkpoints
+         where $1::bigint is null or n < $1 order by n desc limit $2"
+    )))
+    .bind(before)
+    .bind(limit)
+    .fetch_all(conn)
+    .await?;
+    Ok(rows.into_iter().map(sealed).collect())
+}
+
+/// Checkpoint `n`, if it exists.
+pub async fn one(conn: &mut PgConnection, n: i64) -> Result<Option<Sealed>, sqlx::Error> {
+    let row: Option<CheckpointRow> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+        "select {CHECKPOINT_COLUMNS} from journal_checkpoints where n = $1"
+    )))
+    .bind(n)
+    .fetch_optional(conn)
+    .await?;
+    Ok(row.map(sealed))
+}
+
 /// Every checkpoint, oldest first.
 pub async fn checkpoints(conn: &mut PgConnection) -> Result<Vec<Sealed>, sqlx::Error> {
     let rows: Vec<CheckpointRow> = sqlx::query_as(sqlx::AssertSqlSafe(format!(

@@ -12,6 +12,8 @@ from .batch_mode import BatchMode
 from .batch_request import BatchRequest
 from .batch_response import BatchResponse
 from .bucket import Bucket
+from .checkpoint_page import CheckpointPage
+from .checkpoint_view import CheckpointView
 from .consumer_pending import ConsumerPending
 from .consumer_state import ConsumerState
 from .create_account_request import CreateAccountRequest
@@ -45,6 +47,8 @@ from .finding_check import FindingCheck
 from .get_account_set_time import GetAccountSetTime
 from .get_account_time import GetAccountTime
 from .group_state import GroupState
+from .head_proof import HeadProof
+from .head_view import HeadView
 from .health import Health
 from .holds_page import HoldsPage
 from .item_result import ItemResult
@@ -125,6 +129,8 @@ __all__ = (
     "BatchRequest",
     "BatchResponse",
     "Bucket",
+    "CheckpointPage",
+    "CheckpointView",
     "ConsumerPending",
     "ConsumerState",
     "CreateAccountRequest",
@@ -158,6 +164,8 @@ __all__ = (
     "GetAccountSetTime",
     "GetAccountTime",
     "GroupState",
+    "HeadProof",
+    "HeadView",
     "Health",
     "HoldsPage",
     "ItemResult",

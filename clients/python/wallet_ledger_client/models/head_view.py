@@ -1,0 +1,78 @@
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, TypeVar
+
+from attrs import define as _attrs_define
+from attrs import field as _attrs_field
+
+T = TypeVar("T", bound="HeadView")
+
+
+@_attrs_define
+class HeadView:
+    """A wallet's chain head at a checkpoint.
+
+    Attributes:
+        account (str):
+        sequence (int): Its last entry's sequence at the checkpoint.
+        link (str): That entry's link (`chain_hash`), lowercase hex.
+    """
+
+    account: str
+    sequence: int
+    link: str
+    additional_properties: dict[str, Any] = _attrs_field(init=False, factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        account = self.account
+
+        sequence = self.sequence
+
+        link = self.link
+
+        field_dict: dict[str, Any] = {}
+        field_dict.update(self.additional_properties)
+        field_dict.update(
+            {
+                "account": account,
+                "sequence": sequence,
+                "link": link,
+            }
+        )
+
+        return field_dict
+
+    @classmethod
+    def from_dict(cls: type[T], src_dict: Mapping[str, Any]) -> T:
+        d = dict(src_dict)
+        account = d.pop("account")
+
+        sequence = d.pop("sequence")
+
+        link = d.pop("link")
+
+        head_view = cls(
+            account=account,
+            sequence=sequence,
+            link=link,
+        )
+
+        head_view.additional_properties = d
+        return head_view
+
+    @property
+    def additional_keys(self) -> list[str]:
+        return list(self.additional_properties.keys())
+
+    def __getitem__(self, key: str) -> Any:
+        return self.additional_properties[key]
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        self.additional_properties[key] = value
+
+    def __delitem__(self, key: str) -> None:
+        del self.additional_properties[key]
+
+    def __contains__(self, key: str) -> bool:
+        return key in self.additional_properties
