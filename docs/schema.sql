@@ -618,7 +618,7 @@ CREATE TABLE public.outbox_events (
     streamed_at timestamp with time zone,
     xid xid8 DEFAULT pg_current_xact_id() NOT NULL,
     CONSTRAINT outbox_events_data_check CHECK ((jsonb_typeof(data) = 'object'::text)),
-    CONSTRAINT outbox_events_type_check CHECK ((type = ANY (ARRAY['transaction.posted'::text, 'transaction.rejected'::text, 'transaction.voided'::text, 'transaction.expired'::text, 'transaction.reversed'::text, 'hold.created'::text, 'account.frozen'::text, 'account.closed'::text, 'account.negative_balance'::text, 'balance.monitor_triggered'::text])))
+    CONSTRAINT outbox_events_type_check CHECK ((type = ANY (ARRAY['transaction.posted'::text, 'transaction.rejected'::text, 'transaction.voided'::text, 'transaction.expired'::text, 'transaction.reversed'::text, 'hold.created'::text, 'account.frozen'::text, 'account.closed'::text, 'account.negative_balance'::text, 'balance.monitor_triggered'::text, 'ledger.checkpoint'::text])))
 );
 
 

@@ -37,3 +37,13 @@ create trigger journal_checkpoint_heads_immutable before update or delete on jou
     for each row execute function refuse_entry_change();
 create trigger journal_checkpoint_heads_no_truncate before truncate on journal_checkpoint_heads
     for each statement execute function refuse_entry_change();
+
+-- Each checkpoint is published as an outbox event in the transaction that commits it, so that
+-- auditors' webhooks collect the roots as they are sealed (docs/outbox.md).
+alter table outbox_events
+    drop constraint outbox_events_type_check,
+    add constraint outbox_events_type_check check (type in (
+        'transaction.posted', 'transaction.rejected', 'transaction.voided',
+        'transaction.expired', 'transaction.reversed', 'hold.created',
+        'account.frozen', 'account.closed', 'account.negative_balance',
+        'balance.monitor_triggered', 'ledger.checkpoint'));

@@ -35,10 +35,12 @@ pub enum EventType {
     AccountNegativeBalance,
     /// A balance monitor's condition made true by a change (`ledger::monitors`).
     BalanceMonitorTriggered,
+    /// A signed checkpoint of the journal, committed by `wallet-ledger seal` (`ledger::seals`).
+    LedgerCheckpoint,
 }
 
 impl EventType {
-    pub const ALL: [EventType; 10] = [
+    pub const ALL: [EventType; 11] = [
         EventType::TransactionPosted,
         EventType::TransactionRejected,
         EventType::TransactionVoided,
@@ -49,6 +51,7 @@ impl EventType {
         EventType::AccountClosed,
         EventType::AccountNegativeBalance,
         EventType::BalanceMonitorTriggered,
+        EventType::LedgerCheckpoint,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -63,6 +66,7 @@ impl EventType {
             EventType::AccountClosed => "account.closed",
             EventType::AccountNegativeBalance => "account.negative_balance",
             EventType::BalanceMonitorTriggered => "balance.monitor_triggered",
+            EventType::LedgerCheckpoint => "ledger.checkpoint",
         }
     }
 

@@ -397,7 +397,7 @@ pub async fn entries(
 ) -> Result<(Vec<EntryView>, Option<i64>), sqlx::Error> {
     let rows = sqlx::query!(
         r#"select id, transaction_id, account_id, currency, amount, sequence, balance_after, ledger_time,
-                  coalesce(effective_at, ledger_time) as "effective_at!"
+                  coalesce(effective_at, ledger_time) as "effective_at!", chain_hash
            from entries
            where account_id = $1 and ($2::bigint is null or id < $2)
            order by id desc limit $3"#,
@@ -423,6 +423,7 @@ pub async fn entries(
             balance_after_decimal: r.balance_after.map(|b| currency.format(b)),
             ledger_time: r.ledger_time,
             effective_at: r.effective_at,
+            link: r.chain_hash.as_deref().map(crate::ledger::seals::hex),
         },
     ))
 }

@@ -249,6 +249,10 @@ pub struct EntryView {
     pub ledger_time: DateTime<Utc>,
     /// When it counts in balances by effective time: its transaction's `effective_at`.
     pub effective_at: DateTime<Utc>,
+    /// Wallets only: the entry's link in its hash chain (`chain_hash`, lowercase hex), SHA-256
+    /// over the previous entry's link and this entry (docs/verification.md); `null` on a system
+    /// account and on entries written before links existed.
+    pub link: Option<String>,
 }
 
 /// A page of a list: `next_cursor` is opaque; pass it back as `?cursor=` for the next page.

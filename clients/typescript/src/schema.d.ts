@@ -1121,7 +1121,7 @@ export interface components {
              *     scheme of any case, spaces around it trimmed).
              */
             url: string;
-            event_types?: ("transaction.posted" | "transaction.rejected" | "transaction.voided" | "transaction.expired" | "transaction.reversed" | "hold.created" | "account.frozen" | "account.closed" | "account.negative_balance" | "balance.monitor_triggered")[] | null;
+            event_types?: ("transaction.posted" | "transaction.rejected" | "transaction.voided" | "transaction.expired" | "transaction.reversed" | "hold.created" | "account.frozen" | "account.closed" | "account.negative_balance" | "balance.monitor_triggered" | "ledger.checkpoint")[] | null;
             /** @description `whsec_` and 24-64 bytes in base64; generated when left out. */
             secret?: string | null;
         };
@@ -1266,12 +1266,18 @@ export interface components {
              * @description When it counts in balances by effective time: its transaction's `effective_at`.
              */
             effective_at: string;
+            /**
+             * @description Wallets only: the entry's link in its hash chain (`chain_hash`, lowercase hex), SHA-256
+             *     over the previous entry's link and this entry (docs/verification.md); `null` on a system
+             *     account and on entries written before links existed.
+             */
+            link?: string | null;
         };
         /**
          * @description An outbox event's type (docs/outbox.md).
          * @enum {string}
          */
-        EventTypeName: "transaction.posted" | "transaction.rejected" | "transaction.voided" | "transaction.expired" | "transaction.reversed" | "hold.created" | "account.frozen" | "account.closed" | "account.negative_balance" | "balance.monitor_triggered";
+        EventTypeName: "transaction.posted" | "transaction.rejected" | "transaction.voided" | "transaction.expired" | "transaction.reversed" | "hold.created" | "account.frozen" | "account.closed" | "account.negative_balance" | "balance.monitor_triggered" | "ledger.checkpoint";
         /**
          * @description One exception: one payment (or file line) and one category, with a reason per field,
          *     e.g. `"amount: ledger 50.00, provider 45.00"`.

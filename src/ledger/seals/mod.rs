@@ -171,6 +171,7 @@ pub async fn seal(db: &mut Db<'_>, key: &SigningKey) -> Result<Sealing, sqlx::Er
         signature: signature.to_bytes().to_vec(),
     };
     store::insert(db.conn(), &stored, &changed).await?;
+    store::publish(db.conn(), &stored).await?;
     tx.commit().await?;
     Ok(Sealing::Sealed {
         n: stored.checkpoint.n,

@@ -2,7 +2,9 @@
 //! checkpoint tables are plain tables (on Citus, the coordinator's), and the reads of entries
 //! join them on the distribution column or by a list of accounts.
 
+use super::proof::CheckpointView;
 use super::{Checkpoint, Head, Sealed};
+use crate::ledger::events::{self, EventType};
 use crate::ledger::posting::ChainHash;
 use crate::ledger::store::Db;
 use chrono::{DateTime, Utc};
@@ -147,6 +149,21 @@ pub(super) async fn current_heads(db: &mut Db<'_>) -> Result<Vec<Head>, sqlx::Er
     .fetch_all(db.conn())
     .await?;
     Ok(in_tree_order(rows))
+}
+
+/// The `ledger.checkpoint` event of `sealed`, in the caller's transaction (id: UUIDv5 of the
+/// type and the checkpoint's number); its data is the checkpoint as the API shows it.
+pub(super) async fn publish(conn: &mut PgConnection, sealed: &Sealed) -> Result<(), sqlx::Error> {
+    let event = EventType::LedgerCheckpoint;
+    let data = serde_json::to_value(CheckpointView::from(sealed))
+        .map_err(|e| sqlx::Error::Encode(Box::new(e)))?;
+    sqlx::query("insert into outbox_events (id, type, data) values ($1, $2, $3)")
+        .bind(events::event_id(event, &sealed.checkpoint.n.to_string()))
+        .bind(event.as_str())
+        .bind(data)
+        .execute(conn)
+        .await
+        .map(|_| ())
 }
 
 /// Checkpoint `sealed` and the heads it seals anew, in the caller's transaction.

@@ -30,6 +30,10 @@ class EntryView:
         sequence (int | None | Unset): Wallets only: the entry's place in the account's gap-free chain.
         balance_after (int | None | Unset): Wallets only: the posted balance right after this entry.
         balance_after_decimal (None | str | Unset):
+        link (None | str | Unset): Wallets only: the entry's link in its hash chain (`chain_hash`, lowercase hex),
+            SHA-256
+            over the previous entry's link and this entry (docs/verification.md); `null` on a system
+            account and on entries written before links existed.
     """
 
     id: int
@@ -43,6 +47,7 @@ class EntryView:
     sequence: int | None | Unset = UNSET
     balance_after: int | None | Unset = UNSET
     balance_after_decimal: None | str | Unset = UNSET
+    link: None | str | Unset = UNSET
     additional_properties: dict[str, Any] = _attrs_field(init=False, factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
@@ -80,6 +85,12 @@ class EntryView:
         else:
             balance_after_decimal = self.balance_after_decimal
 
+        link: None | str | Unset
+        if isinstance(self.link, Unset):
+            link = UNSET
+        else:
+            link = self.link
+
         field_dict: dict[str, Any] = {}
         field_dict.update(self.additional_properties)
         field_dict.update(
@@ -100,6 +111,8 @@ class EntryView:
             field_dict["balance_after"] = balance_after
         if balance_after_decimal is not UNSET:
             field_dict["balance_after_decimal"] = balance_after_decimal
+        if link is not UNSET:
+            field_dict["link"] = link
 
         return field_dict
 
@@ -149,6 +162,15 @@ class EntryView:
 
         balance_after_decimal = _parse_balance_after_decimal(d.pop("balance_after_decimal", UNSET))
 
+        def _parse_link(data: object) -> None | str | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            return cast(None | str | Unset, data)
+
+        link = _parse_link(d.pop("link", UNSET))
+
         entry_view = cls(
             id=id,
             transaction_id=transaction_id,
@@ -161,6 +183,7 @@ class EntryView:
             sequence=sequence,
             balance_after=balance_after,
             balance_after_decimal=balance_after_decimal,
+            link=link,
         )
 
         entry_view.additional_properties = d

@@ -7,6 +7,7 @@ class EventTypeName(StrEnum):
     ACCOUNT_NEGATIVE_BALANCE = "account.negative_balance"
     BALANCE_MONITOR_TRIGGERED = "balance.monitor_triggered"
     HOLD_CREATED = "hold.created"
+    LEDGER_CHECKPOINT = "ledger.checkpoint"
     TRANSACTION_EXPIRED = "transaction.expired"
     TRANSACTION_POSTED = "transaction.posted"
     TRANSACTION_REJECTED = "transaction.rejected"
