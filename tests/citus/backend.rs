@@ -173,13 +173,33 @@ pub async fn create_database(name: &str) -> String {
     )
     .await;
     for worker in cluster.workers {
-        run(
-            &coordinator,
-            &format!("select citus_add_node('127.0.0.1', {worker})"),
-        )
-        .await;
+        add_node(&coordinator, worker).await;
     }
     coordinator
+}
+
+/// Registers `worker` in the coordinator's database, again when Citus could not connect to a
+/// worker while registering it ("failure on connection marked as essential": seen once in a
+/// CI run of the whole binary on a loaded machine, the tests' databases serialized already).
+/// `citus_add_node` of a node already registered answers its id, so a retry is safe.
+async fn add_node(coordinator: &str, worker: u16) {
+    let statement = format!("select citus_add_node('127.0.0.1', {worker})");
+    for attempt in 1.. {
+        let mut conn = PgConnection::connect(coordinator)
+            .await
+            .unwrap_or_else(|e| panic!("connecting to {coordinator}: {e}"));
+        match sqlx::query(sqlx::AssertSqlSafe(statement.clone()))
+            .execute(&mut conn)
+            .await
+        {
+            Ok(_) => return,
+            Err(e) if attempt < 5 && e.to_string().contains("marked as essential") => {
+                eprintln!("{statement} on {coordinator}, attempt {attempt}: {e}; again");
+                tokio::time::sleep(std::time::Duration::from_millis(500 * attempt)).await;
+            }
+            Err(e) => panic!("{statement} on {coordinator}: {e}"),
+        }
+    }
 }
 
 /// The real `migrate`: the numbered migrations, then the distribution.
