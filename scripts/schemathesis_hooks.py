@@ -8,9 +8,13 @@ send it, where the API's rules are ones JSON Schema cannot state:
   document's examples, in earlier answers, or the same generated UUID case after case) into new,
   different requests, each rightly answered 422 idempotency_mismatch. So a well-formed body `id`
   (and each batch item's) and a well-formed Idempotency-Key are replaced by fresh ones.
-- A batch item's legs sum to zero (a rule across the items of an array, which JSON Schema cannot
-  state), and an atomic batch with one item that does not is refused whole: the last leg of
-  each item takes what the others leave.
+- A transaction's legs name distinct accounts and sum to zero (rules across the items of an
+  array, which JSON Schema cannot state): in a `POST /v1/transactions` body, and in each batch
+  item, a leg that names a seeded dollar account an earlier leg named takes another seeded one
+  (`dollar-accounts` in scripts/schemathesis.toml: schemathesis draws one dictionary value for
+  every leg), a repeat of any other account is dropped while two legs or more remain, and the
+  last leg takes what the others leave (an atomic batch with one item that does not is refused
+  whole).
 - A create carries a body `id` or an Idempotency-Key (400 id_required otherwise): one rule across
   two parts of the request, which the document can only say in words. Where neither is sent, a
   fresh key is.
@@ -100,10 +104,28 @@ def _fresh_id(body: object) -> None:
         body["id"] = str(uuid.uuid4())
 
 
+# The seeded accounts in one currency that the toml's `dollar-accounts` dictionary names.
+_DOLLAR_ACCOUNTS = ("st-w1", "st-w2", "st-sys", "alice-usd")
+
+
 def _balance(item: object) -> None:
-    """A transaction's legs summing to zero, as a client writes them: the last leg takes what
-    the others leave (the rule is across array items, which JSON Schema cannot state)."""
+    """A transaction's legs on distinct accounts and summing to zero, as a client writes them:
+    a leg repeating an earlier leg's account is dropped while two or more remain, and the last
+    leg takes what the others leave (rules across array items, which JSON Schema cannot state)."""
     legs = item.get("entries") if isinstance(item, dict) else None
+    if isinstance(legs, list) and all(isinstance(l, dict) for l in legs):
+        seen, distinct = set(), []
+        for leg in legs:
+            account = leg.get("account")
+            if isinstance(account, str) and account in seen:
+                spare = [a for a in _DOLLAR_ACCOUNTS if a not in seen]
+                if account not in _DOLLAR_ACCOUNTS or not spare:
+                    continue
+                leg["account"] = account = spare[0]
+            seen.add(account if isinstance(account, str) else id(leg))
+            distinct.append(leg)
+        if len(distinct) >= 2:
+            item["entries"] = legs = distinct
     if not isinstance(legs, list) or len(legs) < 2 or not all(isinstance(l, dict) for l in legs):
         return
     amounts = [l.get("amount") for l in legs[:-1]]
@@ -190,6 +212,8 @@ def before_call(context, case, kwargs):
     _spell_integers(body)
     _send_to_one_made_for_it(case)
     _fresh_id(body)
+    if case.path == "/v1/transactions":
+        _balance(body)
     # A batch's items are bodies of POST /v1/transactions, each with its own id and legs that
     # balance (an atomic batch with one item that does not is refused whole).
     if isinstance(body, dict) and isinstance(body.get("items"), list):
