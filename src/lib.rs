@@ -17,6 +17,8 @@ pub mod consumer;
 pub mod db;
 /// Named sites where a test can make the process die (`WALLET_LEDGER_FAILPOINT`).
 pub mod failpoint;
+/// Lowercase hex of digests, links and roots.
+pub mod hex;
 /// The REST API: router, handlers, the one error type, extractors.
 pub mod http;
 /// Money, ids, journal rules and the SQL that writes and reads the ledger.

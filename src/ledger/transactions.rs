@@ -423,7 +423,7 @@ pub async fn entries(
             balance_after_decimal: r.balance_after.map(|b| currency.format(b)),
             ledger_time: r.ledger_time,
             effective_at: r.effective_at,
-            link: r.chain_hash.as_deref().map(crate::ledger::seals::hex),
+            link: r.chain_hash.as_deref().map(crate::hex::encode),
         },
     ))
 }

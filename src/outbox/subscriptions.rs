@@ -143,8 +143,7 @@ impl UrlPolicy {
 pub fn secret_digest(secret: &str) -> String {
     use sha2::Digest;
     let digest = sha2::Sha256::digest(secret.as_bytes());
-    let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
-    format!("sha256:{hex}")
+    format!("sha256:{}", crate::hex::encode(&digest))
 }
 
 /// A validated create request. `request` is its canonical form (without the id, and with the

@@ -307,11 +307,7 @@ fn spool(provider: &str, options: &Value, source: &std::path::Path) -> anyhow::R
     }
     copy.flush()
         .with_context(|| format!("writing {}", spooled.path.display()))?;
-    spooled.key = hasher
-        .finalize()
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect();
+    spooled.key = crate::hex::encode(&hasher.finalize());
     Ok(spooled)
 }
 

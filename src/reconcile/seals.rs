@@ -10,7 +10,8 @@
 //! Plain tables and one read of entries by (account, sequence): the same code on both engines.
 
 use super::invariants::{Check, Finding, MAX_FINDINGS_PER_CHECK};
-use crate::ledger::seals::{self, Sealed, hex};
+use crate::hex::encode as hex;
+use crate::ledger::seals::{self, Sealed};
 use sqlx::PgConnection;
 
 pub async fn check(conn: &mut PgConnection) -> Result<Vec<Finding>, sqlx::Error> {

@@ -105,7 +105,7 @@ impl ChainHash {
     }
 
     pub fn hex(&self) -> String {
-        self.0.iter().map(|b| format!("{b:02x}")).collect()
+        crate::hex::encode(&self.0)
     }
 }
 

@@ -11,6 +11,7 @@ pub mod merkle;
 pub mod proof;
 mod store;
 
+use crate::hex::encode as hex;
 use crate::ledger::posting::ChainHash;
 use crate::ledger::store::Db;
 use chrono::{DateTime, Utc};
@@ -116,10 +117,6 @@ impl Sealed {
         };
         VerifyingKey::from_bytes(&key).is_ok_and(|key| key.verify(&self.root, &signature).is_ok())
     }
-}
-
-pub fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// What [`seal`] did.

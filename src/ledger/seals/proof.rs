@@ -3,7 +3,8 @@
 //! `wallet-ledger verify-proof` checks with no database: the head's leaf and its audit path
 //! give the heads root, the fields the root, and the auditor's public key the signature.
 
-use super::{Checkpoint, Head, Sealed, hex, keys, merkle};
+use super::{Checkpoint, Head, Sealed, keys, merkle};
+use crate::hex::encode as hex;
 use crate::ledger::posting::ChainHash;
 use chrono::{DateTime, Utc};
 use ed25519_dalek::{Signature, Verifier, VerifyingKey};
@@ -133,17 +134,9 @@ impl HeadProof {
     }
 }
 
-/// 32 bytes from lowercase or uppercase hex.
+/// 32 bytes from hex, or which field was not.
 fn hash32(text: &str, field: &str) -> Result<[u8; 32], String> {
-    let bad = || format!("{field} is not 32 bytes of hex");
-    if text.len() != 64 || !text.is_ascii() {
-        return Err(bad());
-    }
-    let mut out = [0u8; 32];
-    for (i, byte) in out.iter_mut().enumerate() {
-        *byte = u8::from_str_radix(&text[2 * i..2 * i + 2], 16).map_err(|_| bad())?;
-    }
-    Ok(out)
+    crate::hex::decode32(text).ok_or_else(|| format!("{field} is not 32 bytes of hex"))
 }
 
 #[cfg(test)]

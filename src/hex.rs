@@ -1,0 +1,35 @@
+//! Lowercase hex, the one spelling of digests the service prints and stores as text (secret
+//! digests, settlement file keys, chain links and checkpoint roots). Two functions do not
+//! warrant a crate.
+
+/// `bytes` as lowercase hex.
+pub fn encode(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// 32 bytes from 64 hex digits (either case); `None` for anything else.
+pub fn decode32(text: &str) -> Option<[u8; 32]> {
+    if text.len() != 64 || !text.is_ascii() {
+        return None;
+    }
+    let mut out = [0u8; 32];
+    for (i, byte) in out.iter_mut().enumerate() {
+        *byte = u8::from_str_radix(&text[2 * i..2 * i + 2], 16).ok()?;
+    }
+    Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn thirty_two_bytes_round_trip_and_other_text_is_refused() {
+        let bytes: [u8; 32] = std::array::from_fn(|i| (i * 37) as u8);
+        assert_eq!(decode32(&encode(&bytes)), Some(bytes));
+        assert_eq!(decode32(&encode(&bytes).to_uppercase()), Some(bytes));
+        assert_eq!(decode32(&encode(&bytes[..31])), None);
+        assert_eq!(decode32(&"zz".repeat(32)), None);
+        assert_eq!(decode32(&"é".repeat(32)), None);
+    }
+}
