@@ -13,12 +13,21 @@ use super::invariants::{Check, Finding, MAX_FINDINGS_PER_CHECK};
 use crate::hex::encode as hex;
 use crate::ledger::seals::{self, Sealed};
 use sqlx::PgConnection;
+use std::collections::BTreeMap;
 
 pub async fn check(conn: &mut PgConnection) -> Result<Vec<Finding>, sqlx::Error> {
+    let stored = seals::stored_heads(&mut *conn).await?;
     let mut findings = Vec::new();
     let mut previous: Option<Vec<u8>> = None;
+    // Each checkpoint's heads: the rows stored up to it, rolled forward once; a BTreeMap of
+    // account ids iterates in the tree's order (byte by byte).
+    let mut heads_now: BTreeMap<&str, seals::Head> = BTreeMap::new();
+    let mut rows = stored.iter().peekable();
     for sealed in seals::checkpoints(&mut *conn).await? {
-        let heads = seals::heads_at(&mut *conn, sealed.checkpoint.n).await?;
+        while let Some((_, head)) = rows.next_if(|(n, _)| *n <= sealed.checkpoint.n) {
+            heads_now.insert(&head.account, head.clone());
+        }
+        let heads: Vec<seals::Head> = heads_now.values().cloned().collect();
         let problem = seal_problem(&sealed, &heads, previous.as_deref());
         if let Some(detail) = problem {
             findings.push(finding(Check::CheckpointSeal, None, None, detail));
@@ -27,7 +36,7 @@ pub async fn check(conn: &mut PgConnection) -> Result<Vec<Finding>, sqlx::Error>
     }
     findings.truncate(MAX_FINDINGS_PER_CHECK as usize);
     let limit = MAX_FINDINGS_PER_CHECK as usize;
-    for unsealed in seals::sealed_heads_out_of_their_chain(conn, limit).await? {
+    for unsealed in seals::sealed_heads_out_of_their_chain(conn, &stored, limit).await? {
         let head = &unsealed.head;
         let detail = match unsealed.entry {
             None => format!(

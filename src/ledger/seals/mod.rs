@@ -19,7 +19,7 @@ use ed25519_dalek::{Signature, Signer, SigningKey, Verifier, VerifyingKey};
 use merkle::Hash;
 use sha2::{Digest, Sha256};
 
-pub use store::{checkpoints, heads_at, one, page, sealed_heads_out_of_their_chain};
+pub use store::{checkpoints, heads_at, one, page, sealed_heads_out_of_their_chain, stored_heads};
 
 /// The proof that `account`'s chain head is sealed in checkpoint `n`; `None` when there is no
 /// such checkpoint or it holds no head of that wallet.

@@ -213,20 +213,15 @@ pub struct Unsealed {
     pub entry: Option<(i64, ChainHash)>,
 }
 
-/// Every stored head whose entry (same wallet, same sequence) is missing or has another link,
-/// at most `limit`, by account and checkpoint.
+/// Those of the `stored` heads whose entry (same wallet, same sequence) is missing or has
+/// another link, at most `limit`, in their order.
 pub async fn sealed_heads_out_of_their_chain(
     conn: &mut PgConnection,
+    stored: &[(i64, Head)],
     limit: usize,
 ) -> Result<Vec<Unsealed>, sqlx::Error> {
-    let stored: Vec<(i64, String, i64, Vec<u8>)> = sqlx::query_as(
-        "select checkpoint, account_id, sequence, link from journal_checkpoint_heads
-         order by account_id, checkpoint",
-    )
-    .fetch_all(&mut *conn)
-    .await?;
-    let accounts: Vec<&str> = stored.iter().map(|r| r.1.as_str()).collect();
-    let sequences: Vec<i64> = stored.iter().map(|r| r.2).collect();
+    let accounts: Vec<&str> = stored.iter().map(|(_, h)| h.account.as_str()).collect();
+    let sequences: Vec<i64> = stored.iter().map(|(_, h)| h.sequence).collect();
     let entries: Vec<(String, i64, i64, Option<Vec<u8>>)> = sqlx::query_as(
         "select e.account_id, e.sequence, e.id, e.chain_hash
          from entries e join unnest($1::text[], $2::bigint[]) u(a, s)
@@ -241,16 +236,29 @@ pub async fn sealed_heads_out_of_their_chain(
         .map(|(a, s, id, link)| ((a, s), (id, ChainHash::stored(link))))
         .collect();
     Ok(stored
-        .into_iter()
-        .filter_map(|(checkpoint, account, sequence, link)| {
-            let head = head((account, sequence, link));
-            let entry = now.get(&(head.account.clone(), sequence)).copied();
-            (entry.map(|e| e.1) != Some(head.link)).then_some(Unsealed {
-                checkpoint,
-                head,
+        .iter()
+        .filter_map(|(checkpoint, head)| {
+            let entry = now.get(&(head.account.clone(), head.sequence)).copied();
+            (entry.map(|e| e.1) != Some(head.link)).then(|| Unsealed {
+                checkpoint: *checkpoint,
+                head: head.clone(),
                 entry,
             })
         })
         .take(limit)
+        .collect())
+}
+
+/// Every stored head row, each with the checkpoint that stored it, by checkpoint.
+pub async fn stored_heads(conn: &mut PgConnection) -> Result<Vec<(i64, Head)>, sqlx::Error> {
+    let rows: Vec<(i64, String, i64, Vec<u8>)> = sqlx::query_as(
+        "select checkpoint, account_id, sequence, link from journal_checkpoint_heads
+         order by checkpoint, account_id",
+    )
+    .fetch_all(conn)
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(|(n, account, sequence, link)| (n, head((account, sequence, link))))
         .collect())
 }
