@@ -8,6 +8,7 @@
 
 pub mod keys;
 pub mod merkle;
+pub mod metadata;
 pub mod proof;
 mod store;
 
