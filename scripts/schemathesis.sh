@@ -144,7 +144,9 @@ reconciled=0
     >/dev/null 2>&1 || reconciled=$?
 # 1 is a run with exceptions (the second payment is not in the file): stored all the same.
 [ "$reconciled" -le 1 ] || { echo "seeding a reconciliation run failed" >&2; exit 1; }
-# A signed checkpoint of the seeded wallets' chain heads (checkpoints 1; a head of alice).
+# A signed checkpoint of the seeded wallets' chain heads and transactions (checkpoint 1; a head
+# of alice; the seeded transactions' proofs, unless a transaction elsewhere on the server held
+# its horizon back).
 eval "$("$bin" keys generate)"
 CHECKPOINT_SIGNING_KEY=$CHECKPOINT_SIGNING_KEY "$bin" seal --no-migrate \
     --database-url "postgres://$PGUSER@$PGHOST:$PGPORT/$database" >/dev/null ||

@@ -1,5 +1,5 @@
 //! Lowercase hex, the one spelling of digests the service prints and stores as text (secret
-//! digests, settlement file keys, chain links and checkpoint roots). Two functions do not
+//! digests, settlement file keys, chain links and checkpoint roots). Three functions do not
 //! warrant a crate.
 
 /// `bytes` as lowercase hex.
@@ -7,16 +7,20 @@ pub fn encode(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// 32 bytes from 64 hex digits (either case); `None` for anything else.
-pub fn decode32(text: &str) -> Option<[u8; 32]> {
-    if text.len() != 64 || !text.is_ascii() {
+/// The bytes of an even number of hex digits (either case); `None` for anything else.
+pub fn decode(text: &str) -> Option<Vec<u8>> {
+    if !text.len().is_multiple_of(2) || !text.is_ascii() {
         return None;
     }
-    let mut out = [0u8; 32];
-    for (i, byte) in out.iter_mut().enumerate() {
-        *byte = u8::from_str_radix(&text[2 * i..2 * i + 2], 16).ok()?;
-    }
-    Some(out)
+    (0..text.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&text[i..i + 2], 16).ok())
+        .collect()
+}
+
+/// 32 bytes from 64 hex digits (either case); `None` for anything else.
+pub fn decode32(text: &str) -> Option<[u8; 32]> {
+    decode(text)?.try_into().ok()
 }
 
 #[cfg(test)]

@@ -42,14 +42,25 @@ pub async fn run(args: SealArgs) -> anyhow::Result<ExitCode> {
     loop {
         let mut conn = database.pool.acquire().await?;
         match seals::seal(&mut store.on(&mut conn), &key).await? {
-            Sealing::Sealed { n, changed, heads } => {
-                tracing::info!(n, changed, heads, "checkpoint sealed");
+            Sealing::Sealed {
+                n,
+                changed,
+                heads,
+                transactions,
+            } => {
+                tracing::info!(n, changed, heads, transactions, "checkpoint sealed");
                 println!(
                     "{}",
-                    serde_json::json!({"checkpoint": n, "heads": heads, "changed": changed})
+                    serde_json::json!({"checkpoint": n, "heads": heads, "changed": changed,
+                                       "transactions": transactions})
                 );
             }
-            Sealing::Unchanged => tracing::info!("no chain moved since the last checkpoint"),
+            Sealing::Unchanged => {
+                tracing::info!("no chain moved and no transaction since the last checkpoint")
+            }
+            Sealing::Postponed => tracing::warn!(
+                "a transaction prepared on a Citus worker is still prepared: no checkpoint this time"
+            ),
         }
         drop(conn);
         let Some(every) = args.every_ms else {

@@ -1,7 +1,7 @@
 //! `/v1/checkpoints`: the signed checkpoints of the journal (`wallet-ledger seal`,
 //! docs/verification.md), newest first, one whole, and the proof that a wallet's chain head is
-//! sealed in one, which `wallet-ledger verify-proof` checks offline. Read scope: auditors read
-//! them with a read key.
+//! sealed in one, and the proof that a transaction is (`/v1/transactions/{id}/proof`), which
+//! `wallet-ledger verify-proof` checks offline. Read scope: auditors read them with a read key.
 
 use super::AppState;
 use super::accounts::PageQuery;
@@ -12,6 +12,7 @@ use super::responses::json;
 use crate::ledger::seals::{
     self,
     proof::{CheckpointView, HeadProof},
+    transaction_proof::TransactionProof,
 };
 use crate::ledger::transactions::paginate;
 use axum::extract::State;
@@ -19,6 +20,7 @@ use axum::http::StatusCode;
 use axum::response::Response;
 use serde::Serialize;
 use utoipa::ToSchema;
+use uuid::Uuid;
 
 /// The tag of this file's cursors: issued and checked with the same value.
 const CHECKPOINTS_LIST: &str = "checkpoints";
@@ -81,5 +83,22 @@ pub async fn head(
     let proof = seals::head_proof(&mut conn, number, &account)
         .await?
         .ok_or_else(|| ApiError::NotFound(format!("a head of {account} in checkpoint {n}")))?;
+    json(StatusCode::OK, &proof)
+}
+
+#[utoipa::path(get, path = "/v1/transactions/{id}/proof", tag = "checkpoints", operation_id = "get_transaction_proof",
+    params(("id" = Uuid, Path)),
+    responses((status = 200, description = "the transaction's entries and metadata digest as sealed, with the audit path from its leaf to the signed root: `wallet-ledger verify-proof` checks it offline", body = TransactionProof),
+        (status = 404, description = "not_found: no transaction has this id, or no checkpoint sealed it yet (the first checkpoint after its entries were written seals it; a refusal or a pending hold has no entries)", body = Problem, content_type = "application/problem+json")))]
+pub async fn transaction(
+    State(state): State<AppState>,
+    PathParam(id): PathParam,
+) -> Result<Response> {
+    let not_found = || ApiError::NotFound(format!("a sealed transaction {id}"));
+    let uuid = Uuid::parse_str(&id).map_err(|_| not_found())?;
+    let mut conn = state.pool.acquire().await?;
+    let proof = seals::transaction_proof(&mut conn, uuid)
+        .await?
+        .ok_or_else(not_found)?;
     json(StatusCode::OK, &proof)
 }

@@ -155,6 +155,7 @@ pub fn app(state: AppState) -> Router {
         .route("/v1/transactions/{id}/void", post(transactions::void))
         .route("/v1/transactions/{id}/reverse", post(transactions::reverse))
         .route("/v1/transactions/{id}/events", get(transaction_events::list))
+        .route("/v1/transactions/{id}/proof", get(checkpoints::transaction))
         .route("/v1/transfers", post(transactions::transfer))
         .route("/v1/payments", post(transactions::payment))
         .route("/v1/exchanges", post(exchanges::exchange))

@@ -41,7 +41,7 @@ use utoipa::{Modify, OpenApi};
         webhooks::create, webhooks::list, webhooks::get, webhooks::delete, webhooks::rotate_secret,
         webhooks::list_deliveries, webhooks::get_delivery, webhooks::redeliver, transaction_events::list,
         reconciliations::list, reconciliations::get, reconciliations::exceptions,
-        checkpoints::list, checkpoints::get, checkpoints::head,
+        checkpoints::list, checkpoints::get, checkpoints::head, checkpoints::transaction,
         dead_letters::list, dead_letters::get, dead_letters::replay, dead_letters::drop, consumer_state::get,
         stats::volumes,
         health::healthz, health::readyz, health::openapi, metrics::metrics,

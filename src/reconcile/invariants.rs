@@ -27,7 +27,7 @@ pub struct Finding {
 
 /// Which invariant a finding breaks, by its stable name: `unbalanced_transaction`,
 /// `trial_balance`, `wallet_chain`, `chain_link`, `checkpoint_seal`, `sealed_head`,
-/// `checkpoint_mismatch`, `balance_range`, `posting_mismatch`, `overdue_hold`,
+/// `sealed_transaction`, `checkpoint_mismatch`, `balance_range`, `posting_mismatch`, `overdue_hold`,
 /// `stale_open_hold`, `over_reversed`, `entry_mismatch`, `set_totals`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
@@ -38,6 +38,7 @@ pub enum Check {
     ChainLink,
     CheckpointSeal,
     SealedHead,
+    SealedTransaction,
     CheckpointMismatch,
     BalanceRange,
     PostingMismatch,
@@ -50,13 +51,14 @@ pub enum Check {
 
 impl Check {
     /// Every check, in the order they run (the report lists each, found or not).
-    pub const ALL: [Check; 14] = [
+    pub const ALL: [Check; 15] = [
         Check::UnbalancedTransaction,
         Check::TrialBalance,
         Check::WalletChain,
         Check::ChainLink,
         Check::CheckpointSeal,
         Check::SealedHead,
+        Check::SealedTransaction,
         Check::CheckpointMismatch,
         Check::BalanceRange,
         Check::PostingMismatch,
@@ -75,6 +77,7 @@ impl Check {
             Check::ChainLink => "chain_link",
             Check::CheckpointSeal => "checkpoint_seal",
             Check::SealedHead => "sealed_head",
+            Check::SealedTransaction => "sealed_transaction",
             Check::CheckpointMismatch => "checkpoint_mismatch",
             Check::BalanceRange => "balance_range",
             Check::PostingMismatch => "posting_mismatch",

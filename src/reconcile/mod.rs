@@ -7,6 +7,7 @@ pub mod matching;
 pub mod model;
 pub mod report;
 pub mod run;
+pub mod sealed_windows;
 pub mod seals;
 pub mod set_totals;
 pub mod settlement;

@@ -1,42 +1,53 @@
-//! Two checks of `verify` over the signed checkpoints of the journal (`ledger::seals`,
+//! The checks of `verify` over the signed checkpoints of the journal (`ledger::seals`,
 //! docs/verification.md):
 //!
-//! - `checkpoint_seal`: each checkpoint's stored heads hash to its `heads_root`, its text hashes
-//!   to its `root`, it names the root before it, and its signature is its key's over its root;
-//! - `sealed_head`: the entry at each sealed head's place still carries the sealed link, so a
-//!   rewrite of any entry at or before a sealed head shows even when every link after it was
-//!   recomputed.
+//! - `checkpoint_seal`: each checkpoint's stored heads hash to its `heads_root`, its stored
+//!   transaction leaves to its `transactions_root`, its text hashes to its `root`, it names the
+//!   root before it, and its signature is its key's over its root;
+//! - `sealed_head`: the entry at each sealed wallet head's place still carries the sealed link,
+//!   so a rewrite of any entry at or before a sealed head shows even when every link after it
+//!   was recomputed; system accounts' heads are recomputed by `sealed_windows`, with
+//!   `sealed_transaction`.
 //!
 //! Plain tables and one read of entries by (account, sequence): the same code on both engines.
 
 use super::invariants::{Check, Finding, MAX_FINDINGS_PER_CHECK};
 use crate::hex::encode as hex;
-use crate::ledger::seals::{self, Sealed};
+use crate::ledger::seals::merkle::{self, Hash};
+use crate::ledger::seals::{self, Sealed, window};
 use sqlx::PgConnection;
 use std::collections::BTreeMap;
+use uuid::Uuid;
 
 pub async fn check(conn: &mut PgConnection) -> Result<Vec<Finding>, sqlx::Error> {
     let stored = seals::stored_heads(&mut *conn).await?;
+    let checkpoints = seals::checkpoints(&mut *conn).await?;
     let mut findings = Vec::new();
     let mut previous: Option<Vec<u8>> = None;
     // Each checkpoint's heads: the rows stored up to it, rolled forward once; a BTreeMap of
     // account ids iterates in the tree's order (byte by byte).
     let mut heads_now: BTreeMap<&str, seals::Head> = BTreeMap::new();
     let mut rows = stored.iter().peekable();
-    for sealed in seals::checkpoints(&mut *conn).await? {
+    for sealed in &checkpoints {
         while let Some((_, head)) = rows.next_if(|(n, _)| *n <= sealed.checkpoint.n) {
             heads_now.insert(&head.account, head.clone());
         }
         let heads: Vec<seals::Head> = heads_now.values().cloned().collect();
-        let problem = seal_problem(&sealed, &heads, previous.as_deref());
+        let leaves = match sealed.checkpoint.transactions {
+            Some(_) => Some(window::leaves(&mut *conn, sealed.checkpoint.n).await?),
+            None => None,
+        };
+        let problem = seal_problem(sealed, &heads, leaves.as_deref(), previous.as_deref());
         if let Some(detail) = problem {
             findings.push(finding(Check::CheckpointSeal, None, None, detail));
         }
-        previous = Some(sealed.root);
+        previous = Some(sealed.root.clone());
     }
     findings.truncate(MAX_FINDINGS_PER_CHECK as usize);
     let limit = MAX_FINDINGS_PER_CHECK as usize;
-    for unsealed in seals::sealed_heads_out_of_their_chain(conn, &stored, limit).await? {
+    let (system, wallets) = seals::split_system_heads(&mut *conn, stored).await?;
+    let mut windows = super::sealed_windows::check(&mut *conn, &checkpoints, &system).await?;
+    for unsealed in seals::sealed_heads_out_of_their_chain(conn, &wallets, limit).await? {
         let head = &unsealed.head;
         let detail = match unsealed.entry {
             None => format!(
@@ -54,10 +65,16 @@ pub async fn check(conn: &mut PgConnection) -> Result<Vec<Finding>, sqlx::Error>
         let account = Some(head.account.clone());
         findings.push(finding(Check::SealedHead, account, entry, detail));
     }
+    findings.append(&mut windows);
     Ok(findings)
 }
 
-fn finding(check: Check, account: Option<String>, entry: Option<i64>, detail: String) -> Finding {
+pub(super) fn finding(
+    check: Check,
+    account: Option<String>,
+    entry: Option<i64>,
+    detail: String,
+) -> Finding {
     Finding {
         check,
         account,
@@ -72,6 +89,7 @@ fn finding(check: Check, account: Option<String>, entry: Option<i64>, detail: St
 fn seal_problem(
     sealed: &Sealed,
     heads: &[seals::Head],
+    leaves: Option<&[(Uuid, Hash)]>,
     previous_root: Option<&[u8]>,
 ) -> Option<String> {
     let c = &sealed.checkpoint;
@@ -82,6 +100,16 @@ fn seal_problem(
             heads.len(),
             hex(&c.heads_root)
         ));
+    }
+    if let (Some(t), Some(leaves)) = (c.transactions, leaves) {
+        let hashes: Vec<Hash> = leaves.iter().map(|(_, leaf)| *leaf).collect();
+        if hashes.len() as i64 != t.count || merkle::root(&hashes) != t.root {
+            return Some(format!(
+                "checkpoint {n}: its {} stored transaction leaves do not hash to its transactions_root {}",
+                hashes.len(),
+                hex(&t.root)
+            ));
+        }
     }
     if c.previous_root.as_ref().map(|r| r.as_slice()) != previous_root {
         return Some(format!(

@@ -52,6 +52,7 @@ mod set_monitors;
 mod sets;
 mod snapshots;
 mod transaction_events;
+mod transaction_seals;
 mod transactions;
 mod transport;
 mod verify;

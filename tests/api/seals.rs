@@ -1,7 +1,8 @@
 //! Signed checkpoints of the journal (docs/verification.md): `keys generate` makes a key,
-//! `seal` commits every wallet's chain head under it, and `verify` finds a rewrite that the
-//! links alone cannot show (the last entry of a chain changed and its link recomputed), a
-//! sealed head changed in the checkpoint tables, and a signature that is not the key's.
+//! `seal` commits every account's chain head under it (wallets' and, extended by the sealer,
+//! system accounts'), and `verify` finds a rewrite that the links alone cannot show (the last
+//! entry of a chain changed and its link recomputed), a sealed head changed in the checkpoint
+//! tables, and a signature that is not the key's. Sealed transactions: transaction_seals.rs.
 //! Also in tests/citus.
 
 use super::common::{TestApp, behind_the_guards};
@@ -12,7 +13,7 @@ use wallet_ledger::reconcile::invariants::{self, Check, Finding};
 
 const BIN: &str = env!("CARGO_BIN_EXE_wallet-ledger");
 
-async fn findings(app: &TestApp) -> Vec<Finding> {
+pub async fn findings(app: &TestApp) -> Vec<Finding> {
     invariants::check(
         &mut crate::backend::db(&mut app.pool.acquire().await.unwrap()),
         TimeDelta::seconds(60),
@@ -30,7 +31,7 @@ fn of(found: &[Finding], check: Check) -> Vec<(Option<String>, Option<i64>, Stri
 }
 
 /// `keys generate`'s two lines, as (signing key, public key).
-async fn generated_key() -> (String, String) {
+pub async fn generated_key() -> (String, String) {
     let out = Command::new(BIN)
         .args(["keys", "generate"])
         .output()
@@ -51,7 +52,7 @@ async fn generated_key() -> (String, String) {
 }
 
 /// Runs `seal` once; its JSON line, or `None` when nothing moved.
-async fn seal(app: &TestApp, key: &str) -> Option<Value> {
+pub async fn seal(app: &TestApp, key: &str) -> Option<Value> {
     let out = Command::new(BIN)
         .args(["seal", "--database-url", &app.database_url])
         .env("CHECKPOINT_SIGNING_KEY", key)
@@ -70,6 +71,63 @@ async fn seal(app: &TestApp, key: &str) -> Option<Value> {
         .map(|l| serde_json::from_str(l).unwrap())
 }
 
+/// Seals until every transaction with entries is sealed, and returns the last checkpoint's
+/// line. A checkpoint's window ends at the oldest transaction still running anywhere on the
+/// server (the tests of other databases too), so one seal may leave the newest transactions
+/// to the next.
+pub async fn seal_all(app: &TestApp, key: &str) -> Value {
+    let mut last = None;
+    for _ in 0..200 {
+        if let Some(line) = seal(app, key).await {
+            last = Some(line);
+        }
+        let sealed: Vec<uuid::Uuid> =
+            sqlx::query_scalar("select transaction_id from journal_checkpoint_transactions")
+                .fetch_all(&app.pool)
+                .await
+                .unwrap();
+        let written: Vec<uuid::Uuid> =
+            sqlx::query_scalar("select distinct transaction_id from entries")
+                .fetch_all(&app.pool)
+                .await
+                .unwrap();
+        if written.iter().all(|t| sealed.contains(t)) {
+            return last.expect("a checkpoint");
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    panic!("transactions still unsealed after 200 seals");
+}
+
+/// `verify-proof`'s exit code and output (trimmed) for `proof` under `key`, with no database.
+pub async fn verify_proof(proof: &Value, key: &str) -> (Option<i32>, String) {
+    let file = std::env::temp_dir().join(format!("wl-proof-{}.json", uuid::Uuid::new_v4()));
+    std::fs::write(&file, proof.to_string()).unwrap();
+    let out = Command::new(BIN)
+        .arg("verify-proof")
+        .arg(&file)
+        .args(["--public-key", key])
+        .env_remove("DATABASE_URL")
+        .output()
+        .await
+        .unwrap();
+    std::fs::remove_file(&file).unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    (out.status.code(), stdout.trim().to_owned())
+}
+
+/// The accounts whose heads checkpoints after `n` stored.
+async fn heads_stored_after(app: &TestApp, n: i64) -> Vec<String> {
+    sqlx::query_scalar(
+        "select distinct account_id from journal_checkpoint_heads where checkpoint > $1
+         order by account_id",
+    )
+    .bind(n)
+    .fetch_all(&app.pool)
+    .await
+    .unwrap()
+}
+
 #[tokio::test]
 async fn a_rewrite_past_the_links_is_found_by_the_signed_heads() {
     let app = TestApp::new().await;
@@ -79,20 +137,20 @@ async fn a_rewrite_past_the_links_is_found_by_the_signed_heads() {
         app.fund(wallet, 100).await;
         app.fund(wallet, 200).await;
     }
-    let first = seal(&app, &key).await.expect("a first checkpoint");
-    assert_eq!(
-        (first["checkpoint"].as_i64(), first["heads"].as_i64()),
-        (Some(1), Some(3))
-    );
+    let first = seal_all(&app, &key).await;
+    // Three wallets and the provider's clearing account, which only the sealer chains.
+    assert_eq!(first["heads"], 4, "{first}");
     assert_eq!(seal(&app, &key).await, None, "nothing moved since");
     app.fund("seal-b", 300).await;
-    let second = seal(&app, &key).await.expect("a second checkpoint");
+    let first = first["checkpoint"].as_i64().unwrap();
+    let second = seal_all(&app, &key).await;
+    assert!(second["checkpoint"].as_i64().unwrap() > first);
     assert_eq!(
-        (second["checkpoint"].as_i64(), second["changed"].as_i64()),
-        (Some(2), Some(1))
+        heads_stored_after(&app, first).await,
+        ["clearing:test:SAR", "seal-b"]
     );
     let stored: Vec<u8> =
-        sqlx::query_scalar("select public_key from journal_checkpoints where n = 2")
+        sqlx::query_scalar("select public_key from journal_checkpoints where n = 1")
             .fetch_one(&app.pool)
             .await
             .unwrap();
@@ -140,7 +198,7 @@ async fn a_rewrite_past_the_links_is_found_by_the_signed_heads() {
         "the links were recomputed"
     );
     let sealed = of(&found, Check::SealedHead);
-    assert_eq!(sealed.len(), 1, "{found:?}");
+    assert_eq!(sealed.len(), 2, "{found:?}");
     assert_eq!(
         (sealed[0].0.as_deref(), sealed[0].1),
         (Some("seal-a"), Some(entry))
@@ -149,6 +207,16 @@ async fn a_rewrite_past_the_links_is_found_by_the_signed_heads() {
         sealed[0].2.contains("checkpoint 1 sealed sequence 2"),
         "{sealed:?}"
     );
+    // The clearing account's chain, recomputed over the window that holds the payment, ends
+    // elsewhere (in that window only: the next ones continue from what was sealed).
+    assert_eq!(sealed[1].0.as_deref(), Some("clearing:test:SAR"));
+    assert!(sealed[1].2.contains(" entries with link "), "{sealed:?}");
+    let transactions: Vec<_> = found
+        .iter()
+        .filter(|f| f.check == Check::SealedTransaction)
+        .map(|f| f.transaction)
+        .collect();
+    assert_eq!(transactions, [Some(payment)], "{found:?}");
     assert_eq!(of(&found, Check::CheckpointSeal), []);
 
     // A sealed head rewritten in the checkpoint's own table, and a signature replaced.
@@ -168,15 +236,19 @@ async fn a_rewrite_past_the_links_is_found_by_the_signed_heads() {
         .into_iter()
         .map(|f| f.2)
         .collect();
-    assert_eq!(seals.len(), 2, "{seals:?}");
-    assert!(
-        seals[0].starts_with("checkpoint 1: its 3 stored heads do not hash"),
-        "{seals:?}"
-    );
-    assert!(
-        seals[1].starts_with("checkpoint 2: its 3 stored heads do not hash"),
-        "{seals:?}"
-    );
+    // seal-c's head was stored by checkpoint 1, so every checkpoint's heads break.
+    let checkpoints: i64 = sqlx::query_scalar("select count(*) from journal_checkpoints")
+        .fetch_one(&app.pool)
+        .await
+        .unwrap();
+    assert_eq!(seals.len() as i64, checkpoints, "{seals:?}");
+    for (n, seal) in (1..).zip(&seals) {
+        assert!(
+            seal.starts_with(&format!("checkpoint {n}: its "))
+                && seal.contains(" stored heads do not hash"),
+            "{seals:?}"
+        );
+    }
     let out = Command::new(BIN)
         .args(["verify", "--database-url", &app.database_url])
         .output()
@@ -272,22 +344,7 @@ async fn a_head_proof_from_the_api_checks_offline_and_a_bent_one_is_refused() {
     assert_eq!(nobody.status, 404);
     assert_eq!(nobody.headers["content-type"], "application/problem+json");
 
-    let file = std::env::temp_dir().join(format!("wl-proof-{}.json", uuid::Uuid::new_v4()));
-    let check = async |proof: &Value, key: &str| {
-        std::fs::write(&file, proof.to_string()).unwrap();
-        let out = Command::new(BIN)
-            .arg("verify-proof")
-            .arg(&file)
-            .args(["--public-key", key])
-            .env_remove("DATABASE_URL")
-            .output()
-            .await
-            .unwrap();
-        (
-            out.status.code(),
-            String::from_utf8_lossy(&out.stdout).into_owned(),
-        )
-    };
+    let check = verify_proof;
     for (n, wallet, sequence) in [(1, "proof-b", 1), (2, "proof-b", 2), (2, "proof-c", 1)] {
         let proof = app
             .get(&format!("/v1/checkpoints/{n}/heads/{wallet}"))
@@ -306,7 +363,7 @@ async fn a_head_proof_from_the_api_checks_offline_and_a_bent_one_is_refused() {
     bent["head"]["sequence"] = 2.into();
     let (code, out) = check(&bent, &public).await;
     assert_eq!(
-        (code, out.trim()),
+        (code, out.as_str()),
         (
             Some(1),
             "proof refused: the head and its path do not lead to the checkpoint's heads_root"
@@ -316,6 +373,5 @@ async fn a_head_proof_from_the_api_checks_offline_and_a_bent_one_is_refused() {
     let (code, out) = check(&proof, &other).await;
     assert_eq!(code, Some(1), "{out}");
     assert!(out.contains("signed by another key"), "{out}");
-    std::fs::remove_file(&file).unwrap();
     app.finish().await;
 }

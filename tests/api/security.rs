@@ -414,6 +414,10 @@ fn plausible(method: &Method, template: &str, f: &Fixtures) -> (String, Option<V
         ("GET", "/v1/transactions/{id}/events") => {
             (format!("/v1/transactions/{}/events", f.posted), None, 200)
         }
+        // No checkpoint was sealed: the proof is a 404 for whoever may read it.
+        ("GET", "/v1/transactions/{id}/proof") => {
+            (format!("/v1/transactions/{}/proof", f.posted), None, 404)
+        }
         ("POST", "/v1/transactions/{id}/post") => (
             format!("/v1/transactions/{}/post", f.hold_to_post),
             Some(json!({"amount": 200})),

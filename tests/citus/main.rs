@@ -67,5 +67,7 @@ mod sets;
 mod snapshots;
 #[path = "../api/transaction_events.rs"]
 mod transaction_events;
+#[path = "../api/transaction_seals.rs"]
+mod transaction_seals;
 #[path = "../api/transactions.rs"]
 mod transactions;

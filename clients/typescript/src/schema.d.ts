@@ -724,6 +724,22 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/transactions/{id}/proof": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get: operations["get_transaction_proof"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/transactions/{id}/reverse": {
         parameters: {
             query?: never;
@@ -951,10 +967,18 @@ export interface components {
             previous_root?: string | null;
             /**
              * Format: int64
-             * @description How many wallets' heads its tree holds.
+             * @description How many accounts' heads its tree holds (wallets', and from version 2 system
+             *     accounts').
              */
             head_count: number;
             heads_root: string;
+            /**
+             * Format: int64
+             * @description How many transactions it seals; `null` in a version 1 checkpoint, which sealed none.
+             */
+            transaction_count?: number | null;
+            /** @description The Merkle root over them; `null` in a version 1 checkpoint. */
+            transactions_root?: string | null;
             /** @description SHA-256 of the checkpoint's text (docs/verification.md), which the signature covers. */
             root: string;
             /** @description The Ed25519 key that signed it (base64). */
@@ -1404,11 +1428,11 @@ export interface components {
             /**
              * @description Which invariant a finding breaks, by its stable name: `unbalanced_transaction`,
              *     `trial_balance`, `wallet_chain`, `chain_link`, `checkpoint_seal`, `sealed_head`,
-             *     `checkpoint_mismatch`, `balance_range`, `posting_mismatch`, `overdue_hold`,
+             *     `sealed_transaction`, `checkpoint_mismatch`, `balance_range`, `posting_mismatch`, `overdue_hold`,
              *     `stale_open_hold`, `over_reversed`, `entry_mismatch`, `set_totals`.
              * @enum {string}
              */
-            check: "unbalanced_transaction" | "trial_balance" | "wallet_chain" | "chain_link" | "checkpoint_seal" | "sealed_head" | "checkpoint_mismatch" | "balance_range" | "posting_mismatch" | "overdue_hold" | "stale_open_hold" | "over_reversed" | "entry_mismatch" | "set_totals";
+            check: "unbalanced_transaction" | "trial_balance" | "wallet_chain" | "chain_link" | "checkpoint_seal" | "sealed_head" | "sealed_transaction" | "checkpoint_mismatch" | "balance_range" | "posting_mismatch" | "overdue_hold" | "stale_open_hold" | "over_reversed" | "entry_mismatch" | "set_totals";
             account?: string | null;
             /** Format: int64 */
             entry?: number | null;
@@ -1895,6 +1919,62 @@ export interface components {
             created_at: string;
             summary?: components["schemas"]["Summary"] | null;
         };
+        /** @description One entry of the transaction as sealed. */
+        SealedEntryView: {
+            /** Format: int64 */
+            id: number;
+            account: string;
+            currency: string;
+            /**
+             * Format: int64
+             * @description Minor units, signed: negative debits the account. What is hashed.
+             */
+            amount: number;
+            /** @description The amount in the currency's units, for reading (not hashed). */
+            amount_decimal: string;
+            /**
+             * Format: int64
+             * @description A wallet entry's place in its chain and the balance after it; `null` on a system
+             *     account.
+             */
+            sequence?: number | null;
+            /** Format: int64 */
+            balance_after?: number | null;
+            balance_after_decimal?: string | null;
+            /** Format: date-time */
+            ledger_time: string;
+            /**
+             * Format: date-time
+             * @description The backdated date, `null` when the entry is not backdated.
+             */
+            effective_at?: string | null;
+            /** @description SHA-256 of the entry's text (docs/verification.md), lowercase hex. */
+            digest: string;
+        };
+        /**
+         * @description The transaction's metadata as sealed: its digest, and what it was taken from while the
+         *     metadata is not erased.
+         */
+        SealedMetadataView: {
+            /** @description SHA-256(salt ‖ text), lowercase hex: what the leaf holds. */
+            digest: string;
+            /** @description The metadata exactly as hashed (PostgreSQL's rendering of the JSON); `null` once erased. */
+            text?: string | null;
+            /**
+             * @description Its 16 random bytes in hex; `null` once erased, or for a transaction written before
+             *     salts existed.
+             */
+            salt?: string | null;
+            /** @description The metadata was erased: the digest is the one kept from before. */
+            erased: boolean;
+        };
+        SealedTransactionView: {
+            /** Format: uuid */
+            id: string;
+            metadata: components["schemas"]["SealedMetadataView"];
+            /** @description Its entries, by id. */
+            entries: components["schemas"]["SealedEntryView"][];
+        };
         /** @description A set as the API shows it. */
         SetView: {
             id: string;
@@ -2023,6 +2103,18 @@ export interface components {
             deliveries_total: number;
             /** @description Oldest first. */
             deliveries: components["schemas"]["DeliveryView"][];
+        };
+        /** @description That `transaction` is leaf `leaf_index` of `checkpoint`'s transactions tree. */
+        TransactionProof: {
+            checkpoint: components["schemas"]["CheckpointView"];
+            transaction: components["schemas"]["SealedTransactionView"];
+            /**
+             * Format: int64
+             * @description Its place among the checkpoint's transactions, ordered by id's bytes.
+             */
+            leaf_index: number;
+            /** @description The RFC 6962 audit path from its leaf up to `transactions_root`, lowercase hex. */
+            path: string[];
         };
         TransactionView: {
             /** Format: uuid */
@@ -5381,6 +5473,54 @@ export interface operations {
             415: components["responses"]["UnsupportedMediaType"];
             /** @description idempotency_mismatch (captured before with another amount), validation_failed */
             422: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    get_transaction_proof: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description the transaction's entries and metadata digest as sealed, with the audit path from its leaf to the signed root: `wallet-ledger verify-proof` checks it offline */
+            200: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["TransactionProof"];
+                };
+            };
+            /** @description duplicate_header: the `Authorization` header sent more than once */
+            400: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["InsufficientScope"];
+            /** @description not_found: no transaction has this id, or no checkpoint sealed it yet (the first checkpoint after its entries were written seals it; a refusal or a pending hold has no entries) */
+            404: {
                 headers: {
                     "x-request-id": components["headers"]["RequestId"];
                     [name: string]: unknown;

@@ -70,29 +70,28 @@ impl ChainHash {
     /// Which construction a link follows; a new one would get a new tag.
     const TAG: &'static str = "wallet-ledger/entry/v1";
 
-    /// SHA-256 of the predecessor's 32 bytes followed by the UTF-8 lines: the tag, the
-    /// transaction id (lowercase, hyphenated), the account, the currency, the amount, the
-    /// sequence and the balance after (decimal minor units), the ledger time and the effective
-    /// date (microseconds since 1970-01-01 UTC, as stored; `-` for none). Times are cut to
-    /// the microsecond first, as PostgreSQL stores them.
+    /// SHA-256 of the predecessor's 32 bytes followed by the entry's [`EntryText`].
     pub(crate) fn of(previous: ChainHash, link: &Link<'_>) -> ChainHash {
-        let micros = |t: DateTime<Utc>| t.timestamp_micros().to_string();
         let part = &link.part;
-        let text = [
-            Self::TAG.to_owned(),
-            part.transaction.to_string(),
-            part.account.to_owned(),
-            part.currency.code().to_owned(),
-            part.amount.minor_units().to_string(),
-            link.sequence.to_string(),
-            link.balance_after.minor_units().to_string(),
-            micros(part.ledger_time),
-            part.effective_at.map_or_else(|| "-".to_owned(), micros),
-        ]
-        .join("\n");
+        let text = EntryText {
+            transaction: part.transaction,
+            account: part.account,
+            currency: part.currency.code(),
+            amount: part.amount.minor_units(),
+            sequence: Some(link.sequence),
+            balance_after: Some(link.balance_after.minor_units()),
+            ledger_time: part.ledger_time,
+            effective_at: part.effective_at,
+        };
+        ChainHash::following(previous, &text)
+    }
+
+    /// SHA-256 of `previous`'s 32 bytes followed by `entry`'s text: a wallet's next link, and a
+    /// system account's when a checkpoint seals its entries (`ledger::seals`).
+    pub(crate) fn following(previous: ChainHash, entry: &EntryText<'_>) -> ChainHash {
         let mut hasher = Sha256::new();
         hasher.update(previous.0);
-        hasher.update(text.as_bytes());
+        hasher.update(entry.text().as_bytes());
         ChainHash(hasher.finalize().into())
     }
 
@@ -112,6 +111,45 @@ impl ChainHash {
 impl std::fmt::Debug for ChainHash {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "ChainHash({})", self.hex())
+    }
+}
+
+/// An entry's content as the journal hashes it, wallet or system: a wallet entry's link is
+/// over it ([`ChainHash::of`]), and a checkpoint seals every entry by it (`ledger::seals`).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct EntryText<'a> {
+    pub transaction: Uuid,
+    pub account: &'a str,
+    pub currency: &'a str,
+    pub amount: i64,
+    /// A wallet entry's place and balance; none on a system account.
+    pub sequence: Option<i64>,
+    pub balance_after: Option<i64>,
+    pub ledger_time: DateTime<Utc>,
+    pub effective_at: Option<DateTime<Utc>>,
+}
+
+impl EntryText<'_> {
+    /// The UTF-8 lines, joined by a line feed: the tag, the transaction id (lowercase,
+    /// hyphenated), the account, the currency, the amount, the sequence and the balance after
+    /// (decimal minor units; `-` on a system account), the ledger time and the effective date
+    /// (microseconds since 1970-01-01 UTC, as stored; `-` for none). Times are cut to the
+    /// microsecond, as PostgreSQL stores them.
+    pub fn text(&self) -> String {
+        let micros = |t: DateTime<Utc>| t.timestamp_micros().to_string();
+        let or_dash = |n: Option<i64>| n.map_or_else(|| "-".to_owned(), |n| n.to_string());
+        [
+            ChainHash::TAG.to_owned(),
+            self.transaction.to_string(),
+            self.account.to_owned(),
+            self.currency.to_owned(),
+            self.amount.to_string(),
+            or_dash(self.sequence),
+            or_dash(self.balance_after),
+            micros(self.ledger_time),
+            self.effective_at.map_or_else(|| "-".to_owned(), micros),
+        ]
+        .join("\n")
     }
 }
 

@@ -36,6 +36,7 @@ mod load;
 mod render;
 
 pub use chain::ChainHash;
+pub(crate) use chain::EntryText;
 pub(crate) use chain::{ChainHead, NewEntry, Part, ledger_time};
 pub(crate) use decide::balances;
 pub use load::StoredCreation;

@@ -3,7 +3,7 @@
 //! `wallet-ledger verify-proof` checks with no database: the head's leaf and its audit path
 //! give the heads root, the fields the root, and the auditor's public key the signature.
 
-use super::{Checkpoint, Head, Sealed, keys, merkle};
+use super::{Checkpoint, Head, Sealed, TransactionsSeal, keys, merkle};
 use crate::hex::encode as hex;
 use crate::ledger::posting::ChainHash;
 use chrono::{DateTime, Utc};
@@ -19,9 +19,16 @@ pub struct CheckpointView {
     pub sealed_at: DateTime<Utc>,
     /// The root of checkpoint n − 1; `null` for the first.
     pub previous_root: Option<String>,
-    /// How many wallets' heads its tree holds.
+    /// How many accounts' heads its tree holds (wallets', and from version 2 system
+    /// accounts').
     pub head_count: i64,
     pub heads_root: String,
+    /// How many transactions it seals; `null` in a version 1 checkpoint, which sealed none.
+    #[serde(default)]
+    pub transaction_count: Option<i64>,
+    /// The Merkle root over them; `null` in a version 1 checkpoint.
+    #[serde(default)]
+    pub transactions_root: Option<String>,
     /// SHA-256 of the checkpoint's text (docs/verification.md), which the signature covers.
     pub root: String,
     /// The Ed25519 key that signed it (base64).
@@ -39,6 +46,8 @@ impl From<&Sealed> for CheckpointView {
             previous_root: c.previous_root.map(|r| hex(&r)),
             head_count: c.head_count,
             heads_root: hex(&c.heads_root),
+            transaction_count: c.transactions.map(|t| t.count),
+            transactions_root: c.transactions.map(|t| hex(&t.root)),
             root: hex(&sealed.root),
             public_key: keys::encode(&sealed.public_key),
             signature: keys::encode(&sealed.signature),
@@ -106,25 +115,48 @@ impl HeadProof {
         if hex(&heads_root) != c.heads_root {
             return Err("the head and its path do not lead to the checkpoint's heads_root".into());
         }
+        c.holds(heads_root, None, trusted)
+    }
+}
+
+impl CheckpointView {
+    /// Whether this checkpoint, with the roots a proof recomputed (`heads_root`, and
+    /// `transactions_root` when the proof is of a transaction), hashes to its root and is
+    /// signed by `trusted`: the reason when not.
+    pub fn holds(
+        &self,
+        heads_root: merkle::Hash,
+        transactions_root: Option<merkle::Hash>,
+        trusted: &VerifyingKey,
+    ) -> Result<(), String> {
+        let transactions = match (self.transaction_count, &self.transactions_root) {
+            (Some(count), Some(root)) => Some(TransactionsSeal {
+                count,
+                root: transactions_root.unwrap_or(hash32(root, "transactions_root")?),
+            }),
+            (None, None) if transactions_root.is_none() => None,
+            _ => return Err("transaction_count and transactions_root go together".into()),
+        };
         let checkpoint = Checkpoint {
-            n: c.n,
-            sealed_at: c.sealed_at,
-            previous_root: c
+            n: self.n,
+            sealed_at: self.sealed_at,
+            previous_root: self
                 .previous_root
                 .as_deref()
                 .map(|r| hash32(r, "previous_root"))
                 .transpose()?,
-            head_count: c.head_count,
+            head_count: self.head_count,
             heads_root,
+            transactions,
         };
         let root = checkpoint.root();
-        if hex(&root) != c.root {
+        if hex(&root) != self.root {
             return Err("the checkpoint's fields do not hash to its root".into());
         }
-        if keys::public_key(&c.public_key).ok() != Some(*trusted) {
+        if keys::public_key(&self.public_key).ok() != Some(*trusted) {
             return Err("the checkpoint was signed by another key than the one given".into());
         }
-        let signature = keys::decode(&c.signature)
+        let signature = keys::decode(&self.signature)
             .ok()
             .and_then(|s| Signature::from_slice(&s).ok())
             .ok_or("the signature is not 64 bytes of base64")?;
@@ -135,7 +167,7 @@ impl HeadProof {
 }
 
 /// 32 bytes from hex, or which field was not.
-fn hash32(text: &str, field: &str) -> Result<[u8; 32], String> {
+pub(super) fn hash32(text: &str, field: &str) -> Result<[u8; 32], String> {
     crate::hex::decode32(text).ok_or_else(|| format!("{field} is not 32 bytes of hex"))
 }
 
@@ -161,10 +193,15 @@ mod tests {
             previous_root: Some([9; 32]),
             head_count: heads.len() as i64,
             heads_root: super::super::heads_root(heads),
+            transactions: Some(TransactionsSeal {
+                count: 3,
+                root: [5; 32],
+            }),
         };
         let root = checkpoint.root();
         Sealed {
             checkpoint,
+            horizon: Some(900),
             root: root.to_vec(),
             public_key: key.verifying_key().to_bytes().to_vec(),
             signature: key.sign(&root).to_bytes().to_vec(),

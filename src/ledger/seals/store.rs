@@ -3,7 +3,7 @@
 //! join them on the distribution column or by a list of accounts.
 
 use super::proof::CheckpointView;
-use super::{Checkpoint, Head, Sealed};
+use super::{Checkpoint, Head, Sealed, TransactionsSeal};
 use crate::ledger::events::{self, EventType};
 use crate::ledger::posting::ChainHash;
 use crate::ledger::store::Db;
@@ -48,17 +48,29 @@ type CheckpointRow = (
     Option<Vec<u8>>,
     i64,
     Vec<u8>,
+    Option<i64>,
+    Option<i64>,
+    Option<Vec<u8>>,
     Vec<u8>,
     Vec<u8>,
     Vec<u8>,
 );
 
-const CHECKPOINT_COLUMNS: &str = "n, sealed_at, previous_root, head_count, heads_root, root, \
-                                  public_key, signature";
+const CHECKPOINT_COLUMNS: &str = "n, sealed_at, previous_root, head_count, heads_root, \
+                                  (transactions_horizon::text)::bigint, transaction_count, \
+                                  transactions_root, root, public_key, signature";
 
 fn sealed(row: CheckpointRow) -> Sealed {
-    let (n, sealed_at, previous_root, head_count, heads_root, root, public_key, signature) = row;
+    let (n, sealed_at, previous_root, head_count, heads_root, horizon, transaction_count) =
+        (row.0, row.1, row.2, row.3, row.4, row.5, row.6);
+    let (transactions_root, root, public_key, signature) = (row.7, row.8, row.9, row.10);
     let hash = |b: Vec<u8>| <[u8; 32]>::try_from(b.as_slice()).unwrap_or_default();
+    let transactions = transaction_count
+        .zip(transactions_root)
+        .map(|(count, root)| TransactionsSeal {
+            count,
+            root: hash(root),
+        });
     Sealed {
         checkpoint: Checkpoint {
             n,
@@ -66,7 +78,9 @@ fn sealed(row: CheckpointRow) -> Sealed {
             previous_root: previous_root.map(hash),
             head_count,
             heads_root: hash(heads_root),
+            transactions,
         },
+        horizon,
         root,
         public_key,
         signature,
@@ -175,8 +189,9 @@ pub(super) async fn insert(
     let c = &sealed.checkpoint;
     sqlx::query(
         "insert into journal_checkpoints (n, sealed_at, previous_root, head_count, heads_root,
-                                          root, public_key, signature)
-         values ($1, $2, $3, $4, $5, $6, $7, $8)",
+                                          root, public_key, signature, transactions_horizon,
+                                          transaction_count, transactions_root)
+         values ($1, $2, $3, $4, $5, $6, $7, $8, ($9::bigint)::text::xid8, $10, $11)",
     )
     .bind(c.n)
     .bind(c.sealed_at)
@@ -186,6 +201,9 @@ pub(super) async fn insert(
     .bind(&sealed.root)
     .bind(&sealed.public_key)
     .bind(&sealed.signature)
+    .bind(sealed.horizon)
+    .bind(c.transactions.map(|t| t.count))
+    .bind(c.transactions.map(|t| t.root.to_vec()))
     .execute(&mut *conn)
     .await?;
     let accounts: Vec<&str> = changed.iter().map(|h| h.account.as_str()).collect();
@@ -261,4 +279,25 @@ pub async fn stored_heads(conn: &mut PgConnection) -> Result<Vec<(i64, Head)>, s
         .into_iter()
         .map(|(n, account, sequence, link)| (n, head((account, sequence, link))))
         .collect())
+}
+
+/// `stored` heads split into system accounts' (whose chains only the sealer keeps) and the
+/// rest (wallets'), each in its order.
+pub async fn split_system_heads(
+    conn: &mut PgConnection,
+    stored: Vec<(i64, Head)>,
+) -> Result<(Vec<(i64, Head)>, Vec<(i64, Head)>), sqlx::Error> {
+    let mut accounts: Vec<&str> = stored.iter().map(|(_, h)| h.account.as_str()).collect();
+    accounts.sort_unstable();
+    accounts.dedup();
+    let system: std::collections::HashSet<String> =
+        sqlx::query_scalar("select id from accounts where type = 'system' and id = any($1)")
+            .bind(&accounts)
+            .fetch_all(conn)
+            .await?
+            .into_iter()
+            .collect();
+    Ok(stored
+        .into_iter()
+        .partition(|(_, h)| system.contains(&h.account)))
 }

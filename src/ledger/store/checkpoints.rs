@@ -87,26 +87,10 @@ const PREPARED_PATIENCE: std::time::Duration = std::time::Duration::from_secs(2)
 /// good. And the latest checkpoint of each account is joined on the distribution column
 /// (Citus refuses the lateral of one node).
 async fn advance_citus(conn: &mut PgConnection) -> Result<u64, sqlx::Error> {
-    let horizon: String =
-        sqlx::query_scalar("select pg_snapshot_xmin(pg_current_snapshot())::text")
-            .fetch_one(&mut *conn)
-            .await?;
-    let prepared = prepared_on_workers(conn).await?;
-    let deadline = tokio::time::Instant::now() + PREPARED_PATIENCE;
-    while !prepared.is_empty() {
-        let now = prepared_on_workers(conn).await?;
-        if prepared.is_disjoint(&now) {
-            break;
-        }
-        if tokio::time::Instant::now() >= deadline {
-            tracing::warn!(
-                prepared = ?prepared.intersection(&now).collect::<Vec<_>>(),
-                "transactions prepared on Citus workers before the horizon are still prepared: no checkpoint this round"
-            );
-            return Ok(0);
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
+    let Some(horizon) = citus_horizon(conn).await? else {
+        return Ok(0);
+    };
+    let horizon = horizon.to_string();
     let result = sqlx::query!(
         r#"with due as materialized (
                select a.id, coalesce(cp.posted, 0) + sum(e.amount) as posted,
@@ -137,6 +121,47 @@ async fn advance_citus(conn: &mut PgConnection) -> Result<u64, sqlx::Error> {
     .await?;
     report_out_of_range(&result.out_of_range);
     Ok(result.written as u64)
+}
+
+/// The xid below which every transaction that wrote entries has finished and is visible to
+/// the caller's next statement: the horizon of system accounts' checkpoints, and the end of a
+/// sealed checkpoint's transaction window (`ledger::seals`). `None` on Citus when a
+/// transaction prepared on a worker before it is still prepared after [`PREPARED_PATIENCE`].
+pub async fn horizon(db: &mut Db<'_>) -> Result<Option<i64>, sqlx::Error> {
+    match db.engine() {
+        Engine::Plain => coordinator_horizon(db.conn()).await.map(Some),
+        Engine::Citus => citus_horizon(db.conn()).await,
+    }
+}
+
+async fn coordinator_horizon(conn: &mut PgConnection) -> Result<i64, sqlx::Error> {
+    sqlx::query_scalar("select (pg_snapshot_xmin(pg_current_snapshot())::text)::bigint")
+        .fetch_one(conn)
+        .await
+}
+
+/// The coordinator's horizon, once every transaction prepared on a worker when it was taken
+/// has finished (see [`advance_citus`]); `None` when one is still prepared after
+/// [`PREPARED_PATIENCE`].
+async fn citus_horizon(conn: &mut PgConnection) -> Result<Option<i64>, sqlx::Error> {
+    let horizon = coordinator_horizon(&mut *conn).await?;
+    let prepared = prepared_on_workers(conn).await?;
+    let deadline = tokio::time::Instant::now() + PREPARED_PATIENCE;
+    while !prepared.is_empty() {
+        let now = prepared_on_workers(conn).await?;
+        if prepared.is_disjoint(&now) {
+            break;
+        }
+        if tokio::time::Instant::now() >= deadline {
+            tracing::warn!(
+                prepared = ?prepared.intersection(&now).collect::<Vec<_>>(),
+                "transactions prepared on Citus workers before the horizon are still prepared: no checkpoint this round"
+            );
+            return Ok(None);
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    Ok(Some(horizon))
 }
 
 /// The global ids of the transactions prepared on the workers, in this database (any, not

@@ -99,6 +99,9 @@ from .run_page import RunPage
 from .run_report import RunReport
 from .run_report_options import RunReportOptions
 from .run_summary import RunSummary
+from .sealed_entry_view import SealedEntryView
+from .sealed_metadata_view import SealedMetadataView
+from .sealed_transaction_view import SealedTransactionView
 from .set_view import SetView
 from .settle_outcome import SettleOutcome
 from .settled_dead_letter import SettledDeadLetter
@@ -107,6 +110,7 @@ from .subscription_view import SubscriptionView
 from .summary import Summary
 from .summary_exceptions import SummaryExceptions
 from .transaction_event_view import TransactionEventView
+from .transaction_proof import TransactionProof
 from .transaction_view import TransactionView
 from .transaction_view_kind import TransactionViewKind
 from .transaction_view_status import TransactionViewStatus
@@ -216,6 +220,9 @@ __all__ = (
     "RunReport",
     "RunReportOptions",
     "RunSummary",
+    "SealedEntryView",
+    "SealedMetadataView",
+    "SealedTransactionView",
     "SettledDeadLetter",
     "SettleOutcome",
     "SetView",
@@ -224,6 +231,7 @@ __all__ = (
     "Summary",
     "SummaryExceptions",
     "TransactionEventView",
+    "TransactionProof",
     "TransactionView",
     "TransactionViewKind",
     "TransactionViewStatus",

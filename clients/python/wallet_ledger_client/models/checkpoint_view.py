@@ -19,12 +19,16 @@ class CheckpointView:
     Attributes:
         n (int):
         sealed_at (datetime.datetime): When it was sealed; its microseconds are part of what is hashed.
-        head_count (int): How many wallets' heads its tree holds.
+        head_count (int): How many accounts' heads its tree holds (wallets', and from version 2 system
+            accounts').
         heads_root (str):
         root (str): SHA-256 of the checkpoint's text (docs/verification.md), which the signature covers.
         public_key (str): The Ed25519 key that signed it (base64).
         signature (str): Ed25519 over the root (base64).
         previous_root (None | str | Unset): The root of checkpoint n − 1; `null` for the first.
+        transaction_count (int | None | Unset): How many transactions it seals; `null` in a version 1 checkpoint, which
+            sealed none.
+        transactions_root (None | str | Unset): The Merkle root over them; `null` in a version 1 checkpoint.
     """
 
     n: int
@@ -35,6 +39,8 @@ class CheckpointView:
     public_key: str
     signature: str
     previous_root: None | str | Unset = UNSET
+    transaction_count: int | None | Unset = UNSET
+    transactions_root: None | str | Unset = UNSET
     additional_properties: dict[str, Any] = _attrs_field(init=False, factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
@@ -58,6 +64,18 @@ class CheckpointView:
         else:
             previous_root = self.previous_root
 
+        transaction_count: int | None | Unset
+        if isinstance(self.transaction_count, Unset):
+            transaction_count = UNSET
+        else:
+            transaction_count = self.transaction_count
+
+        transactions_root: None | str | Unset
+        if isinstance(self.transactions_root, Unset):
+            transactions_root = UNSET
+        else:
+            transactions_root = self.transactions_root
+
         field_dict: dict[str, Any] = {}
         field_dict.update(self.additional_properties)
         field_dict.update(
@@ -73,6 +91,10 @@ class CheckpointView:
         )
         if previous_root is not UNSET:
             field_dict["previous_root"] = previous_root
+        if transaction_count is not UNSET:
+            field_dict["transaction_count"] = transaction_count
+        if transactions_root is not UNSET:
+            field_dict["transactions_root"] = transactions_root
 
         return field_dict
 
@@ -102,6 +124,24 @@ class CheckpointView:
 
         previous_root = _parse_previous_root(d.pop("previous_root", UNSET))
 
+        def _parse_transaction_count(data: object) -> int | None | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            return cast(int | None | Unset, data)
+
+        transaction_count = _parse_transaction_count(d.pop("transaction_count", UNSET))
+
+        def _parse_transactions_root(data: object) -> None | str | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            return cast(None | str | Unset, data)
+
+        transactions_root = _parse_transactions_root(d.pop("transactions_root", UNSET))
+
         checkpoint_view = cls(
             n=n,
             sealed_at=sealed_at,
@@ -111,6 +151,8 @@ class CheckpointView:
             public_key=public_key,
             signature=signature,
             previous_root=previous_root,
+            transaction_count=transaction_count,
+            transactions_root=transactions_root,
         )
 
         checkpoint_view.additional_properties = d

@@ -20,7 +20,7 @@ class Finding:
     Attributes:
         check (FindingCheck): Which invariant a finding breaks, by its stable name: `unbalanced_transaction`,
             `trial_balance`, `wallet_chain`, `chain_link`, `checkpoint_seal`, `sealed_head`,
-            `checkpoint_mismatch`, `balance_range`, `posting_mismatch`, `overdue_hold`,
+            `sealed_transaction`, `checkpoint_mismatch`, `balance_range`, `posting_mismatch`, `overdue_hold`,
             `stale_open_hold`, `over_reversed`, `entry_mismatch`, `set_totals`.
         detail (str):
         account (None | str | Unset):

@@ -11,6 +11,7 @@ class FindingCheck(StrEnum):
     OVER_REVERSED = "over_reversed"
     POSTING_MISMATCH = "posting_mismatch"
     SEALED_HEAD = "sealed_head"
+    SEALED_TRANSACTION = "sealed_transaction"
     SET_TOTALS = "set_totals"
     STALE_OPEN_HOLD = "stale_open_hold"
     TRIAL_BALANCE = "trial_balance"

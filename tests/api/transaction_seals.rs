@@ -1,0 +1,246 @@
+//! Transactions sealed in signed checkpoints (docs/verification.md): each checkpoint seals the
+//! transactions written since the one before, `GET /v1/transactions/{id}/proof` answers one's
+//! entries and metadata digest with the path to the signed root, `verify-proof` checks it
+//! offline and refuses it bent, and `verify`'s `sealed_transaction` names exactly the
+//! transaction rewritten behind the service's back. Also in tests/citus.
+
+use super::common::{TestApp, behind_the_guards};
+use super::seals::{findings, generated_key, seal_all, verify_proof};
+use serde_json::{Value, json};
+use uuid::Uuid;
+use wallet_ledger::reconcile::invariants::{Check, Finding};
+
+async fn transfer_with_metadata(app: &TestApp, from: &str, to: &str, amount: i64) -> Uuid {
+    let id = Uuid::new_v4();
+    let r = app
+        .post(
+            "/v1/transfers",
+            &json!({"id": id, "from": from, "to": to, "amount": amount,
+                    "metadata": {"customer": "Noura Al-Harbi", "order": 17}}),
+        )
+        .await;
+    assert_eq!(r.status, 201, "{}", r.text);
+    id
+}
+
+fn named(found: &[Finding], check: Check) -> Vec<(Option<Uuid>, Option<String>, String)> {
+    found
+        .iter()
+        .filter(|f| f.check == check)
+        .map(|f| (f.transaction, f.account.clone(), f.detail.clone()))
+        .collect()
+}
+
+#[tokio::test]
+async fn a_transaction_proof_checks_offline_and_a_bent_one_is_refused() {
+    let app = TestApp::new().await;
+    let (key, public) = generated_key().await;
+    for wallet in ["txp-a", "txp-d"] {
+        app.create_wallet(wallet).await;
+    }
+    app.fund("txp-a", 500).await;
+    let id = transfer_with_metadata(&app, "txp-a", "txp-d", 120).await;
+    let path = format!("/v1/transactions/{id}/proof");
+    let unsealed = app.get(&path).await;
+    assert_eq!(unsealed.status, 404, "not sealed yet: {}", unsealed.text);
+    assert_eq!(unsealed.headers["content-type"], "application/problem+json");
+    let first = seal_all(&app, &key).await["checkpoint"].as_i64().unwrap();
+
+    let proof = app.get(&path).await;
+    assert_eq!(proof.status, 200, "{}", proof.text);
+    let proof = proof.body;
+    let n = proof["checkpoint"]["n"].as_i64().unwrap();
+    assert!(n <= first, "{proof}");
+    let count = proof["checkpoint"]["transaction_count"].as_i64().unwrap();
+    let entries = proof["transaction"]["entries"].as_array().unwrap();
+    let legs: Vec<(&str, i64)> = entries
+        .iter()
+        .map(|e| {
+            (
+                e["account"].as_str().unwrap(),
+                e["amount"].as_i64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(legs, [("txp-a", -120), ("txp-d", 120)]);
+    let metadata = &proof["transaction"]["metadata"];
+    assert_eq!(metadata["erased"], false);
+    assert!(
+        metadata["text"]
+            .as_str()
+            .unwrap()
+            .contains("Noura Al-Harbi"),
+        "{metadata}"
+    );
+    assert_eq!(metadata["salt"].as_str().map(str::len), Some(32));
+    let (code, out) = verify_proof(&proof, &public).await;
+    assert_eq!(code, Some(0), "{out}");
+    assert_eq!(
+        out,
+        format!(
+            "proof holds: transaction {id} with 2 entries is sealed in checkpoint {n} (root {})",
+            proof["checkpoint"]["root"].as_str().unwrap()
+        )
+    );
+
+    let bend = |change: &dyn Fn(&mut Value)| {
+        let mut bent = proof.clone();
+        change(&mut bent);
+        bent
+    };
+    let cases: Vec<(&str, Value, &str)> = vec![
+        (
+            "an amount",
+            bend(&|p| p["transaction"]["entries"][0]["amount"] = (-121).into()),
+            "fields do not hash to its digest",
+        ),
+        (
+            "an amount and its digest",
+            bend(&|p| {
+                let entry = &mut p["transaction"]["entries"][1];
+                entry["account"] = "txp-c".into();
+                entry["digest"] = "00".repeat(32).into();
+            }),
+            "fields do not hash to its digest",
+        ),
+        (
+            "the metadata",
+            bend(&|p| p["transaction"]["metadata"]["text"] = r#"{"order": 18}"#.into()),
+            "the metadata and its salt do not hash to its digest",
+        ),
+        (
+            "a digest claimed erased",
+            bend(&|p| {
+                p["transaction"]["metadata"]["erased"] = true.into();
+                p["transaction"]["metadata"]["digest"] = "11".repeat(32).into();
+            }),
+            "do not lead to the checkpoint's transactions_root",
+        ),
+        (
+            "an entry left out",
+            bend(&|p| {
+                p["transaction"]["entries"].as_array_mut().unwrap().pop();
+            }),
+            "do not lead to the checkpoint's transactions_root",
+        ),
+        (
+            "the leaf index",
+            bend(&|p| {
+                let index = p["leaf_index"].as_i64().unwrap();
+                p["leaf_index"] = (if index == 0 { 1 } else { index - 1 }).into();
+            }),
+            "",
+        ),
+        (
+            "the transactions root",
+            bend(&|p| p["checkpoint"]["transactions_root"] = "22".repeat(32).into()),
+            "do not lead to the checkpoint's transactions_root",
+        ),
+        (
+            "the count",
+            bend(&|p| p["checkpoint"]["transaction_count"] = (count + 1).into()),
+            "",
+        ),
+    ];
+    for (what, bent, reason) in cases {
+        let (code, out) = verify_proof(&bent, &public).await;
+        assert_eq!(code, Some(1), "{what}: {out}");
+        assert!(
+            out.starts_with("proof refused: ") && out.contains(reason),
+            "{what}: {out}"
+        );
+    }
+    let (_, other) = generated_key().await;
+    let (code, out) = verify_proof(&proof, &other).await;
+    assert_eq!(code, Some(1), "{out}");
+    assert!(out.contains("signed by another key"), "{out}");
+
+    // Sealed by the next checkpoint, not this one; a refusal has no entries and is never sealed.
+    let later = transfer_with_metadata(&app, "txp-d", "txp-a", 20).await;
+    let refused = Uuid::new_v4();
+    let r = app.transfer(refused, "txp-d", "txp-a", 1_000_000).await;
+    assert_eq!(r.status, 422, "{}", r.text);
+    assert_eq!(
+        app.get(&format!("/v1/transactions/{later}/proof"))
+            .await
+            .status,
+        404
+    );
+    seal_all(&app, &key).await;
+    let second = app.get(&format!("/v1/transactions/{later}/proof")).await;
+    let n = second.body["checkpoint"]["n"].as_i64();
+    assert!(n > Some(first), "{}", second.text);
+    assert_eq!(verify_proof(&second.body, &public).await.0, Some(0));
+    for missing in [
+        format!("/v1/transactions/{refused}/proof"),
+        format!("/v1/transactions/{}/proof", Uuid::new_v4()),
+        "/v1/transactions/not-an-id/proof".to_owned(),
+    ] {
+        assert_eq!(app.get(&missing).await.status, 404, "{missing}");
+    }
+    assert_eq!(findings(&app).await, []);
+    app.finish().await;
+}
+
+#[tokio::test]
+async fn verify_names_the_sealed_transaction_rewritten_and_only_it() {
+    let app = TestApp::new().await;
+    let (key, _) = generated_key().await;
+    for wallet in ["txv-a", "txv-b", "txv-c"] {
+        app.create_wallet(wallet).await;
+        app.fund(wallet, 300).await;
+    }
+    let edited = transfer_with_metadata(&app, "txv-a", "txv-b", 10).await;
+    let retimed = app.fund("txv-c", 40).await.body["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let retimed: Uuid = retimed.parse().unwrap();
+    seal_all(&app, &key).await;
+    assert_eq!(findings(&app).await, []);
+
+    // The metadata of a sealed transfer edited, and the clearing account's entry of a sealed
+    // payment moved a second earlier: no sum, balance or link notices either. The new time is
+    // computed first: Citus takes no stable function of the columns in an UPDATE's SET.
+    let earlier: chrono::DateTime<chrono::Utc> = sqlx::query_scalar(
+        "select ledger_time - interval '1 second' from entries
+         where transaction_id = $1 and account_id = 'clearing:test:SAR'",
+    )
+    .bind(retimed)
+    .fetch_one(&app.pool)
+    .await
+    .unwrap();
+    behind_the_guards(
+        &app.pool,
+        &[
+            format!(
+                "update transactions set metadata = '{{\"customer\": \"someone else\"}}'
+                 where id = '{edited}'"
+            ),
+            format!(
+                "update entries set ledger_time = '{}'
+                 where transaction_id = '{retimed}' and account_id = 'clearing:test:SAR'",
+                earlier.to_rfc3339()
+            ),
+        ],
+    )
+    .await;
+    let found = findings(&app).await;
+    let mut transactions: Vec<Option<Uuid>> = named(&found, Check::SealedTransaction)
+        .into_iter()
+        .map(|f| f.0)
+        .collect();
+    transactions.sort();
+    let mut expected = vec![Some(edited), Some(retimed)];
+    expected.sort();
+    assert_eq!(transactions, expected, "{found:?}");
+    let heads = named(&found, Check::SealedHead);
+    assert_eq!(heads.len(), 1, "{found:?}");
+    assert_eq!(heads[0].1.as_deref(), Some("clearing:test:SAR"));
+    let others: Vec<&Finding> = found
+        .iter()
+        .filter(|f| ![Check::SealedTransaction, Check::SealedHead].contains(&f.check))
+        .collect();
+    assert_eq!(others, Vec::<&Finding>::new());
+    app.finish().await;
+}
