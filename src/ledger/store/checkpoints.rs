@@ -123,28 +123,57 @@ async fn advance_citus(conn: &mut PgConnection) -> Result<u64, sqlx::Error> {
     Ok(result.written as u64)
 }
 
-/// The xid below which every transaction that wrote entries has finished and is visible to
-/// the caller's next statement: the horizon of system accounts' checkpoints, and the end of a
-/// sealed checkpoint's transaction window (`ledger::seals`). `None` on Citus when a
-/// transaction prepared on a worker before it is still prepared after [`PREPARED_PATIENCE`].
+/// The end of a sealed checkpoint's transaction window (`ledger::seals`): an xid below which
+/// every transaction of this database has finished, so its entries are visible to the
+/// caller's next statement. `None` on Citus when a transaction prepared on a worker before it
+/// is still prepared after [`PREPARED_PATIENCE`].
 pub async fn horizon(db: &mut Db<'_>) -> Result<Option<i64>, sqlx::Error> {
+    let horizon = database_horizon(db.conn()).await?;
     match db.engine() {
-        Engine::Plain => coordinator_horizon(db.conn()).await.map(Some),
-        Engine::Citus => citus_horizon(db.conn()).await,
+        Engine::Plain => Ok(Some(horizon)),
+        Engine::Citus => Ok(workers_caught_up(db.conn()).await?.then_some(horizon)),
     }
 }
 
-async fn coordinator_horizon(conn: &mut PgConnection) -> Result<i64, sqlx::Error> {
-    sqlx::query_scalar("select (pg_snapshot_xmin(pg_current_snapshot())::text)::bigint")
-        .fetch_one(conn)
-        .await
+/// The oldest transaction still running in this database (or prepared in it), else the next
+/// xid: the snapshot's running xids that belong to this database's sessions and prepared
+/// transactions, not the whole server's. A writing transaction of another database on the
+/// same server cannot write this ledger's entries, so it does not hold the window back. One
+/// that finishes between the snapshot and the activity read is already visible to the next
+/// statement; one that starts after has an xid above the snapshot's `xmax`. xids are
+/// compared on their 32 bits: within one snapshot they are unambiguous.
+async fn database_horizon(conn: &mut PgConnection) -> Result<i64, sqlx::Error> {
+    sqlx::query_scalar(
+        "select coalesce(
+             (select min(x::text::bigint) from pg_snapshot_xip(s.snap) x
+              where x::text::bigint % 4294967296 in (
+                  select backend_xid::text::bigint from pg_stat_activity
+                  where datname = current_database() and backend_xid is not null
+                  union all
+                  select transaction::text::bigint from pg_prepared_xacts
+                  where database = current_database())),
+             pg_snapshot_xmax(s.snap)::text::bigint)
+         from (select pg_current_snapshot() as snap) s",
+    )
+    .fetch_one(conn)
+    .await
 }
 
-/// The coordinator's horizon, once every transaction prepared on a worker when it was taken
-/// has finished (see [`advance_citus`]); `None` when one is still prepared after
-/// [`PREPARED_PATIENCE`].
+/// The coordinator's horizon for system accounts' checkpoints, once every transaction
+/// prepared on a worker when it was taken has finished (see [`advance_citus`]); `None` when
+/// one is still prepared after [`PREPARED_PATIENCE`].
 async fn citus_horizon(conn: &mut PgConnection) -> Result<Option<i64>, sqlx::Error> {
-    let horizon = coordinator_horizon(&mut *conn).await?;
+    let horizon: i64 =
+        sqlx::query_scalar("select (pg_snapshot_xmin(pg_current_snapshot())::text)::bigint")
+            .fetch_one(&mut *conn)
+            .await?;
+    Ok(workers_caught_up(conn).await?.then_some(horizon))
+}
+
+/// Waits until every transaction prepared on a worker now has finished (Citus commits them
+/// after the coordinator's own commit); false when one is still prepared after
+/// [`PREPARED_PATIENCE`].
+async fn workers_caught_up(conn: &mut PgConnection) -> Result<bool, sqlx::Error> {
     let prepared = prepared_on_workers(conn).await?;
     let deadline = tokio::time::Instant::now() + PREPARED_PATIENCE;
     while !prepared.is_empty() {
@@ -157,11 +186,11 @@ async fn citus_horizon(conn: &mut PgConnection) -> Result<Option<i64>, sqlx::Err
                 prepared = ?prepared.intersection(&now).collect::<Vec<_>>(),
                 "transactions prepared on Citus workers before the horizon are still prepared: no checkpoint this round"
             );
-            return Ok(None);
+            return Ok(false);
         }
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
-    Ok(Some(horizon))
+    Ok(true)
 }
 
 /// The global ids of the transactions prepared on the workers, in this database (any, not
