@@ -8,8 +8,9 @@
 //! fuzzing of `scripts/schemathesis.sh`, find every status the server can send documented.
 
 use super::{
-    accounts, batch, checkpoints, consumer_state, dead_letters, exchanges, health, limits, metrics,
-    monitors, reconciliations, search, sets, stats, transaction_events, transactions, webhooks,
+    accounts, batch, checkpoints, consumer_state, dead_letters, exchanges, health, limits,
+    metadata_erasure, metrics, monitors, reconciliations, search, sets, stats, transaction_events,
+    transactions, webhooks,
 };
 use axum::http::Method;
 use utoipa::openapi::header::HeaderBuilder;
@@ -37,7 +38,7 @@ use utoipa::{Modify, OpenApi};
         sets::create, sets::get, sets::add_member, sets::list_members, sets::remove_member,
         transactions::create, transactions::list, transactions::get,
         transactions::transfer, transactions::payment, exchanges::exchange, batch::batch,
-        transactions::post, transactions::void, transactions::reverse,
+        transactions::post, transactions::void, transactions::reverse, metadata_erasure::erase,
         webhooks::create, webhooks::list, webhooks::get, webhooks::delete, webhooks::rotate_secret,
         webhooks::list_deliveries, webhooks::get_delivery, webhooks::redeliver, transaction_events::list,
         reconciliations::list, reconciliations::get, reconciliations::exceptions,
