@@ -122,19 +122,36 @@ end $$;
 CREATE FUNCTION public.refuse_creation_change() RETURNS trigger
     LANGUAGE plpgsql
     AS $$
+declare
+    erasing boolean := old.metadata_erased_at is null and new.metadata_erased_at is not null;
 begin
     if new.id <> old.id or new.kind <> old.kind or new.currency <> old.currency
        or new.legs <> old.legs or new.account_ids <> old.account_ids
        or new.created_at <> old.created_at
-       or new.creation_request <> old.creation_request
        or new.creation_outcome <> old.creation_outcome
-       or new.creation_response is distinct from old.creation_response
        or new.refusal_code is distinct from old.refusal_code
        or new.refusal_detail is distinct from old.refusal_detail
        or new.effective_at is distinct from old.effective_at
        or new.counter_currency is distinct from old.counter_currency
-       or new.exchange_rate is distinct from old.exchange_rate then
+       or new.exchange_rate is distinct from old.exchange_rate
+       or (not erasing
+           and (new.creation_request <> old.creation_request
+                or new.creation_response is distinct from old.creation_response
+                or new.metadata <> old.metadata
+                or new.metadata_salt is distinct from old.metadata_salt
+                or new.metadata_erased_at is distinct from old.metadata_erased_at
+                or new.metadata_erased_digest is distinct from old.metadata_erased_digest)) then
         raise exception 'the creation record of % is immutable', old.id
+            using errcode = 'integrity_constraint_violation';
+    end if;
+    if erasing and not (
+           new.metadata = '{}'::jsonb and new.metadata_salt is null
+           and new.metadata_erased_digest is not distinct from
+               sha256(coalesce(old.metadata_salt, ''::bytea) || convert_to(old.metadata::text, 'UTF8'))
+           and new.creation_request = without_metadata(old.creation_request)
+           and new.creation_response::jsonb is not distinct from
+               without_metadata(old.creation_response::jsonb)) then
+        raise exception 'an erasure of the metadata of % must empty it, drop its salt, keep the digest of what it was and change nothing else', old.id
             using errcode = 'integrity_constraint_violation';
     end if;
     return new;
@@ -174,12 +191,22 @@ end $$;
 CREATE FUNCTION public.refuse_resolution_change() RETURNS trigger
     LANGUAGE plpgsql
     AS $$
+declare
+    erasing boolean := old.metadata_erased_at is null and new.metadata_erased_at is not null;
 begin
     if old.resolution_request is not null
        and (new.resolution_request is distinct from old.resolution_request
-            or new.resolution_response is distinct from old.resolution_response
+            or (new.resolution_response is distinct from old.resolution_response
+                and not (erasing and new.resolution_response::jsonb is not distinct from
+                                     without_metadata(old.resolution_response::jsonb)))
             or new.captured_amount is distinct from old.captured_amount) then
         raise exception 'the resolution of % is immutable', old.id
+            using errcode = 'integrity_constraint_violation';
+    end if;
+    if new.metadata_erased_at is not null
+       and new.resolution_response is distinct from old.resolution_response
+       and new.resolution_response::jsonb is distinct from without_metadata(new.resolution_response::jsonb) then
+        raise exception 'the metadata of % is erased: its resolution cannot carry any', old.id
             using errcode = 'integrity_constraint_violation';
     end if;
     if new.reverses is distinct from old.reverses
@@ -193,6 +220,18 @@ begin
     end if;
     return new;
 end $$;
+
+
+--
+-- Name: without_metadata(jsonb); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.without_metadata(stored jsonb) RETURNS jsonb
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    AS $$
+    select case when jsonb_typeof(stored) = 'object' and stored ? 'metadata'
+                then jsonb_set(stored, '{metadata}', '{}') else stored end
+$$;
 
 
 SET default_tablespace = '';
@@ -452,7 +491,9 @@ CREATE TABLE public.audit_log (
     owner text NOT NULL,
     request_id text,
     action text NOT NULL,
-    resource text NOT NULL
+    resource text NOT NULL,
+    reason text,
+    CONSTRAINT audit_log_reason_check CHECK (((length(reason) >= 1) AND (length(reason) <= 500)))
 );
 
 
@@ -553,6 +594,20 @@ CREATE TABLE public.journal_checkpoint_heads (
 
 
 --
+-- Name: journal_checkpoint_transactions; Type: TABLE; Schema: public; Owner: -
+--
+
+CREATE TABLE public.journal_checkpoint_transactions (
+    checkpoint bigint NOT NULL,
+    leaf_index bigint NOT NULL,
+    transaction_id uuid NOT NULL,
+    leaf bytea NOT NULL,
+    CONSTRAINT journal_checkpoint_transactions_leaf_check CHECK ((octet_length(leaf) = 32)),
+    CONSTRAINT journal_checkpoint_transactions_leaf_index_check CHECK ((leaf_index >= 0))
+);
+
+
+--
 -- Name: journal_checkpoints; Type: TABLE; Schema: public; Owner: -
 --
 
@@ -565,6 +620,9 @@ CREATE TABLE public.journal_checkpoints (
     root bytea NOT NULL,
     public_key bytea NOT NULL,
     signature bytea NOT NULL,
+    transactions_horizon xid8,
+    transaction_count bigint,
+    transactions_root bytea,
     CONSTRAINT journal_checkpoints_check CHECK (((n = 1) = (previous_root IS NULL))),
     CONSTRAINT journal_checkpoints_head_count_check CHECK ((head_count >= 0)),
     CONSTRAINT journal_checkpoints_heads_root_check CHECK ((octet_length(heads_root) = 32)),
@@ -572,7 +630,10 @@ CREATE TABLE public.journal_checkpoints (
     CONSTRAINT journal_checkpoints_previous_root_check CHECK ((octet_length(previous_root) = 32)),
     CONSTRAINT journal_checkpoints_public_key_check CHECK ((octet_length(public_key) = 32)),
     CONSTRAINT journal_checkpoints_root_check CHECK ((octet_length(root) = 32)),
-    CONSTRAINT journal_checkpoints_signature_check CHECK ((octet_length(signature) = 64))
+    CONSTRAINT journal_checkpoints_signature_check CHECK ((octet_length(signature) = 64)),
+    CONSTRAINT journal_checkpoints_transaction_count_check CHECK ((transaction_count >= 0)),
+    CONSTRAINT journal_checkpoints_transactions_root_check CHECK ((octet_length(transactions_root) = 32)),
+    CONSTRAINT journal_checkpoints_version_check CHECK ((((transactions_horizon IS NULL) = (transaction_count IS NULL)) AND ((transaction_count IS NULL) = (transactions_root IS NULL))))
 );
 
 
@@ -618,7 +679,7 @@ CREATE TABLE public.outbox_events (
     streamed_at timestamp with time zone,
     xid xid8 DEFAULT pg_current_xact_id() NOT NULL,
     CONSTRAINT outbox_events_data_check CHECK ((jsonb_typeof(data) = 'object'::text)),
-    CONSTRAINT outbox_events_type_check CHECK ((type = ANY (ARRAY['transaction.posted'::text, 'transaction.rejected'::text, 'transaction.voided'::text, 'transaction.expired'::text, 'transaction.reversed'::text, 'hold.created'::text, 'account.frozen'::text, 'account.closed'::text, 'account.negative_balance'::text, 'balance.monitor_triggered'::text, 'ledger.checkpoint'::text])))
+    CONSTRAINT outbox_events_type_check CHECK ((type = ANY (ARRAY['transaction.posted'::text, 'transaction.rejected'::text, 'transaction.voided'::text, 'transaction.expired'::text, 'transaction.reversed'::text, 'hold.created'::text, 'account.frozen'::text, 'account.closed'::text, 'account.negative_balance'::text, 'balance.monitor_triggered'::text, 'ledger.checkpoint'::text, 'transaction.metadata_erased'::text])))
 );
 
 
@@ -720,6 +781,9 @@ CREATE TABLE public.transactions (
     effective_at timestamp with time zone,
     counter_currency text,
     exchange_rate numeric,
+    metadata_salt bytea DEFAULT uuid_send(gen_random_uuid()),
+    metadata_erased_at timestamp with time zone,
+    metadata_erased_digest bytea,
     CONSTRAINT transactions_captured_amount_check CHECK (((captured_amount >= 1) AND (captured_amount <= '9007199254740991'::bigint))),
     CONSTRAINT transactions_check CHECK (((status = 'rejected'::text) = (refusal_code IS NOT NULL))),
     CONSTRAINT transactions_check2 CHECK (((status = 'posted'::text) = (posted_at IS NOT NULL))),
@@ -733,6 +797,9 @@ CREATE TABLE public.transactions (
     CONSTRAINT transactions_kind_check CHECK ((kind = ANY (ARRAY['transaction'::text, 'transfer'::text, 'payment'::text, 'reversal'::text, 'exchange'::text]))),
     CONSTRAINT transactions_legs_check CHECK ((jsonb_typeof(legs) = 'array'::text)),
     CONSTRAINT transactions_metadata_check CHECK ((jsonb_typeof(metadata) = 'object'::text)),
+    CONSTRAINT transactions_metadata_erased_digest_check CHECK ((octet_length(metadata_erased_digest) = 32)),
+    CONSTRAINT transactions_metadata_erasure_check CHECK (((metadata_erased_at IS NULL) = (metadata_erased_digest IS NULL))),
+    CONSTRAINT transactions_metadata_salt_check CHECK ((octet_length(metadata_salt) = 16)),
     CONSTRAINT transactions_refusal_code_check CHECK ((refusal_code = ANY (ARRAY['insufficient_funds'::text, 'account_frozen'::text, 'account_closed'::text, 'reversal_exceeds_original'::text, 'velocity_limit_exceeded'::text]))),
     CONSTRAINT transactions_refused_is_rejected CHECK (((status = 'rejected'::text) = (creation_outcome = 'refused'::text))),
     CONSTRAINT transactions_reversal_link CHECK (((kind = 'reversal'::text) = ((reverses IS NOT NULL) AND (reversed_amount IS NOT NULL)))),
@@ -1022,6 +1089,22 @@ ALTER TABLE ONLY public.journal_checkpoint_heads
 
 
 --
+-- Name: journal_checkpoint_transactions journal_checkpoint_transactions_pkey; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.journal_checkpoint_transactions
+    ADD CONSTRAINT journal_checkpoint_transactions_pkey PRIMARY KEY (checkpoint, leaf_index);
+
+
+--
+-- Name: journal_checkpoint_transactions journal_checkpoint_transactions_transaction_id_key; Type: CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.journal_checkpoint_transactions
+    ADD CONSTRAINT journal_checkpoint_transactions_transaction_id_key UNIQUE (transaction_id);
+
+
+--
 -- Name: journal_checkpoints journal_checkpoints_pkey; Type: CONSTRAINT; Schema: public; Owner: -
 --
 
@@ -1290,6 +1373,13 @@ CREATE INDEX entries_transaction_id ON public.entries USING btree (transaction_i
 
 
 --
+-- Name: entries_xid_window; Type: INDEX; Schema: public; Owner: -
+--
+
+CREATE INDEX entries_xid_window ON public.entries USING brin ((((xid)::text)::bigint));
+
+
+--
 -- Name: journal_checkpoint_heads_checkpoint; Type: INDEX; Schema: public; Owner: -
 --
 
@@ -1472,6 +1562,20 @@ CREATE TRIGGER journal_checkpoint_heads_no_truncate BEFORE TRUNCATE ON public.jo
 
 
 --
+-- Name: journal_checkpoint_transactions journal_checkpoint_transactions_immutable; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER journal_checkpoint_transactions_immutable BEFORE DELETE OR UPDATE ON public.journal_checkpoint_transactions FOR EACH ROW EXECUTE FUNCTION public.refuse_entry_change();
+
+
+--
+-- Name: journal_checkpoint_transactions journal_checkpoint_transactions_no_truncate; Type: TRIGGER; Schema: public; Owner: -
+--
+
+CREATE TRIGGER journal_checkpoint_transactions_no_truncate BEFORE TRUNCATE ON public.journal_checkpoint_transactions FOR EACH STATEMENT EXECUTE FUNCTION public.refuse_entry_change();
+
+
+--
 -- Name: journal_checkpoints journal_checkpoints_immutable; Type: TRIGGER; Schema: public; Owner: -
 --
 
@@ -1639,6 +1743,14 @@ ALTER TABLE ONLY public.delivery_attempts
 
 ALTER TABLE ONLY public.journal_checkpoint_heads
     ADD CONSTRAINT journal_checkpoint_heads_checkpoint_fkey FOREIGN KEY (checkpoint) REFERENCES public.journal_checkpoints(n);
+
+
+--
+-- Name: journal_checkpoint_transactions journal_checkpoint_transactions_checkpoint_fkey; Type: FK CONSTRAINT; Schema: public; Owner: -
+--
+
+ALTER TABLE ONLY public.journal_checkpoint_transactions
+    ADD CONSTRAINT journal_checkpoint_transactions_checkpoint_fkey FOREIGN KEY (checkpoint) REFERENCES public.journal_checkpoints(n);
 
 
 --

@@ -41,7 +41,7 @@ fn reason(value: &str) -> std::result::Result<(), ValidationError> {
 }
 
 #[utoipa::path(post, path = "/v1/transactions/{id}/metadata-erasure", tag = "transactions", operation_id = "erase_transaction_metadata",
-    params(("id" = Uuid, Path, example = "0b7e1a52-6f0d-4c55-9f4e-2a1c3d5e7f07")),
+    params(("id" = Uuid, Path, example = "0b7e1a52-6f0d-4c55-9f4e-2a1c3d5e7f01")),
     request_body = MetadataErasureRequest,
     responses(
         (status = 200, description = "erased: `metadata` is `{}` and `metadata_erased_at` says when; a repeat answers the same, writes nothing (`Idempotent-Replayed: true`)", body = TransactionView),
