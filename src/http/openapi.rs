@@ -309,8 +309,8 @@ const REPLAYED_COMPONENT: &str = "IdempotentReplayed";
 
 /// The operations that replay a stored answer with `Idempotent-Replayed: true`, and the
 /// statuses such a replay can have: a creation's 200 (its 201 replayed), a stored refusal's
-/// 422, a capture's, release's or rotation's 200 (the handlers use `responses::created` or
-/// set the header themselves).
+/// 422, a capture's, release's, rotation's or erasure's 200 (the handlers use
+/// `responses::created` or set the header themselves).
 const REPLAYS: &[(&str, &[&str])] = &[
     ("create_account", &["200"]),
     ("create_transaction", &["200", "422"]),
@@ -327,6 +327,7 @@ const REPLAYS: &[(&str, &[&str])] = &[
     ("capture_hold", &["200"]),
     ("void_hold", &["200"]),
     ("rotate_webhook_secret", &["200"]),
+    ("erase_transaction_metadata", &["200"]),
 ];
 
 fn header(description: &str, value: Option<&str>) -> utoipa::openapi::header::Header {

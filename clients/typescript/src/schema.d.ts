@@ -5369,6 +5369,7 @@ export interface operations {
             /** @description erased: `metadata` is `{}` and `metadata_erased_at` says when; a repeat answers the same, writes nothing (`Idempotent-Replayed: true`) */
             200: {
                 headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     "x-request-id": components["headers"]["RequestId"];
                     [name: string]: unknown;
                 };
