@@ -7,6 +7,7 @@ use super::error::{ApiError, Result};
 use super::extract::{JsonBody, PathParam};
 use super::problem::Problem;
 use super::responses::{REPLAYED_HEADER, json};
+use crate::ledger::caller;
 use crate::ledger::erasure::{self, Erasure, MAX_REASON_CHARS};
 use crate::ledger::views::TransactionView;
 use axum::extract::State;
@@ -57,6 +58,9 @@ pub async fn erase(
     let uuid = Uuid::parse_str(&id).map_err(|_| not_found())?;
     match erasure::erase(&state.store, uuid, &req.reason).await? {
         Erasure::Erased(view) => json(StatusCode::OK, &view),
+        // The service's own retry after this request's COMMIT answer was lost found that
+        // COMMIT's work: answered as done, as a capture is (`transactions::resolve`).
+        Erasure::AlreadyErased(view) if own_commit_found() => json(StatusCode::OK, &view),
         Erasure::AlreadyErased(view) => {
             let mut response = json(StatusCode::OK, &view)?;
             response
@@ -66,6 +70,11 @@ pub async fn erase(
         }
         Erasure::NotFound => Err(not_found()),
     }
+}
+
+/// Whether a COMMIT of the current request was sent and its answer lost.
+fn own_commit_found() -> bool {
+    caller::current().is_some_and(|c| c.state().commit_unknown)
 }
 
 #[cfg(test)]
