@@ -122,19 +122,36 @@ end $$;
 CREATE FUNCTION public.refuse_creation_change() RETURNS trigger
     LANGUAGE plpgsql
     AS $$
+declare
+    erasing boolean := old.metadata_erased_at is null and new.metadata_erased_at is not null;
 begin
     if new.id <> old.id or new.kind <> old.kind or new.currency <> old.currency
        or new.legs <> old.legs or new.account_ids <> old.account_ids
        or new.created_at <> old.created_at
-       or new.creation_request <> old.creation_request
        or new.creation_outcome <> old.creation_outcome
-       or new.creation_response is distinct from old.creation_response
        or new.refusal_code is distinct from old.refusal_code
        or new.refusal_detail is distinct from old.refusal_detail
        or new.effective_at is distinct from old.effective_at
        or new.counter_currency is distinct from old.counter_currency
-       or new.exchange_rate is distinct from old.exchange_rate then
+       or new.exchange_rate is distinct from old.exchange_rate
+       or (not erasing
+           and (new.creation_request <> old.creation_request
+                or new.creation_response is distinct from old.creation_response
+                or new.metadata <> old.metadata
+                or new.metadata_salt is distinct from old.metadata_salt
+                or new.metadata_erased_at is distinct from old.metadata_erased_at
+                or new.metadata_erased_digest is distinct from old.metadata_erased_digest)) then
         raise exception 'the creation record of % is immutable', old.id
+            using errcode = 'integrity_constraint_violation';
+    end if;
+    if erasing and not (
+           new.metadata = '{}'::jsonb and new.metadata_salt is null
+           and new.metadata_erased_digest is not distinct from
+               sha256(coalesce(old.metadata_salt, ''::bytea) || convert_to(old.metadata::text, 'UTF8'))
+           and new.creation_request = without_metadata(old.creation_request)
+           and new.creation_response::jsonb is not distinct from
+               without_metadata(old.creation_response::jsonb)) then
+        raise exception 'an erasure of the metadata of % must empty it, drop its salt, keep the digest of what it was and change nothing else', old.id
             using errcode = 'integrity_constraint_violation';
     end if;
     return new;
@@ -174,12 +191,22 @@ end $$;
 CREATE FUNCTION public.refuse_resolution_change() RETURNS trigger
     LANGUAGE plpgsql
     AS $$
+declare
+    erasing boolean := old.metadata_erased_at is null and new.metadata_erased_at is not null;
 begin
     if old.resolution_request is not null
        and (new.resolution_request is distinct from old.resolution_request
-            or new.resolution_response is distinct from old.resolution_response
+            or (new.resolution_response is distinct from old.resolution_response
+                and not (erasing and new.resolution_response::jsonb is not distinct from
+                                     without_metadata(old.resolution_response::jsonb)))
             or new.captured_amount is distinct from old.captured_amount) then
         raise exception 'the resolution of % is immutable', old.id
+            using errcode = 'integrity_constraint_violation';
+    end if;
+    if new.metadata_erased_at is not null
+       and new.resolution_response is distinct from old.resolution_response
+       and new.resolution_response::jsonb is distinct from without_metadata(new.resolution_response::jsonb) then
+        raise exception 'the metadata of % is erased: its resolution cannot carry any', old.id
             using errcode = 'integrity_constraint_violation';
     end if;
     if new.reverses is distinct from old.reverses
@@ -193,6 +220,18 @@ begin
     end if;
     return new;
 end $$;
+
+
+--
+-- Name: without_metadata(jsonb); Type: FUNCTION; Schema: public; Owner: -
+--
+
+CREATE FUNCTION public.without_metadata(stored jsonb) RETURNS jsonb
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    AS $$
+    select case when jsonb_typeof(stored) = 'object' and stored ? 'metadata'
+                then jsonb_set(stored, '{metadata}', '{}') else stored end
+$$;
 
 
 SET default_tablespace = '';
@@ -452,7 +491,9 @@ CREATE TABLE public.audit_log (
     owner text NOT NULL,
     request_id text,
     action text NOT NULL,
-    resource text NOT NULL
+    resource text NOT NULL,
+    reason text,
+    CONSTRAINT audit_log_reason_check CHECK (((length(reason) >= 1) AND (length(reason) <= 500)))
 );
 
 
@@ -638,7 +679,7 @@ CREATE TABLE public.outbox_events (
     streamed_at timestamp with time zone,
     xid xid8 DEFAULT pg_current_xact_id() NOT NULL,
     CONSTRAINT outbox_events_data_check CHECK ((jsonb_typeof(data) = 'object'::text)),
-    CONSTRAINT outbox_events_type_check CHECK ((type = ANY (ARRAY['transaction.posted'::text, 'transaction.rejected'::text, 'transaction.voided'::text, 'transaction.expired'::text, 'transaction.reversed'::text, 'hold.created'::text, 'account.frozen'::text, 'account.closed'::text, 'account.negative_balance'::text, 'balance.monitor_triggered'::text, 'ledger.checkpoint'::text])))
+    CONSTRAINT outbox_events_type_check CHECK ((type = ANY (ARRAY['transaction.posted'::text, 'transaction.rejected'::text, 'transaction.voided'::text, 'transaction.expired'::text, 'transaction.reversed'::text, 'hold.created'::text, 'account.frozen'::text, 'account.closed'::text, 'account.negative_balance'::text, 'balance.monitor_triggered'::text, 'ledger.checkpoint'::text, 'transaction.metadata_erased'::text])))
 );
 
 

@@ -61,12 +61,21 @@ fn is_under(path: &str, area: &str) -> bool {
 
 /// `/v1/transactions/{id}/events` and below: a transaction's events carry their webhook
 /// deliveries, whose subscription URLs and receivers' errors are admin data, as on
-/// `/v1/deliveries`. Decided by segment, so no other spelling of the path falls back to `read`.
+/// `/v1/deliveries`. `/v1/transactions/{id}/metadata-erasure`: erasing data is an operator's
+/// act on data, as changing an account's metadata is, not a money movement. Decided by
+/// segment, so no other spelling of the path falls back to `read` or `write`.
 fn admin_under_transactions(path: &str) -> bool {
     let segments: Vec<&str> = path.split('/').collect();
     matches!(
         segments.as_slice(),
-        ["", "v1", "transactions", _, "events", ..]
+        [
+            "",
+            "v1",
+            "transactions",
+            _,
+            "events" | "metadata-erasure",
+            ..
+        ]
     )
 }
 
@@ -255,6 +264,10 @@ mod tests {
             Some(Scope::Write)
         );
         assert_eq!(s(Method::GET, "/v1/transactions"), Some(Scope::Read));
+        assert_eq!(
+            s(Method::POST, "/v1/transactions/x/metadata-erasure"),
+            Some(Scope::Admin)
+        );
         assert_eq!(s(Method::GET, "/v1/webhooks"), Some(Scope::Admin));
         assert_eq!(s(Method::GET, "/v1/reconciliations/x"), Some(Scope::Admin));
         assert_eq!(s(Method::GET, "/v1/dead-letters"), Some(Scope::Admin));

@@ -17,6 +17,7 @@ pub mod failover;
 pub mod health;
 pub mod key_lookups;
 pub mod limits;
+pub mod metadata_erasure;
 pub mod metrics;
 pub mod monitors;
 pub mod openapi;
@@ -156,6 +157,10 @@ pub fn app(state: AppState) -> Router {
         .route("/v1/transactions/{id}/reverse", post(transactions::reverse))
         .route("/v1/transactions/{id}/events", get(transaction_events::list))
         .route("/v1/transactions/{id}/proof", get(checkpoints::transaction))
+        .route(
+            "/v1/transactions/{id}/metadata-erasure",
+            post(metadata_erasure::erase),
+        )
         .route("/v1/transfers", post(transactions::transfer))
         .route("/v1/payments", post(transactions::payment))
         .route("/v1/exchanges", post(exchanges::exchange))

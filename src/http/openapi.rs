@@ -8,8 +8,9 @@
 //! fuzzing of `scripts/schemathesis.sh`, find every status the server can send documented.
 
 use super::{
-    accounts, batch, checkpoints, consumer_state, dead_letters, exchanges, health, limits, metrics,
-    monitors, reconciliations, search, sets, stats, transaction_events, transactions, webhooks,
+    accounts, batch, checkpoints, consumer_state, dead_letters, exchanges, health, limits,
+    metadata_erasure, metrics, monitors, reconciliations, search, sets, stats, transaction_events,
+    transactions, webhooks,
 };
 use axum::http::Method;
 use utoipa::openapi::header::HeaderBuilder;
@@ -37,7 +38,7 @@ use utoipa::{Modify, OpenApi};
         sets::create, sets::get, sets::add_member, sets::list_members, sets::remove_member,
         transactions::create, transactions::list, transactions::get,
         transactions::transfer, transactions::payment, exchanges::exchange, batch::batch,
-        transactions::post, transactions::void, transactions::reverse,
+        transactions::post, transactions::void, transactions::reverse, metadata_erasure::erase,
         webhooks::create, webhooks::list, webhooks::get, webhooks::delete, webhooks::rotate_secret,
         webhooks::list_deliveries, webhooks::get_delivery, webhooks::redeliver, transaction_events::list,
         reconciliations::list, reconciliations::get, reconciliations::exceptions,
@@ -308,8 +309,8 @@ const REPLAYED_COMPONENT: &str = "IdempotentReplayed";
 
 /// The operations that replay a stored answer with `Idempotent-Replayed: true`, and the
 /// statuses such a replay can have: a creation's 200 (its 201 replayed), a stored refusal's
-/// 422, a capture's, release's or rotation's 200 (the handlers use `responses::created` or
-/// set the header themselves).
+/// 422, a capture's, release's, rotation's or erasure's 200 (the handlers use
+/// `responses::created` or set the header themselves).
 const REPLAYS: &[(&str, &[&str])] = &[
     ("create_account", &["200"]),
     ("create_transaction", &["200", "422"]),
@@ -326,6 +327,7 @@ const REPLAYS: &[(&str, &[&str])] = &[
     ("capture_hold", &["200"]),
     ("void_hold", &["200"]),
     ("rotate_webhook_secret", &["200"]),
+    ("erase_transaction_metadata", &["200"]),
 ];
 
 fn header(description: &str, value: Option<&str>) -> utoipa::openapi::header::Header {

@@ -76,6 +76,32 @@ pub async fn record(
     Ok(())
 }
 
+/// Records `action` on `resource` by the current actor with the `reason` the actor gave (an
+/// erasure's); nothing outside a scope.
+pub async fn record_with_reason(
+    conn: &mut PgConnection,
+    action: &str,
+    resource: &str,
+    reason: &str,
+) -> Result<(), sqlx::Error> {
+    let Some(actor) = current() else {
+        return Ok(());
+    };
+    sqlx::query!(
+        r#"insert into audit_log (key_id, owner, request_id, action, resource, reason)
+           values ($1, $2, $3, $4, $5, $6)"#,
+        actor.key_id,
+        actor.owner,
+        actor.request_id,
+        action,
+        resource,
+        reason
+    )
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
 /// Records `action` once per `(actor, resource)`: the writes of several callers committed
 /// together (group commit) each name their own caller. Pairs without an actor write nothing.
 pub async fn record_each(

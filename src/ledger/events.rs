@@ -37,10 +37,12 @@ pub enum EventType {
     BalanceMonitorTriggered,
     /// A signed checkpoint of the journal, committed by `wallet-ledger seal` (`ledger::seals`).
     LedgerCheckpoint,
+    /// A transaction's metadata erased (`ledger::erasure`).
+    TransactionMetadataErased,
 }
 
 impl EventType {
-    pub const ALL: [EventType; 11] = [
+    pub const ALL: [EventType; 12] = [
         EventType::TransactionPosted,
         EventType::TransactionRejected,
         EventType::TransactionVoided,
@@ -52,6 +54,7 @@ impl EventType {
         EventType::AccountNegativeBalance,
         EventType::BalanceMonitorTriggered,
         EventType::LedgerCheckpoint,
+        EventType::TransactionMetadataErased,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -67,6 +70,7 @@ impl EventType {
             EventType::AccountNegativeBalance => "account.negative_balance",
             EventType::BalanceMonitorTriggered => "balance.monitor_triggered",
             EventType::LedgerCheckpoint => "ledger.checkpoint",
+            EventType::TransactionMetadataErased => "transaction.metadata_erased",
         }
     }
 

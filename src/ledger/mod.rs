@@ -9,6 +9,7 @@ pub mod caller;
 pub mod checkpoints;
 pub mod compare;
 pub mod effective;
+pub mod erasure;
 pub mod events;
 pub mod exchange;
 pub mod group_commit;

@@ -7,12 +7,17 @@
 //! cache only ever holds what `posting` read back from such rows (never what a write was about
 //! to store), so a cached answer is byte for byte the answer the database path gives.
 //!
+//! One change is allowed to a creation record: the erasure of its metadata (`ledger::erasure`),
+//! which may happen in another process. So a creation with metadata is never held: an erased
+//! answer must not be replayed from any process's memory, and only the database knows whether
+//! it was erased. A creation without metadata is what an erasure leaves it, so it stays exact.
+//!
 //! It is filled on a replay, not on a create: a retry storm of one id (a client or a proxy
 //! retrying in a loop) reads the row once, and memory is spent only on ids that were retried.
-//! Bounded in bytes, not entries: a client chooses how large its requests are (metadata up to
-//! the body limit), so a count of entries would let one write key fill gigabytes. A weighed
-//! cache (`quick_cache`, which evicts by recency and frequency) keeps the sum of the entries'
-//! estimated sizes under the bound.
+//! Bounded in bytes, not entries: a client chooses how large its requests are (legs and
+//! references up to the body limit), so a count of entries would let one write key fill
+//! gigabytes. A weighed cache (`quick_cache`, which evicts by recency and frequency) keeps the
+//! sum of the entries' estimated sizes under the bound.
 
 use super::posting::StoredCreation;
 use super::{Created, Outcome};
@@ -49,6 +54,15 @@ impl Entry {
             bytes,
         }
     }
+}
+
+/// Whether an erasure could change this creation record: its request holds metadata.
+fn erasable(stored: &StoredCreation) -> bool {
+    stored
+        .request
+        .get("metadata")
+        .and_then(serde_json::Value::as_object)
+        .is_some_and(|m| !m.is_empty())
 }
 
 #[derive(Clone)]
@@ -111,13 +125,16 @@ impl ReplayCache {
         ))
     }
 
-    /// Keeps creations read back from committed rows.
+    /// Keeps creations read back from committed rows, but none with metadata, which an
+    /// erasure may change under it (see the module's doc).
     pub fn remember(&self, stored: impl IntoIterator<Item = (Uuid, StoredCreation)>) {
         let Some(cache) = &self.cache else {
             return;
         };
         for (id, creation) in stored {
-            cache.insert(id, Entry::new(creation));
+            if !erasable(&creation) {
+                cache.insert(id, Entry::new(creation));
+            }
         }
     }
 
@@ -149,15 +166,38 @@ mod tests {
         }
     }
 
-    /// A creation whose request carries `bytes` of metadata, as a client may send.
+    /// A creation whose request carries `bytes` of a field the client chose (the legs' account
+    /// names, say; metadata would not be held at all).
     fn large(bytes: usize) -> StoredCreation {
-        let metadata = "x".repeat(bytes);
+        let note = "x".repeat(bytes);
         StoredCreation {
-            request: json!({"amount": 1, "metadata": {"note": metadata}}),
+            request: json!({"amount": 1, "note": note}),
             outcome: Outcome::Created {
-                body: format!("{{\"amount\":1,\"metadata\":{{\"note\":\"{metadata}\"}}}}"),
+                body: format!("{{\"amount\":1,\"note\":\"{note}\"}}"),
             },
         }
+    }
+
+    #[test]
+    fn a_creation_with_metadata_is_never_held() {
+        let cache = ReplayCache::new(1 << 20);
+        let (with, empty) = (Uuid::new_v4(), Uuid::new_v4());
+        let creation = |metadata: serde_json::Value| StoredCreation {
+            request: json!({"amount": 1, "metadata": metadata}),
+            outcome: Outcome::Created { body: "{}".into() },
+        };
+        cache.remember([
+            (with, creation(json!({"customer": "Noura"}))),
+            (empty, creation(json!({}))),
+        ]);
+        assert_eq!(cache.len(), 1);
+        let asked = json!({"amount": 1, "metadata": {"customer": "Noura"}});
+        assert_eq!(cache.answer(with, &asked), None, "the database answers it");
+        assert!(
+            cache
+                .answer(empty, &json!({"amount": 1, "metadata": {}}))
+                .is_some()
+        );
     }
 
     #[test]

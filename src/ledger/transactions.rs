@@ -238,6 +238,8 @@ pub(crate) struct StoredTransaction {
     /// Exchanges and their reversals: the counter currency and the rate (as text).
     pub counter_currency: Option<String>,
     pub exchange_rate: Option<String>,
+    /// When its metadata was erased (`ledger::erasure`).
+    pub metadata_erased_at: Option<DateTime<Utc>>,
 }
 
 /// One posted entry as `StoredTransaction::posted_entries` holds it.
@@ -310,6 +312,7 @@ impl StoredTransaction {
             authorized_amount: authorized.map(Amount::minor_units),
             authorized_amount_decimal: authorized.zip(currency).map(|(a, c)| c.format_amount(a)),
             exchange,
+            metadata_erased_at: self.metadata_erased_at,
         })
     }
 }

@@ -230,6 +230,10 @@ pub struct TransactionView {
     /// Exchanges and their reversals only: both sides and the rate.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub exchange: Option<ExchangeView>,
+    /// When its `metadata` was erased (`POST /v1/transactions/{id}/metadata-erasure`): the
+    /// metadata is `{}` since. Absent while it was not.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub metadata_erased_at: Option<DateTime<Utc>>,
 }
 
 #[derive(Debug, Clone, Serialize, ToSchema)]

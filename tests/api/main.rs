@@ -26,6 +26,7 @@ mod dead_letters;
 mod dispatch;
 mod doc_examples;
 mod effective;
+mod erasure;
 mod event_plans;
 mod exchange;
 mod faults;

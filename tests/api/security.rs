@@ -166,7 +166,9 @@ fn needed_scope(method: &Method, template: &str) -> Scope {
     // A transaction's events carry their webhook deliveries: admin, like `/v1/deliveries`.
     let transaction_events =
         template.starts_with("/v1/transactions/") && template.ends_with("/events");
-    if admin.iter().any(|area| under(area)) || transaction_events {
+    // Erasing a transaction's metadata is an act on data, like an account's `PATCH`: admin.
+    let erasure = template == "/v1/transactions/{id}/metadata-erasure";
+    if admin.iter().any(|area| under(area)) || transaction_events || erasure {
         Scope::Admin
     } else if under("/v1/accounts") || under("/v1/account-sets") {
         if reading { Scope::Read } else { Scope::Admin }
@@ -421,6 +423,12 @@ fn plausible(method: &Method, template: &str, f: &Fixtures) -> (String, Option<V
         ("POST", "/v1/transactions/{id}/post") => (
             format!("/v1/transactions/{}/post", f.hold_to_post),
             Some(json!({"amount": 200})),
+            200,
+        ),
+        // A repeat answers 200 too (already erased).
+        ("POST", "/v1/transactions/{id}/metadata-erasure") => (
+            format!("/v1/transactions/{}/metadata-erasure", f.posted),
+            Some(json!({"reason": "the walk erases it"})),
             200,
         ),
         ("POST", "/v1/transactions/{id}/reverse") => (

@@ -179,6 +179,30 @@ async fn a_transaction_proof_checks_offline_and_a_bent_one_is_refused() {
         assert_eq!(app.get(&missing).await.status, 404, "{missing}");
     }
     assert_eq!(findings(&app).await, []);
+
+    // Its metadata erased after the seal: the kept digest is the sealed one, so the proof
+    // still holds with neither text nor salt, and `verify` finds nothing.
+    let erased = app
+        .post(
+            &format!("/v1/transactions/{id}/metadata-erasure"),
+            &json!({"reason": "the customer asked"}),
+        )
+        .await;
+    assert_eq!(erased.status, 200, "{}", erased.text);
+    let after = app.get(&path).await.body;
+    let metadata = &after["transaction"]["metadata"];
+    assert_eq!(
+        (&metadata["erased"], &metadata["text"], &metadata["salt"]),
+        (&Value::Bool(true), &Value::Null, &Value::Null)
+    );
+    assert_eq!(
+        metadata["digest"],
+        proof["transaction"]["metadata"]["digest"]
+    );
+    assert!(!after.to_string().contains("Noura"), "{after}");
+    let (code, out) = verify_proof(&after, &public).await;
+    assert_eq!(code, Some(0), "{out}");
+    assert_eq!(findings(&app).await, []);
     app.finish().await;
 }
 

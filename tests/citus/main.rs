@@ -37,6 +37,8 @@ mod chain_links;
 mod consumer_apply;
 #[path = "../api/effective.rs"]
 mod effective;
+#[path = "../api/erasure.rs"]
+mod erasure;
 #[path = "../api/exchange.rs"]
 mod exchange;
 #[path = "../api/history.rs"]

@@ -708,6 +708,22 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/transactions/{id}/metadata-erasure": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post: operations["erase_transaction_metadata"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/transactions/{id}/post": {
         parameters: {
             query?: never;
@@ -1145,7 +1161,7 @@ export interface components {
              *     scheme of any case, spaces around it trimmed).
              */
             url: string;
-            event_types?: ("transaction.posted" | "transaction.rejected" | "transaction.voided" | "transaction.expired" | "transaction.reversed" | "hold.created" | "account.frozen" | "account.closed" | "account.negative_balance" | "balance.monitor_triggered" | "ledger.checkpoint")[] | null;
+            event_types?: ("transaction.posted" | "transaction.rejected" | "transaction.voided" | "transaction.expired" | "transaction.reversed" | "hold.created" | "account.frozen" | "account.closed" | "account.negative_balance" | "balance.monitor_triggered" | "ledger.checkpoint" | "transaction.metadata_erased")[] | null;
             /** @description `whsec_` and 24-64 bytes in base64; generated when left out. */
             secret?: string | null;
         };
@@ -1301,7 +1317,7 @@ export interface components {
          * @description An outbox event's type (docs/outbox.md).
          * @enum {string}
          */
-        EventTypeName: "transaction.posted" | "transaction.rejected" | "transaction.voided" | "transaction.expired" | "transaction.reversed" | "hold.created" | "account.frozen" | "account.closed" | "account.negative_balance" | "balance.monitor_triggered" | "ledger.checkpoint";
+        EventTypeName: "transaction.posted" | "transaction.rejected" | "transaction.voided" | "transaction.expired" | "transaction.reversed" | "hold.created" | "account.frozen" | "account.closed" | "account.negative_balance" | "balance.monitor_triggered" | "ledger.checkpoint" | "transaction.metadata_erased";
         /**
          * @description One exception: one payment (or file line) and one category, with a reason per field,
          *     e.g. `"amount: ledger 50.00, provider 45.00"`.
@@ -1613,6 +1629,18 @@ export interface components {
         /** @description Any JSON object, stored and returned as sent. */
         Metadata: {
             [key: string]: unknown;
+        };
+        /**
+         * @example {
+         *       "reason": "erasure request 2026-118 (GDPR art. 17)"
+         *     }
+         */
+        MetadataErasureRequest: {
+            /**
+             * @description Why the metadata is erased, kept in the audit log with who erased it: 1-500 characters,
+             *     not all blank, no control characters. It is not sent in the event.
+             */
+            reason: string;
         };
         /**
          * @description Balances as monitors and their events show them: `available` spelled out, each amount with
@@ -2178,6 +2206,12 @@ export interface components {
             authorized_amount?: number | null;
             authorized_amount_decimal?: string | null;
             exchange?: components["schemas"]["ExchangeView"] | null;
+            /**
+             * Format: date-time
+             * @description When its `metadata` was erased (`POST /v1/transactions/{id}/metadata-erasure`): the
+             *     metadata is `{}` since. Absent while it was not.
+             */
+            metadata_erased_at?: string | null;
         };
         /**
          * @example {
@@ -5395,6 +5429,73 @@ export interface operations {
             403: components["responses"]["InsufficientScope"];
             /** @description not_found: no transaction has this id */
             404: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            429: components["responses"]["RateLimited"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    erase_transaction_metadata: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @example 0b7e1a52-6f0d-4c55-9f4e-2a1c3d5e7f01 */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["MetadataErasureRequest"];
+            };
+        };
+        responses: {
+            /** @description erased: `metadata` is `{}` and `metadata_erased_at` says when; a repeat answers the same, writes nothing (`Idempotent-Replayed: true`) */
+            200: {
+                headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    "x-request-id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["TransactionView"];
+                };
+            };
+            /** @description duplicate_header: the `Authorization` header sent more than once; malformed_json: the body is not one JSON document */
+            400: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            401: components["responses"]["Unauthenticated"];
+            403: components["responses"]["InsufficientScope"];
+            /** @description not_found: nothing has this id */
+            404: {
+                headers: {
+                    "x-request-id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            408: components["responses"]["BodyTimeout"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            /** @description validation_failed (`reason`) */
+            422: {
                 headers: {
                     "x-request-id": components["headers"]["RequestId"];
                     [name: string]: unknown;

@@ -314,7 +314,7 @@ pub async fn list_open(
                   t.metadata, t.refusal_code, t.refusal_detail, t.created_at, t.posted_at, t.effective_at,
                   t.expires_at, t.reverses, t.captured_amount,
                   null::jsonb as posted_entries, t.counter_currency,
-                  t.exchange_rate::text as exchange_rate
+                  t.exchange_rate::text as exchange_rate, t.metadata_erased_at
            from transactions t
            where t.id in (select transaction_id from open_holds
                           where account_id = $1 and expires_at > now())

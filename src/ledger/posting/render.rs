@@ -147,6 +147,8 @@ fn view(item: &NewTransaction, s: &Settled, now: DateTime<Utc>) -> TransactionVi
         authorized_amount: None,
         authorized_amount_decimal: None,
         exchange,
+        // A new transaction's metadata is as sent.
+        metadata_erased_at: None,
     }
 }
 

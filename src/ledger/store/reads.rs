@@ -439,6 +439,7 @@ async fn find_many_plain(
                   t.metadata as "metadata!", t.refusal_code, t.refusal_detail,
                   t.created_at as "created_at!", t.posted_at, t.effective_at, t.expires_at, t.reverses,
                   t.captured_amount, t.counter_currency, t.exchange_rate::text as exchange_rate,
+                  t.metadata_erased_at,
                   (select jsonb_agg(jsonb_build_object('account', e.account_id, 'amount', e.amount,
                                                       'currency', e.currency)
                                     order by e.id)
@@ -475,7 +476,7 @@ async fn find_many_citus(
                   t.metadata as "metadata!", t.refusal_code, t.refusal_detail,
                   t.created_at as "created_at!", t.posted_at, t.effective_at, t.expires_at, t.reverses,
                   t.captured_amount, e.posted_entries as "posted_entries?",
-                  t.counter_currency, t.exchange_rate::text as exchange_rate
+                  t.counter_currency, t.exchange_rate::text as exchange_rate, t.metadata_erased_at
            from unnest($1::uuid[]) as k(id)
            join t on t.id = k.id
            left join e on e.transaction_id = t.id"#,
@@ -511,7 +512,7 @@ async fn list_plain(
                   hold_status_at(status, expires_at, now()) as "status!",
                   currency, legs, external_ref, metadata, refusal_code, refusal_detail,
                   created_at, posted_at, effective_at, expires_at, reverses, captured_amount,
-                  counter_currency, exchange_rate::text as exchange_rate,
+                  counter_currency, exchange_rate::text as exchange_rate, metadata_erased_at,
                   (select jsonb_agg(jsonb_build_object('account', e.account_id, 'amount', e.amount,
                                                       'currency', e.currency)
                                     order by e.id)
@@ -573,7 +574,7 @@ async fn list_citus(
                   p.metadata as "metadata!", p.refusal_code, p.refusal_detail,
                   p.created_at as "created_at!", p.posted_at, p.effective_at, p.expires_at, p.reverses,
                   p.captured_amount, e.posted_entries as "posted_entries?",
-                  p.counter_currency, p.exchange_rate::text as exchange_rate
+                  p.counter_currency, p.exchange_rate::text as exchange_rate, p.metadata_erased_at
            from page p left join e on e.transaction_id = p.id
            order by p.seq desc"#,
         f.account,

@@ -68,6 +68,7 @@ from .matched_status import MatchedStatus
 from .member_kind import MemberKind
 from .member_view import MemberView
 from .metadata import Metadata
+from .metadata_erasure_request import MetadataErasureRequest
 from .monitor_balances import MonitorBalances
 from .monitor_field import MonitorField
 from .monitor_list import MonitorList
@@ -189,6 +190,7 @@ __all__ = (
     "MemberKind",
     "MemberView",
     "Metadata",
+    "MetadataErasureRequest",
     "MonitorBalances",
     "MonitorField",
     "MonitorList",

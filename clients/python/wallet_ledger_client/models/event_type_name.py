@@ -9,6 +9,7 @@ class EventTypeName(StrEnum):
     HOLD_CREATED = "hold.created"
     LEDGER_CHECKPOINT = "ledger.checkpoint"
     TRANSACTION_EXPIRED = "transaction.expired"
+    TRANSACTION_METADATA_ERASED = "transaction.metadata_erased"
     TRANSACTION_POSTED = "transaction.posted"
     TRANSACTION_REJECTED = "transaction.rejected"
     TRANSACTION_REVERSED = "transaction.reversed"

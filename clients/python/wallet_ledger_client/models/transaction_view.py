@@ -55,6 +55,9 @@ class TransactionView:
             captured.
         authorized_amount_decimal (None | str | Unset):
         exchange (ExchangeView | None | Unset):
+        metadata_erased_at (datetime.datetime | None | Unset): When its `metadata` was erased (`POST
+            /v1/transactions/{id}/metadata-erasure`): the
+            metadata is `{}` since. Absent while it was not.
     """
 
     id: UUID
@@ -75,6 +78,7 @@ class TransactionView:
     authorized_amount: int | None | Unset = UNSET
     authorized_amount_decimal: None | str | Unset = UNSET
     exchange: ExchangeView | None | Unset = UNSET
+    metadata_erased_at: datetime.datetime | None | Unset = UNSET
     additional_properties: dict[str, Any] = _attrs_field(init=False, factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
@@ -176,6 +180,14 @@ class TransactionView:
         else:
             exchange = self.exchange
 
+        metadata_erased_at: None | str | Unset
+        if isinstance(self.metadata_erased_at, Unset):
+            metadata_erased_at = UNSET
+        elif isinstance(self.metadata_erased_at, datetime.datetime):
+            metadata_erased_at = self.metadata_erased_at.isoformat()
+        else:
+            metadata_erased_at = self.metadata_erased_at
+
         field_dict: dict[str, Any] = {}
         field_dict.update(self.additional_properties)
         field_dict.update(
@@ -211,6 +223,8 @@ class TransactionView:
             field_dict["authorized_amount_decimal"] = authorized_amount_decimal
         if exchange is not UNSET:
             field_dict["exchange"] = exchange
+        if metadata_erased_at is not UNSET:
+            field_dict["metadata_erased_at"] = metadata_erased_at
 
         return field_dict
 
@@ -388,6 +402,23 @@ class TransactionView:
 
         exchange = _parse_exchange(d.pop("exchange", UNSET))
 
+        def _parse_metadata_erased_at(data: object) -> datetime.datetime | None | Unset:
+            if data is None:
+                return data
+            if isinstance(data, Unset):
+                return data
+            try:
+                if not isinstance(data, str):
+                    raise TypeError()
+                metadata_erased_at_type_0 = datetime.datetime.fromisoformat(data)
+
+                return metadata_erased_at_type_0
+            except (TypeError, ValueError, AttributeError, KeyError):
+                pass
+            return cast(datetime.datetime | None | Unset, data)
+
+        metadata_erased_at = _parse_metadata_erased_at(d.pop("metadata_erased_at", UNSET))
+
         transaction_view = cls(
             id=id,
             kind=kind,
@@ -407,6 +438,7 @@ class TransactionView:
             authorized_amount=authorized_amount,
             authorized_amount_decimal=authorized_amount_decimal,
             exchange=exchange,
+            metadata_erased_at=metadata_erased_at,
         )
 
         transaction_view.additional_properties = d
