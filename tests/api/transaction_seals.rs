@@ -268,3 +268,60 @@ async fn verify_names_the_sealed_transaction_rewritten_and_only_it() {
     assert_eq!(others, Vec::<&Finding>::new());
     app.finish().await;
 }
+
+#[tokio::test]
+async fn seals_taken_while_writers_run_seal_every_transaction_once() {
+    let app = TestApp::new().await;
+    let (key, _) = generated_key().await;
+    let wallets = ["sw-a", "sw-b", "sw-c", "sw-d", "sw-e", "sw-f"];
+    for wallet in wallets {
+        app.create_wallet(wallet).await;
+        app.fund(wallet, 100_000).await;
+    }
+    // Four writers, each 20 transfers around the wallets, and a sealer that seals over and over
+    // until they are done: every window ends mid-load.
+    let done = std::sync::atomic::AtomicBool::new(false);
+    let writer = |w: usize| {
+        let app = &app;
+        async move {
+            for i in 0..20 {
+                let (from, to) = (wallets[(w + i) % 6], wallets[(w + i + 1 + w % 5) % 6]);
+                let r = app.transfer(Uuid::new_v4(), from, to, 1 + i as i64).await;
+                assert_eq!(r.status, 201, "{}", r.text);
+                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            }
+        }
+    };
+    let writers = async {
+        futures_util::future::join_all((0..4).map(writer)).await;
+        done.store(true, std::sync::atomic::Ordering::SeqCst);
+    };
+    let sealer = async {
+        let mut sealed = 0;
+        while !done.load(std::sync::atomic::Ordering::SeqCst) {
+            sealed += i32::from(super::seals::seal(&app, &key).await.is_some());
+        }
+        sealed
+    };
+    let ((), during) = tokio::join!(writers, sealer);
+    assert!(during >= 1, "no checkpoint was sealed during the load");
+    seal_all(&app, &key).await;
+    let (sealed, distinct): (i64, i64) = sqlx::query_as(
+        "select count(*), count(distinct transaction_id) from journal_checkpoint_transactions",
+    )
+    .fetch_one(&app.pool)
+    .await
+    .unwrap();
+    let written: Vec<Uuid> = sqlx::query_scalar("select distinct transaction_id from entries")
+        .fetch_all(&app.pool)
+        .await
+        .unwrap();
+    assert_eq!(
+        (sealed, distinct),
+        (86, 86),
+        "6 payments and 80 transfers, once each"
+    );
+    assert_eq!(written.len(), 86);
+    assert_eq!(findings(&app).await, []);
+    app.finish().await;
+}
