@@ -8,13 +8,28 @@
 -- PostgreSQL prints it), so that erasing personal data (the metadata and its salt replaced,
 -- the digest kept in metadata_erased_digest) leaves every seal checkable and the kept digest
 -- says nothing about what was erased. Rows written before this migration have no salt.
-alter table transactions
-    add column metadata_salt bytea check (octet_length(metadata_salt) = 16),
-    add column metadata_erased_at timestamptz,
-    add column metadata_erased_digest bytea check (octet_length(metadata_erased_digest) = 32),
-    add constraint transactions_metadata_erasure_check
-        check ((metadata_erased_at is null) = (metadata_erased_digest is null));
-alter table transactions alter column metadata_salt set default uuid_send(gen_random_uuid());
+--
+-- On a database Citus distributed already, three things are refused that a fresh one takes
+-- (tests/citus/upgrade.rs): an ALTER TABLE of several subcommands with a constraint among
+-- them, a column added with its constraint, and an ADD CONSTRAINT in a query string of several
+-- statements (Citus sends the whole string to the shards, as one prepared statement, and
+-- this file is one string; a column's default too). So the columns come one statement each,
+-- and the constraints, the default and the entries' index through EXECUTE, whose string is the
+-- one statement alone.
+alter table transactions add column metadata_salt bytea;
+alter table transactions add column metadata_erased_at timestamptz;
+alter table transactions add column metadata_erased_digest bytea;
+do $$
+begin
+    execute 'alter table transactions add constraint transactions_metadata_salt_check
+                 check (octet_length(metadata_salt) = 16)';
+    execute 'alter table transactions add constraint transactions_metadata_erased_digest_check
+                 check (octet_length(metadata_erased_digest) = 32)';
+    execute 'alter table transactions add constraint transactions_metadata_erasure_check
+                 check ((metadata_erased_at is null) = (metadata_erased_digest is null))';
+    execute 'alter table transactions alter column metadata_salt
+                 set default uuid_send(gen_random_uuid())';
+end $$;
 
 -- Version 2 checkpoints name their transaction window's end and the transactions' root; the
 -- checkpoints sealed before (version 1) have neither.
@@ -48,4 +63,7 @@ create trigger journal_checkpoint_transactions_no_truncate
 -- so a block-range index finds a recent window for almost nothing on the write path (a btree
 -- would be one more index insert per entry). PostgreSQL 15 has no BRIN class for xid8, so the
 -- index is on the xid as a number; the sealer's reads name the same expression.
-create index entries_xid_window on entries using brin (((xid::text)::bigint));
+do $$
+begin
+    execute 'create index entries_xid_window on entries using brin (((xid::text)::bigint))';
+end $$;

@@ -24,6 +24,7 @@ mod cluster;
 mod grow;
 mod load;
 mod node_loss;
+mod upgrade;
 
 #[path = "../api/balance_range.rs"]
 mod balance_range;
