@@ -1,6 +1,8 @@
 //! What version 2 checkpoints seal beyond wallets' heads, recomputed window by window from the
 //! entries as they are now (`ledger::seals::window`):
 //!
+//! - `checkpoint_seal`, its transaction part: the leaves a checkpoint stored hash to its
+//!   `transactions_root`;
 //! - `sealed_transaction`: each transaction of a checkpoint's window still hashes to the leaf
 //!   the checkpoint stored, every stored leaf still has its transaction in the window, and the
 //!   window holds no transaction the checkpoint did not seal;
@@ -12,7 +14,7 @@
 use super::invariants::{Check, Finding};
 use super::seals::finding;
 use crate::hex::encode as hex;
-use crate::ledger::seals::merkle::Hash;
+use crate::ledger::seals::merkle::{self, Hash};
 use crate::ledger::seals::transactions::{SealedTransaction, system_heads};
 use crate::ledger::seals::{Head, Sealed, window};
 use sqlx::PgConnection;
@@ -39,6 +41,7 @@ pub async fn check(
         };
         let transactions = window::transactions(&mut *conn, from, horizon).await?;
         let leaves = window::leaves(&mut *conn, n).await?;
+        findings.extend(leaves_root_finding(sealed, &leaves));
         findings.extend(transaction_findings(n, &transactions, &leaves));
         let entries = transactions.iter().flat_map(|t| &t.entries);
         for head in system_heads(&heads, entries) {
@@ -64,6 +67,22 @@ pub async fn check(
         findings.push(finding(Check::SealedHead, Some(account), None, detail));
     }
     Ok(findings)
+}
+
+/// A `checkpoint_seal` finding when the leaves `sealed` stored do not hash to its
+/// `transactions_root`.
+fn leaves_root_finding(sealed: &Sealed, leaves: &[(Uuid, Hash)]) -> Option<Finding> {
+    let t = sealed.checkpoint.transactions?;
+    let hashes: Vec<Hash> = leaves.iter().map(|(_, leaf)| *leaf).collect();
+    (hashes.len() as i64 != t.count || merkle::root(&hashes) != t.root).then(|| {
+        let detail = format!(
+            "checkpoint {}: its {} stored transaction leaves do not hash to its transactions_root {}",
+            sealed.checkpoint.n,
+            hashes.len(),
+            hex(&t.root)
+        );
+        finding(Check::CheckpointSeal, None, None, detail)
+    })
 }
 
 /// How checkpoint `n`'s window, as recomputed, differs from the leaves it stored: a

@@ -266,6 +266,25 @@ async fn verify_names_the_sealed_transaction_rewritten_and_only_it() {
         .filter(|f| ![Check::SealedTransaction, Check::SealedHead].contains(&f.check))
         .collect();
     assert_eq!(others, Vec::<&Finding>::new());
+
+    // A stored leaf rewritten: its checkpoint's transactions no longer hash to the signed root.
+    behind_the_guards(
+        &app.pool,
+        &[format!(
+            "update journal_checkpoint_transactions set leaf = sha256(leaf)
+             where transaction_id = '{edited}'"
+        )],
+    )
+    .await;
+    let found = findings(&app).await;
+    let seals = named(&found, Check::CheckpointSeal);
+    assert_eq!(seals.len(), 1, "{found:?}");
+    assert!(
+        seals[0]
+            .2
+            .contains("stored transaction leaves do not hash to its transactions_root"),
+        "{seals:?}"
+    );
     app.finish().await;
 }
 

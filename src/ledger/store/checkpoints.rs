@@ -142,6 +142,11 @@ pub async fn horizon(db: &mut Db<'_>) -> Result<Option<i64>, sqlx::Error> {
 /// that finishes between the snapshot and the activity read is already visible to the next
 /// statement; one that starts after has an xid above the snapshot's `xmax`. xids are
 /// compared on their 32 bits: within one snapshot they are unambiguous.
+///
+/// Only for a caller that reads the window in a later statement, with a snapshot of its own:
+/// [`advance_plain`] takes its horizon and its sums in one statement, whose snapshot would not
+/// see a transaction that finished between it and the activity read, so it keeps the
+/// server-wide `pg_snapshot_xmin`.
 async fn database_horizon(conn: &mut PgConnection) -> Result<i64, sqlx::Error> {
     sqlx::query_scalar(
         "select coalesce(
