@@ -184,20 +184,40 @@ async fn a_transfer_waits_for_a_wallet_held_on_the_other_worker() {
     let w = wallets_on_both_workers(&app, "l", 1).await;
     let (a, b) = (w[0].clone(), w[1].clone());
     app.fund(&a, 1_000).await;
+    let (holder, transfer) = transfer_behind_a_held_row(&app, &b, (&a, &b, 400)).await;
+    assert!(!transfer.is_finished(), "posted while its payee was held");
+    assert_eq!(app.posted_balance(&b).await, 0);
+    holder.commit().await.unwrap();
+    let r = transfer.await.unwrap();
+    assert_eq!(r.status, StatusCode::CREATED, "{}", r.text);
+    assert_eq!(app.posted_balance(&b).await, 400);
+    Arc::into_inner(app).unwrap().finish().await;
+}
+
+/// A transaction holding `held`'s row, and a transfer `(from, to, amount)` started through the
+/// service, returned once the cluster sees the transfer waiting for a lock.
+async fn transfer_behind_a_held_row(
+    app: &Arc<TestApp>,
+    held: &str,
+    (from, to, amount): (&str, &str, i64),
+) -> (
+    sqlx::Transaction<'static, sqlx::Postgres>,
+    tokio::task::JoinHandle<super::common::TestResponse>,
+) {
     let mut holder = app.pool.begin().await.unwrap();
     sqlx::query("select id from accounts where id = $1 for update")
-        .bind(&b)
+        .bind(held)
         .fetch_one(&mut *holder)
         .await
         .unwrap();
     let transfer = {
-        let (app, a, b) = (app.clone(), a.clone(), b.clone());
-        tokio::spawn(async move { app.transfer(Uuid::new_v4(), &a, &b, 400).await })
+        let (app, from, to) = (app.clone(), from.to_owned(), to.to_owned());
+        tokio::spawn(async move { app.transfer(Uuid::new_v4(), &from, &to, amount).await })
     };
     let pool = app.pool.clone();
     super::common::poll_until(
         std::time::Duration::from_secs(30),
-        "the transfer waiting on the held wallet",
+        "the transfer waiting on the held row",
         || async {
             let waits: i64 = sqlx::query_scalar("select count(*) from citus_lock_waits")
                 .fetch_one(&pool)
@@ -207,12 +227,41 @@ async fn a_transfer_waits_for_a_wallet_held_on_the_other_worker() {
         },
     )
     .await;
-    assert!(!transfer.is_finished(), "posted while its payee was held");
-    assert_eq!(app.posted_balance(&b).await, 0);
+    (holder, transfer)
+}
+
+/// The read after the lock, on Citus: a writer holds the payer's row, reserves 700 of its
+/// 1,000 and commits while a transfer of 400 waits for the row. The write path reads the
+/// payer's reservations in a statement after the one that took the lock; a read in the
+/// locking statement's own snapshot (taken before the wait) would miss the reservation and
+/// post 400 of money held for someone else. No chain rule notices that, only the read's
+/// timing does, so any change to how the locks and reads are sent per shard must keep this.
+#[tokio::test]
+async fn a_transfer_that_waited_for_its_payer_sees_what_the_holder_reserved() {
+    let app = Arc::new(TestApp::new().await);
+    let w = wallets_on_both_workers(&app, "r", 1).await;
+    let (a, b) = (w[0].clone(), w[1].clone());
+    app.fund(&a, 1_000).await;
+    let (mut holder, transfer) = transfer_behind_a_held_row(&app, &a, (&a, &b, 400)).await;
+    sqlx::query(
+        "insert into open_holds (transaction_id, account_id, amount, expires_at)
+         values ($1, $2, -700, now() + interval '1 hour')",
+    )
+    .bind(Uuid::new_v4())
+    .bind(&a)
+    .execute(&mut *holder)
+    .await
+    .unwrap();
     holder.commit().await.unwrap();
     let r = transfer.await.unwrap();
-    assert_eq!(r.status, StatusCode::CREATED, "{}", r.text);
-    assert_eq!(app.posted_balance(&b).await, 400);
+    assert_eq!(r.status, StatusCode::UNPROCESSABLE_ENTITY, "{}", r.text);
+    assert!(r.text.contains("insufficient_funds"), "{}", r.text);
+    assert_eq!(app.posted_balance(&b).await, 0);
+    sqlx::query("delete from open_holds where account_id = $1")
+        .bind(&a)
+        .execute(&app.pool)
+        .await
+        .unwrap();
     Arc::into_inner(app).unwrap().finish().await;
 }
 
