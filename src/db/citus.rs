@@ -27,6 +27,10 @@ const DISTRIBUTE: &str = include_str!("../../migrations/citus/distribute.sql");
 /// numbered migration reaches the shards too.
 const JOURNAL: &str = include_str!("../../migrations/citus/journal.sql");
 
+/// Functions the write path calls on the workers (a wallet's state read under its lock),
+/// replaced by every `migrate` beside [`JOURNAL`].
+const WRITE_PATH: &str = include_str!("../../migrations/citus/write_path.sql");
+
 /// The tables distributed by [`DISTRIBUTE`], each with its distribution column.
 pub const DISTRIBUTED: [(&str, &str); 5] = [
     ("accounts", "id"),
@@ -86,9 +90,9 @@ async fn distributed_count(conn: &mut PgConnection) -> Result<i64, sqlx::Error> 
 }
 
 /// Distributes the ledger's tables unless done: a second `migrate` only replaces the journal
-/// trigger's function ([`JOURNAL`]) again. The check and the work run in one transaction under
-/// the migrator's advisory lock key, so two `migrate`s at once distribute once, and a failure
-/// leaves the plain tables as they were.
+/// trigger's function ([`JOURNAL`]) and the write path's functions ([`WRITE_PATH`]) again.
+/// The check and the work run in one transaction under the migrator's advisory lock key, so
+/// two `migrate`s at once distribute once, and a failure leaves the plain tables as they were.
 pub async fn distribute(pool: &PgPool) -> anyhow::Result<Distribution> {
     let mut tx = pool.begin().await?;
     // The same lock sqlx's migrator takes (any key would do; this one says why it is held).
@@ -100,6 +104,10 @@ pub async fn distribute(pool: &PgPool) -> anyhow::Result<Distribution> {
         .execute(&mut *tx)
         .await
         .context("the journal trigger on Citus (migrations/citus/journal.sql)")?;
+    sqlx::raw_sql(sqlx::AssertSqlSafe(WRITE_PATH))
+        .execute(&mut *tx)
+        .await
+        .context("the write path's functions on Citus (migrations/citus/write_path.sql)")?;
     match count {
         0 => {}
         n if n == DISTRIBUTED.len() as i64 => {

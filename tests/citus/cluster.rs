@@ -265,6 +265,59 @@ async fn a_transfer_that_waited_for_its_payer_sees_what_the_holder_reserved() {
     Arc::into_inner(app).unwrap().finish().await;
 }
 
+/// What a small group's locks taken at once run per account (`account_locked_now`): the
+/// account locked and, for a wallet, its head and reservations read after the lock; and a row
+/// held elsewhere refused at once with lock_not_available, the answer that sends the write
+/// path to its ordered locks instead of waiting out of order.
+#[tokio::test]
+async fn an_account_locked_at_once_is_read_after_its_lock_or_refused_at_once_when_busy() {
+    let app = TestApp::new().await;
+    let w = wallets_on_both_workers(&app, "n", 1).await;
+    app.fund(&w[0], 1_000).await;
+    let r = app.transfer(Uuid::new_v4(), &w[0], &w[1], 250).await;
+    assert_eq!(r.status, StatusCode::CREATED, "{}", r.text);
+    let at_once = "select account_locked_now(a.id, a.type, false) from accounts a
+                   where a.id = any($1) order by a.id";
+    let mut holder = app.pool.begin().await.unwrap();
+    let locked: Vec<serde_json::Value> = sqlx::query_scalar(at_once)
+        .bind(&w[..2])
+        .fetch_all(&mut *holder)
+        .await
+        .unwrap();
+    let heads: Vec<(&str, i64, i64, i64)> = (locked.iter())
+        .map(|l| {
+            let field = |name: &str| l[name].as_i64().unwrap();
+            let id = l["id"].as_str().unwrap();
+            (
+                id,
+                field("head_sequence"),
+                field("head_balance"),
+                field("pending_out"),
+            )
+        })
+        .collect();
+    assert_eq!(
+        heads,
+        [(w[0].as_str(), 2, 750, 0), (w[1].as_str(), 1, 250, 0)]
+    );
+    let mut other = app.pool.begin().await.unwrap();
+    let started = std::time::Instant::now();
+    let busy = sqlx::query_scalar::<_, serde_json::Value>(at_once)
+        .bind(&w[1..2])
+        .fetch_all(&mut *other)
+        .await
+        .unwrap_err();
+    let code = busy.as_database_error().and_then(|e| e.code());
+    assert_eq!(code.as_deref(), Some("55P03"), "{busy}");
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(5),
+        "it waited"
+    );
+    other.rollback().await.unwrap();
+    holder.rollback().await.unwrap();
+    app.finish().await;
+}
+
 #[tokio::test]
 async fn a_retry_that_names_a_wallet_on_the_other_worker_is_a_mismatch() {
     let app = TestApp::new().await;

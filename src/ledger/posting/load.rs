@@ -1,5 +1,6 @@
-//! Load: the locks a pass takes, in their fixed order, and the state read after them, typed
-//! (steps 1 to 3 of the order of work in [`super`]).
+//! Load: the locks a pass takes, in their fixed order (or, on Citus, a small group's accounts
+//! at once, without waiting), and the state read after them, typed (steps 1 to 3 of the order
+//! of work in [`super`]).
 
 use super::chain::ChainHead;
 use super::decide::LockedLedger;
@@ -116,31 +117,71 @@ pub(crate) async fn wait_for_rows(
     }
 }
 
+/// The most accounts a pass locks at once on Citus. Taken at once, each account costs its
+/// worker a function call and two statements planned there, where the ordered path reads a
+/// shard's accounts with one set-based statement: measured, a consumer batch of 1,000
+/// payments taken at once applied half the messages per second (docs/scaling.md, "Locks taken
+/// at once"). A group of API creates names a few dozen accounts; a consumer batch, hundreds.
+pub(super) const AT_ONCE_MAX_ACCOUNTS: usize = 64;
+
 impl LockedLedger {
+    /// The pass's rows locked in the global order, waiting for each, and read.
     pub(super) async fn lock(
         db: &mut Db<'_>,
         items: &[&NewTransaction],
         locks: SystemLocks,
     ) -> Result<LockedLedger, StoreError> {
-        let mut originals: Vec<Uuid> = items
-            .iter()
-            .filter_map(|i| i.reversal.map(|r| r.original))
+        let reversed = lock_originals_of(db, items).await?;
+        let ids = account_ids(items);
+        let accounts = locks::lock_accounts(db, &ids, locks).await?;
+        let wallet_ids: Vec<String> = (accounts.values())
+            .filter(|a| a.kind == AccountType::Wallet)
+            .map(|a| a.id.clone())
             .collect();
-        originals.sort();
-        originals.dedup();
-        let reversed = if originals.is_empty() {
-            HashMap::new()
-        } else {
-            locks::lock_originals(db, &originals).await?
-        };
+        let wallets = reads::wallet_states(db, &wallet_ids).await?;
+        LockedLedger::read(db, items, locks, reversed, (accounts, wallets)).await
+    }
 
-        let mut ids: Vec<String> = items
-            .iter()
-            .flat_map(|i| i.journal.legs().iter().map(|l| l.account.to_string()))
-            .collect();
-        ids.sort();
-        ids.dedup();
-        let mut accounts = locks::lock_accounts(db, &ids, locks).await?;
+    /// On Citus, the pass's accounts locked at once, without waiting
+    /// (`locks::lock_accounts_at_once`), and read. `Ok(None)` when a row was busy: the
+    /// transaction is aborted, and the caller rolls back and takes [`LockedLedger::lock`].
+    pub(super) async fn lock_at_once(
+        db: &mut Db<'_>,
+        items: &[&NewTransaction],
+        locks: SystemLocks,
+    ) -> Result<Option<LockedLedger>, StoreError> {
+        let reversed = lock_originals_of(db, items).await?;
+        let ids = account_ids(items);
+        let Some(locked) = locks::lock_accounts_at_once(db, &ids, locks).await? else {
+            return Ok(None);
+        };
+        Ok(Some(
+            LockedLedger::read(db, items, locks, reversed, locked).await?,
+        ))
+    }
+
+    /// Whether a pass on `engine` tries [`LockedLedger::lock_at_once`] first: on Citus, whose
+    /// ordered locks and reads are two statements per shard, for a group of at most
+    /// [`AT_ONCE_MAX_ACCOUNTS`] accounts whose system accounts are shared (a pass that takes
+    /// them exclusively is rare, and waits in order).
+    pub(super) fn tries_at_once(
+        engine: crate::db::Engine,
+        items: &[&NewTransaction],
+        locks: SystemLocks,
+    ) -> bool {
+        engine == crate::db::Engine::Citus
+            && locks == SystemLocks::Shared
+            && account_ids(items).len() <= AT_ONCE_MAX_ACCOUNTS
+    }
+
+    /// The rest of a pass's state, read under the locks taken.
+    async fn read(
+        db: &mut Db<'_>,
+        items: &[&NewTransaction],
+        locks: SystemLocks,
+        reversed: HashMap<Uuid, Amount>,
+        (mut accounts, wallets): locks::LockedAndRead,
+    ) -> Result<LockedLedger, StoreError> {
         let mut virtual_accounts = BTreeMap::new();
         for (clearing, currency) in items.iter().flat_map(|i| i.created_on_use.iter()) {
             if !accounts.contains_key(clearing.as_str()) {
@@ -160,12 +201,7 @@ impl LockedLedger {
                 );
             }
         }
-        let wallet_ids: Vec<String> = accounts
-            .values()
-            .filter(|a| a.kind == AccountType::Wallet)
-            .map(|a| a.id.clone())
-            .collect();
-        let wallets = reads::wallet_states(db, &wallet_ids).await?;
+        let wallet_ids: Vec<String> = wallets.keys().cloned().collect();
         let activities = limited_activities(db, &accounts, &wallets).await?;
         let ruled = lock_ruled_sets(db, &in_sets(&accounts), RuledSets::All).await?;
         let (set_activities, limited_sets) = set_limits(db, &ruled).await?;
@@ -195,6 +231,34 @@ impl LockedLedger {
             firings: Vec::new(),
         })
     }
+}
+
+/// The originals of the pass's reversals, locked in order (before any account) and read.
+async fn lock_originals_of(
+    db: &mut Db<'_>,
+    items: &[&NewTransaction],
+) -> Result<HashMap<Uuid, Amount>, StoreError> {
+    let mut originals: Vec<Uuid> = items
+        .iter()
+        .filter_map(|i| i.reversal.map(|r| r.original))
+        .collect();
+    originals.sort();
+    originals.dedup();
+    if originals.is_empty() {
+        return Ok(HashMap::new());
+    }
+    Ok(locks::lock_originals(db, &originals).await?)
+}
+
+/// Every account the pass's legs name, sorted, once each.
+fn account_ids(items: &[&NewTransaction]) -> Vec<String> {
+    let mut ids: Vec<String> = items
+        .iter()
+        .flat_map(|i| i.journal.legs().iter().map(|l| l.account.to_string()))
+        .collect();
+    ids.sort();
+    ids.dedup();
+    ids
 }
 
 /// The wallets among `accounts` whose row says they have balance monitors: an empty list (and

@@ -1,13 +1,14 @@
 //! Row locks whose statement differs by engine: Citus takes a multi-row `FOR UPDATE` only
 //! when every row is on one shard, so there the rows are locked shard by shard (accounts: one
 //! statement per shard) or row by row (transactions), in one global order, and then read
-//! without a lock clause.
+//! without a lock clause; a small posting's accounts are first tried on every shard at once,
+//! without waiting ([`lock_accounts_at_once`]).
 
 use super::Db;
 use crate::db::{Engine, StoreError};
 use crate::ledger::accounts::{AccountStatus, AccountType};
 use crate::ledger::money::{Amount, Currency};
-use crate::ledger::posting::{LockedAccount, SystemLocks};
+use crate::ledger::posting::{LockedAccount, SystemLocks, WalletState};
 use crate::ledger::transactions::{Kind, TransactionStatus};
 use serde_json::Value;
 use sqlx::PgConnection;
@@ -170,7 +171,111 @@ async fn lock_accounts_citus(
     Ok(locked)
 }
 
+/// Accounts locked and their wallets' states read: what a pass's load starts from.
+pub(crate) type LockedAndRead = (
+    BTreeMap<String, LockedAccount>,
+    HashMap<String, WalletState>,
+);
+
+/// A small group's accounts locked on Citus (as [`lock_accounts`] locks them) and their
+/// wallets' states read after the locks, in one statement that reaches every shard of the
+/// accounts at once, in parallel, taking each lock without waiting
+/// (`account_locked_now`, migrations/citus/write_path.sql): the shards are then locked in no
+/// global order, which cannot deadlock only because nothing waits. `Ok(None)` when a row is
+/// held elsewhere: the statement failed with lock_not_available, the transaction is aborted,
+/// and the caller rolls back and locks in the global order instead. A group of random
+/// wallets spans most shards, so this is one statement where the ordered path sends two per
+/// shard; each row costs its worker a function call and two statements planned there, so it
+/// pays only for small groups (docs/scaling.md, "Locks taken at once").
+pub(crate) async fn lock_accounts_at_once(
+    db: &mut Db<'_>,
+    sorted_ids: &[String],
+    systems: SystemLocks,
+) -> Result<Option<LockedAndRead>, StoreError> {
+    let rows: Vec<Value> = match sqlx::query_scalar(
+        "select account_locked_now(a.id, a.type, $2) from accounts a where a.id = any($1)",
+    )
+    .bind(sorted_ids)
+    .bind(systems == SystemLocks::Exclusive)
+    .fetch_all(db.conn())
+    .await
+    {
+        Ok(rows) => rows,
+        Err(e) if e.as_database_error().and_then(|d| d.code()).as_deref() == Some("55P03") => {
+            return Ok(None);
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let (mut accounts, mut states) = (BTreeMap::new(), HashMap::new());
+    for row in rows {
+        let locked = LockedWalletRow::from_json(row)?;
+        let state = locked.wallet_state()?;
+        let account = LockedAccount::try_from(locked.account)?;
+        if let Some(state) = state {
+            states.insert(account.id.clone(), state);
+        }
+        accounts.insert(account.id.clone(), account);
+    }
+    Ok(Some((accounts, states)))
+}
+
+/// A row of [`lock_accounts_at_once`]: the locked account, and for a wallet its state.
+struct LockedWalletRow {
+    account: LockedRow,
+    head: super::reads::StoredHead,
+    /// `None` for a system account, which has no wallet state.
+    pending: Option<(i64, i64)>,
+}
+
+/// A row of [`lock_accounts_at_once`] as `account_locked_now` answers it: the account's
+/// columns, and for a wallet its state's (`bytea` as PostgreSQL writes it in JSON: `\x` and
+/// hex).
+#[derive(serde::Deserialize)]
+struct LockedNow {
+    #[serde(flatten)]
+    account: LockedRow,
+    head_sequence: Option<i64>,
+    head_balance: Option<i64>,
+    head_ledger_time: Option<chrono::DateTime<chrono::Utc>>,
+    head_chain_hash: Option<String>,
+    pending_out: Option<i64>,
+    pending_in: Option<i64>,
+}
+
+impl LockedWalletRow {
+    /// A row the function wrote in another shape is a corrupt answer, never a guess.
+    fn from_json(row: Value) -> Result<LockedWalletRow, StoreError> {
+        let bad = |what: String| crate::db::corrupt("accounts", "account_locked_now", what);
+        let now: LockedNow = serde_json::from_value(row).map_err(|e| bad(e.to_string()))?;
+        let hash = match now.head_chain_hash {
+            None => None,
+            Some(text) => Some(
+                (text.strip_prefix("\\x"))
+                    .and_then(crate::hex::decode)
+                    .ok_or_else(|| bad(format!("chain hash {text:?}")))?,
+            ),
+        };
+        Ok(LockedWalletRow {
+            account: now.account,
+            head: (
+                now.head_sequence,
+                now.head_balance,
+                now.head_ledger_time,
+                hash,
+            ),
+            pending: now.pending_out.zip(now.pending_in),
+        })
+    }
+
+    fn wallet_state(&self) -> Result<Option<WalletState>, sqlx::Error> {
+        self.pending
+            .map(|(out, into)| super::reads::wallet_state(self.head.clone(), out, into))
+            .transpose()
+    }
+}
+
 /// A locked account's row as stored.
+#[derive(serde::Deserialize)]
 struct LockedRow {
     id: String,
     currency: String,
@@ -422,4 +527,74 @@ async fn claim_overdue_citus(
     )
     .fetch_all(conn)
     .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::LockedWalletRow;
+    use crate::ledger::accounts::AccountType;
+    use crate::ledger::posting::LockedAccount;
+    use serde_json::json;
+
+    fn wallet_json(hash: serde_json::Value) -> serde_json::Value {
+        json!({"id": "alice", "currency": "USD", "kind": "wallet", "status": "active",
+               "overdraft_limit": 500, "has_limits": false, "has_monitors": true,
+               "in_sets": false, "head_sequence": 7, "head_balance": 1200,
+               "head_ledger_time": "2026-12-07T03:42:34.869711+00:00",
+               "head_chain_hash": hash, "pending_out": 300, "pending_in": 0})
+    }
+
+    #[test]
+    fn a_wallet_locked_at_once_reads_as_postgresql_wrote_it() {
+        let hash = format!("\\x{}", "ab".repeat(32));
+        let row = LockedWalletRow::from_json(wallet_json(json!(hash))).unwrap();
+        let state = row.wallet_state().unwrap().expect("a wallet has a state");
+        assert_eq!(state.chain.sequence, 7);
+        assert_eq!(state.chain.balance.minor_units(), 1200);
+        assert_eq!(state.chain.hash.hex(), "ab".repeat(32));
+        assert_eq!(
+            state.chain.ledger_time.unwrap().to_rfc3339(),
+            "2026-12-07T03:42:34.869711+00:00"
+        );
+        assert_eq!(state.pending_out.minor_units(), 300);
+        let account = LockedAccount::try_from(row.account).unwrap();
+        assert_eq!(
+            (account.kind, account.overdraft_limit.minor_units()),
+            (AccountType::Wallet, 500)
+        );
+        assert!(account.has_monitors);
+    }
+
+    #[test]
+    fn a_system_account_locked_at_once_has_no_wallet_state() {
+        let row = LockedWalletRow::from_json(json!({
+            "id": "clearing:USD", "currency": "USD", "kind": "system", "status": "active",
+            "overdraft_limit": 0, "has_limits": false, "has_monitors": false, "in_sets": false}))
+        .unwrap();
+        assert!(row.wallet_state().unwrap().is_none());
+    }
+
+    #[test]
+    fn a_wallet_before_its_first_entry_starts_its_chain() {
+        let mut json = wallet_json(serde_json::Value::Null);
+        for field in ["head_sequence", "head_balance", "head_ledger_time"] {
+            json[field] = serde_json::Value::Null;
+        }
+        let state = LockedWalletRow::from_json(json)
+            .unwrap()
+            .wallet_state()
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            (state.chain.sequence, state.chain.balance.minor_units()),
+            (0, 0)
+        );
+        assert!(state.chain.ledger_time.is_none());
+    }
+
+    #[test]
+    fn an_answer_in_another_shape_is_a_corrupt_row() {
+        assert!(LockedWalletRow::from_json(wallet_json(json!("ab"))).is_err());
+        assert!(LockedWalletRow::from_json(json!({"id": "alice"})).is_err());
+    }
 }

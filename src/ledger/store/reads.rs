@@ -121,7 +121,7 @@ async fn wallet_states_plain(
 
 /// A wallet's stored head: `(sequence, balance_after, ledger_time, chain_hash)` of its last
 /// entry, all `None` before its first.
-type StoredHead = (
+pub(super) type StoredHead = (
     Option<i64>,
     Option<i64>,
     Option<DateTime<Utc>>,
@@ -129,7 +129,7 @@ type StoredHead = (
 );
 
 /// A wallet's state from its stored head and its holds' totals.
-fn wallet_state(
+pub(super) fn wallet_state(
     (sequence, balance_after, ledger_time, chain_hash): StoredHead,
     pending_out: i64,
     pending_in: i64,
