@@ -201,10 +201,11 @@ pub(crate) async fn lock_accounts_at_once(
     .await
     {
         Ok(rows) => rows,
-        Err(e) if e.as_database_error().and_then(|d| d.code()).as_deref() == Some("55P03") => {
-            return Ok(None);
-        }
-        Err(e) => return Err(e.into()),
+        // lock_not_available: with NOWAIT, a row held elsewhere (db::error classifies it).
+        Err(e) => match StoreError::from(e) {
+            StoreError::LockTimeout(_) => return Ok(None),
+            other => return Err(other),
+        },
     };
     let (mut accounts, mut states) = (BTreeMap::new(), HashMap::new());
     for row in rows {
