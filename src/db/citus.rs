@@ -138,16 +138,23 @@ pub enum Distribution {
 
 /// The coordinator settings every session of the ledger's database starts with, set by each
 /// `migrate` (`alter database ... set`, so an operator can still override them per role or
-/// session). A ledger transaction is a handful of one-shard statements: opening a second
-/// connection to a worker for parallelism costs more (a backend, TLS, Citus's caches) than it
-/// saves, and a backend that drops its connections after each transaction opens them again
-/// for the next. With Citus's defaults (16 connections per worker per statement, 1 kept)
-/// `api-transfers` cost about one and a half times the database CPU per transfer
-/// (docs/performance.md, "Citus settings"): one connection per worker per statement, up to 8
-/// kept.
-pub const SESSION_DEFAULTS: [(&str, &str); 2] = [
+/// session).
+/// - A ledger transaction is a handful of one-shard statements: opening a second connection
+///   to a worker for parallelism costs more (a backend, TLS, Citus's caches) than it saves,
+///   and a backend that drops its connections after each transaction opens them again for
+///   the next. With Citus's defaults (16 connections per worker per statement, 1 kept)
+///   `api-transfers` cost about one and a half times the database CPU per transfer
+///   (docs/performance.md, "Citus settings"): one connection per worker per statement, up to
+///   8 kept.
+/// - A row is locked on the worker that holds it, so a transaction's `SET LOCAL lock_timeout`
+///   (group commit's bounded wait, the consumer's batch limits) must reach the workers too:
+///   with Citus's default (`none`) a group waited for a row held elsewhere until its holder
+///   let go, where one PostgreSQL gives up after `--group-commit-lock-timeout-ms`
+///   (tests/api/group_commit.rs runs on Citus too).
+pub const SESSION_DEFAULTS: [(&str, &str); 3] = [
     ("citus.max_adaptive_executor_pool_size", "1"),
     ("citus.max_cached_conns_per_worker", "8"),
+    ("citus.propagate_set_commands", "local"),
 ];
 
 /// Sets [`SESSION_DEFAULTS`] on the current database (idempotent); sessions opened from now

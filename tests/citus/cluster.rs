@@ -147,6 +147,34 @@ async fn a_migrated_databases_sessions_start_with_the_ledgers_citus_settings() {
     app.finish().await;
 }
 
+/// A transaction's `SET LOCAL lock_timeout` (group commit's bounded wait, the consumer's batch
+/// limits) bounds a wait for a row on a worker, as on one PostgreSQL: with Citus's default
+/// `citus.propagate_set_commands` the setting stayed on the coordinator, and a group waited
+/// for a wallet held elsewhere until its holder let go.
+#[tokio::test]
+async fn a_lock_timeout_set_in_a_transaction_bounds_a_wait_for_a_row_on_a_worker() {
+    let app = TestApp::new().await;
+    let w = wallets_on_both_workers(&app, "t", 1).await;
+    let gate = super::common::Gate::shut(&app, &w[0]).await;
+    let mut tx = app.pool.begin().await.unwrap();
+    sqlx::query("set local lock_timeout = 300")
+        .execute(&mut *tx)
+        .await
+        .unwrap();
+    let wait = sqlx::query("select id from accounts where id = $1 for update")
+        .bind(&w[0])
+        .fetch_one(&mut *tx);
+    let waited = tokio::time::timeout(std::time::Duration::from_secs(10), wait).await;
+    let refused = waited
+        .expect("waited for the holder past the lock timeout")
+        .unwrap_err();
+    let code = refused.as_database_error().and_then(|e| e.code());
+    assert_eq!(code.as_deref(), Some("55P03"));
+    tx.rollback().await.unwrap();
+    gate.open().await;
+    app.finish().await;
+}
+
 #[tokio::test]
 async fn a_transfer_between_wallets_on_different_workers_posts() {
     let app = TestApp::new().await;
