@@ -3,71 +3,110 @@
 -- Citus propagates a function created on the coordinator to every node, and to a node added
 -- later; `create or replace` replaces the body everywhere. docs/scaling.md, "Locks taken at
 -- once", says why they exist and what they cost.
+
+-- The first build's per-account functions, replaced by the per-shard one below.
+drop function if exists account_locked_now(text, text, boolean);
+drop function if exists wallet_state_under_lock(text, text);
+
+-- accounts_locked_in_shard: the accounts of a posting that live on one shard, locked (wallets
+-- FOR UPDATE; system accounts FOR SHARE, or FOR UPDATE when the pass takes them exclusively),
+-- then read, each wallet with its state, as one jsonb array. The write path sends it in one
+-- of two statements (src/ledger/store/locks.rs):
+--   select accounts_locked_in_shard(a.id, $1, $2, $3, $4) from accounts a where a.id = any($1)
+-- - in order, waiting (`wait`): once per shard, shards ascending, `$1` that shard's ids. This
+--   is the global order every locker follows, so waiting cannot deadlock.
+-- - at once (`not wait`, a small group): one statement over every shard of the group, which
+--   Citus runs in parallel, so the shards are locked in no global order. That is safe only
+--   because no lock is waited for: a row held elsewhere fails the statement at once with
+--   lock_not_available (55P03), and the write path rolls back and locks in order instead.
+-- The first call on a shard does the shard's work for all of `accounts` (a shard's relation
+-- holds only its own rows, so `id = any(accounts)` there is this shard's share) and returns
+-- the array; the statement's later calls on the shard return null. `statement` (a new uuid
+-- per statement) tells them apart: the first call records it in a transaction-local setting
+-- named after the shard.
 --
--- account_locked_now: an account locked without waiting (wallets FOR UPDATE; system accounts
--- FOR SHARE, or FOR UPDATE when the pass takes them exclusively), and for a wallet its state
--- read after the lock, as one jsonb. Called per row of one statement that reaches every shard
--- of a small group's accounts at once (src/ledger/store/locks.rs, `lock_accounts_at_once`):
--- the shards are locked in parallel, in no global order, which is safe only because no lock
--- is waited for. A row held elsewhere fails the statement at once with lock_not_available
--- (55P03), and the write path rolls back and locks again in the global order, waiting.
+-- The read comes after the lock, in a statement of its own: a read in the locking statement's
+-- snapshot could miss what the lock's previous holder committed. A VOLATILE function takes a
+-- fresh snapshot for each statement it runs, so the read sees everything committed before the
+-- lock was taken. It is the per-shard wallet-state read of `wallet_states`
+-- (src/ledger/store/reads.rs) with open_hold_totals' definition (migrations/
+-- 20261202000012_balance_range.sql) written out on the shard: a rule changed there is
+-- changed here too.
 --
--- It runs on the worker that holds the row, inside the shard's query; its statements name the
--- distributed tables, which Citus plans there and runs on the local shard in the same
--- transaction. Citus refuses a distributed statement inside a shard's query unless
--- citus.allow_nested_distributed_execution is on: safe here, since every row read is
--- co-located with the row locked.
-create or replace function account_locked_now(account text, kind text, exclusive_systems boolean)
+-- It runs on the worker that holds the shard, inside the shard's query, and reads the shard's
+-- relations by name (accounts_<shardid>, and the co-located shards of entries and open_holds),
+-- as the journal trigger does: plain PostgreSQL statements, which Citus does not plan. They
+-- are prepared once per worker session (Citus keeps its connections to the workers), named
+-- after the shard and a hash of their text, so that a changed text is prepared afresh.
+create or replace function accounts_locked_in_shard(account text, accounts text[],
+                                                    exclusive_systems boolean, wait boolean,
+                                                    statement uuid)
     returns jsonb
     language plpgsql volatile
-    set citus.allow_nested_distributed_execution to 'on'
 as $fn$
 declare
-    locked record;
-    state jsonb;
+    shard bigint := get_shard_id_for_distribution_column('accounts', account);
+    guard text := 'wallet_ledger.locked_in_shard_' || shard;
+    locks text;
+    read text;
+    prepared text;
+    locked jsonb;
 begin
-    if kind = 'wallet' or exclusive_systems then
-        select a.id, a.currency, a.type as kind, a.status, a.overdraft_limit, a.has_limits,
-               a.has_monitors, a.in_sets
-          into locked from accounts a where a.id = account for update nowait;
-    else
-        select a.id, a.currency, a.type as kind, a.status, a.overdraft_limit, a.has_limits,
-               a.has_monitors, a.in_sets
-          into locked from accounts a where a.id = account for share nowait;
+    if current_setting(guard, true) = statement::text then
+        return null;
     end if;
-    select to_jsonb(s) into state from wallet_state_under_lock(account, kind) s;
-    return to_jsonb(locked) || coalesce(state, '{}'::jsonb);
-end $fn$;
-
--- wallet_state_under_lock: a wallet's last entry and its open holds' reservations, for
--- account_locked_now. The read must come after the lock: a read in the locking statement's
--- own snapshot could miss what the lock's previous holder committed. A VOLATILE function
--- takes a fresh snapshot for each statement it runs, so this read, a statement of its own,
--- sees everything committed before the lock was taken. It is the statement `wallet_states`
--- runs per shard (src/ledger/store/reads.rs), for one wallet, through EXECUTE: Citus cannot
--- plan the view's aggregate with a PL/pgSQL parameter left unbound, and EXECUTE binds it
--- before planning.
-create or replace function wallet_state_under_lock(wallet text, kind text)
-    returns table (head_sequence bigint, head_balance bigint, head_ledger_time timestamptz,
-                   head_chain_hash bytea, pending_out bigint, pending_in bigint)
-    language plpgsql volatile
-    set citus.allow_nested_distributed_execution to 'on'
-as $fn$
-begin
-    if kind <> 'wallet' then
-        return;
+    perform set_config(guard, statement::text, true);
+    -- Wallets, then system accounts, each sorted, as one PostgreSQL's lock statement takes
+    -- them (the Append of a UNION ALL runs its branches in order): the order a waiting
+    -- locker needs.
+    locks := format(
+        'with wallets as (
+             select 1 from %1$s where id = any($1) and type = ''wallet''
+             order by id for update %2$s),
+         shared as (
+             select 1 from %1$s where id = any($1) and type = ''system'' and not $2
+             order by id for share %2$s),
+         exclusive as (
+             select 1 from %1$s where id = any($1) and type = ''system'' and $2
+             order by id for update %2$s)
+         select count(*) from (select 1 from wallets union all select 1 from shared
+                               union all select 1 from exclusive) locked',
+        'public.accounts_' || shard, case when wait then '' else 'nowait' end);
+    read := format(
+        'select coalesce(jsonb_agg(jsonb_build_object(
+                    ''id'', a.id, ''currency'', a.currency, ''kind'', a.type,
+                    ''status'', a.status, ''overdraft_limit'', a.overdraft_limit,
+                    ''has_limits'', a.has_limits, ''has_monitors'', a.has_monitors,
+                    ''in_sets'', a.in_sets)
+                || case when a.type = ''wallet'' then jsonb_build_object(
+                    ''head_sequence'', h.sequence, ''head_balance'', h.balance_after,
+                    ''head_ledger_time'', h.ledger_time, ''head_chain_hash'', h.chain_hash,
+                    ''pending_out'', coalesce(p.pending_out, 0),
+                    ''pending_in'', coalesce(p.pending_in, 0)) else ''{}'' end), ''[]'')
+         from %s a
+         left join lateral (
+             select sequence, balance_after, ledger_time, chain_hash from %s
+             where account_id = a.id and sequence is not null
+             order by sequence desc limit 1) h on a.type = ''wallet''
+         left join lateral (
+             select least(coalesce(sum(-amount) filter (where amount < 0), 0),
+                          9007199254740992)::bigint as pending_out,
+                    least(coalesce(sum(amount) filter (where amount > 0), 0),
+                          9007199254740992)::bigint as pending_in
+             from %s where account_id = a.id and expires_at > now()) p on a.type = ''wallet''
+         where a.id = any($1)',
+        'public.accounts_' || shard,
+        'public.entries_' || get_shard_id_for_distribution_column('entries', account),
+        'public.open_holds_' || get_shard_id_for_distribution_column('open_holds', account));
+    prepared := 'wallet_ledger_locks_' || shard || '_' || left(md5(locks), 12);
+    if not exists (select 1 from pg_prepared_statements p where p.name = prepared) then
+        execute format('prepare %s(text[], boolean) as %s', prepared, locks);
     end if;
-    return query execute
-        'select h.sequence, h.balance_after, h.ledger_time, h.chain_hash,
-                coalesce(p.pending_out, 0)::bigint, coalesce(p.pending_in, 0)::bigint
-         from accounts w
-         left join lateral (
-             select sequence, balance_after, ledger_time, chain_hash from entries
-             where account_id = w.id and account_id = $1 and sequence is not null
-             order by sequence desc limit 1) h on true
-         left join lateral (
-             select pending_out, pending_in from open_hold_totals
-             where account_id = w.id and account_id = $1 offset 0) p on true
-         where w.id = $1'
-        using wallet;
+    execute format('execute %s(%L, %L)', prepared, accounts, exclusive_systems);
+    prepared := 'wallet_ledger_read_' || shard || '_' || left(md5(read), 12);
+    if not exists (select 1 from pg_prepared_statements p where p.name = prepared) then
+        execute format('prepare %s(text[]) as %s', prepared, read);
+    end if;
+    execute format('execute %s(%L)', prepared, accounts) into locked;
+    return locked;
 end $fn$;

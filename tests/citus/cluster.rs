@@ -293,29 +293,42 @@ async fn a_transfer_that_waited_for_its_payer_sees_what_the_holder_reserved() {
     Arc::into_inner(app).unwrap().finish().await;
 }
 
-/// What a small group's locks taken at once run per account (`account_locked_now`): the
-/// account locked and, for a wallet, its head and reservations read after the lock; and a row
-/// held elsewhere refused at once with lock_not_available, the answer that sends the write
-/// path to its ordered locks instead of waiting out of order.
+/// What a small group's locks taken at once run per shard (`accounts_locked_in_shard`): the
+/// shard's accounts locked and, for a wallet, its head and reservations read after the lock,
+/// answered once per shard (two wallets of one shard in one array, the shard's other row
+/// null); and a row held elsewhere refused at once with lock_not_available, the answer that
+/// sends the write path to its ordered locks instead of waiting out of order.
 #[tokio::test]
-async fn an_account_locked_at_once_is_read_after_its_lock_or_refused_at_once_when_busy() {
+async fn accounts_locked_at_once_are_read_after_their_lock_or_refused_at_once_when_busy() {
     let app = TestApp::new().await;
-    let w = wallets_on_both_workers(&app, "n", 1).await;
+    let mut w = wallets_on_both_workers(&app, "n", 1).await;
+    let shard = shard_of(&app.pool, &w[0]).await;
+    let mut i = 0;
+    let mate = loop {
+        let id = format!("n-mate{i}");
+        if shard_of(&app.pool, &id).await == shard {
+            break id;
+        }
+        i += 1;
+        assert!(i < 10_000, "no id on the shard of {}", w[0]);
+    };
+    app.create_wallet(&mate).await;
+    w.push(mate);
     app.fund(&w[0], 1_000).await;
     let r = app.transfer(Uuid::new_v4(), &w[0], &w[1], 250).await;
     assert_eq!(r.status, StatusCode::CREATED, "{}", r.text);
-    let at_once = "select account_locked_now(a.id, a.type, false) from accounts a
-                   where a.id = any($1) order by a.id";
     let mut holder = app.pool.begin().await.unwrap();
-    let locked: Vec<serde_json::Value> = sqlx::query_scalar(at_once)
-        .bind(&w[..2])
-        .fetch_all(&mut *holder)
-        .await
-        .unwrap();
-    let heads: Vec<(&str, i64, i64, i64)> = (locked.iter())
+    let shards = locked_at_once(&mut holder, &w).await.unwrap();
+    assert_eq!(
+        shards.iter().filter(|s| s.is_none()).count(),
+        1,
+        "{shards:?}"
+    );
+    let mut heads: Vec<(String, i64, i64, i64)> = (shards.iter().flatten())
+        .flat_map(|shard| shard.as_array().unwrap())
         .map(|l| {
-            let field = |name: &str| l[name].as_i64().unwrap();
-            let id = l["id"].as_str().unwrap();
+            let field = |name: &str| l[name].as_i64().unwrap_or(0);
+            let id = l["id"].as_str().unwrap().to_string();
             (
                 id,
                 field("head_sequence"),
@@ -324,17 +337,17 @@ async fn an_account_locked_at_once_is_read_after_its_lock_or_refused_at_once_whe
             )
         })
         .collect();
-    assert_eq!(
-        heads,
-        [(w[0].as_str(), 2, 750, 0), (w[1].as_str(), 1, 250, 0)]
-    );
+    heads.sort();
+    let mut expected = vec![
+        (w[0].clone(), 2, 750, 0),
+        (w[1].clone(), 1, 250, 0),
+        (w[2].clone(), 0, 0, 0),
+    ];
+    expected.sort();
+    assert_eq!(heads, expected);
     let mut other = app.pool.begin().await.unwrap();
     let started = std::time::Instant::now();
-    let busy = sqlx::query_scalar::<_, serde_json::Value>(at_once)
-        .bind(&w[1..2])
-        .fetch_all(&mut *other)
-        .await
-        .unwrap_err();
+    let busy = locked_at_once(&mut other, &w[1..2]).await.unwrap_err();
     let code = busy.as_database_error().and_then(|e| e.code());
     assert_eq!(code.as_deref(), Some("55P03"), "{busy}");
     assert!(
@@ -344,6 +357,22 @@ async fn an_account_locked_at_once_is_read_after_its_lock_or_refused_at_once_whe
     other.rollback().await.unwrap();
     holder.rollback().await.unwrap();
     app.finish().await;
+}
+
+/// The statement `lock_accounts_at_once` sends: one answer per account row, an array from the
+/// first row of each shard and null from the others.
+async fn locked_at_once(
+    conn: &mut sqlx::PgConnection,
+    ids: &[String],
+) -> Result<Vec<Option<serde_json::Value>>, sqlx::Error> {
+    sqlx::query_scalar(
+        "select accounts_locked_in_shard(a.id, $1, false, false, $2) from accounts a
+         where a.id = any($1)",
+    )
+    .bind(ids)
+    .bind(Uuid::new_v4())
+    .fetch_all(conn)
+    .await
 }
 
 #[tokio::test]

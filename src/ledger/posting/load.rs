@@ -117,11 +117,12 @@ pub(crate) async fn wait_for_rows(
     }
 }
 
-/// The most accounts a pass locks at once on Citus. Taken at once, each account costs its
-/// worker a function call and two statements planned there, where the ordered path reads a
-/// shard's accounts with one set-based statement: measured, a consumer batch of 1,000
-/// payments taken at once applied half the messages per second (docs/scaling.md, "Locks taken
-/// at once"). A group of API creates names a few dozen accounts; a consumer batch, hundreds.
+/// The most accounts a pass locks at once on Citus. At once saves the statements of the
+/// ordered path (one per shard touched) but pays them too when a row is busy, which a large
+/// group meets more often; a group of API creates names a few dozen accounts, a consumer
+/// batch hundreds. The first build, which called a function per account, applied a consumer
+/// batch taken at once at half the messages per second; large groups were not measured again
+/// with the per-shard function (docs/scaling.md, "Locks taken at once").
 pub(super) const AT_ONCE_MAX_ACCOUNTS: usize = 64;
 
 impl LockedLedger {
@@ -133,13 +134,8 @@ impl LockedLedger {
     ) -> Result<LockedLedger, StoreError> {
         let reversed = lock_originals_of(db, items).await?;
         let ids = account_ids(items);
-        let accounts = locks::lock_accounts(db, &ids, locks).await?;
-        let wallet_ids: Vec<String> = (accounts.values())
-            .filter(|a| a.kind == AccountType::Wallet)
-            .map(|a| a.id.clone())
-            .collect();
-        let wallets = reads::wallet_states(db, &wallet_ids).await?;
-        LockedLedger::read(db, items, locks, reversed, (accounts, wallets)).await
+        let locked = locks::lock_and_read_accounts(db, &ids, locks).await?;
+        LockedLedger::read(db, items, locks, reversed, locked).await
     }
 
     /// On Citus, the pass's accounts locked at once, without waiting
@@ -161,7 +157,7 @@ impl LockedLedger {
     }
 
     /// Whether a pass on `engine` tries [`LockedLedger::lock_at_once`] first: on Citus, whose
-    /// ordered locks and reads are two statements per shard, for a group of at most
+    /// ordered locks and reads are a statement per shard, for a group of at most
     /// [`AT_ONCE_MAX_ACCOUNTS`] accounts whose system accounts are shared (a pass that takes
     /// them exclusively is rare, and waits in order).
     pub(super) fn tries_at_once(

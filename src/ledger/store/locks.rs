@@ -177,38 +177,101 @@ pub(crate) type LockedAndRead = (
     HashMap<String, WalletState>,
 );
 
+/// The accounts `sorted_ids` locked in the global order, waiting for each (as
+/// [`lock_accounts`] locks them), and their wallets' states read after the locks. One
+/// PostgreSQL: the lock statement and [`super::reads::wallet_states`]. Citus: one statement per
+/// shard, shards ascending, that locks the shard's accounts and reads them
+/// (`accounts_locked_in_shard`, migrations/citus/write_path.sql), where locking and reading
+/// took two.
+pub(crate) async fn lock_and_read_accounts(
+    db: &mut Db<'_>,
+    sorted_ids: &[String],
+    systems: SystemLocks,
+) -> Result<LockedAndRead, StoreError> {
+    match db.engine() {
+        Engine::Plain => {
+            let accounts = lock_accounts_plain(db.conn(), sorted_ids, systems).await?;
+            let wallet_ids: Vec<String> = (accounts.values())
+                .filter(|a| a.kind == AccountType::Wallet)
+                .map(|a| a.id.clone())
+                .collect();
+            let wallets = super::reads::wallet_states(db, &wallet_ids).await?;
+            Ok((accounts, wallets))
+        }
+        Engine::Citus => lock_and_read_accounts_citus(db.conn(), sorted_ids, systems).await,
+    }
+}
+
+async fn lock_and_read_accounts_citus(
+    conn: &mut PgConnection,
+    sorted_ids: &[String],
+    systems: SystemLocks,
+) -> Result<LockedAndRead, StoreError> {
+    let (mut accounts, mut states) = (BTreeMap::new(), HashMap::new());
+    for shard in super::shards::accounts_by_shard(&mut *conn, sorted_ids).await? {
+        let (mut shard_accounts, shard_states) =
+            locked_in_shards(&mut *conn, &shard, systems, Waiting::InOrder).await?;
+        accounts.append(&mut shard_accounts);
+        states.extend(shard_states);
+    }
+    Ok((accounts, states))
+}
+
 /// A small group's accounts locked on Citus (as [`lock_accounts`] locks them) and their
 /// wallets' states read after the locks, in one statement that reaches every shard of the
-/// accounts at once, in parallel, taking each lock without waiting
-/// (`account_locked_now`, migrations/citus/write_path.sql): the shards are then locked in no
-/// global order, which cannot deadlock only because nothing waits. `Ok(None)` when a row is
-/// held elsewhere: the statement failed with lock_not_available, the transaction is aborted,
-/// and the caller rolls back and locks in the global order instead. A group of random
-/// wallets spans most shards, so this is one statement where the ordered path sends two per
-/// shard; each row costs its worker a function call and two statements planned there, so it
-/// pays only for small groups (docs/scaling.md, "Locks taken at once").
+/// accounts at once, in parallel, taking each lock without waiting: the shards are then locked
+/// in no global order, which cannot deadlock only because nothing waits. `Ok(None)` when a
+/// row is held elsewhere: the statement failed with lock_not_available, the transaction is
+/// aborted, and the caller rolls back and locks in the global order instead
+/// ([`lock_and_read_accounts`]). A group of random wallets spans most shards, so this is one
+/// statement where the ordered path sends one per shard (docs/scaling.md, "Locks taken at
+/// once").
 pub(crate) async fn lock_accounts_at_once(
     db: &mut Db<'_>,
     sorted_ids: &[String],
     systems: SystemLocks,
 ) -> Result<Option<LockedAndRead>, StoreError> {
-    let rows: Vec<Value> = match sqlx::query_scalar(
-        "select account_locked_now(a.id, a.type, $2) from accounts a where a.id = any($1)",
+    match locked_in_shards(db.conn(), sorted_ids, systems, Waiting::NoWait).await {
+        Ok(locked) => Ok(Some(locked)),
+        // lock_not_available: with NOWAIT, a row held elsewhere (db::error classifies it).
+        Err(StoreError::LockTimeout(_)) => Ok(None),
+        Err(other) => Err(other),
+    }
+}
+
+/// Whether `accounts_locked_in_shard` waits for a row another transaction holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Waiting {
+    /// Waits: only for one shard at a time, shards in the global order.
+    InOrder,
+    /// Fails at once with lock_not_available: for every shard at once.
+    NoWait,
+}
+
+/// `accounts_locked_in_shard` over the shards of `sorted_ids`: one statement, which reaches
+/// one shard or several.
+async fn locked_in_shards(
+    conn: &mut PgConnection,
+    sorted_ids: &[String],
+    systems: SystemLocks,
+    waiting: Waiting,
+) -> Result<LockedAndRead, StoreError> {
+    // One array per shard, from the shard's first row; its other rows answer null.
+    let shards: Vec<Option<Value>> = sqlx::query_scalar(
+        "select accounts_locked_in_shard(a.id, $1, $2, $3, $4) from accounts a
+         where a.id = any($1)",
     )
     .bind(sorted_ids)
     .bind(systems == SystemLocks::Exclusive)
-    .fetch_all(db.conn())
-    .await
-    {
-        Ok(rows) => rows,
-        // lock_not_available: with NOWAIT, a row held elsewhere (db::error classifies it).
-        Err(e) => match StoreError::from(e) {
-            StoreError::LockTimeout(_) => return Ok(None),
-            other => return Err(other),
-        },
-    };
+    .bind(waiting == Waiting::InOrder)
+    .bind(Uuid::new_v4())
+    .fetch_all(conn)
+    .await?;
     let (mut accounts, mut states) = (BTreeMap::new(), HashMap::new());
-    for row in rows {
+    let rows = (shards.into_iter().flatten())
+        .map(shard_rows)
+        .collect::<Result<Vec<_>, _>>()?;
+    for row in rows.into_iter().flatten() {
         let locked = LockedWalletRow::from_json(row)?;
         let state = locked.wallet_state()?;
         let account = LockedAccount::try_from(locked.account)?;
@@ -217,10 +280,22 @@ pub(crate) async fn lock_accounts_at_once(
         }
         accounts.insert(account.id.clone(), account);
     }
-    Ok(Some((accounts, states)))
+    Ok((accounts, states))
 }
 
-/// A row of [`lock_accounts_at_once`]: the locked account, and for a wallet its state.
+/// A shard's answer to [`locked_in_shards`]: an array of its locked accounts.
+fn shard_rows(shard: Value) -> Result<Vec<Value>, StoreError> {
+    match shard {
+        Value::Array(rows) => Ok(rows),
+        other => Err(crate::db::corrupt(
+            "accounts",
+            "accounts_locked_in_shard",
+            format!("not an array: {other}"),
+        )),
+    }
+}
+
+/// An account of [`locked_in_shards`]: the locked account, and for a wallet its state.
 struct LockedWalletRow {
     account: LockedRow,
     head: super::reads::StoredHead,
@@ -228,7 +303,7 @@ struct LockedWalletRow {
     pending: Option<(i64, i64)>,
 }
 
-/// A row of [`lock_accounts_at_once`] as `account_locked_now` answers it: the account's
+/// An account of [`locked_in_shards`] as `accounts_locked_in_shard` answers it: the account's
 /// columns, and for a wallet its state's (`bytea` as PostgreSQL writes it in JSON: `\x` and
 /// hex).
 #[derive(serde::Deserialize)]
@@ -246,7 +321,7 @@ struct LockedNow {
 impl LockedWalletRow {
     /// A row the function wrote in another shape is a corrupt answer, never a guess.
     fn from_json(row: Value) -> Result<LockedWalletRow, StoreError> {
-        let bad = |what: String| crate::db::corrupt("accounts", "account_locked_now", what);
+        let bad = |what: String| crate::db::corrupt("accounts", "accounts_locked_in_shard", what);
         let now: LockedNow = serde_json::from_value(row).map_err(|e| bad(e.to_string()))?;
         let hash = match now.head_chain_hash {
             None => None,
@@ -532,7 +607,7 @@ async fn claim_overdue_citus(
 
 #[cfg(test)]
 mod tests {
-    use super::LockedWalletRow;
+    use super::{LockedWalletRow, shard_rows};
     use crate::ledger::accounts::AccountType;
     use crate::ledger::posting::LockedAccount;
     use serde_json::json;
@@ -597,5 +672,13 @@ mod tests {
     fn an_answer_in_another_shape_is_a_corrupt_row() {
         assert!(LockedWalletRow::from_json(wallet_json(json!("ab"))).is_err());
         assert!(LockedWalletRow::from_json(json!({"id": "alice"})).is_err());
+    }
+
+    #[test]
+    fn a_shard_answers_an_array_of_its_accounts_or_a_corrupt_row() {
+        let rows = shard_rows(json!([wallet_json(serde_json::Value::Null)])).unwrap();
+        assert_eq!(rows.len(), 1);
+        assert!(shard_rows(json!([])).unwrap().is_empty());
+        assert!(shard_rows(wallet_json(serde_json::Value::Null)).is_err());
     }
 }

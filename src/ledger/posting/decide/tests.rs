@@ -680,3 +680,32 @@ fn a_set_monitor_fires_on_the_item_that_takes_the_sets_sum_across() {
         (crossing.id, 940, 880)
     );
 }
+
+/// On Citus a pass first locks at once when its group names at most `AT_ONCE_MAX_ACCOUNTS`
+/// accounts (each counted once) and takes its system accounts shared; one PostgreSQL never
+/// does.
+#[test]
+fn only_a_small_group_on_citus_with_shared_system_locks_is_locked_at_once() {
+    use crate::db::Engine;
+    use crate::ledger::posting::SystemLocks;
+    let max = crate::ledger::posting::load::AT_ONCE_MAX_ACCOUNTS;
+    let group: Vec<NewTransaction> = (0..max / 2)
+        .map(|i| transfer(&format!("a{i}"), &format!("b{i}"), 1))
+        .collect();
+    let mut items: Vec<&NewTransaction> = group.iter().collect();
+    let tries = |items: &[&NewTransaction], engine, locks| {
+        LockedLedger::tries_at_once(engine, items, locks)
+    };
+    assert!(tries(&items, Engine::Citus, SystemLocks::Shared));
+    assert!(!tries(&items, Engine::Plain, SystemLocks::Shared));
+    assert!(!tries(&items, Engine::Citus, SystemLocks::Exclusive));
+    let again = transfer("a0", "b1", 1);
+    items.push(&again);
+    assert!(
+        tries(&items, Engine::Citus, SystemLocks::Shared),
+        "an account named twice counts once"
+    );
+    let one_more = transfer("a0", "c", 1);
+    items.push(&one_more);
+    assert!(!tries(&items, Engine::Citus, SystemLocks::Shared));
+}
