@@ -114,7 +114,7 @@ pub async fn open(config: &DatabaseSettings, migrate: bool) -> anyhow::Result<Da
     if migrate && !config.no_migrate {
         create_if_missing(&url, &shown).await?;
     }
-    let pool = pool(config, &url, primary.clone()).await?;
+    let mut pool = pool(config, &url, primary.clone()).await?;
     // Each step below reads or changes the database after the pool opened; a session that
     // ends under one (an operator, a failover, a restart) makes it run again, not the process
     // exit. Every step is safe to repeat: the detection only reads, each migration and the
@@ -150,6 +150,11 @@ pub async fn open(config: &DatabaseSettings, migrate: bool) -> anyhow::Result<Da
             )
             .await
             .with_context(|| format!("database {shown}"))?;
+            // The defaults apply to sessions opened from now on, and the pool's sessions so
+            // far (the engine check, the migrations) started without them: one of those kept
+            // for serving would, among others, not carry a lock timeout to the workers.
+            pool.close().await;
+            pool = self::pool(config, &url, primary.clone()).await?;
         }
     }
     if let Some(primary) = &primary {

@@ -128,23 +128,36 @@ async fn migrate_distributes_the_ledger_and_a_second_migrate_changes_nothing() {
     app.finish().await;
 }
 
+/// Every session of the pool `migrate` hands on (to `serve`, `consume`) starts with the
+/// ledger's Citus settings, those it opened before setting them included: on a database
+/// migrated for the first time, the pool is opened again after the settings.
 #[tokio::test]
 async fn a_migrated_databases_sessions_start_with_the_ledgers_citus_settings() {
-    let app = TestApp::new().await;
-    // A session opened now, as every pool's next connection is.
-    let mut session = sqlx::PgConnection::connect_with(&app.pool.connect_options())
+    let name = format!("wl_test_defaults_{}", Uuid::new_v4().simple());
+    let url = super::backend::create_database(&name).await;
+    let settings = wallet_ledger::db::DatabaseSettings::with_url(url);
+    let pool = wallet_ledger::db::connect_and_migrate(&settings)
         .await
         .unwrap();
-    for (name, value) in SESSION_DEFAULTS {
-        let set: String = sqlx::query_scalar("select current_setting($1)")
-            .bind(name)
-            .fetch_one(&mut session)
-            .await
-            .unwrap();
-        assert_eq!(set, value, "{name}");
+    let open = pool.size() as usize;
+    let mut sessions = Vec::new();
+    // Every session the pool holds, and one more.
+    for _ in 0..=open {
+        sessions.push(pool.acquire().await.unwrap());
     }
-    session.close().await.unwrap();
-    app.finish().await;
+    for session in &mut sessions {
+        for (name, value) in SESSION_DEFAULTS {
+            let set: String = sqlx::query_scalar("select current_setting($1)")
+                .bind(name)
+                .fetch_one(&mut **session)
+                .await
+                .unwrap();
+            assert_eq!(set, value, "{name}");
+        }
+    }
+    drop(sessions);
+    pool.close().await;
+    super::backend::drop_database(&name).await;
 }
 
 /// A transaction's `SET LOCAL lock_timeout` (group commit's bounded wait, the consumer's batch
@@ -156,7 +169,12 @@ async fn a_lock_timeout_set_in_a_transaction_bounds_a_wait_for_a_row_on_a_worker
     let app = TestApp::new().await;
     let w = wallets_on_both_workers(&app, "t", 1).await;
     let gate = super::common::Gate::shut(&app, &w[0]).await;
-    let mut tx = app.pool.begin().await.unwrap();
+    // A session opened after `migrate`, as the service's are: the test pool may hold one
+    // opened before it set the database's defaults.
+    let mut session = sqlx::PgConnection::connect_with(&app.pool.connect_options())
+        .await
+        .unwrap();
+    let mut tx = session.begin().await.unwrap();
     sqlx::query("set local lock_timeout = 300")
         .execute(&mut *tx)
         .await
@@ -171,6 +189,7 @@ async fn a_lock_timeout_set_in_a_transaction_bounds_a_wait_for_a_row_on_a_worker
     let code = refused.as_database_error().and_then(|e| e.code());
     assert_eq!(code.as_deref(), Some("55P03"));
     tx.rollback().await.unwrap();
+    session.close().await.unwrap();
     gate.open().await;
     app.finish().await;
 }
