@@ -27,7 +27,7 @@ const DISTRIBUTE: &str = include_str!("../../migrations/citus/distribute.sql");
 /// numbered migration reaches the shards too.
 const JOURNAL: &str = include_str!("../../migrations/citus/journal.sql");
 
-/// Functions the write path calls on the workers (a wallet's state read under its lock),
+/// Functions the write path calls on the workers (a shard's accounts locked and read),
 /// replaced by every `migrate` beside [`JOURNAL`].
 const WRITE_PATH: &str = include_str!("../../migrations/citus/write_path.sql");
 
