@@ -150,7 +150,7 @@ pub enum Distribution {
 ///   (group commit's bounded wait, the consumer's batch limits) must reach the workers too:
 ///   with Citus's default (`none`) a group waited for a row held elsewhere until its holder
 ///   let go, where one PostgreSQL gives up after `--group-commit-lock-timeout-ms`
-///   (tests/api/group_commit.rs runs on Citus too).
+///   (tests/citus/cluster.rs, "a lock timeout set in a transaction bounds a wait").
 pub const SESSION_DEFAULTS: [(&str, &str); 3] = [
     ("citus.max_adaptive_executor_pool_size", "1"),
     ("citus.max_cached_conns_per_worker", "8"),

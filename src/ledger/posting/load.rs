@@ -126,15 +126,16 @@ pub(crate) async fn wait_for_rows(
 pub(super) const AT_ONCE_MAX_ACCOUNTS: usize = 64;
 
 impl LockedLedger {
-    /// The pass's rows locked in the global order, waiting for each, and read.
+    /// The pass's rows locked in the global order, waiting for each, and read; `ids` are the
+    /// items' accounts ([`account_ids`]).
     pub(super) async fn lock(
         db: &mut Db<'_>,
         items: &[&NewTransaction],
+        ids: &[String],
         locks: SystemLocks,
     ) -> Result<LockedLedger, StoreError> {
         let reversed = lock_originals_of(db, items).await?;
-        let ids = account_ids(items);
-        let locked = locks::lock_and_read_accounts(db, &ids, locks).await?;
+        let locked = locks::lock_and_read_accounts(db, ids, locks).await?;
         LockedLedger::read(db, items, locks, reversed, locked).await
     }
 
@@ -144,11 +145,11 @@ impl LockedLedger {
     pub(super) async fn lock_at_once(
         db: &mut Db<'_>,
         items: &[&NewTransaction],
+        ids: &[String],
         locks: SystemLocks,
     ) -> Result<Option<LockedLedger>, StoreError> {
         let reversed = lock_originals_of(db, items).await?;
-        let ids = account_ids(items);
-        let Some(locked) = locks::lock_accounts_at_once(db, &ids, locks).await? else {
+        let Some(locked) = locks::lock_accounts_at_once(db, ids, locks).await? else {
             return Ok(None);
         };
         Ok(Some(
@@ -162,12 +163,12 @@ impl LockedLedger {
     /// them exclusively is rare, and waits in order).
     pub(super) fn tries_at_once(
         engine: crate::db::Engine,
-        items: &[&NewTransaction],
+        ids: &[String],
         locks: SystemLocks,
     ) -> bool {
         engine == crate::db::Engine::Citus
             && locks == SystemLocks::Shared
-            && account_ids(items).len() <= AT_ONCE_MAX_ACCOUNTS
+            && ids.len() <= AT_ONCE_MAX_ACCOUNTS
     }
 
     /// The rest of a pass's state, read under the locks taken.
@@ -246,8 +247,8 @@ async fn lock_originals_of(
     Ok(locks::lock_originals(db, &originals).await?)
 }
 
-/// Every account the pass's legs name, sorted, once each.
-fn account_ids(items: &[&NewTransaction]) -> Vec<String> {
+/// Every account the pass's legs name, sorted, once each: what the locks take.
+pub(super) fn account_ids(items: &[&NewTransaction]) -> Vec<String> {
     let mut ids: Vec<String> = items
         .iter()
         .flat_map(|i| i.journal.legs().iter().map(|l| l.account.to_string()))

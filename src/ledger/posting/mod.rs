@@ -357,10 +357,11 @@ async fn attempt(
     // The transaction's own handle for the statements that differ by engine.
     let engine = db.engine();
     let mut tx = begin(db.conn(), lock_wait).await?;
+    let accounts = load::account_ids(&undecided);
     let mut at_once = None;
-    if LockedLedger::tries_at_once(engine, &undecided, systems) {
+    if LockedLedger::tries_at_once(engine, &accounts, systems) {
         let mut first = Db::new(&mut tx, engine);
-        at_once = LockedLedger::lock_at_once(&mut first, &undecided, systems).await?;
+        at_once = LockedLedger::lock_at_once(&mut first, &undecided, &accounts, systems).await?;
         if at_once.is_none() {
             // A row was busy: lock again in a new transaction, in order, waiting.
             tx.rollback().await?;
@@ -369,7 +370,10 @@ async fn attempt(
     }
     let mut ledger = match at_once {
         Some(ledger) => ledger,
-        None => LockedLedger::lock(&mut Db::new(&mut tx, engine), &undecided, systems).await?,
+        None => {
+            let mut db = Db::new(&mut tx, engine);
+            LockedLedger::lock(&mut db, &undecided, &accounts, systems).await?
+        }
     };
     if ledger.needs_exclusive {
         tx.rollback().await?;

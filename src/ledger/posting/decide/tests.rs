@@ -694,7 +694,8 @@ fn only_a_small_group_on_citus_with_shared_system_locks_is_locked_at_once() {
         .collect();
     let mut items: Vec<&NewTransaction> = group.iter().collect();
     let tries = |items: &[&NewTransaction], engine, locks| {
-        LockedLedger::tries_at_once(engine, items, locks)
+        let ids = crate::ledger::posting::load::account_ids(items);
+        LockedLedger::tries_at_once(engine, &ids, locks)
     };
     assert!(tries(&items, Engine::Citus, SystemLocks::Shared));
     assert!(!tries(&items, Engine::Plain, SystemLocks::Shared));
