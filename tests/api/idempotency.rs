@@ -115,6 +115,43 @@ async fn same_id_with_a_different_payload_is_a_mismatch_naming_each_field() {
     app.finish().await;
 }
 
+/// A retry is answered from its stored row whatever the ledger holds now: after its wallet was
+/// drained (deciding it afresh would refuse it), and with a changed body that names an account
+/// that does not exist (deciding it afresh would store nothing). On Citus group commit decides
+/// a group without reading its ids first and leaves a stored id to the insert
+/// (`reads::replays_of_a_group`), so both answers come from the pass that reads them. Each id
+/// is retried once, so that the replay cache (filled by a replay) holds neither.
+#[tokio::test]
+async fn a_retry_is_answered_from_its_row_whatever_the_ledger_holds_now() {
+    let app = TestApp::new().await;
+    app.create_wallet("w1").await;
+    app.create_wallet("w6").await;
+    app.fund("w1", 200).await;
+    let (drained, renamed) = (Uuid::new_v4(), Uuid::new_v4());
+    let first = app.transfer(drained, "w1", "w6", 100).await;
+    assert_eq!(first.status, StatusCode::CREATED, "{}", first.text);
+    let other = app.transfer(renamed, "w1", "w6", 100).await;
+    assert_eq!(other.status, StatusCode::CREATED, "{}", other.text);
+    let before = app.row_counts().await;
+
+    let again = app.transfer(drained, "w1", "w6", 100).await;
+    assert_eq!(
+        (again.status, again.replayed(), &again.text),
+        (StatusCode::OK, true, &first.text)
+    );
+    let unknown = app.transfer(renamed, "w1", "nowhere", 100).await;
+    assert_eq!(
+        (unknown.status, unknown.code()),
+        (StatusCode::UNPROCESSABLE_ENTITY, "idempotency_mismatch"),
+        "{}",
+        unknown.text
+    );
+    assert_eq!(unknown.body["differing_fields"], json!(["/to"]));
+    assert_eq!(app.row_counts().await, before, "retries write nothing");
+    assert_eq!(app.posted_balance("w6").await, 200);
+    app.finish().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn fifty_identical_concurrent_requests_make_one_transaction() {
     let app = Arc::new(TestApp::new().await);

@@ -650,7 +650,8 @@ async fn verify_finds_entries_that_break_the_rules_across_shards() {
 /// refused with the trigger's SQLSTATE and message and aborts that transaction, and entries
 /// that break nothing pass. The write path itself never writes a breach, so the entries are
 /// written here by hand, as in the `verify` test above, and the check is called as
-/// `insert_entry_rows` calls it.
+/// `insert_entry_rows` calls it for a hold's capture (no transaction row inserted with the
+/// entries, so every transaction is read).
 #[tokio::test]
 async fn the_cross_shard_check_refuses_each_breach_in_the_transaction_that_wrote_it() {
     use wallet_ledger::ledger::posting::cross_shard;
@@ -742,7 +743,7 @@ async fn the_cross_shard_check_refuses_each_breach_in_the_transaction_that_wrote
         .execute(&mut *tx)
         .await
         .unwrap_or_else(|e| panic!("{what}: each shard accepts the entries: {e}"));
-        let checked = cross_shard::check(&mut tx, &[transaction], &accounts).await;
+        let checked = cross_shard::check(&mut tx, &[transaction], &accounts, &[]).await;
         match refusal {
             None => assert!(checked.is_ok(), "{what}: {checked:?}"),
             Some(refusal) => {

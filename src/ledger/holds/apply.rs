@@ -99,7 +99,8 @@ pub(super) async fn capture(
     let rows: Vec<(Uuid, &str, DateTime<Utc>, &NewEntry)> = (posting.entries.iter())
         .map(|e| (id, e.currency_or(currency.code()), posting.ledger_time, e))
         .collect();
-    inserts::insert_entry_rows(db, &rows).await?;
+    // The hold's transaction row was inserted before: the check reads it.
+    inserts::insert_entry_rows(db, &rows, &[]).await?;
     let crossings = events::negative_crossings(id, currency.code(), posting.entries);
     events::record_negative_balances(db.conn(), &crossings).await?;
     Ok(body)

@@ -2,6 +2,7 @@
 //! of work in [`super`]).
 
 use super::chain::NewEntry;
+use super::cross_shard::TransactionRow;
 use super::load::LockedAccount;
 use super::render::Rendered;
 use crate::ledger::Outcome;
@@ -43,7 +44,13 @@ pub(super) async fn record_events(
 }
 
 /// Every entry of every posted row in one statement: the journal trigger checks them as a set.
-pub(super) async fn insert_entries(db: &mut Db<'_>, rows: &[&Rendered]) -> Result<(), sqlx::Error> {
+/// `inserted`: the rows' transactions as their insert returned them (see
+/// [`inserts::insert_entry_rows`]).
+pub(super) async fn insert_entries(
+    db: &mut Db<'_>,
+    rows: &[&Rendered],
+    inserted: &[TransactionRow],
+) -> Result<(), sqlx::Error> {
     let posted: Vec<(&Rendered, &NewEntry)> = rows
         .iter()
         .flat_map(|r| r.entries.iter().map(move |e| (*r, e)))
@@ -61,6 +68,7 @@ pub(super) async fn insert_entries(db: &mut Db<'_>, rows: &[&Rendered]) -> Resul
                 )
             })
             .collect::<Vec<_>>(),
+        inserted,
     )
     .await
 }

@@ -15,6 +15,7 @@
 
 use crate::ledger::transactions::TransactionStatus;
 use sqlx::PgConnection;
+use std::collections::HashSet;
 use uuid::Uuid;
 
 /// Refuses the current transaction's entries of `transactions` when they break a rule
@@ -33,10 +34,16 @@ use uuid::Uuid;
 /// co-located) made Citus run each side as a subplan through intermediate results, the
 /// costliest statement of a transfer group on the coordinator (docs/performance.md, "The
 /// cross-shard check in two reads").
+///
+/// `inserted` are transaction rows this database transaction inserted, as the insert's
+/// `RETURNING` gave them back (the posting path's new rows): they are not read again. Only the
+/// others are (a hold's capture writes entries of a transaction inserted before), so the
+/// posting path's check is one read, not two.
 pub async fn check(
     conn: &mut PgConnection,
     transactions: &[Uuid],
     accounts: &[&str],
+    inserted: &[TransactionRow],
 ) -> Result<(), sqlx::Error> {
     let current: String = sqlx::query_scalar!(r#"select pg_current_xact_id()::text as "x!""#)
         .fetch_one(&mut *conn)
@@ -54,13 +61,19 @@ pub async fn check(
     )
     .fetch_all(&mut *conn)
     .await?;
-    let rows = sqlx::query_as!(
-        TransactionRow,
-        r#"select id, currency, counter_currency, status from transactions where id = any($1)"#,
-        transactions
-    )
-    .fetch_all(&mut *conn)
-    .await?;
+    let mut rows = inserted.to_vec();
+    let unread = not_inserted(transactions, inserted);
+    if !unread.is_empty() {
+        rows.extend(
+            sqlx::query_as!(
+                TransactionRow,
+                r#"select id, currency, counter_currency, status from transactions where id = any($1)"#,
+                &unread
+            )
+            .fetch_all(&mut *conn)
+            .await?,
+        );
+    }
     let Some(refusal) = breach(&sums, &rows) else {
         return Ok(());
     };
@@ -84,13 +97,23 @@ struct EntrySums {
 }
 
 /// A transaction row as the entries must fit it.
-#[derive(Debug)]
-struct TransactionRow {
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct TransactionRow {
     id: Uuid,
     currency: String,
     /// An exchange's second currency.
     counter_currency: Option<String>,
     status: String,
+}
+
+/// The ids of `transactions` that are not among the rows `inserted`: those the check reads.
+fn not_inserted(transactions: &[Uuid], inserted: &[TransactionRow]) -> Vec<Uuid> {
+    let known: HashSet<Uuid> = inserted.iter().map(|t| t.id).collect();
+    transactions
+        .iter()
+        .filter(|id| !known.contains(id))
+        .copied()
+        .collect()
 }
 
 impl TransactionRow {
@@ -131,7 +154,7 @@ fn unreachable_refusal(refusal: &str) -> Result<(), sqlx::Error> {
 
 #[cfg(test)]
 mod tests {
-    use super::{EntrySums, TransactionRow, breach};
+    use super::{EntrySums, TransactionRow, breach, not_inserted};
     use uuid::Uuid;
 
     fn sums(balanced: bool, this_transaction: bool) -> EntrySums {
@@ -176,5 +199,14 @@ mod tests {
             let misfit = breach(&[sums(true, true)], &rows).unwrap();
             assert!(misfit.starts_with("entry does not fit"), "{rows:?}");
         }
+    }
+
+    #[test]
+    fn only_transactions_not_inserted_by_this_transaction_are_read() {
+        let inserted = posted("SAR", "posted");
+        let (mine, other) = (Uuid::from_u128(1), Uuid::from_u128(2));
+        assert_eq!(not_inserted(&[mine, other], &inserted), vec![other]);
+        assert_eq!(not_inserted(&[mine], &inserted), Vec::<Uuid>::new());
+        assert_eq!(not_inserted(&[mine, other], &[]), vec![mine, other]);
     }
 }

@@ -111,10 +111,13 @@ pub(crate) async fn create_group(
         &mut store.on(&mut conn),
         items,
         Authors::Each(actors),
-        Mode::Independent,
-        Write::Commit(Callers::Each(callers)),
+        Batch {
+            mode: Mode::Independent,
+            write: Write::Commit(Callers::Each(callers)),
+        },
         Some(&mut read_back),
         Locking::new(lock_wait),
+        reads::replays_of_a_group(store.engine()),
     )
     .await;
     if result.is_err() {
@@ -158,10 +161,13 @@ pub async fn create_many_in(
         db,
         items,
         Authors::Current,
-        mode,
-        Write::Commit(Callers::Current),
+        Batch {
+            mode,
+            write: Write::Commit(Callers::Current),
+        },
         None,
         Locking::new(LockWait::Unbounded),
+        Replays::ReadFirst,
     )
     .await
 }
@@ -177,10 +183,13 @@ pub async fn first_failure(
         &mut store.on(&mut conn),
         items,
         Authors::Current,
-        Mode::Atomic,
-        Write::DryRun,
+        Batch {
+            mode: Mode::Atomic,
+            write: Write::DryRun,
+        },
         None,
         Locking::new(LockWait::Unbounded),
+        Replays::ReadFirst,
     )
     .await?
     {
@@ -195,24 +204,25 @@ async fn attempts(
     db: &mut Db<'_>,
     items: &[NewTransaction],
     authors: Authors<'_>,
-    mode: Mode,
-    write: Write<'_>,
+    batch: Batch<'_>,
     mut read_back: Option<&mut Vec<(Uuid, StoredCreation)>>,
     mut locking: Locking,
+    mut replays: Replays,
 ) -> Result<BatchResult, WriteError> {
     for _ in 0..MAX_ID_RACE_RETRIES {
         let pass = attempt(
             db,
             items,
             authors,
-            mode,
-            write,
+            batch,
             locking,
+            replays,
             read_back.as_deref_mut(),
         );
         match pass.await {
             Ok(Pass::Done(result)) => return Ok(result),
-            Ok(Pass::Again) => continue,
+            // A stored id (another writer's, or one the pass did not read): read first now.
+            Ok(Pass::Again) => replays = Replays::ReadFirst,
             Ok(Pass::Exclusive) => locking.systems = SystemLocks::Exclusive,
             // Rows are inserted in id order and locks taken in a fixed order, so a deadlock
             // should not happen; if PostgreSQL still picks this attempt as a victim, nothing of
@@ -222,6 +232,13 @@ async fn attempts(
         }
     }
     Err(WriteError::Contention)
+}
+
+/// What a batch asks for: how its items are answered, and whether the pass writes them.
+#[derive(Debug, Clone, Copy)]
+struct Batch<'a> {
+    mode: Mode,
+    write: Write<'a>,
 }
 
 /// Whether a pass writes what it decided, or only answers (the first failure of a batch).
@@ -313,6 +330,19 @@ fn finish(outcomes: Vec<ItemOutcome>, failure: Option<usize>) -> BatchResult {
     }
 }
 
+/// Whether a pass reads the stored creations of its ids before it decides.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Replays {
+    /// Read first: a retried id is answered from its row, without taking a lock.
+    ReadFirst,
+    /// Decide without reading, for ids expected to be new: a stored id makes the insert skip
+    /// its row ([`inserts::insert_transactions`]), and the batch is decided again, reading
+    /// first. So only answers that the pass stores are given without the read: a pass that
+    /// would answer an item without storing it (an unknown account or an invalid item, which
+    /// store nothing; an atomic batch's failure; a dry run) reads first too.
+    FoundByInsert,
+}
+
 /// How a pass ended.
 enum Pass {
     Done(BatchResult),
@@ -329,9 +359,9 @@ async fn attempt(
     db: &mut Db<'_>,
     items: &[NewTransaction],
     authors: Authors<'_>,
-    mode: Mode,
-    write: Write<'_>,
+    Batch { mode, write }: Batch<'_>,
     locking: Locking,
+    replays: Replays,
     read_back: Option<&mut Vec<(Uuid, StoredCreation)>>,
 ) -> Result<Pass, WriteError> {
     let Locking {
@@ -339,7 +369,10 @@ async fn attempt(
         wait: lock_wait,
     } = locking;
     let ids: Vec<Uuid> = items.iter().map(|i| i.id).collect();
-    let stored = reads::stored_creations(db, &ids).await?;
+    let stored = match replays {
+        Replays::ReadFirst => reads::stored_creations(db, &ids).await?,
+        Replays::FoundByInsert => HashMap::new(),
+    };
     if let Some(read_back) = read_back {
         read_back.extend(stored.iter().map(|(id, s)| (*id, s.clone())));
     }
@@ -381,6 +414,11 @@ async fn attempt(
     }
     let decided = decide_all(&mut ledger, items, &stored, authors, now_micros());
     let failure = failing_item(mode, &decided.outcomes);
+    if replays == Replays::FoundByInsert && !stores_every_answer(&decided.outcomes, failure, write)
+    {
+        tx.rollback().await?;
+        return Ok(Pass::Again);
+    }
     let callers = match write {
         Write::Commit(callers) if failure.is_none() => callers,
         _ => {
@@ -396,6 +434,12 @@ async fn attempt(
         caller::Gate::Committed => Ok(Pass::Done(finish(decided.outcomes, None))),
         caller::Gate::Abandoned => Err(WriteError::CallerGone),
     }
+}
+
+/// Whether the pass will store a row behind every answer it gives: only then can it answer
+/// without having read its ids' stored creations ([`Replays::FoundByInsert`]).
+fn stores_every_answer(outcomes: &[ItemOutcome], failure: Option<usize>, write: Write<'_>) -> bool {
+    failure.is_none() && matches!(write, Write::Commit(_)) && outcomes.iter().all(Result::is_ok)
 }
 
 /// The answer to an item whose id is stored: a replay, or a mismatch.
@@ -473,9 +517,9 @@ async fn write_decided(
     decided: &Decided,
 ) -> Result<bool, WriteError> {
     let rows: Vec<&Rendered> = decided.rows.iter().collect();
-    if !inserts::insert_transactions(db, &rows).await? {
+    let Some(inserted) = inserts::insert_transactions(db, &rows).await? else {
         return Ok(false);
-    }
+    };
     let created = ledger.system_accounts_to_create(&rows);
     for (clearing, currency) in &created {
         // The account is created by (and audited as) the first row that uses it.
@@ -492,7 +536,7 @@ async fn write_decided(
     if !created.is_empty() && !load::still_empty(db, &created, systems).await? {
         return Ok(false);
     }
-    apply::insert_entries(db, &rows).await?;
+    apply::insert_entries(db, &rows, &inserted).await?;
     let open_holds: Vec<&holds::OpenHold> = rows.iter().flat_map(|r| r.holds.iter()).collect();
     holds::insert_open_holds(db.conn(), &open_holds).await?;
     apply::record_for_sets(db.conn(), &ledger.accounts, &rows).await?;
@@ -520,5 +564,26 @@ fn same_id_as(
             outcome.clone(),
         )),
         other => other.clone(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Callers, ItemOutcome, Write, stores_every_answer};
+    use crate::ledger::transactions::ItemError;
+    use crate::ledger::{Created, Outcome};
+
+    fn created() -> ItemOutcome {
+        Ok(Created::First(Outcome::Created { body: "{}".into() }))
+    }
+
+    #[test]
+    fn a_pass_that_did_not_read_answers_only_what_it_stores() {
+        let commit = Write::Commit(Callers::Current);
+        assert!(stores_every_answer(&[created(), created()], None, commit));
+        let unknown = Err(ItemError::UnknownAccounts(vec!["nowhere".into()]));
+        assert!(!stores_every_answer(&[created(), unknown], None, commit));
+        assert!(!stores_every_answer(&[created()], Some(0), commit));
+        assert!(!stores_every_answer(&[created()], None, Write::DryRun));
     }
 }

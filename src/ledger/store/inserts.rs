@@ -5,24 +5,29 @@
 use super::{Db, outcome_column, response_column};
 use crate::db::Engine;
 use crate::ledger::money::Amount;
-use crate::ledger::posting::cross_shard;
+use crate::ledger::posting::cross_shard::{self, TransactionRow};
 use crate::ledger::posting::{NewEntry, Rendered};
 use chrono::{DateTime, Utc};
 use sqlx::PgConnection;
 use uuid::Uuid;
 
 /// All rows in one statement, in id order (so two batches sharing ids wait on each other in
-/// one order, never in a cycle). `false` when a concurrent request took one of the ids (the
+/// one order, never in a cycle). `None` when a concurrent request took one of the ids (the
 /// insert waited for its commit and skipped the row): the caller rolls back and decides again.
+/// Otherwise, on Citus, the rows as the insert returned them, for the cross-shard check of
+/// their entries ([`insert_entry_rows`]); on one PostgreSQL none (the journal trigger checks
+/// each entry against its transaction).
 pub(crate) async fn insert_transactions(
     db: &mut Db<'_>,
     rows: &[&Rendered],
-) -> Result<bool, sqlx::Error> {
+) -> Result<Option<Vec<TransactionRow>>, sqlx::Error> {
     if rows.is_empty() {
-        return Ok(true);
+        return Ok(Some(Vec::new()));
     }
     match db.engine() {
-        Engine::Plain => insert_transactions_plain(db.conn(), rows).await,
+        Engine::Plain => Ok(insert_transactions_plain(db.conn(), rows)
+            .await?
+            .then(Vec::new)),
         Engine::Citus => insert_transactions_citus(db.conn(), rows).await,
     }
 }
@@ -188,10 +193,10 @@ impl<'a> TransactionColumns<'a> {
 async fn insert_transactions_citus(
     conn: &mut PgConnection,
     rows: &[&Rendered],
-) -> Result<bool, sqlx::Error> {
+) -> Result<Option<Vec<TransactionRow>>, sqlx::Error> {
     let mut sorted = rows.to_vec();
     sorted.sort_by_key(|r| r.item_id);
-    let mut inserted = 0;
+    let mut inserted = Vec::with_capacity(rows.len());
     for chunk in sorted.chunks(ROWS_PER_STATEMENT) {
         let mut insert = sqlx::QueryBuilder::new(
             "insert into transactions (id, kind, status, currency, legs, account_ids,
@@ -234,16 +239,18 @@ async fn insert_transactions_citus(
                 .push_bind(r.view.exchange.as_ref().map(|x| x.rate.as_str()))
                 .push_unseparated("::numeric");
         });
-        insert.push(" on conflict (id) do nothing returning id");
+        insert
+            .push(" on conflict (id) do nothing returning id, currency, counter_currency, status");
         // Not kept prepared: the text changes with the row count, and each would evict another.
-        inserted += insert
-            .build_query_scalar::<Uuid>()
-            .persistent(false)
-            .fetch_all(&mut *conn)
-            .await?
-            .len();
+        inserted.extend(
+            insert
+                .build_query_as::<TransactionRow>()
+                .persistent(false)
+                .fetch_all(&mut *conn)
+                .await?,
+        );
     }
-    Ok(inserted == rows.len())
+    Ok((inserted.len() == rows.len()).then_some(inserted))
 }
 
 /// An entry row to insert: its transaction, currency, ledger time and the entry.
@@ -252,10 +259,12 @@ pub(crate) type EntryRow<'a> = (Uuid, &'a str, DateTime<Utc>, &'a NewEntry);
 /// Inserts entries, those of one transaction always in one statement (the journal trigger
 /// checks them as a set). On Citus the rules that span shards are checked right after,
 /// before the caller's COMMIT ([`cross_shard`]): every caller that writes entries goes
-/// through here.
+/// through here. `inserted`: the transaction rows this database transaction inserted, as
+/// [`insert_transactions`] returned them (the check reads only the others).
 pub(crate) async fn insert_entry_rows(
     db: &mut Db<'_>,
     entries: &[EntryRow<'_>],
+    inserted: &[TransactionRow],
 ) -> Result<(), sqlx::Error> {
     if entries.is_empty() {
         return Ok(());
@@ -272,7 +281,7 @@ pub(crate) async fn insert_entry_rows(
             let mut touched: Vec<&str> = entries.iter().map(|e| e.3.account.as_str()).collect();
             touched.sort();
             touched.dedup();
-            cross_shard::check(db.conn(), &written, &touched).await
+            cross_shard::check(db.conn(), &written, &touched, inserted).await
         }
     }
 }
