@@ -61,20 +61,19 @@ pub async fn check(
     )
     .fetch_all(&mut *conn)
     .await?;
-    let mut rows = inserted.to_vec();
     let unread = not_inserted(transactions, inserted);
-    if !unread.is_empty() {
-        rows.extend(
-            sqlx::query_as!(
-                TransactionRow,
-                r#"select id, currency, counter_currency, status from transactions where id = any($1)"#,
-                &unread
-            )
-            .fetch_all(&mut *conn)
-            .await?,
-        );
-    }
-    let Some(refusal) = breach(&sums, &rows) else {
+    let read = if unread.is_empty() {
+        Vec::new()
+    } else {
+        sqlx::query_as!(
+            TransactionRow,
+            r#"select id, currency, counter_currency, status from transactions where id = any($1)"#,
+            &unread
+        )
+        .fetch_all(&mut *conn)
+        .await?
+    };
+    let Some(refusal) = breach(&sums, inserted.iter().chain(&read)) else {
         return Ok(());
     };
     // Raised by the database, so that the error is the trigger's own: a check_violation
@@ -97,7 +96,7 @@ struct EntrySums {
 }
 
 /// A transaction row as the entries must fit it.
-#[derive(Debug, Clone, sqlx::FromRow)]
+#[derive(Debug, sqlx::FromRow)]
 pub struct TransactionRow {
     id: Uuid,
     currency: String,
@@ -129,10 +128,14 @@ impl TransactionRow {
 }
 
 /// The first rule the entries break, as the trigger words it on one node.
-fn breach(sums: &[EntrySums], transactions: &[TransactionRow]) -> Option<&'static str> {
+fn breach<'a>(
+    sums: &[EntrySums],
+    transactions: impl IntoIterator<Item = &'a TransactionRow> + Clone,
+) -> Option<&'static str> {
     let fits = |e: &EntrySums| {
         transactions
-            .iter()
+            .clone()
+            .into_iter()
             .any(|t| t.id == e.transaction_id && t.holds(&e.currency) && t.is_posted())
     };
     if sums.iter().any(|e| !e.balanced) {

@@ -5,7 +5,9 @@
 //!
 //! Order of work (why each step is as it is: `docs/architecture.md`, "The write path"):
 //! 1. ids already stored are answered from their row (replay or mismatch); a batch whose ids
-//!    are all stored is answered without taking a lock;
+//!    are all stored is answered without taking a lock. Group commit on Citus skips this read
+//!    ([`Replays::FoundByInsert`]): step 5's insert finds a stored id, and the pass that
+//!    follows reads first;
 //! 2. the originals of reversals are locked (sorted), then every wallet of the batch
 //!    `FOR UPDATE` in sorted id order and every system account `FOR SHARE` (which excludes a
 //!    concurrent freeze or close but never another writer);
@@ -368,9 +370,11 @@ async fn attempt(
         systems,
         wait: lock_wait,
     } = locking;
-    let ids: Vec<Uuid> = items.iter().map(|i| i.id).collect();
     let stored = match replays {
-        Replays::ReadFirst => reads::stored_creations(db, &ids).await?,
+        Replays::ReadFirst => {
+            let ids: Vec<Uuid> = items.iter().map(|i| i.id).collect();
+            reads::stored_creations(db, &ids).await?
+        }
         Replays::FoundByInsert => HashMap::new(),
     };
     if let Some(read_back) = read_back {
