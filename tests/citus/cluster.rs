@@ -743,7 +743,7 @@ async fn the_cross_shard_check_refuses_each_breach_in_the_transaction_that_wrote
         .execute(&mut *tx)
         .await
         .unwrap_or_else(|e| panic!("{what}: each shard accepts the entries: {e}"));
-        let checked = cross_shard::check(&mut tx, &[transaction], &accounts, &[]).await;
+        let checked = cross_shard::check(&mut tx, &[transaction], &accounts, &[], &[]).await;
         match refusal {
             None => assert!(checked.is_ok(), "{what}: {checked:?}"),
             Some(refusal) => {

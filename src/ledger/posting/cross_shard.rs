@@ -5,7 +5,8 @@
 //! `entries` and sees only that shard (a wallet's chain, an entry against its co-located
 //! account; see migrations/citus/distribute.sql). A transaction's entries are spread over
 //! the shards of its accounts and its row lives on the shard of its id, so three rules are
-//! checked here, by reads planned on the coordinator, which see this transaction's own writes:
+//! checked here, on the rows the inserts returned or by reads planned on the coordinator,
+//! which see this transaction's own writes:
 //! the entries of each transaction sum to zero per currency; all of them were written by
 //! this database transaction (the write path writes a transaction's entries in one
 //! statement); each fits its transaction (exists, posted, in its currency or an exchange's
@@ -15,40 +16,73 @@
 
 use crate::ledger::transactions::TransactionStatus;
 use sqlx::PgConnection;
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 use uuid::Uuid;
 
 /// Refuses the current transaction's entries of `transactions` when they break a rule
-/// that spans shards. Entries' `xid` is the coordinator's (its default is evaluated where the
-/// statement is planned), so "written by this transaction" compares it with the
-/// coordinator's `pg_current_xact_id()`, read first (a statement on the coordinator alone).
-///
-/// The entries are read on the accounts just written (`accounts`), which Citus prunes to
-/// their shards: read by `transaction_id` alone, the query reached all 32 shards of every
-/// group. The write path writes a transaction's entries only there (a new transaction row,
-/// or a pending hold's capture); entries of the same transaction elsewhere could only come
-/// from SQL written by hand on the cluster, which `verify` reports.
-///
-/// Two plain distributed reads, each pushed down to the shards and merged on the
-/// coordinator, and the verdict in [`breach`]: one query joining both tables (they are not
-/// co-located) made Citus run each side as a subplan through intermediate results, the
-/// costliest statement of a transfer group on the coordinator (docs/performance.md, "The
-/// cross-shard check in two reads").
+/// that spans shards.
 ///
 /// `inserted` are transaction rows this database transaction inserted, as the insert's
-/// `RETURNING` gave them back (the posting path's new rows): they are not read again. Only the
-/// others are (a hold's capture writes entries of a transaction inserted before), so the
-/// posting path's check is one read, not two.
+/// `RETURNING` gave them back (the posting path's new rows), and `written` the entries the
+/// entries insert returned. A transaction inserted here has no entries but those: its id was
+/// free until this transaction's insert took it, the write path writes a transaction's
+/// entries only after its row, and a concurrent create of the same id skips its row and
+/// writes nothing. So its rules are judged on the rows the two inserts returned, with no
+/// read at all (entries of that id written by hand on the cluster before it existed are
+/// `verify`'s to report, as any SQL written by hand). The posting path's check sends no
+/// statement (docs/scaling.md, "The cross-shard check from the inserts' rows").
+///
+/// The others (a hold's capture writes entries of a transaction inserted before) are read:
+/// their entries summed on the accounts just written (`accounts`, which Citus prunes to their
+/// shards), and their rows. Entries' `xid` is the coordinator's (its default is evaluated
+/// where the statement is planned), so "written by this transaction" compares it with the
+/// coordinator's `pg_current_xact_id()`, read first (a statement on the coordinator alone).
+/// Two plain distributed reads, each pushed down to the shards and merged on the coordinator,
+/// and the verdict in [`breach`]: one query joining both tables (they are not co-located)
+/// made Citus run each side as a subplan through intermediate results (docs/performance.md,
+/// "The cross-shard check in two reads").
 pub async fn check(
     conn: &mut PgConnection,
     transactions: &[Uuid],
     accounts: &[&str],
     inserted: &[TransactionRow],
+    written: &[WrittenEntry],
 ) -> Result<(), sqlx::Error> {
+    let unread = not_inserted(transactions, inserted);
+    let mut sums = sums_of_written(written, inserted);
+    let mut read = Vec::new();
+    if !unread.is_empty() {
+        sums.extend(read_sums(conn, &unread, accounts).await?);
+        read = sqlx::query_as!(
+            TransactionRow,
+            r#"select id, currency, counter_currency, status from transactions where id = any($1)"#,
+            &unread
+        )
+        .fetch_all(&mut *conn)
+        .await?;
+    }
+    let Some(refusal) = breach(&sums, inserted.iter().chain(&read)) else {
+        return Ok(());
+    };
+    // Raised by the database, so that the error is the trigger's own: a check_violation
+    // that aborts the transaction, mapped by the callers exactly as on one node.
+    sqlx::query("select wallet_ledger_refuse($1)")
+        .bind(refusal)
+        .execute(&mut *conn)
+        .await?;
+    unreachable_refusal(refusal)
+}
+
+/// The stored entries of `transactions` on `accounts`, summed per transaction and currency.
+async fn read_sums(
+    conn: &mut PgConnection,
+    transactions: &[Uuid],
+    accounts: &[&str],
+) -> Result<Vec<EntrySums>, sqlx::Error> {
     let current: String = sqlx::query_scalar!(r#"select pg_current_xact_id()::text as "x!""#)
         .fetch_one(&mut *conn)
         .await?;
-    let sums = sqlx::query_as!(
+    sqlx::query_as!(
         EntrySums,
         r#"select transaction_id as "transaction_id!", currency as "currency!",
                   sum(amount) = 0 as "balanced!",
@@ -60,29 +94,34 @@ pub async fn check(
         current
     )
     .fetch_all(&mut *conn)
-    .await?;
-    let unread = not_inserted(transactions, inserted);
-    let read = if unread.is_empty() {
-        Vec::new()
-    } else {
-        sqlx::query_as!(
-            TransactionRow,
-            r#"select id, currency, counter_currency, status from transactions where id = any($1)"#,
-            &unread
-        )
-        .fetch_all(&mut *conn)
-        .await?
-    };
-    let Some(refusal) = breach(&sums, inserted.iter().chain(&read)) else {
-        return Ok(());
-    };
-    // Raised by the database, so that the error is the trigger's own: a check_violation
-    // that aborts the transaction, mapped by the callers exactly as on one node.
-    sqlx::query("select wallet_ledger_refuse($1)")
-        .bind(refusal)
-        .execute(&mut *conn)
-        .await?;
-    unreachable_refusal(refusal)
+    .await
+}
+
+/// An entry as the entries insert returned it.
+#[derive(Debug, sqlx::FromRow)]
+pub struct WrittenEntry {
+    transaction_id: Uuid,
+    currency: String,
+    amount: i64,
+}
+
+/// The sums of `written` entries whose transaction is among the rows `inserted`, per
+/// transaction and currency: all of that transaction's entries, written by this statement.
+fn sums_of_written(written: &[WrittenEntry], inserted: &[TransactionRow]) -> Vec<EntrySums> {
+    let new: HashSet<Uuid> = inserted.iter().map(|t| t.id).collect();
+    let mut totals: BTreeMap<(Uuid, &str), i128> = BTreeMap::new();
+    for e in written.iter().filter(|e| new.contains(&e.transaction_id)) {
+        *totals.entry((e.transaction_id, &e.currency)).or_default() += i128::from(e.amount);
+    }
+    totals
+        .into_iter()
+        .map(|((transaction_id, currency), total)| EntrySums {
+            transaction_id,
+            currency: currency.to_owned(),
+            balanced: total == 0,
+            this_transaction: true,
+        })
+        .collect()
 }
 
 /// A transaction's entries in one currency, summed over the shards.
@@ -157,7 +196,7 @@ fn unreachable_refusal(refusal: &str) -> Result<(), sqlx::Error> {
 
 #[cfg(test)]
 mod tests {
-    use super::{EntrySums, TransactionRow, breach, not_inserted};
+    use super::{EntrySums, TransactionRow, WrittenEntry, breach, not_inserted, sums_of_written};
     use uuid::Uuid;
 
     fn sums(balanced: bool, this_transaction: bool) -> EntrySums {
@@ -211,5 +250,47 @@ mod tests {
         assert_eq!(not_inserted(&[mine, other], &inserted), vec![other]);
         assert_eq!(not_inserted(&[mine], &inserted), Vec::<Uuid>::new());
         assert_eq!(not_inserted(&[mine, other], &[]), vec![mine, other]);
+    }
+
+    fn written(transaction: u128, currency: &str, amount: i64) -> WrittenEntry {
+        WrittenEntry {
+            transaction_id: Uuid::from_u128(transaction),
+            currency: currency.into(),
+            amount,
+        }
+    }
+
+    #[test]
+    fn entries_of_an_inserted_transaction_are_judged_as_returned() {
+        let inserted = posted("SAR", "posted");
+        let pair = [written(1, "SAR", 5), written(1, "SAR", -5)];
+        assert_eq!(breach(&sums_of_written(&pair, &inserted), &inserted), None);
+        let one_more = [
+            written(1, "SAR", 5),
+            written(1, "SAR", -5),
+            written(1, "SAR", 7),
+        ];
+        let refused = breach(&sums_of_written(&one_more, &inserted), &inserted).unwrap();
+        assert!(refused.starts_with("unbalanced transaction"));
+        let other_currency = [written(1, "USD", 4), written(1, "USD", -4)];
+        let refused = breach(&sums_of_written(&other_currency, &inserted), &inserted).unwrap();
+        assert!(refused.starts_with("entry does not fit"));
+    }
+
+    #[test]
+    fn sums_of_extreme_amounts_do_not_overflow() {
+        let inserted = posted("SAR", "posted");
+        let extremes = [written(1, "SAR", i64::MAX), written(1, "SAR", i64::MAX)];
+        let sums = sums_of_written(&extremes, &inserted);
+        assert_eq!(sums.len(), 1);
+        assert!(!sums[0].balanced);
+    }
+
+    #[test]
+    fn entries_of_transactions_not_inserted_here_are_left_to_the_read() {
+        let inserted = posted("SAR", "posted");
+        let capture = [written(2, "SAR", 5), written(2, "SAR", -5)];
+        assert!(sums_of_written(&capture, &inserted).is_empty());
+        assert!(sums_of_written(&capture, &[]).is_empty());
     }
 }

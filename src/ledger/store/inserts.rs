@@ -5,7 +5,7 @@
 use super::{Db, outcome_column, response_column};
 use crate::db::Engine;
 use crate::ledger::money::Amount;
-use crate::ledger::posting::cross_shard::{self, TransactionRow};
+use crate::ledger::posting::cross_shard::{self, TransactionRow, WrittenEntry};
 use crate::ledger::posting::{NewEntry, Rendered};
 use chrono::{DateTime, Utc};
 use sqlx::PgConnection;
@@ -272,16 +272,17 @@ pub(crate) async fn insert_entry_rows(
     match db.engine() {
         Engine::Plain => insert_entries_plain(db.conn(), entries).await,
         Engine::Citus => {
+            let mut written = Vec::with_capacity(entries.len());
             for chunk in whole_transactions(entries, MAX_PARAMETERS / ENTRY_COLUMNS, |e| e.0) {
-                insert_entries_citus(db.conn(), chunk).await?;
+                written.extend(insert_entries_citus(db.conn(), chunk).await?);
             }
-            let mut written: Vec<Uuid> = entries.iter().map(|e| e.0).collect();
-            written.sort();
-            written.dedup();
+            let mut transactions: Vec<Uuid> = entries.iter().map(|e| e.0).collect();
+            transactions.sort();
+            transactions.dedup();
             let mut touched: Vec<&str> = entries.iter().map(|e| e.3.account.as_str()).collect();
             touched.sort();
             touched.dedup();
-            cross_shard::check(db.conn(), &written, &touched, inserted).await
+            cross_shard::check(db.conn(), &transactions, &touched, inserted, &written).await
         }
     }
 }
@@ -341,10 +342,11 @@ const ENTRY_COLUMNS: usize = 9;
 /// entries on one shard still arrive together, as the shard's trigger requires); the
 /// `insert ... select from unnest` of one PostgreSQL goes through intermediate results on
 /// every shard instead (docs/performance.md, "Where a transfer's time goes on Citus").
+/// Returns the rows as stored, for the cross-shard check.
 async fn insert_entries_citus(
     conn: &mut PgConnection,
     entries: &[EntryRow<'_>],
-) -> Result<(), sqlx::Error> {
+) -> Result<Vec<WrittenEntry>, sqlx::Error> {
     let mut insert = sqlx::QueryBuilder::new(
         "insert into entries (transaction_id, account_id, currency, amount, sequence,
                               balance_after, ledger_time, effective_at, chain_hash) ",
@@ -360,9 +362,13 @@ async fn insert_entries_citus(
             .push_bind(entry.effective_at)
             .push_bind(stored_hash(entry));
     });
+    insert.push(" returning transaction_id, currency, amount");
     // Not kept prepared: the text changes with the row count, and each would evict another.
-    insert.build().persistent(false).execute(conn).await?;
-    Ok(())
+    insert
+        .build_query_as::<WrittenEntry>()
+        .persistent(false)
+        .fetch_all(conn)
+        .await
 }
 
 /// Most parameters one statement binds (PostgreSQL's protocol allows 65,535).
