@@ -505,7 +505,7 @@ async fn sql(app: &TestApp, statement: &str) -> Result<u64, sqlx::Error> {
 }
 
 #[tokio::test]
-async fn the_per_shard_trigger_still_refuses_a_broken_chain_and_a_misfit_entry() {
+async fn the_per_shard_trigger_still_refuses_a_broken_chain_a_misfit_and_a_split() {
     let app = TestApp::new().await;
     let w = wallets_on_both_workers(&app, "c", 1).await;
     app.fund(&w[0], 500).await;
@@ -537,6 +537,37 @@ async fn the_per_shard_trigger_still_refuses_a_broken_chain_and_a_misfit_entry()
     .await
     .unwrap_err();
     assert!(misfit.to_string().contains("does not fit"), "{misfit}");
+    // One entry more of a transaction that has an entry on this shard, in a statement of its
+    // own: a system account on the shard of the wallet that the transfer debited.
+    let transfer = Uuid::new_v4();
+    assert_eq!(
+        app.transfer(transfer, &w[0], &w[1], 10).await.status,
+        StatusCode::CREATED
+    );
+    let shard = shard_of(&app.pool, &w[0]).await;
+    let mut beside = None;
+    for i in 0.. {
+        let id = format!("sys-c-{i}");
+        if shard_of(&app.pool, &id).await == shard {
+            beside = Some(id);
+            break;
+        }
+    }
+    let beside = beside.unwrap();
+    app.create_account(&beside, "SAR", "system").await;
+    let split = sql(
+        &app,
+        &format!(
+            "insert into entries (transaction_id, account_id, currency, amount, ledger_time)
+             values ('{transfer}', '{beside}', 'SAR', 5, now())"
+        ),
+    )
+    .await
+    .unwrap_err();
+    assert!(
+        split.to_string().contains("written in one statement"),
+        "{split}"
+    );
     // Entries stay immutable on the workers.
     let update = sql(&app, "update entries set amount = amount + 1")
         .await
