@@ -38,8 +38,8 @@ declare
     misfit boolean;
     broken boolean;
 begin
-    -- The shard's own rows (a), each entry's account and the entry before it (b): written
-    -- with %1$s for this shard of entries and %2$s for its co-located shard of accounts.
+    -- %1$s is this shard of entries, %2$s its co-located shard of accounts; $1 to $9 are the
+    -- statement's rows, column by column.
     checks := $q$with n as (
             select * from unnest($1::uuid[], $2::text[], $3::text[], $4::bigint[], $5::bigint[],
                                  $6::bigint[], $7::timestamptz[], $8::timestamptz[], $9::bytea[])
