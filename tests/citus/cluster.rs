@@ -19,6 +19,44 @@ async fn shard_of(pool: &PgPool, account: &str) -> i64 {
         .unwrap()
 }
 
+/// The first `count` ids named `{prefix}{i}` whose shard of `accounts` passes `wanted`.
+async fn ids_on_shards(
+    pool: &PgPool,
+    prefix: &str,
+    count: usize,
+    wanted: impl Fn(i64) -> bool,
+) -> Vec<String> {
+    let mut found = Vec::new();
+    for i in 0..10_000 {
+        let id = format!("{prefix}{i}");
+        if wanted(shard_of(pool, &id).await) {
+            found.push(id);
+            if found.len() == count {
+                return found;
+            }
+        }
+    }
+    panic!("no {count} ids named {prefix}* on the shards wanted");
+}
+
+/// One unchained entry written by hand, in a statement of its own.
+async fn insert_entry(
+    app: &TestApp,
+    transaction: Uuid,
+    account: &str,
+    currency: &str,
+    amount: i64,
+) -> Result<u64, sqlx::Error> {
+    sql(
+        app,
+        &format!(
+            "insert into entries (transaction_id, account_id, currency, amount, ledger_time)
+             values ('{transaction}', '{account}', '{currency}', {amount}, now())"
+        ),
+    )
+    .await
+}
+
 /// The port of the worker that holds the shard of `account`.
 async fn worker_of(pool: &PgPool, account: &str) -> i32 {
     let shard = shard_of(pool, account).await;
@@ -526,16 +564,7 @@ async fn the_per_shard_trigger_still_refuses_a_broken_chain_a_misfit_and_a_split
         "{broken}"
     );
     // An unchained entry on a wallet does not fit its account.
-    let misfit = sql(
-        &app,
-        &format!(
-            "insert into entries (transaction_id, account_id, currency, amount, ledger_time)
-             values ('{t}', '{}', 'SAR', 5, now())",
-            w[1]
-        ),
-    )
-    .await
-    .unwrap_err();
+    let misfit = insert_entry(&app, t, &w[1], "SAR", 5).await.unwrap_err();
     assert!(misfit.to_string().contains("does not fit"), "{misfit}");
     // One entry more of a transaction that has an entry on this shard, in a statement of its
     // own: a system account on the shard of the wallet that the transfer debited.
@@ -545,25 +574,13 @@ async fn the_per_shard_trigger_still_refuses_a_broken_chain_a_misfit_and_a_split
         StatusCode::CREATED
     );
     let shard = shard_of(&app.pool, &w[0]).await;
-    let mut beside = None;
-    for i in 0.. {
-        let id = format!("sys-c-{i}");
-        if shard_of(&app.pool, &id).await == shard {
-            beside = Some(id);
-            break;
-        }
-    }
-    let beside = beside.unwrap();
+    let beside = ids_on_shards(&app.pool, "sys-c-", 1, |s| s == shard)
+        .await
+        .remove(0);
     app.create_account(&beside, "SAR", "system").await;
-    let split = sql(
-        &app,
-        &format!(
-            "insert into entries (transaction_id, account_id, currency, amount, ledger_time)
-             values ('{transfer}', '{beside}', 'SAR', 5, now())"
-        ),
-    )
-    .await
-    .unwrap_err();
+    let split = insert_entry(&app, transfer, &beside, "SAR", 5)
+        .await
+        .unwrap_err();
     assert!(
         split.to_string().contains("written in one statement"),
         "{split}"
@@ -594,16 +611,7 @@ async fn verify_finds_entries_that_break_the_rules_across_shards() {
         shard_of(&app.pool, &w[0]).await,
         shard_of(&app.pool, &w[1]).await,
     ];
-    let mut free = Vec::new();
-    for i in 0.. {
-        let id = format!("sys-{i}");
-        if !taken.contains(&shard_of(&app.pool, &id).await) {
-            free.push(id);
-        }
-        if free.len() == 4 {
-            break;
-        }
-    }
+    let free = ids_on_shards(&app.pool, "sys-", 4, |s| !taken.contains(&s)).await;
     let (sys_a, sys_b, sys_usd, sys_usd2) = (&free[0], &free[1], &free[2], &free[3]);
     app.create_account(sys_a, "SAR", "system").await;
     app.create_account(sys_b, "SAR", "system").await;
@@ -613,15 +621,7 @@ async fn verify_finds_entries_that_break_the_rules_across_shards() {
 
     // 1. One more entry of a posted transaction, on a shard that had none of it: unbalanced,
     //    and written by another database transaction.
-    sql(
-        &app,
-        &format!(
-            "insert into entries (transaction_id, account_id, currency, amount, ledger_time)
-             values ('{posted}', '{sys_a}', 'SAR', 7, now())"
-        ),
-    )
-    .await
-    .unwrap();
+    insert_entry(&app, posted, sys_a, "SAR", 7).await.unwrap();
     // 2. A balanced pair for a transaction that does not exist.
     let ghost = Uuid::new_v4();
     sql(
@@ -705,16 +705,7 @@ async fn the_cross_shard_check_refuses_each_breach_in_the_transaction_that_wrote
         shard_of(&app.pool, &w[0]).await,
         shard_of(&app.pool, &w[1]).await,
     ];
-    let mut free = Vec::new();
-    for i in 0.. {
-        let id = format!("sys-{i}");
-        if !taken.contains(&shard_of(&app.pool, &id).await) {
-            free.push(id);
-        }
-        if free.len() == 4 {
-            break;
-        }
-    }
+    let free = ids_on_shards(&app.pool, "sys-", 4, |s| !taken.contains(&s)).await;
     let (a, b, usd, usd2) = (&free[0], &free[1], &free[2], &free[3]);
     app.create_account(a, "SAR", "system").await;
     app.create_account(b, "SAR", "system").await;
