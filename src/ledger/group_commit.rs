@@ -99,6 +99,18 @@ pub const WRITERS_APART: usize = 2;
 pub const BLOCKED_FOR: Duration = Duration::from_secs(5);
 /// Lock timeouts one group meets before its remaining items are all written apart.
 const LOCK_ROUNDS: usize = 3;
+/// The longest an item set apart waits for its rows at a time (see [`longer_wait`]).
+const LONGEST_WAIT_APART: Duration = Duration::from_secs(4);
+
+/// The wait an item set apart takes after its last one ran out: twice as long, at most
+/// [`LONGEST_WAIT_APART`]. A row lock is granted in the order it was asked for, so a wait
+/// that starts again with the same length at the back of a queue longer than that (a hot
+/// wallet whose captures and batches wait for its row as long as it takes) never reaches
+/// the front: the create was answered 503 at its deadline although the row changed hands
+/// many times a second. A doubled wait reaches the front of any queue that moves.
+fn longer_wait(wait: Duration) -> Duration {
+    wait.saturating_mul(2).min(LONGEST_WAIT_APART)
+}
 
 /// The writer behind every single create of the API. Cloning shares it.
 #[derive(Clone)]
@@ -472,15 +484,18 @@ impl Locks {
     /// Writes one job on its own, on one of the connections kept for that, once the rows
     /// it needs are free. It waits for those rows holding no other (a write that waited
     /// holding the rest of its rows would hold up every writer of those), then writes with
-    /// the group's bounded wait, and starts over if a row was taken again meanwhile. It
-    /// stops trying when its caller has given up (answered 503), and its COMMIT happens only
-    /// while the caller still waits (`ledger::caller`): nothing of it is written after a 503.
+    /// a bounded wait, and starts over if a row was taken again meanwhile. Each wait that
+    /// runs out makes the next one longer ([`longer_wait`]), so that it gets through a queue
+    /// of writers of a busy row. It stops trying when its caller has given up (answered
+    /// 503), and its COMMIT happens only while the caller still waits (`ledger::caller`):
+    /// nothing of it is written after a 503.
     fn write_apart(self: Arc<Self>, job: Job) {
         metrics::counter!("wallet_ledger_group_commit_set_apart_total").increment(1);
         tokio::spawn(async move {
             let keys: HashSet<LockKey> = lock_keys(&job.item).into_iter().collect();
             let one = std::slice::from_ref(&job.item);
             let actor = std::slice::from_ref(&job.actor);
+            let mut wait = self.patience;
             loop {
                 if !job.waited_for() {
                     return;
@@ -508,9 +523,10 @@ impl Locks {
                     // A row still locked after a group's lock timeout is held elsewhere (no
                     // group of a writer holds one that long): new items touching it stay out
                     // of the groups until an item written apart gets it.
-                    let held = self.still_held(locked).await;
+                    let held = self.still_held(locked, wait).await;
                     if !held.is_empty() {
                         self.block(&held);
+                        wait = longer_wait(wait);
                         continue;
                     }
                 }
@@ -519,9 +535,13 @@ impl Locks {
                 };
                 let (store, callers) = (&self.store, job.callers());
                 let written =
-                    posting::create_group(store, one, actor, callers, self.group_wait).await;
+                    posting::create_group(store, one, actor, callers, LockWait::Bounded(wait))
+                        .await;
                 let answer = match written {
-                    Err(e) if posting::is_lock_timeout(&e) => continue,
+                    Err(e) if posting::is_lock_timeout(&e) => {
+                        wait = longer_wait(wait);
+                        continue;
+                    }
                     // Answered 503 at its deadline: nothing written, nobody to answer.
                     Err(WriteError::CallerGone) => return,
                     Ok((mut outcomes, read_back)) => {
@@ -542,12 +562,12 @@ impl Locks {
         });
     }
 
-    /// Of `rows`, those still locked after [`Locks::patience`], each waited for on its own
-    /// (a row that only a busy neighbour locked for a moment is not counted).
-    async fn still_held(&self, rows: HashSet<LockKey>) -> HashSet<LockKey> {
+    /// Of `rows`, those still locked after `wait`, each waited for on its own (a row that
+    /// only a busy neighbour locked for a moment is not counted).
+    async fn still_held(&self, rows: HashSet<LockKey>, wait: Duration) -> HashSet<LockKey> {
         let waits = rows.into_iter().map(|key| async move {
             let row = HashSet::from([key.clone()]);
-            (!self.wait_for(&row, self.patience).await).then_some(key)
+            (!self.wait_for(&row, wait).await).then_some(key)
         });
         futures_util::future::join_all(waits)
             .await
@@ -608,6 +628,18 @@ mod tests {
         let later = start + window;
         assert!(named_rows(&mut registry, &keys, later, window).is_empty());
         assert!(registry.is_empty());
+    }
+
+    #[test]
+    fn a_wait_apart_doubles_up_to_its_longest() {
+        let mut wait = Duration::from_millis(500);
+        let mut waits = Vec::new();
+        for _ in 0..5 {
+            wait = longer_wait(wait);
+            waits.push(wait.as_millis());
+        }
+        assert_eq!(waits, [1_000, 2_000, 4_000, 4_000, 4_000]);
+        assert_eq!(longer_wait(Duration::MAX), LONGEST_WAIT_APART);
     }
 
     #[test]
