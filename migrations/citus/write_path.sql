@@ -38,11 +38,18 @@ drop function if exists wallet_state_under_lock(text, text);
 -- as the journal trigger does: plain PostgreSQL statements, which Citus does not plan. They
 -- are prepared once per worker session (Citus keeps its connections to the workers), named
 -- after the shard and a hash of their text, so that a changed text is prepared afresh.
+-- They are planned once too: left to choose, PostgreSQL planned them anew on every call (its
+-- generic estimate of `id = any($1)` exceeds the custom plan of a group's few ids), a fifth
+-- of the function's time. A generic plan is made on the session's first calls and kept, so
+-- the function also turns sequential scans off: a plan made while the shard was nearly empty
+-- would otherwise scan it whole for the session's life (docs/performance.md, "A sequential
+-- scan in the first statement of every group"; tests/citus/cluster.rs checks the plans).
 create or replace function accounts_locked_in_shard(account text, accounts text[],
                                                     exclusive_systems boolean, wait boolean,
                                                     statement uuid)
     returns jsonb
     language plpgsql volatile
+    set plan_cache_mode to 'force_generic_plan' set enable_seqscan to 'off'
 as $fn$
 declare
     shard bigint := get_shard_id_for_distribution_column('accounts', account);

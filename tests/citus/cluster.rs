@@ -432,6 +432,71 @@ async fn locked_at_once(
     .await
 }
 
+/// `accounts_locked_in_shard` plans its statements once per worker session (a generic plan):
+/// one made while the shard was nearly empty must still find rows by index once the shard
+/// holds thousands, before any `ANALYZE` (the trap of docs/performance.md, "A sequential
+/// scan in the first statement of every group": a sequential scan costed for a few rows,
+/// kept for the session).
+#[tokio::test]
+async fn the_lock_functions_plans_made_on_an_empty_shard_stay_on_its_indexes() {
+    let app = TestApp::new().await;
+    let w = wallets_on_both_workers(&app, "p", 1).await;
+    let cluster = super::backend::cluster().await;
+    let port = worker_of(&app.pool, &w[0]).await as u16;
+    let mut worker = sqlx::PgConnection::connect(&cluster.url(port, &app.database))
+        .await
+        .unwrap();
+    let lock_and_read = format!(
+        "select accounts_locked_in_shard('{0}', array['{0}'], false, true, gen_random_uuid())",
+        w[0]
+    );
+    for _ in 0..8 {
+        sql_on(&mut worker, &lock_and_read).await;
+    }
+    sql(
+        &app,
+        "insert into accounts
+             (id, currency, type, creation_request, creation_response, created_at, updated_at)
+         select 'p-grown-' || g, 'SAR', 'wallet', '{}', '', now(), now()
+         from generate_series(1, 20000) g",
+    )
+    .await
+    .unwrap();
+    sql_on(&mut worker, &lock_and_read).await;
+    let prepared: Vec<String> = sqlx::query_scalar(
+        "select name from pg_prepared_statements where name like 'wallet_ledger_%' order by name",
+    )
+    .fetch_all(&mut worker)
+    .await
+    .unwrap();
+    assert_eq!(prepared.len(), 2, "{prepared:?}");
+    sql_on(&mut worker, "set plan_cache_mode = force_generic_plan").await;
+    for name in prepared {
+        let arguments = if name.starts_with("wallet_ledger_locks_") {
+            format!("array['{}'], false", w[0])
+        } else {
+            format!("array['{}']", w[0])
+        };
+        let plan: Vec<String> = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
+            "explain execute {name}({arguments})"
+        )))
+        .fetch_all(&mut worker)
+        .await
+        .unwrap();
+        let plan = plan.join("\n");
+        assert!(!plan.contains("Seq Scan"), "{name}:\n{plan}");
+    }
+    app.finish().await;
+}
+
+/// Runs `statement` on a connection of the test's own (a worker's), asserting it succeeds.
+async fn sql_on(conn: &mut sqlx::PgConnection, statement: &str) {
+    sqlx::query(sqlx::AssertSqlSafe(statement.to_owned()))
+        .execute(conn)
+        .await
+        .unwrap_or_else(|e| panic!("{statement}: {e}"));
+}
+
 #[tokio::test]
 async fn a_retry_that_names_a_wallet_on_the_other_worker_is_a_mismatch() {
     let app = TestApp::new().await;
