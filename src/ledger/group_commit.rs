@@ -99,7 +99,8 @@ pub const WRITERS_APART: usize = 2;
 pub const BLOCKED_FOR: Duration = Duration::from_secs(5);
 /// Lock timeouts one group meets before its remaining items are all written apart.
 const LOCK_ROUNDS: usize = 3;
-/// The longest an item set apart waits for its rows at a time (see [`longer_wait`]).
+/// The longest an item set apart waits for its rows at a time (see [`longer_wait`]), and so
+/// the longest its write may keep its other rows locked while it waits for a busy one.
 const LONGEST_WAIT_APART: Duration = Duration::from_secs(4);
 
 /// The wait an item set apart takes after its last one ran out: twice as long, at most
