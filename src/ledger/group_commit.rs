@@ -391,8 +391,9 @@ struct Locks {
     /// busy, told apart by the items set apart within twice the lock timeout.
     suspected: Mutex<HashMap<LockKey, Instant>>,
     writers_apart: Arc<Semaphore>,
-    /// How long an item set apart waits for a locked row before it counts as held elsewhere:
-    /// the group lock timeout.
+    /// How long an item set apart first waits for a locked row before it counts as held
+    /// elsewhere: the group lock timeout. Each wait after one that ran out is longer
+    /// ([`longer_wait`]).
     patience: Duration,
     /// Items set apart that wait for a held row, each on a connection of its own.
     waiters_apart: Arc<Semaphore>,
@@ -521,9 +522,10 @@ impl Locks {
                             Err(_) => return,
                         }
                     };
-                    // A row still locked after a group's lock timeout is held elsewhere (no
-                    // group of a writer holds one that long): new items touching it stay out
-                    // of the groups until an item written apart gets it.
+                    // A row still locked after a wait at least as long as a group's lock
+                    // timeout is held elsewhere (no group of a writer holds one that long):
+                    // new items touching it stay out of the groups until an item written
+                    // apart gets it.
                     let held = self.still_held(locked, wait).await;
                     if !held.is_empty() {
                         self.block(&held);
