@@ -261,8 +261,14 @@ async fn commit(store: &Store, group: Vec<Job>, replays: &ReplayCache, locks: &A
             .map(|j| (j.item.clone(), j.actor.clone()))
             .unzip();
         let callers = callers_of(&group);
-        let result =
-            posting::create_group(store, &items, &actors, &callers, locks.group_wait).await;
+        let result = posting::create_group(
+            store,
+            &items,
+            &actors,
+            &callers,
+            LockWait::Bounded(locks.lock_timeout),
+        )
+        .await;
         match result {
             // A caller gave up before the COMMIT: nothing was written; the rest go again.
             Err(WriteError::CallerGone) => group.retain(Job::waited_for),
@@ -384,17 +390,16 @@ fn split(keys: &HashSet<LockKey>) -> (Vec<String>, Vec<Uuid>) {
 struct Locks {
     store: Store,
     replays: Arc<ReplayCache>,
-    group_wait: LockWait,
     /// Rows found held elsewhere, and when.
     blocked: Mutex<HashMap<LockKey, Instant>>,
     /// Rows found locked when a group met its lock timeout, and when: held elsewhere or only
     /// busy, told apart by the items set apart within twice the lock timeout.
     suspected: Mutex<HashMap<LockKey, Instant>>,
     writers_apart: Arc<Semaphore>,
-    /// How long an item set apart first waits for a locked row before it counts as held
-    /// elsewhere: the group lock timeout. Each wait after one that ran out is longer
-    /// ([`longer_wait`]).
-    patience: Duration,
+    /// How long a group waits for a row lock, and an item set apart first waits for a locked
+    /// row before it counts as held elsewhere. Each wait apart after one that ran out is
+    /// longer ([`longer_wait`]).
+    lock_timeout: Duration,
     /// Items set apart that wait for a held row, each on a connection of its own.
     waiters_apart: Arc<Semaphore>,
 }
@@ -404,11 +409,10 @@ impl Locks {
         Locks {
             store,
             replays,
-            group_wait: LockWait::Bounded(Duration::from_millis(config.lock_timeout_ms)),
             blocked: Mutex::new(HashMap::new()),
             suspected: Mutex::new(HashMap::new()),
             writers_apart: Arc::new(Semaphore::new(WRITERS_APART)),
-            patience: Duration::from_millis(config.lock_timeout_ms),
+            lock_timeout: Duration::from_millis(config.lock_timeout_ms),
             waiters_apart: Arc::new(Semaphore::new(WRITERS_APART)),
         }
     }
@@ -423,7 +427,7 @@ impl Locks {
             return true;
         }
         let mut suspected = lock(&self.suspected);
-        !named_rows(&mut suspected, &keys, Instant::now(), self.patience * 2).is_empty()
+        !named_rows(&mut suspected, &keys, Instant::now(), self.lock_timeout * 2).is_empty()
     }
 
     fn suspect(&self, rows: &HashSet<LockKey>) {
@@ -497,7 +501,7 @@ impl Locks {
             let keys: HashSet<LockKey> = lock_keys(&job.item).into_iter().collect();
             let one = std::slice::from_ref(&job.item);
             let actor = std::slice::from_ref(&job.actor);
-            let mut wait = self.patience;
+            let mut wait = self.lock_timeout;
             loop {
                 if !job.waited_for() {
                     return;

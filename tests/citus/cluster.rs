@@ -360,15 +360,9 @@ async fn accounts_locked_at_once_are_read_after_their_lock_or_refused_at_once_wh
     let app = TestApp::new().await;
     let mut w = wallets_on_both_workers(&app, "n", 1).await;
     let shard = shard_of(&app.pool, &w[0]).await;
-    let mut i = 0;
-    let mate = loop {
-        let id = format!("n-mate{i}");
-        if shard_of(&app.pool, &id).await == shard {
-            break id;
-        }
-        i += 1;
-        assert!(i < 10_000, "no id on the shard of {}", w[0]);
-    };
+    let mate = ids_on_shards(&app.pool, "n-mate", 1, |s| s == shard)
+        .await
+        .remove(0);
     app.create_wallet(&mate).await;
     w.push(mate);
     app.fund(&w[0], 1_000).await;
