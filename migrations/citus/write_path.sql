@@ -1,5 +1,6 @@
 -- Functions the write path calls on Citus, applied by `migrate` on a coordinator on every run
--- after migrations/citus/journal.sql (src/db/citus.rs), in the distribution's transaction.
+-- after migrations/citus/journal.sql and the distribution (src/db/citus.rs), in the
+-- distribution's transaction (two of them are distributed with the tables they write).
 -- Citus propagates a function created on the coordinator to every node, and to a node added
 -- later; `create or replace` replaces the body everywhere. docs/scaling.md, "Locks taken at
 -- once", says why they exist and what they cost.
@@ -117,3 +118,140 @@ begin
     execute format('execute %s(%L)', prepared, accounts) into locked;
     return locked;
 end $fn$;
+
+-- Rows written one call per shard: what the write path sends instead of one multi-row
+-- `insert ... values` when a statement's rows are many per shard (a consumer batch, a large
+-- batch of creates; src/ledger/store/inserts.rs decides). Citus writes each row of a
+-- multi-row insert out again as SQL text for its shard, on the coordinator: a consumer
+-- batch's largest cost there (docs/performance.md, "Rows written one call per shard"). A
+-- call of these functions carries its shard's rows as arrays, and Citus delegates it whole
+-- to the shard's worker (`create_distributed_function` with the first argument as the
+-- distribution argument and `force_delegation`, so it is delegated inside a transaction
+-- block too, as a write of the coordinated transaction: two-phase commit when it spans
+-- workers, and a worker's error raised with its own SQLSTATE).
+--
+-- On the worker they insert into the shard's relation by name, as accounts_locked_in_shard
+-- reads it, so what Citus would do for a write of the distributed table they do themselves:
+-- - Values Citus evaluates on the coordinator come as arguments: the identities (`entries.id`,
+--   `transactions.seq`, from the coordinator's sequences, whose order they keep; a worker's
+--   own sequence hands out another range) and the entries' `xid` (the coordinator's, which
+--   the checkpoints order by). A shard has no column defaults.
+-- - shard_written_here: every row must belong to the called shard (the caller grouped them by
+--   shard in an earlier statement), and the shard must still be placed on this node, checked under the shard's
+--   metadata lock that a Citus writer takes (share) and a shard move takes (exclusive) before
+--   it switches placements: a call that arrives after a move finished is refused rather than
+--   written into the placement left behind. Citus lets only a table's owner take that lock,
+--   and the service runs as another role (docs/operations.md, "Database roles"), so this
+--   check runs with its owner's rights (`security definer`); it takes nothing but the lock.
+create or replace function shard_written_here(tbl regclass, anchor anyelement, keys anyarray)
+    returns bigint
+    language plpgsql volatile security definer
+    set search_path = pg_catalog, public
+as $fn$
+declare
+    shard bigint := get_shard_id_for_distribution_column(tbl, anchor);
+begin
+    perform lock_shard_metadata(5, array[shard]); -- ShareLock
+    if exists (select 1 from unnest(keys) k
+               where get_shard_id_for_distribution_column(tbl, k) <> shard) then
+        raise exception 'rows sent to shard % belong to another shard', shard
+            using errcode = 'XX000';
+    end if;
+    if not exists (select 1 from pg_dist_placement p, pg_dist_local_group g
+                   where p.shardid = shard and p.groupid = g.groupid) then
+        raise exception 'shard % is no longer placed on this node', shard
+            using errcode = '40001', hint = 'a shard move finished; write again';
+    end if;
+    return shard;
+end $fn$;
+
+-- entries_written_in_shard: the entries of `account`'s shard of entries, inserted in the
+-- given order, in one statement (the shard's journal trigger checks them as a set). Returns
+-- the number of rows written.
+create or replace function entries_written_in_shard(
+    account text, xid text, ids bigint[], transaction_ids uuid[], accounts text[],
+    currencies text[], amounts bigint[], sequences bigint[], balances bigint[],
+    ledger_times timestamptz[], effective_ats timestamptz[], chain_hashes bytea[])
+    returns integer
+    language plpgsql volatile
+as $fn$
+declare
+    shard bigint := shard_written_here('entries', account, accounts);
+    written integer;
+begin
+    execute format(
+        'insert into public.entries_%s (id, transaction_id, account_id, currency, amount,
+                                        sequence, balance_after, ledger_time, xid,
+                                        effective_at, chain_hash)
+         overriding system value
+         select id, transaction_id, account, currency, amount, sequence, balance_after,
+                ledger_time, $1::xid8, effective_at, chain_hash
+         from unnest($2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
+              with ordinality as e(id, transaction_id, account, currency, amount, sequence,
+                                   balance_after, ledger_time, effective_at, chain_hash, n)
+         order by n', shard)
+        using xid, ids, transaction_ids, accounts, currencies, amounts, sequences, balances,
+              ledger_times, effective_ats, chain_hashes;
+    get diagnostics written = row_count;
+    return written;
+end $fn$;
+select create_distributed_function(
+    'entries_written_in_shard(text, text, bigint[], uuid[], text[], text[], bigint[], bigint[],
+                              bigint[], timestamptz[], timestamptz[], bytea[])',
+    'account', colocate_with := 'entries', force_delegation := true);
+
+-- transactions_written_in_shard: the transactions of `id`'s shard, inserted in id order with
+-- `on conflict (id) do nothing`, as the multi-row insert does. Returns the rows inserted as
+-- a jsonb array of {id, currency, counter_currency, status}: what the cross-shard check
+-- judges.
+create or replace function transactions_written_in_shard(
+    id uuid, seqs bigint[], ids uuid[], kinds text[], statuses text[], currencies text[],
+    legs text[], account_ids text[], external_refs text[], metadata text[],
+    refusal_codes text[], refusal_details text[], requests text[], creation_outcomes text[],
+    bodies text[], created timestamptz[], posted timestamptz[], expires timestamptz[],
+    reverses uuid[], reversed bigint[], effective_ats timestamptz[],
+    counter_currencies text[], exchange_rates text[])
+    returns jsonb
+    language plpgsql volatile
+as $fn$
+declare
+    shard bigint := shard_written_here('transactions', id, ids);
+    inserted jsonb;
+begin
+    execute format(
+        'with inserted as (
+             insert into public.transactions_%s (
+                 seq, id, kind, status, currency, legs, account_ids, external_ref, metadata,
+                 refusal_code, refusal_detail, creation_request, creation_outcome,
+                 creation_response, created_at, posted_at, updated_at, expires_at, reverses,
+                 reversed_amount, effective_at, counter_currency, exchange_rate, metadata_salt)
+             overriding system value
+             select seq, id, kind, status, currency, legs::jsonb,
+                    string_to_array(account_ids, '',''), external_ref, metadata::jsonb,
+                    refusal_code, refusal_detail, request::jsonb, creation_outcome, body,
+                    created_at, posted_at, created_at, expires_at, reverses, reversed_amount,
+                    effective_at, counter_currency, exchange_rate::numeric,
+                    uuid_send(gen_random_uuid())
+             from unnest($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15,
+                         $16, $17, $18, $19, $20, $21, $22)
+                  as r(seq, id, kind, status, currency, legs, account_ids, external_ref,
+                       metadata, refusal_code, refusal_detail, request, creation_outcome,
+                       body, created_at, posted_at, expires_at, reverses, reversed_amount,
+                       effective_at, counter_currency, exchange_rate)
+             order by id
+             on conflict (id) do nothing
+             returning id, currency, counter_currency, status)
+         select coalesce(jsonb_agg(to_jsonb(inserted)), ''[]'') from inserted', shard)
+        into inserted
+        using seqs, ids, kinds, statuses, currencies, legs, account_ids, external_refs,
+              metadata, refusal_codes, refusal_details, requests, creation_outcomes, bodies,
+              created, posted, expires, reverses, reversed, effective_ats, counter_currencies,
+              exchange_rates;
+    return inserted;
+end $fn$;
+select create_distributed_function(
+    'transactions_written_in_shard(uuid, bigint[], uuid[], text[], text[], text[], text[],
+                                   text[], text[], text[], text[], text[], text[], text[],
+                                   text[], timestamptz[], timestamptz[], timestamptz[], uuid[],
+                                   bigint[], timestamptz[], text[], text[])',
+    'id', colocate_with := 'transactions', force_delegation := true);

@@ -104,16 +104,9 @@ pub async fn distribute(pool: &PgPool) -> anyhow::Result<Distribution> {
         .execute(&mut *tx)
         .await
         .context("the journal trigger on Citus (migrations/citus/journal.sql)")?;
-    sqlx::raw_sql(sqlx::AssertSqlSafe(WRITE_PATH))
-        .execute(&mut *tx)
-        .await
-        .context("the write path's functions on Citus (migrations/citus/write_path.sql)")?;
-    match count {
-        0 => {}
-        n if n == DISTRIBUTED.len() as i64 => {
-            tx.commit().await?;
-            return Ok(Distribution::AlreadyDone);
-        }
+    let distribution = match count {
+        0 => Distribution::Done,
+        n if n == DISTRIBUTED.len() as i64 => Distribution::AlreadyDone,
         n => {
             return Err(anyhow!(
                 "{n} of the {} ledger tables are distributed by Citus, not all or none: \
@@ -121,13 +114,20 @@ pub async fn distribute(pool: &PgPool) -> anyhow::Result<Distribution> {
                 DISTRIBUTED.len()
             ));
         }
+    };
+    if distribution == Distribution::Done {
+        sqlx::raw_sql(sqlx::AssertSqlSafe(DISTRIBUTE))
+            .execute(&mut *tx)
+            .await
+            .context("distributing the tables (migrations/citus/distribute.sql)")?;
     }
-    sqlx::raw_sql(sqlx::AssertSqlSafe(DISTRIBUTE))
+    // After the distribution: some of its functions are distributed with the tables.
+    sqlx::raw_sql(sqlx::AssertSqlSafe(WRITE_PATH))
         .execute(&mut *tx)
         .await
-        .context("distributing the tables (migrations/citus/distribute.sql)")?;
+        .context("the write path's functions on Citus (migrations/citus/write_path.sql)")?;
     tx.commit().await?;
-    Ok(Distribution::Done)
+    Ok(distribution)
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

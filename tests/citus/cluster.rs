@@ -990,3 +990,73 @@ async fn identical_batches_whose_ids_span_both_workers_make_each_once() {
     assert!(findings.is_empty(), "{findings:?}");
     Arc::into_inner(app).unwrap().finish().await;
 }
+
+/// `count` fresh transaction ids, half on each of two shards of `transactions`.
+async fn transaction_ids_on_two_shards(pool: &PgPool, count: usize) -> Vec<Uuid> {
+    let (ids, shards): (Vec<Uuid>, Vec<i64>) = sqlx::query_as::<_, (Uuid, i64)>(
+        "select id, get_shard_id_for_distribution_column('transactions', id)
+         from (select gen_random_uuid() as id from generate_series(1, 20000)) candidates",
+    )
+    .fetch_all(pool)
+    .await
+    .unwrap()
+    .into_iter()
+    .unzip();
+    let two: BTreeSet<i64> = shards.iter().take(2).copied().collect();
+    assert_eq!(two.len(), 2, "two shards among the first candidates");
+    let mut picked: std::collections::BTreeMap<i64, Vec<Uuid>> = Default::default();
+    for (id, shard) in ids.into_iter().zip(shards) {
+        let on_shard = picked.entry(shard).or_default();
+        if two.contains(&shard) && on_shard.len() < count / 2 {
+            on_shard.push(id);
+        }
+    }
+    let picked: Vec<Uuid> = picked.into_values().flatten().collect();
+    assert_eq!(picked.len(), count, "{count} ids on two shards");
+    picked
+}
+
+/// A batch whose rows are many per shard (64 transfers between two wallets on the two
+/// workers, their ids on two shards) is written one call per shard (store/per_shard.rs): the
+/// same answers, balances, entries and `verify` as the multi-row insert gives, and the same
+/// batch again replays every item (the calls' `on conflict` skips stored ids, and the write
+/// path decides again).
+#[tokio::test]
+async fn a_batch_of_many_rows_per_shard_is_written_one_call_per_shard() {
+    let app = TestApp::unlimited().await;
+    let w = wallets_on_both_workers(&app, "ps", 1).await;
+    app.fund(&w[0], 100_000).await;
+    let ids = transaction_ids_on_two_shards(&app.pool, 64).await;
+    let items: Vec<serde_json::Value> = (ids.iter().enumerate())
+        .map(|(i, id)| {
+            serde_json::json!({"id": id, "metadata": {"n": i}, "entries": [
+                {"account": &w[0], "amount": -10},
+                {"account": &w[1], "amount": 10},
+            ]})
+        })
+        .collect();
+    let body = serde_json::json!({"mode": "independent", "items": items});
+    for (round, status, replayed) in [(1, 201, false), (2, 200, true)] {
+        let r = app.post("/v1/transactions/batch", &body).await;
+        assert_eq!(r.status, StatusCode::OK, "round {round}: {}", r.text);
+        for (i, result) in r.body["results"].as_array().unwrap().iter().enumerate() {
+            assert_eq!(
+                result["status"], status,
+                "round {round}, item {i}: {result}"
+            );
+            assert_eq!(result["replayed"].as_bool().unwrap_or(false), replayed);
+            assert_eq!(
+                result["body"]["metadata"]["n"], i,
+                "round {round}: {result}"
+            );
+        }
+    }
+    for id in &ids {
+        assert_eq!(app.entries_of(*id).await, 2);
+    }
+    assert_eq!(app.posted_balance(&w[0]).await, 100_000 - 640);
+    assert_eq!(app.posted_balance(&w[1]).await, 640);
+    let findings = verify(&app).await;
+    assert!(findings.is_empty(), "{findings:?}");
+    app.finish().await;
+}

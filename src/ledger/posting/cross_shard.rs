@@ -105,6 +105,19 @@ pub struct WrittenEntry {
     amount: i64,
 }
 
+impl WrittenEntry {
+    /// An entry as written by an insert that returns no rows (one call per shard writes
+    /// every row it is given, or fails).
+    pub fn new(transaction_id: Uuid, currency: &str, amount: i64) -> WrittenEntry {
+        let currency = currency.to_owned();
+        WrittenEntry {
+            transaction_id,
+            currency,
+            amount,
+        }
+    }
+}
+
 /// The sums of `written` entries whose transaction is among the rows `inserted`, per
 /// transaction and currency: all of that transaction's entries, written by this statement.
 fn sums_of_written(written: &[WrittenEntry], inserted: &[TransactionRow]) -> Vec<EntrySums> {
@@ -135,7 +148,7 @@ struct EntrySums {
 }
 
 /// A transaction row as the entries must fit it.
-#[derive(Debug, sqlx::FromRow)]
+#[derive(Debug, sqlx::FromRow, serde::Deserialize)]
 pub struct TransactionRow {
     id: Uuid,
     currency: String,

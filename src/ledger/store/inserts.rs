@@ -1,6 +1,7 @@
 //! The write path's inserts whose statement differs by engine: one set-based statement on
-//! PostgreSQL; on Citus one multi-row `insert ... values` that Citus routes row by row, and
-//! the journal rules that span shards checked before COMMIT.
+//! PostgreSQL; on Citus one multi-row `insert ... values` that Citus routes row by row (or,
+//! when the rows are many per shard, one call per shard: [`super::per_shard`]), and the
+//! journal rules that span shards checked before COMMIT.
 
 use super::{Db, outcome_column, response_column};
 use crate::db::Engine;
@@ -89,32 +90,32 @@ async fn insert_transactions_plain(
 
 /// The columns of [`insert_transactions_plain`], one array per column (the rows travel as
 /// arrays, unnested in SQL).
-struct TransactionColumns<'a> {
-    ids: Vec<Uuid>,
-    kinds: Vec<&'a str>,
-    statuses: Vec<&'a str>,
-    currencies: Vec<&'a str>,
-    legs: Vec<String>,
-    account_ids: Vec<String>,
-    external_refs: Vec<Option<&'a str>>,
-    metadata: Vec<String>,
-    refusal_codes: Vec<Option<&'a str>>,
-    refusal_details: Vec<Option<&'a str>>,
-    requests: Vec<&'a str>,
-    creation_outcomes: Vec<&'static str>,
-    bodies: Vec<Option<&'a str>>,
-    created: Vec<DateTime<Utc>>,
-    posted: Vec<Option<DateTime<Utc>>>,
-    expires: Vec<Option<DateTime<Utc>>>,
-    reverses: Vec<Option<Uuid>>,
-    reversed: Vec<Option<i64>>,
-    backdated: Vec<Option<DateTime<Utc>>>,
-    counter_currencies: Vec<Option<&'a str>>,
-    exchange_rates: Vec<Option<&'a str>>,
+pub(crate) struct TransactionColumns<'a> {
+    pub(crate) ids: Vec<Uuid>,
+    pub(crate) kinds: Vec<&'a str>,
+    pub(crate) statuses: Vec<&'a str>,
+    pub(crate) currencies: Vec<&'a str>,
+    pub(crate) legs: Vec<String>,
+    pub(crate) account_ids: Vec<String>,
+    pub(crate) external_refs: Vec<Option<&'a str>>,
+    pub(crate) metadata: Vec<String>,
+    pub(crate) refusal_codes: Vec<Option<&'a str>>,
+    pub(crate) refusal_details: Vec<Option<&'a str>>,
+    pub(crate) requests: Vec<&'a str>,
+    pub(crate) creation_outcomes: Vec<&'static str>,
+    pub(crate) bodies: Vec<Option<&'a str>>,
+    pub(crate) created: Vec<DateTime<Utc>>,
+    pub(crate) posted: Vec<Option<DateTime<Utc>>>,
+    pub(crate) expires: Vec<Option<DateTime<Utc>>>,
+    pub(crate) reverses: Vec<Option<Uuid>>,
+    pub(crate) reversed: Vec<Option<i64>>,
+    pub(crate) backdated: Vec<Option<DateTime<Utc>>>,
+    pub(crate) counter_currencies: Vec<Option<&'a str>>,
+    pub(crate) exchange_rates: Vec<Option<&'a str>>,
 }
 
 impl<'a> TransactionColumns<'a> {
-    fn of(rows: &[&'a Rendered]) -> TransactionColumns<'a> {
+    pub(crate) fn of(rows: &[&'a Rendered]) -> TransactionColumns<'a> {
         let ids: Vec<Uuid> = rows.iter().map(|r| r.item_id).collect();
         let kinds: Vec<&str> = rows.iter().map(|r| r.kind.as_str()).collect();
         let statuses: Vec<&str> = rows.iter().map(|r| r.status.as_str()).collect();
@@ -182,21 +183,37 @@ impl<'a> TransactionColumns<'a> {
     }
 }
 
-/// [`insert_transactions`] on Citus: one multi-row `insert ... values`, rows in id order.
-/// Citus routes each row to its shard by the bound id and sends each shard its rows as one
-/// statement; the one-statement `insert ... select from unnest ... on conflict` of one
-/// PostgreSQL is not pushed down and goes through intermediate results on every shard it
-/// reaches, the costliest single statement of a group (docs/performance.md, "Where a
-/// transfer's time goes on Citus"). Shards on different workers are written in parallel, so
-/// two groups that share ids on two workers can wait on each other: Citus's deadlock
-/// detection cancels one (40P01), which the write path decides again, as after any deadlock.
+/// [`insert_transactions`] on Citus: one call per shard when that pays
+/// ([`super::per_shard`]), else [`insert_transactions_values`]. Rows in id order either way.
 async fn insert_transactions_citus(
     conn: &mut PgConnection,
     rows: &[&Rendered],
 ) -> Result<Option<Vec<TransactionRow>>, sqlx::Error> {
     let mut sorted = rows.to_vec();
     sorted.sort_by_key(|r| r.item_id);
-    let mut inserted = Vec::with_capacity(rows.len());
+    let ids: Vec<Uuid> = sorted.iter().map(|r| r.item_id).collect();
+    let inserted =
+        match super::per_shard::shards_if_paying(&mut *conn, "transactions", &ids).await? {
+            Some(shards) => super::per_shard::insert_transactions(conn, &sorted, &shards).await?,
+            None => insert_transactions_values(conn, &sorted).await?,
+        };
+    Ok((inserted.len() == rows.len()).then_some(inserted))
+}
+
+/// Transactions on Citus as one multi-row `insert ... values` (in statements of at most
+/// [`ROWS_PER_STATEMENT`] rows): the rows inserted. Citus routes each row to its shard by
+/// the bound id and sends each shard its rows as one statement; the one-statement
+/// `insert ... select from unnest ... on conflict` of one PostgreSQL is not pushed down and
+/// goes through intermediate results on every shard it reaches, the costliest single
+/// statement of a group (docs/performance.md, "Where a transfer's time goes on Citus").
+/// Shards on different workers are written in parallel, so two groups that share ids on two
+/// workers can wait on each other: Citus's deadlock detection cancels one (40P01), which the
+/// write path decides again, as after any deadlock.
+async fn insert_transactions_values(
+    conn: &mut PgConnection,
+    sorted: &[&Rendered],
+) -> Result<Vec<TransactionRow>, sqlx::Error> {
+    let mut inserted = Vec::with_capacity(sorted.len());
     for chunk in sorted.chunks(ROWS_PER_STATEMENT) {
         let mut insert = sqlx::QueryBuilder::new(
             "insert into transactions (id, kind, status, currency, legs, account_ids,
@@ -250,14 +267,15 @@ async fn insert_transactions_citus(
                 .await?,
         );
     }
-    Ok((inserted.len() == rows.len()).then_some(inserted))
+    Ok(inserted)
 }
 
 /// An entry row to insert: its transaction, currency, ledger time and the entry.
 pub(crate) type EntryRow<'a> = (Uuid, &'a str, DateTime<Utc>, &'a NewEntry);
 
 /// Inserts entries, those of one transaction always in one statement (the journal trigger
-/// checks them as a set). On Citus the rules that span shards are checked right after,
+/// checks them as a set; on Citus, in one statement per shard, as the shard's trigger checks
+/// them). On Citus the rules that span shards are checked right after,
 /// before the caller's COMMIT ([`cross_shard`]): every caller that writes entries goes
 /// through here. `inserted`: the transaction rows this database transaction inserted, as
 /// [`insert_transactions`] returned them (the check reads only the others).
@@ -272,10 +290,7 @@ pub(crate) async fn insert_entry_rows(
     match db.engine() {
         Engine::Plain => insert_entries_plain(db.conn(), entries).await,
         Engine::Citus => {
-            let mut written = Vec::with_capacity(entries.len());
-            for chunk in whole_transactions(entries, MAX_PARAMETERS / ENTRY_COLUMNS, |e| e.0) {
-                written.extend(insert_entries_citus(db.conn(), chunk).await?);
-            }
+            let written = insert_entries_citus(db.conn(), entries).await?;
             let mut transactions: Vec<Uuid> = entries.iter().map(|e| e.0).collect();
             transactions.sort();
             transactions.dedup();
@@ -330,20 +345,39 @@ async fn insert_entries_plain(
 }
 
 /// A wallet entry's link as the column stores it.
-fn stored_hash(entry: &NewEntry) -> Option<&[u8]> {
+pub(super) fn stored_hash(entry: &NewEntry) -> Option<&[u8]> {
     entry.hash.as_ref().map(|h| h.0.as_slice())
 }
 
-/// Columns bound per entry by [`insert_entries_citus`].
+/// Columns bound per entry by [`insert_entries_values`].
 const ENTRY_COLUMNS: usize = 9;
 
-/// [`insert_entry_rows`] on Citus: one multi-row `insert ... values`. Citus routes each row
+/// [`insert_entry_rows`] on Citus: one call per shard when that pays
+/// ([`super::per_shard`]), else [`insert_entries_values`] in statements of whole transactions.
+async fn insert_entries_citus(
+    conn: &mut PgConnection,
+    entries: &[EntryRow<'_>],
+) -> Result<Vec<WrittenEntry>, sqlx::Error> {
+    let accounts: Vec<&str> = entries.iter().map(|e| e.3.account.as_str()).collect();
+    if let Some(shards) =
+        super::per_shard::shards_if_paying(&mut *conn, "entries", &accounts).await?
+    {
+        return super::per_shard::insert_entries(conn, entries, &shards).await;
+    }
+    let mut written = Vec::with_capacity(entries.len());
+    for chunk in whole_transactions(entries, MAX_PARAMETERS / ENTRY_COLUMNS, |e| e.0) {
+        written.extend(insert_entries_values(&mut *conn, chunk).await?);
+    }
+    Ok(written)
+}
+
+/// Entries on Citus as one multi-row `insert ... values`. Citus routes each row
 /// by its bound account and sends each shard its rows as one statement (so a transaction's
 /// entries on one shard still arrive together, as the shard's trigger requires); the
 /// `insert ... select from unnest` of one PostgreSQL goes through intermediate results on
 /// every shard instead (docs/performance.md, "Where a transfer's time goes on Citus").
 /// Returns the rows as stored, for the cross-shard check.
-async fn insert_entries_citus(
+async fn insert_entries_values(
     conn: &mut PgConnection,
     entries: &[EntryRow<'_>],
 ) -> Result<Vec<WrittenEntry>, sqlx::Error> {

@@ -12,6 +12,7 @@ pub mod checkpoints;
 pub mod inserts;
 pub mod locks;
 pub mod marks;
+mod per_shard;
 pub mod reads;
 pub mod sessions;
 pub mod shards;

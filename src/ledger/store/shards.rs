@@ -35,9 +35,7 @@ pub async fn transactions_by_shard(
     by_shard(conn, "transactions", sorted_ids).await
 }
 
-/// `ids` (of the distributed table `table`) grouped by the shard that holds each. The
-/// array's type travels with the bound parameter, so one statement serves text and uuid ids;
-/// not kept prepared, since a prepared statement keeps the type of its first call's array.
+/// `ids` (of the distributed table `table`) grouped by the shard that holds each.
 async fn by_shard<T>(
     conn: &mut PgConnection,
     table: &'static str,
@@ -47,10 +45,26 @@ where
     T: Clone + Send + Sync,
     for<'q> &'q [T]: sqlx::Encode<'q, sqlx::Postgres> + sqlx::Type<sqlx::Postgres>,
 {
+    let shards = shards_of(conn, table, ids).await?;
+    Ok(group(ids, &shards))
+}
+
+/// The shard of each of `ids` (rows of the distributed table `table`), in their order. The
+/// array's type travels with the bound parameter, so one statement serves text and uuid ids;
+/// not kept prepared, since a prepared statement keeps the type of its first call's array.
+pub async fn shards_of<T>(
+    conn: &mut PgConnection,
+    table: &'static str,
+    ids: &[T],
+) -> Result<Vec<i64>, sqlx::Error>
+where
+    T: Send + Sync,
+    for<'q> &'q [T]: sqlx::Encode<'q, sqlx::Postgres> + sqlx::Type<sqlx::Postgres>,
+{
     if ids.is_empty() {
         return Ok(Vec::new());
     }
-    let shards: Vec<i64> = sqlx::query_scalar(
+    sqlx::query_scalar(
         "select get_shard_id_for_distribution_column($1::regclass, id)
          from unnest($2) with ordinality as i(id, n) order by n",
     )
@@ -58,8 +72,7 @@ where
     .bind(ids)
     .persistent(false)
     .fetch_all(conn)
-    .await?;
-    Ok(group(ids, &shards))
+    .await
 }
 
 /// The ids grouped by their shard (`shards[i]` holds `ids[i]`), groups in shard order, each
