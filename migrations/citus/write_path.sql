@@ -121,7 +121,7 @@ end $fn$;
 
 -- Rows written one call per shard: what the write path sends instead of one multi-row
 -- `insert ... values` when a statement's rows are many per shard (a consumer batch, a large
--- batch of creates; src/ledger/store/inserts.rs decides). Citus writes each row of a
+-- batch of creates; src/ledger/store/per_shard.rs decides). Citus writes each row of a
 -- multi-row insert out again as SQL text for its shard, on the coordinator: a consumer
 -- batch's largest cost there (docs/performance.md, "Rows written one call per shard"). A
 -- call of these functions carries its shard's rows as arrays, and Citus delegates it whole
@@ -137,10 +137,10 @@ end $fn$;
 --   own sequence hands out another range) and the entries' `xid` (the coordinator's, which
 --   the checkpoints order by). A shard has no column defaults.
 -- - shard_written_here: every row must belong to the called shard (the caller grouped them by
---   shard in an earlier statement), and the shard must still be placed on this node, checked under the shard's
---   metadata lock that a Citus writer takes (share) and a shard move takes (exclusive) before
---   it switches placements: a call that arrives after a move finished is refused rather than
---   written into the placement left behind. Citus lets only a table's owner take that lock,
+--   shard in an earlier statement), and the shard must still be placed on this node, checked
+--   under the shard's metadata lock that a Citus writer takes (share) and a shard move takes
+--   (exclusive) before it switches placements: a call that arrives after a move finished is
+--   refused rather than written into the placement left behind. Citus lets only a table's owner take that lock,
 --   and the service runs as another role (docs/operations.md, "Database roles"), so this
 --   check runs with its owner's rights (`security definer`); it takes nothing but the lock.
 create or replace function shard_written_here(tbl regclass, anchor anyelement, keys anyarray)

@@ -1060,3 +1060,69 @@ async fn a_batch_of_many_rows_per_shard_is_written_one_call_per_shard() {
     assert!(findings.is_empty(), "{findings:?}");
     app.finish().await;
 }
+
+/// `entries_written_in_shard` writes only rows of its shard, and only where the shard is placed:
+/// handed a row of a wallet on the other worker beside one of its own, the worker refuses the
+/// call; run on a node that holds no placement of the shard (here the coordinator, where a
+/// volatile argument keeps Citus from delegating the call), it is refused as a conflict, as a
+/// call that arrives after a shard move is. Neither writes a row.
+#[tokio::test]
+async fn a_call_per_shard_writes_only_its_shard_where_it_is_placed() {
+    let app = TestApp::new().await;
+    let w = wallets_on_both_workers(&app, "x", 1).await;
+    let call = |xid: &str, accounts: &[&String]| {
+        let n = accounts.len();
+        let list = |v: &str| vec![v; n].join(", ");
+        format!(
+            "select entries_written_in_shard('{first}', {xid}, array[{ids}]::bigint[],
+                 array[{tx}]::uuid[], array[{accounts}], array[{cur}], array[{amounts}]::bigint[],
+                 array[{null}]::bigint[], array[{null}]::bigint[], array[{now}]::timestamptz[],
+                 array[{null}]::timestamptz[], array[{null}]::bytea[])",
+            first = accounts[0],
+            ids = (1..=n)
+                .map(|i| i.to_string())
+                .collect::<Vec<_>>()
+                .join(", "),
+            tx = list("'00000000-0000-0000-0000-000000000001'"),
+            accounts = accounts
+                .iter()
+                .map(|a| format!("'{a}'"))
+                .collect::<Vec<_>>()
+                .join(", "),
+            cur = list("'SAR'"),
+            amounts = list("5"),
+            null = list("null"),
+            now = list("'2026-01-01T00:00:00Z'"),
+        )
+    };
+    let refusal = |statement: String| {
+        let pool = app.pool.clone();
+        async move {
+            let error = sqlx::query_scalar::<_, i32>(sqlx::AssertSqlSafe(statement))
+                .fetch_one(&pool)
+                .await
+                .unwrap_err();
+            let e = error.as_database_error().expect("a database error");
+            (
+                e.code().unwrap_or_default().into_owned(),
+                e.message().to_owned(),
+            )
+        }
+    };
+    let (_, mixed) = refusal(call("'1'", &[&w[0], &w[1]])).await;
+    assert!(mixed.contains("belong to another shard"), "{mixed}");
+    let (code, elsewhere) = refusal(call("(random() + 1)::int::text", &[&w[0]])).await;
+    assert_eq!(code, "40001", "{elsewhere}");
+    assert!(
+        elsewhere.contains("no longer placed on this node"),
+        "{elsewhere}"
+    );
+    let written: i64 =
+        sqlx::query_scalar("select count(*) from entries where account_id = any($1)")
+            .bind(&w)
+            .fetch_one(&app.pool)
+            .await
+            .unwrap();
+    assert_eq!(written, 0);
+    app.finish().await;
+}
